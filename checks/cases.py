@@ -1,0 +1,60 @@
+"""Input builders shared by the suites: random parameters, masks, and conversion to lists.
+
+Inputs go to the candidate as nested lists unless a check says otherwise (lists work for list
+and NumPy solutions alike); expected values come from the reference in the kit's process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def lists(value):
+    """NumPy arrays (also inside dicts, lists, tuples) -> nested Python lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(lists(v) for v in value)
+    return value
+
+
+def params(rng, d_in: int, d_out: int | None = None, biases: bool = True, scale: float = 1.0,
+           names: tuple[str, ...] = ("q", "k", "v", "o")) -> dict:
+    """Projection weights W<name> (d_in×d_out, std scale/sqrt(d_in)) and biases b<name>."""
+    d_out = d_out or d_in
+    out = {}
+    for n in names:
+        rows = d_out if n == "o" else d_in
+        out[f"W{n}"] = rng.normal(0.0, scale / np.sqrt(rows), size=(rows, d_out)).round(6)
+        if biases:
+            out[f"b{n}"] = rng.normal(0.0, 0.5, size=d_out).round(6)
+    return out
+
+
+def tokens(rng, B: int, T: int, D: int, scale: float = 1.0) -> np.ndarray:
+    return (rng.normal(0.0, 1.0, size=(B, T, D)) * scale).round(6)
+
+
+def random_mask(rng, B: int, T: int, S: int | None = None, blocked_rows: int = 1) -> np.ndarray:
+    """Random True/False entries with at least `blocked_rows` fully blocked query rows per batch
+    (when T allows) and every other row with at least one allowed key."""
+    S = S or T
+    mask = rng.random((B, T, S)) < 0.6
+    for b in range(B):
+        for i in range(T):
+            if not mask[b, i].any():
+                mask[b, i, rng.integers(S)] = True
+        for i in rng.choice(T, size=min(blocked_rows, max(T - 1, 0)), replace=False):
+            mask[b, i] = False
+    return mask
+
+
+def causal(B: int, T: int) -> np.ndarray:
+    return np.broadcast_to(np.tril(np.ones((T, T), dtype=bool)), (B, T, T)).copy()
+
+
+def padding(lengths, T: int) -> np.ndarray:
+    n = np.asarray(lengths).reshape(-1, 1, 1)
+    return np.broadcast_to(np.arange(T).reshape(1, 1, T) < n, (len(lengths), T, T)).copy()

@@ -1,0 +1,159 @@
+"""prompts/*.toml -> frozen dataclasses. Unknown or missing keys are errors naming file and key.
+
+prompts/exercises/<id>.toml holds one exercise (statement, starter, functions, hints, discussion
+questions, follow-ups); prompts/bugs.toml holds the known-bug catalogue shared by all exercises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CatalogError, UsageError
+from .paths import bug_files, bug_id_of, package_dir
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    signature: str          # as shown to the candidate, e.g. "stable_softmax(scores, allowed=None)"
+
+
+@dataclass(frozen=True)
+class Hint:
+    title: str
+    text: str
+    concept: str = ""
+    checks: tuple[str, ...] = ()     # check ids this hint helps with
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    concept: str
+    prompt: str
+    key_points: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    prompt: str
+    exercise: str = ""       # an exercise id when the follow-up is itself an exercise
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    watch_for: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    summary: str
+    order: int
+    main: str                          # the function that identifies a file as this exercise
+    checks: str                        # module under attn_kit.checks holding the suite
+    oracle: str                        # reference file the kit computes expected values with
+    statement: str
+    starter: str
+    functions: tuple[Function, ...]
+    hints: tuple[Hint, ...] = ()
+    questions: tuple[Question, ...] = ()
+    followups: tuple[FollowUp, ...] = ()
+    rubric: tuple[RubricItem, ...] = ()
+    needs: str = ""                    # optional dependency, e.g. "torch"
+    minutes: int = 45                  # default mock-screen length
+    path: Path = field(default=Path(), compare=False)
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.functions)
+
+    def signature_of(self, name: str) -> str:
+        return next(f.signature for f in self.functions if f.name == name)
+
+    @property
+    def bug_ids(self) -> tuple[str, ...]:
+        """Known bugs with an implementation under solutions/<id>/bugs/, in catalogue order."""
+        present = {bug_id_of(p) for p in bug_files(self.id)}
+        return tuple(b for b in bugs() if b in present)
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    title: str
+    symptom: str          # what goes wrong, in one or two sentences
+    fix: str              # the fix in one sentence
+    test_idea: str        # the one-line idea of a test that catches it
+    concept: str          # the discussion concept it belongs to (for review scheduling)
+
+
+def _build(cls, data: dict, where: str):
+    """Instantiate a dataclass from a TOML table, rejecting unknown and missing keys."""
+    names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "path"}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise CatalogError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(names))})")
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    missing = sorted(required - set(data))
+    if missing:
+        raise CatalogError(f"{where}: missing key '{missing[0]}'")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return cls(**values)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    if data.pop("format", None) != FORMAT_VERSION:
+        raise CatalogError(f"{path}: expected 'format = {FORMAT_VERSION}' at the top")
+    return data
+
+
+def load_exercise(path: Path) -> Exercise:
+    data = _read_toml(path)
+    nested = {"functions": Function, "hints": Hint, "questions": Question,
+              "followups": FollowUp, "rubric": RubricItem}
+    for key, cls in nested.items():
+        if key in data:
+            data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}")
+                              for i, item in enumerate(data[key]))
+    exercise = _build(Exercise, data, path.name)
+    if exercise.id != path.stem:
+        raise CatalogError(f"{path.name}: id '{exercise.id}' does not match the file name")
+    return dataclasses.replace(exercise, path=path)
+
+
+@functools.cache
+def exercises() -> dict[str, Exercise]:
+    """All exercises by id, in their declared order."""
+    found = [load_exercise(p) for p in (package_dir("prompts") / "exercises").glob("*.toml")]
+    return {e.id: e for e in sorted(found, key=lambda e: (e.order, e.id))}
+
+
+@functools.cache
+def bugs() -> dict[str, Bug]:
+    """The known-bug catalogue by id, in file order."""
+    path = package_dir("prompts") / "bugs.toml"
+    data = _read_toml(path)
+    items = [_build(Bug, item, f"bugs.toml [bugs] #{i + 1}") for i, item in enumerate(data.get("bugs", []))]
+    return {b.id: b for b in items}
+
+
+def exercise(exercise_id: str) -> Exercise:
+    """Look up an exercise, or raise UsageError listing the ids."""
+    found = exercises().get(exercise_id)
+    if found is None:
+        raise UsageError(f"unknown exercise '{exercise_id}'. Exercises: {', '.join(exercises())}")
+    return found

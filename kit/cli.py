@@ -1,0 +1,164 @@
+"""The `attn-kit` command: a thin click layer over the library.
+
+Each command parses its options, calls one core function, hands the result to render.py and
+picks the exit status. numpy and rich are imported inside commands, so `attn-kit --help` and
+start-up stay fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import KitError
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def parse_size(text: str) -> int | None:
+    """'2G', '512M', '1.5GiB', '0' (no cap) -> bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if not match:
+        raise click.BadParameter(f"'{text}' is not a size; write e.g. 2G, 512M or 0 for no cap")
+    number, unit = float(match.group(1)), match.group(2)
+    size = int(number * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
+    return size or None
+
+
+def reports_errors(func):
+    """Turn KitError into `Error: ...` on stderr (or the --json error object) and its exit status."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except KitError as exc:
+            if kwargs.get("as_json"):
+                from .report import error_json
+                click.echo(json.dumps(error_json(str(exc), kwargs.get("exercise"))))
+            else:
+                from . import render
+                render.error(str(exc))
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\nInterrupted.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="attn-kit")
+def cli():
+    """attn-kit: practise the attention coding screen, locally.
+
+    \b
+    Quick start:
+      attn-kit list
+      attn-kit start mha-screen solution.py
+      attn-kit check solution.py
+    """
+
+
+@cli.command("list")
+@reports_errors
+def list_exercises():
+    """List the exercises, one line each.
+
+    \b
+    Example:
+      attn-kit list
+    """
+    from . import catalog, render
+    render.exercise_list(catalog.exercises().values())
+
+
+@cli.command()
+@click.argument("exercise")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@reports_errors
+def start(exercise, file, force):
+    """Write a starter file for EXERCISE and print its statement.
+
+    FILE defaults to EXERCISE.py with dashes turned into underscores.
+
+    \b
+    Example:
+      attn-kit start mha-screen solution.py
+    """
+    from . import catalog, render
+    from .errors import UsageError
+    ex = catalog.exercise(exercise)
+    path = file or Path(ex.id.replace("-", "_") + ".py")
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
+    path.write_text(ex.starter, encoding="utf-8")
+    render.started(ex, path)
+
+
+@cli.command()
+@click.argument("exercise")
+@reports_errors
+def show(exercise):
+    """Print the statement of EXERCISE.
+
+    \b
+    Example:
+      attn-kit show mha-screen
+    """
+    from . import catalog, render
+    render.statement(catalog.exercise(exercise))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (see SPEC.md) and nothing else.")
+@click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
+@click.option("--seed", type=int, help="Seed of the randomised cases (printed with every run).")
+@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds one call of your code may take.")
+@click.option("--memory", default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
+@click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Write a standalone script per failing check into DIR.")
+@reports_errors
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro):
+    """Grade FILE with the exercise's check suite, in a separate process.
+
+    Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
+    2 the command was misused (no such file, unknown exercise, bad option).
+
+    \b
+    Examples:
+      attn-kit check solution.py
+      attn-kit check solution.py --public
+      attn-kit check solution.py --json --seed 7
+      attn-kit check solution.py --pure --repro repro/
+    """
+    from . import grading
+    options = grading.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
+    report = grading.grade(file, options)
+    written = []
+    if repro:
+        from . import repro as repro_module
+        written = repro_module.write(report, repro)
+    if as_json:
+        click.echo(json.dumps(report.to_json()))
+    else:
+        from . import catalog, render
+        render.report(report, catalog.exercise(report.exercise))
+        render.repro_written(written)
+    sys.exit(EXIT_PASS if report.passed else EXIT_FAIL)
+
+
+def main():
+    cli()
+
+
+if __name__ == "__main__":
+    main()

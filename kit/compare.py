@@ -1,0 +1,166 @@
+"""Turning returned values into arrays, strictly, and comparing them with a tolerance.
+
+Every problem is described in domain terms ("output row (batch 0, query 3) differs ...") and
+carries the numbers a renderer needs, never a raw array dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .values import Opaque, TensorValue
+
+RTOL = 1e-6
+ATOL = 1e-8
+
+
+class ValueProblem(Exception):
+    """A returned value is not an array of the expected shape and kind."""
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, Opaque):
+        return f"a {value.type_name} object"
+    return type(value).__name__
+
+
+def _ragged(value, path="") -> str:
+    """Explain where a nested list stops being rectangular, or ''."""
+    if not isinstance(value, (list, tuple)):
+        return ""
+    lengths = [len(v) if isinstance(v, (list, tuple, np.ndarray)) else None for v in value]
+    if any(n is not None for n in lengths) and any(n is None for n in lengths):
+        i = lengths.index(None)
+        return f"entry {path}[{i}] is a number where its neighbours are lists"
+    known = [n for n in lengths if n is not None]
+    if known and len(set(known)) > 1:
+        first = known[0]
+        i = next(i for i, n in enumerate(lengths) if n != first)
+        return f"row {path}[{i}] has {lengths[i]} entries where {path}[0] has {first}"
+    for i, v in enumerate(value):
+        inner = _ragged(v, f"{path}[{i}]")
+        if inner:
+            return inner
+    return ""
+
+
+def to_array(value, what: str, kind: str = "float") -> np.ndarray:
+    """A nested list, NumPy array or tensor -> ndarray (float64, or bool for masks)."""
+    if isinstance(value, TensorValue):
+        value = value.array
+    if value is None:
+        raise ValueProblem(f"{what} is None: the function returned nothing (is a `return` missing?)")
+    if isinstance(value, (Opaque, str, dict)):
+        raise ValueProblem(f"{what} is {_describe(value)}, not an array or nested list")
+    problem = _ragged(value)
+    if problem:
+        raise ValueProblem(f"{what} is a ragged list: {problem}")
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueProblem(f"{what} cannot be read as an array: {exc}") from None
+    if arr.dtype == object:
+        bad = next((v for v in arr.ravel() if not isinstance(v, (int, float, bool, np.number, np.bool_))), None)
+        raise ValueProblem(f"{what} contains {_describe(bad)} where numbers are expected")
+    if kind == "bool":
+        if arr.dtype != bool:
+            raise ValueProblem(f"{what} has entries of type {arr.dtype}, but masks are boolean "
+                               f"(True = allowed); build it from comparisons such as `j <= i`")
+        return arr
+    if arr.dtype.kind not in "biuf":
+        raise ValueProblem(f"{what} has entries of type {arr.dtype}, not real numbers")
+    return arr.astype(np.float64)
+
+
+def shape_text(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")" if shape else "() (a scalar)"
+
+
+def check_shape(arr: np.ndarray, expected: tuple[int, ...], what: str, dims: str = "") -> None:
+    """Strict: (T, D) where (1, T, D) is due is an error, with both shapes shown."""
+    if tuple(arr.shape) != tuple(expected):
+        names = f" = {dims}" if dims else ""
+        raise ValueProblem(f"{what} has shape {shape_text(arr.shape)}, expected "
+                           f"{shape_text(expected)}{names}")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where and by how much an array differs from what was expected."""
+
+    what: str
+    shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    index: tuple[int, ...]           # the worst element
+    row_label: str                   # "batch 0, query 3"
+    column_label: str                # "feature 17"
+    expected_row: tuple[float, ...]  # a window of the worst row
+    actual_row: tuple[float, ...]
+    row_offset: int                  # index of the first entry shown
+    nan_count: int
+    inf_count: int
+    wrong_count: int
+    total: int
+    rtol: float
+    atol: float
+    notes: tuple[str, ...] = field(default=())
+
+    def summary(self) -> str:
+        if self.nan_count or self.inf_count:
+            bad = ", ".join(p for p in (f"{self.nan_count} NaN" if self.nan_count else "",
+                                        f"{self.inf_count} inf" if self.inf_count else "") if p)
+            head = f"{self.what} has {bad} (of {self.total} entries)"
+        else:
+            head = (f"{self.what} row ({self.row_label}) differs: max |Δ| = {self.max_abs:.3g} at "
+                    f"{self.column_label} (tolerance {self.atol:g} + {self.rtol:g}·|expected|)")
+        if self.wrong_count > 1:
+            head += f"; {self.wrong_count} of {self.total} entries are off"
+        return head
+
+
+def _label(index, axes) -> str:
+    return ", ".join(f"{name} {i}" for name, i in zip(axes, index))
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str, ...] = (),
+            rtol: float = RTOL, atol: float = ATOL, window: int = 8) -> Mismatch | None:
+    """None when close everywhere (NaN is never close); else a Mismatch for the worst row."""
+    expected = np.asarray(expected)
+    if expected.dtype == bool or actual.dtype == bool:
+        bad = actual != expected
+        diff = bad.astype(float)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(actual - expected)
+            bad = ~(diff <= atol + rtol * np.abs(expected))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+    if not bad.any():
+        return None
+    axes = tuple(axes) + tuple(f"axis {i}" for i in range(len(axes), actual.ndim))
+    if actual.ndim == 0:
+        index = ()
+    else:
+        worst = np.where(bad, diff, -1.0)
+        index = tuple(int(i) for i in np.unravel_index(np.argmax(worst), actual.shape))
+    max_abs = float(np.max(np.where(bad, diff, 0.0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(bad, diff / np.maximum(np.abs(expected.astype(float)), 1e-300), 0.0)
+    row_idx, col = index[:-1], (index[-1] if index else 0)
+    exp_row = expected[row_idx] if actual.ndim else expected.reshape(1)
+    act_row = actual[row_idx] if actual.ndim else actual.reshape(1)
+    start = max(0, min(col - window // 2, len(exp_row) - window))
+    return Mismatch(
+        what=what, shape=tuple(actual.shape), max_abs=max_abs, max_rel=float(np.max(rel)),
+        index=index, row_label=_label(row_idx, axes[:-1]) or "the vector",
+        column_label=_label((col,), axes[-1:]) if actual.ndim else "the value",
+        expected_row=tuple(float(v) for v in exp_row[start:start + window]),
+        actual_row=tuple(float(v) for v in act_row[start:start + window]),
+        row_offset=start,
+        nan_count=int(np.isnan(actual).sum()) if actual.dtype.kind == "f" else 0,
+        inf_count=int(np.isinf(actual).sum()) if actual.dtype.kind == "f" else 0,
+        wrong_count=int(bad.sum()), total=int(bad.size), rtol=rtol, atol=atol)

@@ -1,0 +1,159 @@
+"""Pre-flight of a candidate file, in the kit's process and without running it.
+
+Checks that the file exists and parses, finds which exercise it is for, and lists the top-level
+imports (for --pure). Running the file is the worker's job.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import catalog
+from .errors import LoadError, UsageError
+
+HEADER = re.compile(r"^#\s*attn-kit:\s*([\w-]+)\s*$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    text: str
+    tree: ast.Module
+    header: str | None            # exercise id from the first-line header, if any
+    defined: tuple[str, ...]      # top-level function names
+
+    def imports(self) -> list[tuple[str, int]]:
+        """Top-level module names imported anywhere in the file, with the line of first use."""
+        found: dict[str, int] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    found.setdefault(alias.name.split(".")[0], node.lineno)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.setdefault(node.module.split(".")[0], node.lineno)
+        return sorted(found.items(), key=lambda item: item[1])
+
+    def non_stdlib_imports(self) -> list[tuple[str, int]]:
+        return [(name, line) for name, line in self.imports()
+                if name not in sys.stdlib_module_names and name != "__future__"]
+
+
+def read_source(path: str | Path) -> SourceFile:
+    """Read and parse a candidate file; UsageError if missing, LoadError on a syntax error."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"no such file: {path}. Create it with `attn-kit start EXERCISE {path}`.")
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give the path of your solution file.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise LoadError(f"{path} is not UTF-8 text; save it as a UTF-8 Python file.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise LoadError(syntax_error_text(path, exc)) from None
+    first = text.splitlines()[0] if text else ""
+    match = HEADER.match(first)
+    defined = tuple(node.name for node in tree.body
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return SourceFile(path, text, tree, match.group(1) if match else None, defined)
+
+
+def syntax_error_text(path: Path, exc: SyntaxError) -> str:
+    """'solution.py:12: SyntaxError: ...' followed by the line and a caret under the column."""
+    text = f"{path}:{exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    if exc.text:
+        line = exc.text.rstrip("\n")
+        stripped = line.lstrip()
+        caret = max((exc.offset or 1) - 1 - (len(line) - len(stripped)), 0)
+        text += f"\n    {stripped}\n    {' ' * caret}^"
+    return text
+
+
+def detect_exercise(source: SourceFile, override: str | None = None) -> catalog.Exercise:
+    """--exercise wins; then the `# attn-kit: ID` header; then which main function is defined."""
+    if override:
+        return catalog.exercise(override)
+    if source.header:
+        if source.header in catalog.exercises():
+            return catalog.exercise(source.header)
+        raise UsageError(f"{source.path} starts with `# attn-kit: {source.header}`, which is not an "
+                         f"exercise. Exercises: {', '.join(catalog.exercises())}")
+    ids = ", ".join(catalog.exercises())
+    matches = [e for e in catalog.exercises().values() if e.main in source.defined]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise LoadError(f"cannot tell which exercise {source.path} is for: it defines none of the "
+                        f"exercises' main functions. Add `# attn-kit: ID` as its first line or pass "
+                        f"--exercise ID. Exercises: {ids}")
+    raise LoadError(f"{source.path} could be any of {', '.join(e.id for e in matches)}. Add "
+                    f"`# attn-kit: ID` as its first line or pass --exercise ID. Exercises: {ids}")
+
+
+def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path: Path) -> None:
+    """Every function the exercise needs is defined, with parameters a caller can use."""
+    defined = sorted(functions)
+    for fn in exercise.functions:
+        if fn.name not in functions:
+            close = difflib.get_close_matches(fn.name, defined, n=1, cutoff=0.6)
+            hint = f" Did you mean `{close[0]}`?" if close else ""
+            listing = ", ".join(defined) if defined else "no functions"
+            raise LoadError(f"{path} does not define `{fn.name}`, which {exercise.id} needs "
+                            f"(expected `{fn.signature}`).{hint} The file defines: {listing}.")
+        problem = signature_problem(fn.signature, functions[fn.name])
+        if problem:
+            raise LoadError(f"`{fn.name}` in {path} has the wrong signature: {problem}. "
+                            f"Expected `{fn.signature}`; yours is `{fn.name}{functions[fn.name]}`.")
+
+
+def _parameters(text: str) -> list[inspect.Parameter] | None:
+    try:
+        tree = ast.parse(f"def f{text}: pass")
+    except SyntaxError:
+        return None
+    args = tree.body[0].args
+    params = []
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    for arg, default in zip(positional, defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=inspect.Parameter.empty if default is None else 0))
+    if args.vararg:
+        params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
+                                        default=inspect.Parameter.empty if default is None else 0))
+    if args.kwarg:
+        params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+    return params
+
+
+def signature_problem(expected: str, actual: str) -> str:
+    """Why a function with signature `actual` cannot be called as `expected` is, or ''."""
+    want = _parameters(expected[expected.index("("):])
+    have = _parameters(actual)
+    if want is None or have is None:
+        return ""
+    sig = inspect.Signature(have)
+    required = [p.name for p in want if p.default is inspect.Parameter.empty]
+    optional = [p.name for p in want if p.default is not inspect.Parameter.empty]
+    try:
+        sig.bind(*required)
+    except TypeError as exc:
+        return f"it cannot be called with the {len(required)} required argument(s) ({exc})"
+    for name in optional:
+        try:
+            sig.bind(*required, **{name: None})
+        except TypeError:
+            return f"it has no parameter `{name}`"
+    return ""

@@ -1,0 +1,27 @@
+"""Where the kit's bundled data lives, in a checkout and in an installed wheel alike."""
+
+from importlib.resources import files
+from pathlib import Path
+
+
+def package_dir(name: str) -> Path:
+    """The folder of one of attn_kit's bundled packages: 'prompts', 'solutions' or 'checks'."""
+    return Path(str(files(f"attn_kit.{name}")))
+
+
+def solutions_dir(exercise_id: str) -> Path:
+    return package_dir("solutions") / exercise_id
+
+
+def reference_files(exercise_id: str) -> list[Path]:
+    """Reference solutions of an exercise, reference_*.py, in name order."""
+    return sorted(solutions_dir(exercise_id).glob("reference_*.py"))
+
+
+def bug_files(exercise_id: str) -> list[Path]:
+    """Known-bug variants: bugs/<bug-id>.py, or bugs/<bug-id>@<form>.py for a second form."""
+    return sorted((solutions_dir(exercise_id) / "bugs").glob("*.py"))
+
+
+def bug_id_of(path: Path) -> str:
+    return path.stem.split("@", 1)[0]

@@ -1,0 +1,152 @@
+"""The @check decorator, the Suite that collects checks, and the CheckContext a check uses.
+
+A check calls the candidate through the sandbox (`ctx.call`), computes expected values in the
+kit's own process (`ctx.oracle`), and states its verdict with `ctx.expect_*` or `ctx.fail`.
+Checks never print.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, to_array
+from .report import Call
+from .values import Outcome
+
+
+class CheckFailed(Exception):
+    """The candidate's code ran but broke the property the check states."""
+
+    def __init__(self, message: str, mismatch: Mismatch | None = None):
+        super().__init__(message)
+        self.mismatch = mismatch
+
+
+class CallFailed(Exception):
+    """The candidate's code raised, hung, crashed or ran out of memory during a call."""
+
+    def __init__(self, call: Call):
+        outcome = call.outcome
+        text = f"`{call.fn}` {outcome.describe_failure()}"
+        if outcome.status == "raised" and outcome.error.type == "NotImplementedError":
+            text = f"`{call.fn}` is not implemented yet (it raised NotImplementedError)"
+        super().__init__(text)
+        self.call = call
+
+
+class CheckSkipped(Exception):
+    """The check does not apply here (e.g. gradients of a NumPy solution)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    explanation: str
+    func: Callable
+    points: int
+    catches: tuple[str, ...]
+    public: bool
+    after: tuple[str, ...]
+    hint: int | None
+    concept: str
+
+
+@dataclass
+class Suite:
+    exercise: str
+    checks: list[Check] = field(default_factory=list)
+
+    def check(self, points: int = 1, catches: tuple[str, ...] = (), public: bool = False,
+              after: tuple[str, ...] = (), hint: int | None = None, concept: str = ""):
+        """Register a check; its id is the function name with dashes, its title the docstring's
+        first line and its explanation the rest."""
+        def register(func):
+            doc = (func.__doc__ or func.__name__).strip().splitlines()
+            check_id = func.__name__.replace("_", "-")
+            if any(c.id == check_id for c in self.checks):
+                raise ValueError(f"duplicate check id {check_id}")
+            self.checks.append(Check(check_id, doc[0].strip(), " ".join(l.strip() for l in doc[1:]).strip(),
+                                     func, points, tuple(catches), public, tuple(after), hint, concept))
+            return func
+        return register
+
+
+class CheckContext:
+    def __init__(self, sandbox, oracle, seed: int, check: Check, rng_extra: str = ""):
+        self.sandbox = sandbox
+        self.oracle = oracle
+        self.seed = seed
+        self.check = check
+        self.rng = np.random.default_rng([seed, zlib.crc32((check.id + rng_extra).encode())])
+        self.calls: list[Call] = []
+        self.case: dict = {"seed": seed}
+        self.notes: list[str] = []
+        self.failing_call: Call | None = None
+
+    # --- calling the candidate -------------------------------------------------------------
+    def outcome(self, fn: str, *args, harness: str | None = None, **kwargs) -> Outcome:
+        """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included)."""
+        outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
+        self.calls.append(Call(fn, args, kwargs, outcome))
+        return outcome
+
+    def call(self, fn: str, *args, harness: str | None = None, **kwargs):
+        """Run the candidate's fn; return its value, or stop the check with status 'error'."""
+        outcome = self.outcome(fn, *args, harness=harness, **kwargs)
+        if not outcome.ok:
+            self.failing_call = self.calls[-1]
+            raise CallFailed(self.calls[-1])
+        return outcome.value
+
+    @property
+    def last_call(self) -> Call:
+        return self.calls[-1]
+
+    # --- stating the verdict ---------------------------------------------------------------
+    def describe(self, **facts) -> None:
+        """Record the case (shapes, seed, inputs that matter) for the failure evidence."""
+        self.case.update(facts)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def fail(self, message: str, mismatch: Mismatch | None = None):
+        if self.failing_call is None and self.calls:
+            self.failing_call = self.calls[-1]
+        raise CheckFailed(message, mismatch)
+
+    def array(self, value, what: str, shape: tuple[int, ...] | None = None, dims: str = "",
+              kind: str = "float") -> np.ndarray:
+        """The value as an array with exactly this shape, or the check fails saying why."""
+        try:
+            arr = to_array(value, what, kind)
+            if shape is not None:
+                check_shape(arr, shape, what, dims)
+        except ValueProblem as exc:
+            self.fail(str(exc))
+        return arr
+
+    def expect_close(self, value, expected, what: str, axes: tuple[str, ...] = (), dims: str = "",
+                     rtol: float = RTOL, atol: float = ATOL, kind: str = "float", call: Call | None = None):
+        """Shape first, then values: fail with the worst row when they differ."""
+        expected = np.asarray(expected)
+        if call is None and self.calls and self.calls[-1].expected is None:
+            call = self.calls[-1]
+        if call is not None:
+            call.expected = expected
+        actual = self.array(value, what, expected.shape, dims, kind)
+        mismatch = compare(actual, expected, what, axes, rtol, atol)
+        if mismatch is not None:
+            if call is not None:
+                self.failing_call = call
+            self.fail(mismatch.summary(), mismatch)
+        return actual
+
+    def expect(self, condition: bool, message: str):
+        if not condition:
+            self.fail(message)

@@ -1,0 +1,100 @@
+"""Result records: one per check, one per diagnosed bug, one per run. Plain data, JSON-ready."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .compare import Mismatch
+from .values import Outcome
+
+
+@dataclass
+class Call:
+    """One call the check made to the candidate's code, kept for diagnosis and --repro."""
+
+    fn: str
+    args: tuple
+    kwargs: dict
+    outcome: Outcome
+    expected: Any = None          # what the reference returns, when the check computed it
+
+
+@dataclass
+class CheckResult:
+    id: str
+    title: str
+    status: str                   # pass | fail | error | skip
+    points: int                   # points awarded
+    max_points: int
+    message: str = ""
+    bug: str | None = None        # the known bug this failure matches, if any
+    public: bool = False
+    catches: tuple[str, ...] = ()
+    hint: int | None = None       # 1-based hint number that helps with this check
+    case: dict = field(default_factory=dict)      # seed, shapes, the inputs that matter
+    mismatch: Mismatch | None = None
+    output: str = ""              # what the candidate's code printed during this check
+    notes: tuple[str, ...] = ()   # informational lines (e.g. measured figures)
+    calls: list[Call] = field(default_factory=list)
+    failing_call: Call | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "status": self.status, "message": self.message,
+                "bug": self.bug, "points": self.points, "max_points": self.max_points,
+                "public": self.public}
+
+
+@dataclass
+class Diagnosis:
+    bug: str
+    title: str
+    evidence: str
+    explanation: str = ""         # what goes wrong, from the bug catalogue
+    fix: str = ""
+    checks: tuple[str, ...] = ()  # the failing checks whose outputs this bug explains
+
+    def to_json(self) -> dict:
+        return {"bug": self.bug, "title": self.title, "evidence": self.evidence}
+
+
+@dataclass
+class Report:
+    exercise: str
+    path: str
+    seed: int
+    results: list[CheckResult]
+    diagnosis: list[Diagnosis] = field(default_factory=list)
+    public_only: bool = False
+    notes: list[str] = field(default_factory=list)   # e.g. "memory cap not applied: ..."
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """Every graded check that ran passed (a skipped check is neither passed nor failed)."""
+        ran = [r for r in self.results if r.status != "skip"]
+        return bool(ran) and all(r.status == "pass" for r in ran)
+
+    @property
+    def score(self) -> tuple[int, int]:
+        return (sum(r.status == "pass" for r in self.results), len(self.results))
+
+    @property
+    def points(self) -> tuple[int, int]:
+        return (sum(r.points for r in self.results), sum(r.max_points for r in self.results))
+
+    def to_json(self) -> dict:
+        passed, total = self.score
+        got, most = self.points
+        return {"exercise": self.exercise, "passed": self.passed,
+                "score": {"passed": passed, "total": total, "points": got, "max_points": most},
+                "seed": self.seed, "public_only": self.public_only,
+                "checks": [r.to_json() for r in self.results],
+                "diagnosis": [d.to_json() for d in self.diagnosis],
+                "notes": list(self.notes)}
+
+
+def error_json(message: str, exercise: str | None = None) -> dict:
+    """The --json object for a file that could not be graded at all."""
+    return {"exercise": exercise, "passed": False, "score": {"passed": 0, "total": 0},
+            "checks": [], "diagnosis": [], "error": message}

@@ -1,0 +1,82 @@
+"""--repro DIR: one standalone Python file per failing check, rebuilding its failing call.
+
+Each file imports the candidate's solution by path, rebuilds the inputs as literals, calls the
+function, and prints what came back next to what the reference expected.
+"""
+
+from __future__ import annotations
+
+import pprint
+from pathlib import Path
+
+import numpy as np
+
+from .report import Report
+
+TEMPLATE = '''"""attn-kit repro for check `{check}` (exercise {exercise}, seed {seed}).
+
+{title}
+{message}
+
+Run: python {name}
+"""
+import importlib.util
+import sys
+
+import numpy as np
+
+SOLUTION = {solution!r}
+
+spec = importlib.util.spec_from_file_location("solution", SOLUTION)
+solution = importlib.util.module_from_spec(spec)
+sys.modules["solution"] = solution
+spec.loader.exec_module(solution)
+
+{assignments}
+
+result = solution.{fn}({call_args})
+print("yours:")
+print(np.asarray(result, dtype=object) if isinstance(result, tuple) else np.asarray(result))
+{expected_block}'''
+
+
+def literal(value) -> str:
+    """Python source that rebuilds value: NumPy arrays as np.array([...]), the rest as literals."""
+    if isinstance(value, np.ndarray):
+        dtype = ", dtype=bool" if value.dtype == bool else ""
+        return f"np.array({pprint.pformat(value.tolist(), width=100, compact=True)}{dtype})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, (np.generic,)):
+        return repr(value.item())
+    return pprint.pformat(value, width=100, compact=True)
+
+
+def write(report: Report, folder: str | Path) -> list[Path]:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for result in report.results:
+        call = result.failing_call
+        if result.status not in ("fail", "error") or call is None:
+            continue
+        names = [f"arg{i + 1}" for i in range(len(call.args))]
+        lines = [f"{n} = {literal(v)}" for n, v in zip(names, call.args)]
+        lines += [f"{k} = {literal(v)}" for k, v in call.kwargs.items()]
+        call_args = ", ".join(names + [f"{k}={k}" for k in call.kwargs])
+        if call.expected is not None:
+            expected = (f"expected = {literal(call.expected)}\nprint(\"expected (the reference):\")\n"
+                        "print(np.asarray(expected, dtype=object) if isinstance(expected, tuple) else expected)\n")
+        else:
+            expected = ""
+        name = f"repro_{result.id.replace('-', '_')}.py"
+        text = TEMPLATE.format(check=result.id, exercise=report.exercise, seed=report.seed, title=result.title,
+                               message=result.message.replace('"""', "'''"), name=name,
+                               solution=str(Path(report.path).resolve()), assignments="\n".join(lines),
+                               fn=call.fn, call_args=call_args, expected_block=expected)
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
