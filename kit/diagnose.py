@@ -200,9 +200,10 @@ def diagnose(exercise: catalog.Exercise, results: list[CheckResult]) -> list[Dia
 def _diagnosis(bug_id: str, tally: _Tally, wrong: set) -> Diagnosis:
     bug = catalog.bugs().get(bug_id)
     n = len(tally.explained)
-    evidence = (f"your output agrees with this bug on {n} of the {len(wrong)} wrong values or rows "
-                f"it produces (in {', '.join(sorted(tally.checks))})")
+    checks = sorted(tally.checks)
+    listed = ", ".join(checks[:4]) + (f" and {len(checks) - 4} more" if len(checks) > 4 else "")
+    evidence = (f"explains {n} of your {len(wrong)} wrong output rows or results, in {listed}")
     if tally.contradicted:
-        evidence += f"; it disagrees on {tally.contradicted}"
+        evidence += f"; disagrees on {tally.contradicted} where this bug alone would give something else"
     return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
-                     bug.symptom if bug else "", bug.fix if bug else "", tuple(sorted(tally.checks)))
+                     bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))

@@ -50,7 +50,7 @@ def hint_for(exercise: catalog.Exercise, check: Check) -> int | None:
 
 
 def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str],
-              exercise: catalog.Exercise) -> CheckResult:
+              exercise: catalog.Exercise, source: loader.SourceFile | None = None) -> CheckResult:
     result = CheckResult(check.id, check.title, "pass", 0, check.points, public=check.public,
                          catches=check.catches, hint=hint_for(exercise, check))
     blocker = next((a for a in check.after if statuses.get(a, "pass") != "pass"), None)
@@ -58,7 +58,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
         result.status = "skip"
         result.message = f"skipped because `{blocker}` did not pass; fix that first"
         return result
-    ctx = CheckContext(sandbox, oracle, seed, check)
+    ctx = CheckContext(sandbox, oracle, seed, check, source=source)
     try:
         check.func(ctx)
         result.points = check.points
@@ -115,7 +115,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         for check in suite.checks:
             if options.public_only and not check.public:
                 continue
-            result = run_check(check, sandbox, oracle, seed, statuses, exercise)
+            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source)
             statuses[check.id] = result.status
             results.append(result)
         if sandbox.restarts:

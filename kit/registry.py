@@ -77,8 +77,9 @@ class Suite:
 
 
 class CheckContext:
-    def __init__(self, sandbox, oracle, seed: int, check: Check, rng_extra: str = ""):
+    def __init__(self, sandbox, oracle, seed: int, check: Check, rng_extra: str = "", source=None):
         self.sandbox = sandbox
+        self.source = source          # loader.SourceFile of the candidate's file (imports, header)
         self.oracle = oracle
         self.seed = seed
         self.check = check

@@ -129,21 +129,28 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
     out.print(title)
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
     table.add_column("", width=1)
-    table.add_column("check")
+    table.add_column("check", no_wrap=True)
     table.add_column("points", justify="right")
     for r in rep.results:
         style = f"check.{r.status}"
-        table.add_row(Text(MARK[r.status], style=style), Text(r.title, style=style if r.status != "pass" else ""),
+        table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != "pass" else ""),
                       Text(f"{r.points}/{r.max_points}", style="muted"))
     out.print(table)
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"))
     failures = [r for r in rep.results if r.status in ("fail", "error")]
+    shown_bugs: set[str] = set()
     for r in failures:
-        out.print()
+        if r.bug and r.bug in shown_bugs:
+            # the same root cause as a failure shown in full above: one line is enough
+            out.print(Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}")
+                      + Text("  same cause: ", style="muted") + Text(r.bug, style="bug.id"))
+            continue
         head = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text(f" — {r.title}")
+        out.print()
         if r.bug:
             head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
+            shown_bugs.add(r.bug)
         out.print(head)
         out.print(Padding(_failure(r, rep.exercise), (0, 0, 0, 2)))
     if failures:
