@@ -68,6 +68,26 @@ def public_masks_example(ctx):
                      MASK_AXES, "len(lengths)×T×T", kind="bool")
 
 
+@check(points=2, public=True)
+def output_shapes(ctx):
+    """Output is B×T×D; with return_weights=True it is (out, weights) with weights B×H×T×T.
+
+    Checked strictly: (T, D) where (1, T, D) is due is a shape failure, not broadcast away.
+    """
+    B, T, D, H = 2, 3, 8, 2
+    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
+    ctx.describe(B=B, T=T, D=D, H=H, return_weights=False)
+    ctx.array(ctx.call("multi_head_attention", lists(x), lists(p), H), "output", (B, T, D), "B×T×D")
+    ctx.describe(return_weights=True)
+    value = ctx.call("multi_head_attention", lists(x), lists(p), H, return_weights=True)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        ctx.fail("with return_weights=True the function must return a pair (out, weights); "
+                 f"it returned {type(value).__name__}"
+                 + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
+    ctx.array(value[0], "output", (B, T, D), "B×T×D")
+    ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T")
+
+
 PUBLIC_X = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
 PUBLIC_PARAMS = {
     "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
@@ -78,7 +98,7 @@ PUBLIC_PARAMS = {
 }
 
 
-@check(points=2, public=True, catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose",
+@check(points=2, public=True, after=("output-shapes",), catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose",
                                       "heads-interleaved", "mask-inverted", "softmax-wrong-axis",
                                       "no-output-projection", "biases-ignored"))
 def public_attention_example(ctx):
@@ -159,28 +179,6 @@ def padding_mask_values(ctx):
     ctx.describe(call=f"padding_mask({lengths}, {T})")
     ctx.expect_close(ctx.call("padding_mask", lengths, T), padding(lengths, T),
                      f"padding_mask({lengths}, {T})", MASK_AXES, "len(lengths)×T×T", kind="bool")
-
-
-# --- multi_head_attention: shapes first --------------------------------------------------------
-
-@check(points=2)
-def output_shapes(ctx):
-    """Output is B×T×D; with return_weights=True it is (out, weights) with weights B×H×T×T.
-
-    Checked strictly: (T, D) where (1, T, D) is due is a shape failure, not broadcast away.
-    """
-    B, T, D, H = 2, 3, 8, 2
-    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
-    ctx.describe(B=B, T=T, D=D, H=H, return_weights=False)
-    ctx.array(ctx.call("multi_head_attention", lists(x), lists(p), H), "output", (B, T, D), "B×T×D")
-    ctx.describe(return_weights=True)
-    value = ctx.call("multi_head_attention", lists(x), lists(p), H, return_weights=True)
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights); "
-                 f"it returned {type(value).__name__}"
-                 + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
-    ctx.array(value[0], "output", (B, T, D), "B×T×D")
-    ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T")
 
 
 @check(points=2, after=("output-shapes",), catches=("no-scaling", "softmax-wrong-axis", "no-output-projection"))

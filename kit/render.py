@@ -50,7 +50,8 @@ def error_console() -> Console:
 
 
 def error(message: str) -> None:
-    error_console().print(Text("Error: ", style="error") + Text(message))
+    # soft_wrap: a source line with its caret must not be re-wrapped by rich
+    error_console().print(Text("Error: ", style="error") + Text(message), soft_wrap=True)
 
 
 def warning(message: str) -> None:
@@ -94,6 +95,14 @@ def _row(values, offset: int) -> str:
     return f"[{'…, ' if offset else ''}{text}]"
 
 
+def _clip(output: str, limit: int = 1500) -> str:
+    """At most `limit` characters of captured output, keeping the worker's truncation notices."""
+    if len(output) <= limit:
+        return output
+    notices = [line for line in output.splitlines() if line.startswith("… [output truncated")]
+    return "\n".join([output[:limit], f"… [{len(output) - limit:,} more characters not shown here]", *notices[:1]])
+
+
 def _failure(result: CheckResult, exercise_id: str) -> Group:
     parts = [Text(result.message)]
     m = result.mismatch
@@ -113,7 +122,7 @@ def _failure(result: CheckResult, exercise_id: str) -> Group:
         parts.append(Text(note, style="muted"))
     if result.output.strip():
         parts.append(Text("your code printed:", style="muted"))
-        parts.append(Text(result.output.rstrip()[:1500]))
+        parts.append(Text(_clip(result.output.rstrip())))
     if result.hint:
         parts.append(Text("hint: ", style="hint") + Text(f"attn-kit hint {exercise_id} --level {result.hint}",
                                                         style="command"))

@@ -62,4 +62,6 @@ class Outcome:
     def describe_failure(self) -> str:
         if self.status == "raised" and self.error:
             return f"raised {self.error.one_line()}"
+        if self.status == "crashed":
+            return f"crashed: {self.detail}"
         return self.detail or self.status

@@ -29,7 +29,8 @@ _KIT_DIR = str(Path(__file__).resolve().parent)
 
 def _candidate_frames(tb, path: str) -> tuple[str, str]:
     """Format only the frames outside the kit; return (where, traceback text)."""
-    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(_KIT_DIR)]
+    frames = [f for f in traceback.extract_tb(tb)
+              if not f.filename.startswith((_KIT_DIR, "<frozen"))]
     where = ""
     if frames:
         last = frames[-1]
