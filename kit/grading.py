@@ -49,6 +49,10 @@ def hint_for(exercise: catalog.Exercise, check: Check) -> int | None:
     return check.hint
 
 
+def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
+    return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
+
+
 def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str],
               exercise: catalog.Exercise, source: loader.SourceFile | None = None) -> CheckResult:
     result = CheckResult(check.id, check.title, "pass", 0, check.points, public=check.public,
@@ -124,5 +128,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
     report.diagnosis = diagnose.diagnose(exercise, results)
     for result in results:
         result.bug = next((d.bug for d in report.diagnosis if result.id in d.checks), None)
+        if result.bug:      # point at the hint about the diagnosed mistake's concept
+            result.hint = hint_for_concept(exercise, catalog.bugs()[result.bug].concept) or result.hint
     report.seconds = time.perf_counter() - started
     return report

@@ -116,7 +116,7 @@ def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path:
                             f"Expected `{fn.signature}`; yours is `{fn.name}{functions[fn.name]}`.")
 
 
-def _parameters(text: str) -> list[inspect.Parameter] | None:
+def parameters(text: str) -> list[inspect.Parameter] | None:
     try:
         tree = ast.parse(f"def f{text}: pass")
     except SyntaxError:
@@ -140,8 +140,8 @@ def _parameters(text: str) -> list[inspect.Parameter] | None:
 
 def signature_problem(expected: str, actual: str) -> str:
     """Why a function with signature `actual` cannot be called as `expected` is, or ''."""
-    want = _parameters(expected[expected.index("("):])
-    have = _parameters(actual)
+    want = parameters(expected[expected.index("("):])
+    have = parameters(actual)
     if want is None or have is None:
         return ""
     sig = inspect.Signature(have)

@@ -138,7 +138,7 @@ class CheckContext:
         expected = np.asarray(expected)
         if call is None and self.calls and self.calls[-1].expected is None:
             call = self.calls[-1]
-        if call is not None:
+        if call is not None and call.expected is None:
             call.expected = expected
         actual = self.array(value, what, expected.shape, dims, kind)
         mismatch = compare(actual, expected, what, axes, rtol, atol)

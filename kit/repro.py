@@ -25,7 +25,18 @@ import sys
 
 import numpy as np
 
+np.set_printoptions(precision=6, suppress=True, linewidth=100)
 SOLUTION = {solution!r}
+
+
+def show(label, value):
+    """Print a return value; a tuple such as (out, weights) part by part."""
+    if isinstance(value, tuple):
+        for i, part in enumerate(value):
+            show(f"{{label}}[{{i}}]", part)
+        return
+    print(f"{{label}}:")
+    print(np.asarray(value))
 
 spec = importlib.util.spec_from_file_location("solution", SOLUTION)
 solution = importlib.util.module_from_spec(spec)
@@ -35,8 +46,7 @@ spec.loader.exec_module(solution)
 {assignments}
 
 result = solution.{fn}({call_args})
-print("yours:")
-print(np.asarray(result, dtype=object) if isinstance(result, tuple) else np.asarray(result))
+show("yours", result)
 {expected_block}'''
 
 
@@ -54,6 +64,18 @@ def literal(value) -> str:
     return pprint.pformat(value, width=100, compact=True)
 
 
+def _parameter_names(exercise_id: str, fn: str, count: int) -> list[str]:
+    """The exercise's own parameter names for fn's positional arguments (x, params, ...)."""
+    from . import catalog, loader
+    names: list[str] = []
+    try:
+        signature = catalog.exercise(exercise_id).signature_of(fn)
+        names = [p.name for p in loader.parameters(signature[signature.index("("):]) or []]
+    except (StopIteration, ValueError):
+        pass
+    return [names[i] if i < len(names) else f"arg{i + 1}" for i in range(count)]
+
+
 def write(report: Report, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -62,13 +84,12 @@ def write(report: Report, folder: str | Path) -> list[Path]:
         call = result.failing_call
         if result.status not in ("fail", "error") or call is None:
             continue
-        names = [f"arg{i + 1}" for i in range(len(call.args))]
+        names = _parameter_names(report.exercise, call.fn, len(call.args))
         lines = [f"{n} = {literal(v)}" for n, v in zip(names, call.args)]
         lines += [f"{k} = {literal(v)}" for k, v in call.kwargs.items()]
         call_args = ", ".join(names + [f"{k}={k}" for k in call.kwargs])
         if call.expected is not None:
-            expected = (f"expected = {literal(call.expected)}\nprint(\"expected (the reference):\")\n"
-                        "print(np.asarray(expected, dtype=object) if isinstance(expected, tuple) else expected)\n")
+            expected = f"expected = {literal(call.expected)}\nshow(\"expected (the reference)\", expected)\n"
         else:
             expected = ""
         name = f"repro_{result.id.replace('-', '_')}.py"
