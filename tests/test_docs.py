@@ -1,0 +1,35 @@
+"""The README's quick start is what CI runs, and the README knows every exercise and command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from attn_kit import catalog
+from attn_kit.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def quick_start_lines() -> list[str]:
+    block = README.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.strip().splitlines() if line.strip()]
+
+
+def test_quick_start_is_two_commands_that_ci_runs_verbatim():
+    lines = quick_start_lines()
+    assert len(lines) == 2
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    install_and_run = " && ".join(lines[0].split(" && ")[-2:])    # after creating/activating a venv
+    assert install_and_run.startswith("pip install . && attn-kit check ")
+    assert install_and_run in ci, "CI must run the README's install and main command"
+    assert lines[1] in ci, "CI must run the README's test command"
+    assert ci.index("torch==2.13.0") < ci.index(lines[1]), "CI pins the CPU torch before the extra"
+
+
+def test_readme_lists_every_exercise_and_command():
+    for exercise_id in catalog.exercises():
+        assert re.search(rf"`{re.escape(exercise_id)}`", README), exercise_id
+    for name in cli.commands:
+        assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
