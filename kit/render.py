@@ -161,7 +161,7 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
             head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
             shown_bugs.add(r.bug)
         out.print(head)
-        out.print(Padding(_failure(r, rep.exercise), (0, 0, 0, 2)))
+        out.print(Padding(_failure(r, rep.exercise), (0, 0, 0, 2), expand=False))
     if failures:
         out.print()
         if rep.diagnosis:
@@ -170,7 +170,7 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
                 out.print(Text("  ● ", style="bug.id") + Text(f"Your output matches ", style="")
                           + Text(d.bug, style="bug.id") + Text(f" — {d.title}."))
                 out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
-                                        Text(d.evidence, style="muted")), (0, 0, 0, 4)))
+                                        Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
         else:
             out.print(Text("Diagnosis: ", style="label")
                       + Text("no known bug matches these failures; read the worst rows above."))
