@@ -242,7 +242,10 @@ class Sandbox:
              timeout: float | None = None) -> Outcome:
         """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes."""
         if self.conn is None:
-            self.start()
+            try:
+                self.start()
+            except LoadError as exc:
+                return Outcome("crashed", detail=f"the worker could not be restarted: {exc}")
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
         started = time.perf_counter()

@@ -74,6 +74,16 @@ class _Capture:
         return head
 
 
+def _detach_stdin() -> None:
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+        sys.stdin = open(os.devnull)     # noqa: SIM115 - lives as long as the worker
+    except OSError:
+        pass
+
+
 def apply_limits(memory_bytes: int | None) -> str:
     """Cap memory and file size where the platform allows; return a note when it does not."""
     try:
@@ -180,6 +190,7 @@ class Worker:
 
     def load(self, path: str, memory_bytes: int | None) -> tuple:
         note = apply_limits(memory_bytes)
+        _detach_stdin()        # input() must not read (or steal) the user's keystrokes
         self.capture = _Capture()
         self.path = path
         folder = str(Path(path).resolve().parent)
@@ -204,7 +215,9 @@ class Worker:
         return ("ok", functions, self.capture.take(), note)
 
     def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None) -> Outcome:
-        fn = getattr(self.module, fn_name)
+        fn = getattr(self.module, fn_name, None)
+        if not callable(fn):
+            return Outcome("raised", error=ErrorInfo("AttributeError", f"the file defines no function {fn_name}"))
         try:
             names = list(inspect.signature(fn).bind(*args, **kwargs).arguments)
         except (TypeError, ValueError):
