@@ -205,3 +205,60 @@ def repro_written(paths, out: Console | None = None) -> None:
     out = out or console()
     for path in paths:
         out.print(Text("repro: ", style="muted") + Text(f"python {path}", style="command"))
+
+
+# --- grading the candidate's own tests (attn-kit test-tests, check --tests) -----------------------
+
+def test_grade(grade, out: Console | None = None) -> None:
+    """The verdict on a candidate's tests: wrong tests, a bug table, test ideas for missed bugs."""
+    out = out or console()
+    references = sum(r.bug is None for r in grade.runs)
+    out.print(Text("attn-kit test-tests ", style="label") + Text(f"{grade.exercise} · {grade.path}", style="muted"))
+    out.print(Text(f"{len(grade.tests)} tests run against {references} reference and {len(grade.runs) - references} "
+                   f"known-bug implementations in {grade.seconds:.1f} s", style="muted"))
+    if grade.wrong:
+        out.print(Text(f"✗ {len(grade.wrong)} wrong test(s): they fail on correct code, so they catch nothing",
+                       style="check.fail"))
+        for w in grade.wrong:
+            where = f" {w.where}" if w.where else ""
+            verb = {"failed": "fails", "error": "errors", "timeout": "hangs"}.get(w.outcome, w.outcome)
+            out.print(Text(f"  ✗ {w.name}", style="check.fail")
+                      + Text(f"{where} — {verb} on {w.implementation}", style="muted"))
+            body = [Text(w.message.rstrip())]
+            if w.output.strip():
+                body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
+            out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+    else:
+        out.print(Text(f"✓ Every test passes on the {references} reference implementation(s).", style="check.pass"))
+    for note in grade.notes:
+        out.print(Text(f"note: {note}", style="warning"))
+    out.print()
+    table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
+    table.add_column("", width=1)
+    table.add_column("known bug", no_wrap=True)
+    table.add_column("caught by")
+    for bug in grade.bugs:
+        style = "check.pass" if bug.caught else "check.fail"
+        tests = ", ".join(bug.caught_by) if bug.caught else "—"
+        cell = Text(tests, style="" if bug.caught else "muted")
+        if bug.caught and bug.missed_forms:
+            forms = ", ".join(f"`{f or 'main'}`" for f in bug.missed_forms)
+            cell += Text(f"  (misses its {forms} form)", style="warning")
+        for note in bug.notes:
+            cell += Text(f"\n{note}", style="muted")
+        table.add_row(Text("✓" if bug.caught else "✗", style=style),
+                      Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
+    out.print(table)
+    missed = [b for b in grade.bugs if not b.caught]
+    if missed:
+        out.print()
+        out.print(Text("Tests that would catch what you missed", style="label"))
+        for bug in missed:
+            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
+            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+    out.print()
+    caught, total = len(grade.caught), len(grade.bugs)
+    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
+    if grade.wrong:
+        text += f"; {len(grade.wrong)} wrong test(s) to fix first"
+    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))

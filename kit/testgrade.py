@@ -1,0 +1,454 @@
+"""Grading the candidate's own tests: do they pass on correct code and catch the known bugs?
+
+The candidate's pytest file is run, in sandbox workers, once against every reference
+implementation (`solutions/<exercise>/reference_*.py`) and once against every known-bug
+implementation (`solutions/<exercise>/bugs/*.py`):
+
+- a test that fails (or errors, hangs, crashes) on any reference is WRONG: it rejects correct code;
+- a bug is CAUGHT when some test that is not wrong fails or raises on one of its forms; a test
+  that hangs or crashes the process on a bug implementation does not count as catching it;
+- score = caught bugs ÷ known bugs of the exercise in the catalogue (`Exercise.bug_ids`).
+
+A bug id with two implementations (`bugs/<id>.py` and `bugs/<id>@<form>.py`) counts as caught when
+any of its forms is caught; the report still says which forms each test caught, so a suite that
+misses one way of making the mistake is visible.
+
+Each implementation gets a fresh worker forked from one zygote (pytest, NumPy and the exercise's
+dependencies are imported before the zygote forks, so a run costs a fork plus pytest's own work).
+The candidate's test code never runs in the kit's process: the kit only parses the file (ast).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import json
+import sys
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import catalog, loader
+from .errors import LoadError
+from .paths import bug_files, bug_id_of, reference_files
+from .sandbox import DEFAULT_MEMORY, Sandbox, make_launcher
+
+DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation
+BUG_BUDGET_FLOOR = 2.0          # a test's budget on a bug implementation: at least this ...
+BUG_BUDGET_FACTOR = 10.0        # ... or this many times its slowest time on the references
+DRIVER = "from attn_kit.harness_pytest import run_pytest\n"
+CONFIG = "[pytest]\n"           # the candidate's ini/pyproject options (addopts...) do not apply
+FAILED = ("failed", "error")    # outcomes that count as a test detecting something
+BROKEN = ("failed", "error", "timeout", "crashed", "memory")
+
+
+@dataclass
+class TestRun:
+    """One test on one implementation."""
+
+    __test__ = False
+    outcome: str                  # passed | failed | error | skipped | timeout | crashed | memory
+    message: str = ""
+    where: str = ""               # "my_tests.py:23"
+    output: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ImplementationRun:
+    """The whole test file on one implementation."""
+
+    implementation: str           # "reference_numpy.py", "bugs/causal-off-by-one@one-future.py"
+    bug: str | None               # bug id, None for a reference
+    form: str                     # "" or the part after @
+    tests: dict[str, TestRun] = field(default_factory=dict)
+    collected: list[str] = field(default_factory=list)
+    error: str = ""               # the file could not be collected with this implementation
+    seconds: float = 0.0
+
+
+@dataclass
+class WrongTest:
+    name: str
+    implementation: str           # the reference it failed on
+    outcome: str
+    message: str
+    where: str = ""
+    output: str = ""
+
+    def to_json(self) -> dict:
+        return {"test": self.name, "reference": self.implementation, "outcome": self.outcome,
+                "message": self.message, "where": self.where}
+
+
+@dataclass
+class BugCoverage:
+    id: str
+    title: str
+    test_idea: str
+    forms: dict[str, tuple[str, ...]]    # form ("" = the main one) -> tests that caught it
+    notes: tuple[str, ...] = ()          # e.g. "test_x hung on this implementation"
+
+    @property
+    def caught(self) -> bool:
+        return any(self.forms.values())
+
+    @property
+    def caught_by(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for tests in self.forms.values():
+            seen.update(dict.fromkeys(tests))
+        return tuple(seen)
+
+    @property
+    def missed_forms(self) -> tuple[str, ...]:
+        return tuple(form for form, tests in self.forms.items() if not tests)
+
+    def to_json(self) -> dict:
+        return {"bug": self.id, "title": self.title, "caught": self.caught, "tests": list(self.caught_by),
+                "forms": {(form or "main"): list(tests) for form, tests in self.forms.items()},
+                "test_idea": self.test_idea, "notes": list(self.notes)}
+
+
+@dataclass
+class TestGrade:
+    exercise: str
+    path: str
+    tests: list[str]                     # test names, as collected on the first reference
+    wrong: list[WrongTest]
+    bugs: list[BugCoverage]              # every catalogue bug of the exercise, in catalogue order
+    runs: list[ImplementationRun] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    __test__ = False
+
+    @property
+    def wrong_tests(self) -> list[str]:
+        return [w.name for w in self.wrong]
+
+    @property
+    def caught(self) -> list[str]:
+        return [b.id for b in self.bugs if b.caught]
+
+    @property
+    def missed(self) -> list[str]:
+        return [b.id for b in self.bugs if not b.caught]
+
+    @property
+    def score(self) -> float:
+        return len(self.caught) / len(self.bugs) if self.bugs else 0.0
+
+    @property
+    def ok(self) -> bool:
+        """No test is wrong (missed bugs do not make a run fail; see --min-score)."""
+        return not self.wrong
+
+    def to_json(self) -> dict:
+        return {"exercise": self.exercise, "path": self.path, "tests": self.tests,
+                "wrong_tests": self.wrong_tests, "wrong": [w.to_json() for w in self.wrong],
+                "caught": self.caught, "missed": self.missed, "score": self.score,
+                "bugs": [b.to_json() for b in self.bugs],
+                "runs": len(self.runs), "seconds": round(self.seconds, 3), "notes": list(self.notes)}
+
+
+def error_json(message: str, exercise: str | None = None) -> dict:
+    """The --json object when the test file cannot be graded at all."""
+    return {"exercise": exercise, "wrong_tests": [], "caught": [], "missed": [], "score": 0.0,
+            "bugs": [], "error": message}
+
+
+# --- reading the test file (kit side: ast only, nothing is executed) ------------------------------
+
+@dataclass(frozen=True)
+class Usage:
+    """How a test file reaches the exercise's functions."""
+
+    targets: tuple[str, ...]      # module names to replace with the implementation
+    referenced: frozenset         # exercise function names it imports or uses as module.attr
+    defined: frozenset            # exercise function names it defines itself
+    tests: int                    # test functions found statically (before parametrisation)
+
+
+def _is_candidate_module(name: str, folder: Path) -> bool:
+    """`from X import *`: X is the candidate's own module (beside the tests, or nowhere)."""
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names:
+        return False
+    if importlib.machinery.PathFinder.find_spec(top, [str(folder)]) is not None:
+        return True
+    return importlib.machinery.PathFinder.find_spec(top) is None
+
+
+def usage(source: loader.SourceFile, names: tuple[str, ...]) -> Usage:
+    wanted = set(names)
+    folder = source.path.resolve().parent
+    targets: dict[str, None] = {}
+    referenced: set[str] = set()
+    aliases: dict[str, str] = {}
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported = {a.name for a in node.names}
+            if imported & wanted:
+                targets[node.module] = None
+                referenced |= imported & wanted
+            elif "*" in imported and _is_candidate_module(node.module, folder):
+                targets[node.module] = None
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = alias.name
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.Attribute) and node.attr in wanted:
+            base = ast.unparse(node.value)
+            if base in aliases:
+                targets[aliases[base]] = None
+                referenced.add(node.attr)
+    targets.pop(source.path.stem, None)      # the test file itself is never replaced
+    count = 0
+    for node in source.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            count += 1
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            count += sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+                         for n in node.body)
+    return Usage(tuple(targets), frozenset(referenced), frozenset(set(source.defined) & wanted), count)
+
+
+def detect_exercise(source: loader.SourceFile, override: str | None) -> catalog.Exercise:
+    """--exercise, then the `# attn-kit: ID` header, then the exercise functions the file uses."""
+    if override or source.header:
+        return loader.detect_exercise(source, override)
+    ids = ", ".join(catalog.exercises())
+    scored = []
+    for exercise in catalog.exercises().values():
+        use = usage(source, exercise.function_names)
+        names = use.referenced | use.defined
+        scored.append((exercise.main in names, len(names), exercise))
+    best = max(((m, n) for m, n, _ in scored), default=(False, 0))
+    matches = [e for m, n, e in scored if (m, n) == best and n]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise LoadError(f"cannot tell which exercise the tests in {source.path} are for: they neither import "
+                        f"nor define any exercise's functions. Pass --exercise ID or add `# attn-kit: ID` "
+                        f"as the first line. Exercises: {ids}")
+    raise LoadError(f"the tests in {source.path} could be for {', '.join(e.id for e in matches)}. Pass "
+                    f"--exercise ID or add `# attn-kit: ID` as the first line.")
+
+
+# --- running --------------------------------------------------------------------------------------
+
+class _SharedLauncher:
+    """One zygote for all the runs: each Sandbox gets a fresh worker, and closing a Sandbox does
+    not close the zygote (the caller does, once). A lock makes it usable from the few threads
+    that drive runs side by side (each thread only waits on its own worker's pipe; the worker
+    is a separate process, killed on timeout like any other)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.lock = threading.Lock()
+
+    def start(self):
+        with self.lock:
+            return self.inner.start()
+
+    def kill(self, pid):
+        self.inner.kill(pid)
+
+    def status(self, pid):
+        with self.lock:
+            return self.inner.status(pid)
+
+    def close(self):
+        pass
+
+
+def _preload(exercise: catalog.Exercise) -> None:
+    """Import what every run needs before the zygote forks, so workers start with it."""
+    import numpy  # noqa: F401
+
+    from . import grading, harness_pytest
+    harness_pytest.preload()
+    grading.suite_for(exercise)        # raises DependencyMissing (torch) and imports what checks need
+
+
+def _read_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break                         # a line cut short by a crash: the rest is lost
+    return records
+
+
+class _Runner:
+    def __init__(self, test_path: Path, exercise: catalog.Exercise, use: Usage, timeout: float,
+                 memory: int | None, workdir: Path, launcher):
+        self.test_path = test_path
+        self.exercise = exercise
+        self.use = use
+        self.timeout = timeout
+        self.memory = memory
+        self.workdir = workdir
+        self.launcher = launcher
+        self.driver = workdir / "attn_kit_test_driver.py"
+        self.driver.write_text(DRIVER, encoding="utf-8")
+        self.config = workdir / "pytest.ini"
+        self.config.write_text(CONFIG, encoding="utf-8")
+
+    def run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
+            expected: list[str]) -> ImplementationRun:
+        """All tests (but `skip`) on one implementation; a run that dies is resumed after the
+        test that killed it."""
+        label = implementation.name if implementation.parent.name != "bugs" else f"bugs/{implementation.name}"
+        is_bug = implementation.parent.name == "bugs"
+        form = implementation.stem.split("@", 1)[1] if "@" in implementation.stem else ""
+        result = ImplementationRun(label, bug_id_of(implementation) if is_bug else None, form)
+        started = time.perf_counter()
+        skipped = set(skip)
+        for attempt in range(len(expected) + self.use.tests + 2):
+            results_path = self.workdir / f"{implementation.stem}-{attempt}.jsonl"
+            names = set(result.collected) or set(expected)
+            budget_total = sum(budgets.get(n, self.timeout) for n in names - skipped)
+            limit = self.timeout + budget_total + 5.0 * (len(names) + 2) + 10.0
+            with Sandbox(str(self.driver), limit, self.memory, launcher=self.launcher) as sandbox:
+                sandbox.start()
+                outcome = sandbox.call("run_pytest", (
+                    str(self.test_path), str(implementation), list(self.use.targets),
+                    list(self.exercise.function_names), str(results_path), str(self.config),
+                    budgets, self.timeout, sorted(skipped)), timeout=limit)
+            records = _read_records(results_path)
+            running = None
+            for record in records:
+                kind = record["event"]
+                if kind == "collected":
+                    result.collected = result.collected or record["names"]
+                elif kind == "collect_error":
+                    result.error = result.error or record["message"]
+                elif kind == "start":
+                    running = record["name"]
+                elif kind == "result":
+                    result.tests[record["name"]] = TestRun(record["outcome"], record["message"], record["where"],
+                                                           record["output"], record["seconds"])
+                    running = None
+            if outcome.ok:
+                if outcome.status == "ok" and isinstance(outcome.value, int) and outcome.value >= 3 \
+                        and not result.error and not result.collected:
+                    result.error = f"pytest stopped with exit code {outcome.value}: {outcome.output.strip()[-600:]}"
+                break
+            how = outcome.detail or outcome.status
+            if running is not None:
+                status = "timeout" if outcome.status == "timeout" else \
+                    ("memory" if outcome.status == "memory" else "crashed")
+                result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != "timeout"
+                                                else f"did not finish ({how})")
+            elif not any(r["event"] == "collected" for r in records):
+                result.error = result.error or f"importing the tests: the process {how}"
+                break
+            skipped |= set(result.tests)
+            if not (set(result.collected) - skipped):
+                break
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+def default_jobs() -> int:
+    """Runs side by side: one per core, at most 4 (each run is one process)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float = DEFAULT_TEST_TIMEOUT,
+                memory: int | None = DEFAULT_MEMORY, jobs: int | None = None) -> TestGrade:
+    """Run a candidate's tests against the references and every known bug; raise KitError when the
+    file cannot be used at all (no such file, syntax error, no tests, no exercise functions)."""
+    started = time.perf_counter()
+    source = loader.read_source(path)
+    exercise = detect_exercise(source, exercise_id)
+    use = usage(source, exercise.function_names)
+    if not use.targets and not use.defined:
+        names = ", ".join(exercise.function_names)
+        raise LoadError(f"the tests in {source.path} neither import nor define {exercise.id}'s functions "
+                        f"({names}). Import them, e.g. `from solution import {exercise.main}`, or put the "
+                        f"tests in your solution file.")
+    if not use.tests:
+        raise LoadError(f"{source.path} has no test functions: pytest runs functions whose names start "
+                        f"with `test` (and methods of classes named `Test...`).")
+    _preload(exercise)
+    launcher = make_launcher()          # the zygote forks here, before any thread exists
+    pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
+    try:
+        with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
+            runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
+            return _grade(runner, pool, source, exercise, started)
+    finally:
+        launcher.close()                # first: on Ctrl-C any worker still running dies with the zygote
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile, exercise: catalog.Exercise,
+           started: float) -> TestGrade:
+    references = list(pool.map(lambda p: runner.run(p, {}, set(), []), reference_files(exercise.id)))
+    first = references[0]
+    if first.error:
+        raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
+                        f"implementation ({first.implementation}):\n{first.error}")
+    if not first.collected:
+        raise LoadError(f"pytest found no tests in {source.path}: test functions must be named `test_...`.")
+    names = list(first.collected)
+    wrong: dict[str, WrongTest] = {}
+    slowest: dict[str, float] = {}
+    notes: list[str] = []
+    for run in references:
+        for name in names:
+            test = run.tests.get(name)
+            if run.error and test is None:
+                test = TestRun("error", run.error)
+            if test is None:
+                continue
+            slowest[name] = max(slowest.get(name, 0.0), test.seconds)
+            if test.outcome in BROKEN and name not in wrong:
+                wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
+    skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun("skipped")).outcome == "skipped"
+                                                  for r in references)]
+    if skipped_everywhere:
+        notes.append(f"skipped on the references, so they catch nothing: {', '.join(skipped_everywhere)}")
+    useful = [n for n in names if n not in wrong and n not in skipped_everywhere]
+    budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * slowest.get(n, 0.0)))
+               for n in useful}
+    skip = set(names) - set(useful)
+    bug_runs = list(pool.map(lambda p: runner.run(p, budgets, skip, useful), bug_files(exercise.id))) if useful else []
+    coverage = _coverage(exercise, bug_runs, useful)
+    return TestGrade(exercise.id, str(source.path), names, list(wrong.values()), coverage,
+                     references + bug_runs, notes, time.perf_counter() - started)
+
+
+def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun], useful: list[str]) -> list[BugCoverage]:
+    known = catalog.bugs()
+    forms: dict[str, dict[str, tuple[str, ...]]] = {b: {} for b in exercise.bug_ids}
+    notes: dict[str, list[str]] = {b: [] for b in exercise.bug_ids}
+    for p in bug_files(exercise.id):
+        bug = bug_id_of(p)
+        if bug in forms:
+            forms[bug][p.stem.split("@", 1)[1] if "@" in p.stem else ""] = ()
+    for run in bug_runs:
+        if run.bug not in forms:
+            continue
+        label = f" ({run.form} form)" if run.form else ""
+        caught = tuple(n for n in useful if run.tests.get(n) and run.tests[n].outcome in FAILED)
+        forms[run.bug][run.form] = caught
+        for n in useful:
+            test = run.tests.get(n)
+            if test and test.outcome in ("timeout", "crashed", "memory"):
+                notes[run.bug].append(f"{n} {'hung' if test.outcome == 'timeout' else 'crashed'} on this "
+                                      f"bug{label}, which does not count as catching it")
+        if run.error:
+            notes[run.bug].append(f"the test file could not be imported with this bug{label}: "
+                                  f"{run.error.strip().splitlines()[-1][:200]}")
+    return [BugCoverage(b, known[b].title, known[b].test_idea, forms[b], tuple(notes[b])) for b in exercise.bug_ids]

@@ -1,0 +1,207 @@
+"""Grading the candidate's own tests (`attn-kit test-tests`, `attn-kit check --tests`).
+
+The candidate test files live in tests/corpus/candidate_tests/ (named so that our own pytest run
+does not collect them). Each is run through the real CLI in a subprocess, against the references
+and every known-bug implementation of mha-screen.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from attn_kit import catalog, render, testgrade
+from attn_kit.paths import solutions_dir
+
+from conftest import CORPUS, attn_kit
+
+TESTS = CORPUS / "candidate_tests"
+BUGS = catalog.exercise("mha-screen").bug_ids
+
+
+def test_tests_json(path, *extra, cwd=None) -> tuple[dict, int]:
+    proc = attn_kit("test-tests", path, "--json", *extra, cwd=cwd)
+    assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.stdout.strip(), proc.stderr
+    return json.loads(proc.stdout), proc.returncode
+
+
+test_tests_json.__test__ = False
+
+
+def test_strong_file_catches_every_bug_in_every_form():
+    data, code = test_tests_json(TESTS / "strong.py")
+    assert code == 0
+    assert data["exercise"] == "mha-screen"
+    assert data["wrong_tests"] == []
+    assert data["caught"] == list(BUGS)
+    assert data["missed"] == []
+    assert data["score"] == 1.0
+    for bug in data["bugs"]:
+        assert all(bug["forms"].values()), f"{bug['bug']}: a form is not caught: {bug['forms']}"
+
+
+def test_shapes_only_file_catches_only_the_overflow_that_raises():
+    data, code = test_tests_json(TESTS / "shapes_only.py", "--min-score", "0.5")
+    assert code == 1, "--min-score 0.5 turns the low score into a failure"
+    assert data["wrong_tests"] == []
+    assert data["caught"] == ["softmax-overflow"]
+    assert set(data["missed"]) == set(BUGS) - {"softmax-overflow"}
+    assert data["score"] == pytest.approx(1 / len(BUGS))
+    overflow = next(b for b in data["bugs"] if b["bug"] == "softmax-overflow")
+    # only the math.exp form raises (OverflowError); NumPy's inf/NaN keeps the length right
+    assert overflow["forms"] == {"main": [], "math-exp": ["test_softmax_keeps_length"]}
+
+
+def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
+    data, code = test_tests_json(TESTS / "wrong_expectation.py")
+    assert code == 1
+    assert data["wrong_tests"] == ["test_causal_mask_excludes_diagonal"]
+    wrong = data["wrong"][0]
+    assert "a token must not attend to itself" in wrong["message"]
+    assert wrong["where"] == "wrong_expectation.py:13"
+    assert wrong["reference"].startswith("reference_")
+    # it fails on the correct mask and passes on the diagonal-excluding bug, but a wrong test
+    # catches nothing: causal-off-by-one stays missed
+    assert "causal-off-by-one" in data["missed"]
+    assert data["caught"] == []
+
+
+def test_rich_output_shows_wrong_tests_table_and_ideas():
+    grade = testgrade.grade_tests(TESTS / "wrong_expectation.py")
+    buffer = io.StringIO()
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
+    out = buffer.getvalue()
+    assert "1 wrong test(s)" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
+    assert "a token must not attend to itself" in out
+    assert catalog.bugs()["causal-off-by-one"].test_idea in out
+    assert "Score: 0/15 known bugs caught (0%); 1 wrong test(s) to fix first" in out
+
+
+def test_hanging_test_is_wrong_on_references_and_never_catches():
+    data, code = test_tests_json(TESTS / "hanging.py", "--timeout", "1")
+    assert code == 1
+    assert data["wrong_tests"] == ["test_waits_forever"]
+    assert data["wrong"][0]["outcome"] == "timeout"
+    bugs = {b["bug"]: b for b in data["bugs"]}
+    # test_spins_on_nan loops forever on the NaN bug: not caught, and the report says why
+    assert not bugs["blocked-row-nan"]["caught"]
+    assert any("test_spins_on_nan hung" in n for n in bugs["blocked-row-nan"]["notes"])
+    # ... while on the uniform-weights bug it finishes and fails, which does catch it
+    assert bugs["blocked-row-uniform"]["tests"] == ["test_spins_on_nan"]
+    assert "causal-off-by-one" in data["caught"]
+
+
+def test_functions_imported_from_another_module_name_with_a_helper():
+    data, code = test_tests_json(TESTS / "other_module.py")
+    assert code == 0, "missed bugs alone do not fail the command"
+    assert data["wrong_tests"] == []
+    assert data["caught"] == ["no-output-projection", "padding-masks-queries"]
+
+
+def test_tests_inside_the_solution_file(tmp_path):
+    solution = tmp_path / "solution.py"
+    solution.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text() + '''
+
+def test_blocked_softmax_is_zero():
+    assert stable_softmax([3.0, 4.0], [False, False]) == [0.0, 0.0]
+
+
+def test_padding_mask():
+    got = padding_mask([1], 2)
+    assert [[[bool(v) for v in row] for row in m] for m in got] == [[[True, False], [True, False]]]
+''')
+    proc = attn_kit("check", solution, "--tests", solution, "--json")
+    data = json.loads(proc.stdout)
+    assert data["passed"] is True
+    tests = data["tests"]
+    # `== [0.0, 0.0]` on the NumPy reference's array raises: the test assumes lists come back
+    assert tests["wrong_tests"] == ["test_blocked_softmax_is_zero"]
+    assert "truth value of an array" in tests["wrong"][0]["message"]
+    assert tests["caught"] == ["padding-masks-queries"]
+    assert proc.returncode == 1, "a wrong test fails `check --tests` even when every check passes"
+
+
+def test_check_with_tests_passes_when_solution_and_tests_are_good(tmp_path):
+    shutil.copy(solutions_dir("mha-screen") / "reference_numpy.py", tmp_path / "solution.py")
+    shutil.copy(TESTS / "other_module.py", tmp_path / "other_module.py")
+    shutil.copy(TESTS / "my_attention.py", tmp_path / "my_attention.py")
+    proc = attn_kit("check", "solution.py", "--tests", "other_module.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checks passed" in proc.stdout            # the check report, then the test report
+    assert proc.stdout.index("checks passed") < proc.stdout.index("Score: 2/15 known bugs caught")
+
+
+def test_a_crashing_test_is_wrong_and_the_rest_still_run(tmp_path):
+    tests = tmp_path / "crash_tests.py"
+    tests.write_text('''import os
+from solution import causal_mask
+
+def test_exits():
+    os._exit(3)
+
+def test_after_the_crash():
+    assert causal_mask(1, 2)[0][0][0] and not causal_mask(1, 2)[0][0][1]
+''')
+    grade = testgrade.grade_tests(tests)
+    assert grade.wrong_tests == ["test_exits"]
+    assert grade.wrong[0].outcome == "crashed" and "status 3" in grade.wrong[0].message
+    assert grade.caught == ["causal-off-by-one"]
+
+
+def test_nothing_is_written_beside_the_candidates_files(tmp_path):
+    shutil.copy(TESTS / "other_module.py", tmp_path)
+    shutil.copy(TESTS / "my_attention.py", tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    grade = testgrade.grade_tests(tmp_path / "other_module.py")
+    assert grade.caught == ["no-output-projection", "padding-masks-queries"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before      # no __pycache__, no .pytest_cache
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("from solution import multi_head_attention\n\ndef helper():\n    pass\n", "no test functions"),
+    ("import numpy as np\n\ndef test_x():\n    assert np.ones(1)[0] == 1\n", "neither import nor define"),
+    ("from solution import causal_mask\n\ndef test_x(:\n    pass\n", "SyntaxError"),
+])
+def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
+    path = tmp_path / "my_tests.py"
+    path.write_text(text)
+    args = ("--exercise", "mha-screen") if "neither" in needle else ()
+    data, code = test_tests_json(path, *args)
+    assert code == 1
+    assert needle in data["error"]
+    assert data["score"] == 0.0 and data["wrong_tests"] == []
+    proc = attn_kit("test-tests", path, *args)
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+
+
+def test_collection_error_on_correct_code_is_reported(tmp_path):
+    path = tmp_path / "my_tests.py"
+    path.write_text("from solution import multi_head_attention, helper_that_does_not_exist\n\n"
+                    "def test_x():\n    assert multi_head_attention\n")
+    data, code = test_tests_json(path)
+    assert code == 1
+    assert "helper_that_does_not_exist" in data["error"]
+
+
+def test_misuse_exits_2(tmp_path):
+    assert attn_kit("test-tests", tmp_path / "missing.py").returncode == 2
+    proc = attn_kit("test-tests", TESTS / "strong.py", "--exercise", "no-such-exercise")
+    assert proc.returncode == 2 and "unknown exercise" in proc.stderr
+
+
+def test_render_to_text():
+    grade = testgrade.grade_tests(TESTS / "other_module.py")
+    buffer = io.StringIO()
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
+    text = buffer.getvalue()
+    assert "✓ Every test passes on the 2 reference implementation(s)." in text
+    assert "no-output-projection" in text and "test_output_projection_matters" in text
+    assert "Tests that would catch what you missed" in text
+    assert catalog.bugs()["mutates-input"].test_idea in text
+    assert "Score: 2/15 known bugs caught (13%)" in text
