@@ -126,8 +126,9 @@ def show(exercise):
 @click.option("--memory", default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
 @click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Write a standalone script per failing check into DIR.")
+@click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
 @reports_errors
-def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro):
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, watch):
     """Grade FILE with the exercise's check suite, in a separate process.
 
     Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
@@ -142,6 +143,9 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     """
     from . import grading
     options = grading.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
+    if watch:
+        from .cli_practice import watch_check
+        sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
     report = grading.grade(file, options)
     written = []
     if repro:
@@ -153,7 +157,19 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         from . import catalog, render
         render.report(report, catalog.exercise(report.exercise))
         render.repro_written(written)
+        from .cli_practice import after_check
+        after_check(report)            # history, concept cards, the hints-used line; never raises
     sys.exit(EXIT_PASS if report.passed else EXIT_FAIL)
+
+
+from .cli_practice import discuss, hint, history, mock, progress, reset, solution  # noqa: E402
+cli.add_command(hint)
+cli.add_command(solution)
+cli.add_command(reset)
+cli.add_command(mock)
+cli.add_command(discuss)
+cli.add_command(history)
+cli.add_command(progress)
 
 
 def main():

@@ -1,0 +1,318 @@
+"""The practice commands: hint, solution, reset, mock, discuss, history, progress; plus the two
+hooks `check` uses (recording a run, and --watch).
+
+Thin click layer like cli.py: parse, call one core function (practice, mock, review), render
+(render_practice), pick the exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_PASS = 0
+
+
+def reports_errors(func):
+    """cli.reports_errors, looked up when the command runs: cli.py imports this module to
+    register its commands, so importing cli here at import time would be circular."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from .cli import reports_errors as wrap
+        return wrap(func)(*args, **kwargs)
+    return wrapper
+
+
+def _open_store():
+    """Open the history database, showing any warning (e.g. a damaged file moved aside)."""
+    from . import render
+    from .store import open_store
+    store = open_store()
+    for text in store.warnings:
+        render.warning(text)
+    return store
+
+
+# --- hooks used by `attn-kit check` -------------------------------------------------------------
+
+def record_run(report, source: str = "check"):
+    """Save a check run to history and rate concept cards. Never raises: a storage problem is
+    a warning on stderr. Returns practice.Recorded, or None when nothing was saved."""
+    from . import practice, render
+    from .store import StoreError
+    try:
+        with _open_store() as store:
+            return practice.record_check(store, report, source)
+    except (StoreError, ValueError, KeyError) as exc:
+        render.warning(f"this run was not saved to your history: {exc}")
+        return None
+
+
+def after_check(report) -> None:
+    """Called by `check` after the report is shown: record it, then print the hints-used line."""
+    from . import render_practice
+    recorded = record_run(report, "check")
+    if recorded is not None:
+        render_practice.after_check(recorded, report)
+
+
+def watch_check(file: Path, options, as_json: bool = False, repro: Path | None = None) -> int:
+    """`check --watch`: re-run on every save until q or Ctrl-C; returns the exit status (0)."""
+    import dataclasses
+    import random
+
+    from . import catalog, grading, render_practice
+    from .errors import KitError, UsageError
+    from .watch import FileWatcher, Keys
+
+    if as_json or repro:
+        raise UsageError("--watch shows a live screen; it does not combine with --json or --repro.")
+    if not file.exists():
+        raise UsageError(f"no such file: {file}. Create it with `attn-kit start EXERCISE {file}`.")
+    if options.seed is None:      # one seed for the whole session, so results only move when the code does
+        options = dataclasses.replace(options, seed=random.SystemRandom().randrange(1, 100_000))
+    watcher = FileWatcher(file)
+    runs = 0
+
+    def run_once():
+        nonlocal runs
+        runs += 1
+        try:
+            report = grading.grade(file, options)
+        except KitError as exc:
+            render_practice.watch_screen(file, error=str(exc), mode=watcher.mode, note=watcher.note, runs=runs)
+            return
+        recorded = record_run(report, "watch")
+        render_practice.watch_screen(file, report, exercise=catalog.exercise(report.exercise), recorded=recorded,
+                                     mode=watcher.mode, note=watcher.note, runs=runs)
+
+    try:
+        with Keys() as keys:
+            run_once()
+            while True:
+                changed = watcher.wait()
+                pressed = keys.read()
+                if "q" in pressed:
+                    break
+                if changed or "r" in pressed:
+                    run_once()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.close()
+    return EXIT_PASS
+
+
+# --- hint, solution, reset ----------------------------------------------------------------------
+
+@click.command()
+@click.argument("exercise")
+@click.option("--all", "show_all", is_flag=True, help="Show every hint at once.")
+@click.option("--level", type=int, metavar="N", help="Show hint N (the check output points to these).")
+@reports_errors
+def hint(exercise, show_all, level):
+    """Show the next hint for EXERCISE (levels 1..N, gentlest first).
+
+    Hints you have seen are recorded; `check` and mock reports show how many you used.
+
+    \b
+    Examples:
+      attn-kit hint mha-screen
+      attn-kit hint mha-screen --level 3
+      attn-kit hint mha-screen --all
+    """
+    from . import catalog, practice, render_practice
+    ex = catalog.exercise(exercise)
+    with _open_store() as store:
+        shown = practice.take_hints(store, ex, level=level, show_all=show_all)
+        used = practice.hints_used(store, ex.id)
+    render_practice.hints(ex, shown, used)
+
+
+@click.command()
+@click.argument("exercise")
+@click.option("--force", is_flag=True, help="Show it before you have passed or used every hint (recorded).")
+@reports_errors
+def solution(exercise, force):
+    """Show the reference solution of EXERCISE with its commentary.
+
+    It opens once a full `attn-kit check` of your file has passed, or once you have used
+    every hint. --force shows it anyway, and your history records that.
+
+    \b
+    Examples:
+      attn-kit solution mha-screen
+      attn-kit solution mha-screen --force
+    """
+    from . import catalog, practice, render_practice
+    ex = catalog.exercise(exercise)
+    with _open_store() as store:
+        files, forced = practice.solution(store, ex, force=force)
+    render_practice.solution(ex, files, forced)
+
+
+@click.command()
+@click.argument("exercise")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before overwriting FILE.")
+@reports_errors
+def reset(exercise, file, yes):
+    """Rewrite FILE with the starter of EXERCISE, after asking.
+
+    The previous content is kept in the attn-kit data folder (the path is printed).
+
+    \b
+    Example:
+      attn-kit reset mha-screen solution.py
+    """
+    from . import catalog, practice, render_practice
+    ex = catalog.exercise(exercise)
+    if file.exists() and not yes:
+        other = practice.file_exercise(file)
+        note = f" (its header says it is for {other})" if other and other != ex.id else ""
+        click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter? (a backup of it is kept)", abort=True)
+    backup = practice.reset(ex, file)
+    render_practice.reset_done(file, backup)
+
+
+# --- mock ---------------------------------------------------------------------------------------
+
+@click.command()
+@click.argument("exercise", required=False)
+@click.option("--minutes", type=click.FloatRange(min=0.05), metavar="N",
+              help="Length of the session (default: the exercise's, usually 45).")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Folder in which the new session folder is created.")
+@click.option("--interviewer", is_flag=True,
+              help="Only print the interviewer's sheet: statement, what to watch for, key points.")
+@reports_errors
+def mock(exercise, minutes, parent, interviewer):
+    """Run a timed mock screen.
+
+    Writes a fresh starter into a new session folder, shows the statement and a live
+    countdown, re-runs the public examples each time you save, and at the end (time-up, `s`
+    to submit, or Ctrl-C) runs the full graded suite, asks 2-3 discussion questions, shows the
+    follow-ups and writes report.md and report.json into the session folder.
+
+    Without EXERCISE, picks the first exercise you have not yet passed in a mock.
+
+    \b
+    Examples:
+      attn-kit mock mha-screen --minutes 45
+      attn-kit mock --dir ~/screens
+      attn-kit mock mha-screen --interviewer
+    """
+    from . import catalog, mock as mock_module, render_practice
+    from .store import StoreError
+    if interviewer:
+        ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)
+        render_practice.interviewer_sheet(ex)
+        return
+    store = None
+    try:
+        store = _open_store()
+    except StoreError as exc:
+        from . import render
+        render.warning(f"{exc}; this session will not be saved to your history.")
+    try:
+        code, _ = mock_module.run(exercise, minutes, parent, store)
+    finally:
+        if store is not None:
+            store.close()
+    sys.exit(code)
+
+
+# --- discuss ------------------------------------------------------------------------------------
+
+@click.command()
+@click.argument("exercise", required=False)
+@click.option("--due", "due_only", is_flag=True, help="Only cards due now (no new questions).")
+@click.option("--new", "new", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How many never-seen questions to add after the due cards.")
+@reports_errors
+def discuss(exercise, due_only, new):
+    """Review the discussion questions as flashcards (spaced repetition with FSRS).
+
+    For each card: read the question, answer it (aloud or typed), see the key points, then rate
+    yourself 1 again, 2 hard, 3 good or 4 easy; q stops. Failing a check on a concept also
+    brings that concept's cards back.
+
+    \b
+    Examples:
+      attn-kit discuss
+      attn-kit discuss mha-screen --new 2
+      attn-kit discuss --due
+    """
+    from . import catalog, render_practice, review
+    from .store import now
+    if exercise:
+        catalog.exercise(exercise)
+    with _open_store() as store:
+        entries = review.queue(store, exercise, due_only=due_only, new=new)
+        if not entries:
+            render_practice.nothing_to_review(review.outlook(store, exercise), due_only)
+            return
+        reviewed = 0
+        choices = click.Choice(sorted(set(review.RATINGS) | {"q"}))
+        for index, entry in enumerate(entries, 1):
+            render_practice.card_front(index, len(entries), entry)
+            click.prompt("Your answer (Enter to reveal the key points)", default="", show_default=False)
+            render_practice.card_back(entry)
+            answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
+                                  show_choices=False)
+            if answer == "q":
+                break
+            at = now()
+            card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
+            render_practice.card_scheduled(card.due, at)
+            reviewed += 1
+        render_practice.discuss_summary(reviewed, review.outlook(store, exercise))
+
+
+# --- history, progress --------------------------------------------------------------------------
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many of the most recent entries of each kind.")
+@reports_errors
+def history(as_json, limit):
+    """List your past check runs, mock screens, reviews, hints and solution views.
+
+    \b
+    Examples:
+      attn-kit history
+      attn-kit history --json --limit 100
+    """
+    from . import practice, render_practice
+    with _open_store() as store:
+        data = practice.history(store, limit)
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        render_practice.history(data)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON list instead of a table.")
+@reports_errors
+def progress(as_json):
+    """Per exercise: best and last score, bugs seen, hints used, discussion cards due.
+
+    \b
+    Example:
+      attn-kit progress
+    """
+    from . import practice, render_practice
+    with _open_store() as store:
+        rows = practice.progress(store)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in rows]))
+    else:
+        render_practice.progress(rows)
+
+

@@ -1,0 +1,249 @@
+"""Practice state around the checks: history of runs, hints, solutions, reset, progress.
+
+Core functions only: they read and write the store and return plain data; cli_practice.py
+renders it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import catalog
+from .errors import KitError, UsageError
+from .paths import reference_files
+from .store import Store, now
+
+if TYPE_CHECKING:                 # report imports numpy; history and hint commands do not need it
+    from .report import Report
+
+
+class SolutionLocked(KitError):
+    """The reference solution is shown only after a pass or once every hint has been used."""
+
+    exit_code = 1
+
+
+# --- check runs -------------------------------------------------------------------------------
+
+def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
+    """(concepts the run tested, concepts it failed on), from the checks' and bugs' concepts."""
+    from .grading import suite_for
+    suite = suite_for(catalog.exercise(report.exercise))
+    concept = {c.id: c.concept for c in suite.checks}
+    bugs = catalog.bugs()
+    tested = {concept.get(r.id, "") for r in report.results if r.status != "skip"}
+    # a failure the diagnosis explains counts against the bug's concept (no-scaling breaks the
+    # masking checks too, but the concept to review is scaling); an unexplained one, its check's
+    failing = {bugs[r.bug].concept if r.bug in bugs else concept.get(r.id, "")
+               for r in report.results if r.status in ("fail", "error")}
+    failing |= {bugs[d.bug].concept for d in report.diagnosis if d.bug in bugs}
+    tested.discard("")
+    failing.discard("")
+    return tested | failing, failing
+
+
+@dataclass
+class Recorded:
+    """What recording a check run did: the kit's own card ratings and the hint count."""
+
+    check_id: int
+    ratings: list = field(default_factory=list)   # (concept, card key, fsrs Rating)
+    hints_used: int = 0
+    hints_total: int = 0
+
+
+def record_check(store: Store, report: "Report", source: str = "check") -> Recorded:
+    """Save a check run and rate the concept cards it bears on, in one transaction."""
+    from . import review
+    tested, failing = concepts_of(report)
+    passed, total = report.score
+    got, most = report.points
+    at = now()
+    with store.transaction():
+        check_id = store.add_check(
+            exercise=report.exercise, file=str(report.path), seed=report.seed, passed=report.passed,
+            checks_passed=passed, checks_total=total, points=got, max_points=most,
+            public_only=report.public_only, failing=[r.id for r in report.results if r.status in ("fail", "error")],
+            bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
+        ratings = review.rate_concepts(store, report.exercise, tested, failing, at=at)
+    exercise = catalog.exercise(report.exercise)
+    return Recorded(check_id, ratings, len(store.hint_levels(exercise.id)), len(exercise.hints))
+
+
+# --- hints ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShownHint:
+    level: int
+    hint: catalog.Hint
+
+
+def take_hints(store: Store, exercise: catalog.Exercise, level: int | None = None,
+               show_all: bool = False) -> list[ShownHint]:
+    """The hint(s) to show, recorded as used: the next unseen one, a given level, or all."""
+    count = len(exercise.hints)
+    if not count:
+        raise UsageError(f"{exercise.id} has no hints.")
+    if level is not None and not 1 <= level <= count:
+        raise UsageError(f"{exercise.id} has hints 1 to {count}; there is no hint {level}.")
+    if show_all:
+        levels = list(range(1, count + 1))
+    elif level is not None:
+        levels = [level]
+    else:
+        seen = store.hint_levels(exercise.id)
+        unseen = [n for n in range(1, count + 1) if n not in seen]
+        levels = [unseen[0] if unseen else count]
+    at = now()
+    with store.transaction():
+        for n in levels:
+            store.add_hint(exercise.id, n, at=at)
+    return [ShownHint(n, exercise.hints[n - 1]) for n in levels]
+
+
+def hints_used(store: Store, exercise_id: str) -> int:
+    return len(store.hint_levels(exercise_id))
+
+
+# --- solutions --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SolutionFile:
+    path: Path
+    text: str
+
+
+def solution(store: Store, exercise: catalog.Exercise, force: bool = False) -> tuple[list[SolutionFile], bool]:
+    """The reference solution files, if the user has earned them (or forces it; that is recorded),
+    and whether this view was forced."""
+    files = reference_files(exercise.id)
+    if not files:
+        raise UsageError(f"{exercise.id} has no reference solution bundled.")
+    used, total = hints_used(store, exercise.id), len(exercise.hints)
+    earned = store.has_passed(exercise.id) or (total > 0 and used >= total)
+    if not earned and not force:
+        left = total - used
+        raise SolutionLocked(
+            f"the reference solution of {exercise.id} opens once your file passes `attn-kit check` "
+            f"(the full suite) or once you have used every hint ({used} of {total} used; "
+            f"`attn-kit hint {exercise.id}` shows the next, {left} to go). "
+            f"`attn-kit solution {exercise.id} --force` shows it now, and that is recorded.")
+    store.add_solution_view(exercise.id, forced=not earned)
+    return [SolutionFile(p, p.read_text(encoding="utf-8")) for p in files], not earned
+
+
+# --- reset ------------------------------------------------------------------------------------
+
+def backup_dir() -> Path:
+    from .store import home
+    return home() / "backups"
+
+
+def reset(exercise: catalog.Exercise, path: Path) -> Path | None:
+    """Rewrite `path` with the exercise's starter; returns where the old content was saved.
+
+    The write is atomic (temp file + rename), so an interrupted reset leaves the old file."""
+    backup = None
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give the solution file to reset.")
+    if path.exists():
+        old = path.read_bytes()
+        if old.decode("utf-8", "replace") == exercise.starter:
+            return None
+        folder = backup_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = now().strftime("%Y%m%d-%H%M%S")
+        backup = folder / f"{path.stem}-{stamp}{path.suffix or '.py'}"
+        counter = 1
+        while backup.exists():
+            counter += 1
+            backup = folder / f"{path.stem}-{stamp}-{counter}{path.suffix or '.py'}"
+        backup.write_bytes(old)
+    _atomic_write(path, exercise.starter)
+    return backup
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def file_exercise(path: Path) -> str | None:
+    """The exercise named by a file's `# attn-kit: ID` header, if it has one."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline()
+    except OSError:
+        return None
+    if first.startswith("# attn-kit:"):
+        return first.split(":", 1)[1].strip() or None
+    return None
+
+
+# --- history and progress ---------------------------------------------------------------------
+
+def history(store: Store, limit: int = 20) -> dict:
+    """Recent checks, mocks, reviews, hints and solution views, newest first (JSON-ready)."""
+    return {"checks": store.checks(limit=limit), "mocks": store.mocks(limit=limit),
+            "reviews": store.reviews(limit=limit), "hints": store.hints(limit=limit),
+            "solution_views": store.solution_views(limit=limit)}
+
+
+@dataclass(frozen=True)
+class Progress:
+    exercise: str
+    title: str
+    runs: int
+    best: tuple[int, int] | None         # (checks passed, total) of the best full run
+    last: tuple[int, int] | None
+    passed: bool
+    bugs_seen: tuple[str, ...]
+    hints_used: int
+    hints_total: int
+    cards_due: int
+    cards_total: int
+    mocks: int
+
+    def to_json(self) -> dict:
+        return {"exercise": self.exercise, "runs": self.runs,
+                "best": list(self.best) if self.best else None, "last": list(self.last) if self.last else None,
+                "passed": self.passed, "bugs_seen": list(self.bugs_seen), "hints_used": self.hints_used,
+                "hints_total": self.hints_total, "cards_due": self.cards_due, "cards_total": self.cards_total,
+                "mocks": self.mocks}
+
+
+def progress(store: Store) -> list[Progress]:
+    from .review import due_counts_by_exercise
+    due = due_counts_by_exercise(store)
+    rows = []
+    for exercise in catalog.exercises().values():
+        runs = store.checks(exercise.id)
+        full = [r for r in runs if not r["public_only"]]
+        best = max(full, key=lambda r: (r["points"], r["checks_passed"]), default=None)
+        last = full[0] if full else None
+        bugs: list[str] = []
+        for run in reversed(runs):
+            bugs += [b for b in run["bugs"] if b not in bugs]
+        rows.append(Progress(
+            exercise.id, exercise.title, len(runs),
+            (best["checks_passed"], best["checks_total"]) if best else None,
+            (last["checks_passed"], last["checks_total"]) if last else None,
+            any(r["passed"] for r in full), tuple(bugs), hints_used(store, exercise.id), len(exercise.hints),
+            due.get(exercise.id, 0), len(exercise.questions), len(store.mocks(exercise.id))))
+    return rows
+

@@ -1,0 +1,350 @@
+"""Rendering for hints, solutions, watch mode, mock screens, discussion review, history, progress.
+
+A render-only module beside render.py (same Theme and consoles); nothing else here imports rich.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from . import render
+from .render import console
+
+
+def _out(out: Console | None) -> Console:
+    return out or console()
+
+
+def when(text_or_time, now: datetime | None = None) -> str:
+    """A stored UTC time as local 'YYYY-MM-DD HH:MM'."""
+    moment = datetime.fromisoformat(text_or_time) if isinstance(text_or_time, str) else text_or_time
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def span(delta: timedelta) -> str:
+    """A duration in words: 'now', '10 minutes', '3 days'."""
+    seconds = delta.total_seconds()
+    if seconds <= 30:
+        return "now"
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return "1 minute"
+
+
+def clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+# --- hints --------------------------------------------------------------------------------------
+
+def hints(exercise, shown, used: int, out: Console | None = None) -> None:
+    out = _out(out)
+    total = len(exercise.hints)
+    for item in shown:
+        out.print(Text(f"Hint {item.level}/{total} ", style="hint") + Text(item.hint.title, style="label"))
+        out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
+        if item.hint.checks:
+            out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
+        out.print()
+    tail = (f"{total - used} more: attn-kit hint {exercise.id}" if used < total
+            else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference")
+    out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"), soft_wrap=True)
+
+
+def after_check(recorded, report, out: Console | None = None) -> None:
+    """The lines printed after a check report: hints used, and cards the kit just rated."""
+    out = _out(out)
+    if recorded.hints_total:
+        line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
+        if not report.passed and recorded.hints_used < recorded.hints_total:
+            line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
+        out.print(line)
+    again = sorted({concept for concept, _, rating in recorded.ratings if int(rating) == 1})
+    good = sorted({concept for concept, _, rating in recorded.ratings if int(rating) != 1})
+    if again:
+        out.print(Text(f"Review: your {', '.join(again)} discussion cards are due again "
+                       f"(attn-kit discuss).", style="muted"))
+    if good:
+        out.print(Text(f"Review: fixed {', '.join(good)}; those cards moved later.", style="muted"))
+
+
+# --- solution, reset ----------------------------------------------------------------------------
+
+def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
+    out = _out(out)
+    for item in files:
+        out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
+        out.print(Syntax(item.text, "python", line_numbers=True, word_wrap=True,
+                         theme="ansi_dark", background_color="default"))
+    if forced:
+        out.print(Text("Shown with --force; recorded in your history.", style="muted"))
+
+
+def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print(Text("Wrote a fresh starter to ", style="muted") + Text(str(path), style="label"), soft_wrap=True)
+    if backup:
+        out.print(Text("Your previous version is saved at ", style="muted") + Text(str(backup), style="label"),
+                  soft_wrap=True)
+
+
+# --- watch mode ---------------------------------------------------------------------------------
+
+def watch_screen(path: Path, report=None, error: str = "", exercise=None, recorded=None, mode: str = "events",
+                 note: str = "", runs: int = 0, out: Console | None = None) -> None:
+    """Clear the terminal and show only the current state (the clear is skipped when piped)."""
+    out = _out(out)
+    out.clear()
+    if report is not None:
+        render.report(report, exercise, out)
+        if recorded is not None:
+            after_check(recorded, report, out)
+    else:
+        out.print(Text("attn-kit check ", style="label") + Text(str(path), style="muted"))
+        out.print(Text("Error: ", style="error") + Text(error))
+    out.print()
+    if note:
+        out.print(Text(f"note: {note}", style="warning"))
+    how = "file events" if mode == "events" else "polling"
+    out.print(Text(f"Watching {path} ({how}, run {runs}) — save to re-run · r re-run · q or Ctrl-C quit",
+                   style="muted"), soft_wrap=True)
+
+
+# --- mock screens -------------------------------------------------------------------------------
+
+def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None) -> None:
+    out = _out(out)
+    render.statement(exercise, out)
+    out.print()
+    out.print(Panel(Group(
+        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes:g} minutes."),
+        Text("Open this file in your editor: ", style="muted") + Text(str(file), style="command"),
+        Text("Each save re-runs the public examples; the full graded suite runs at the end.", style="muted"),
+        Text("s", style="command") + Text(" submit · ", style="muted") + Text("Ctrl-C", style="command")
+        + Text(" stop (asks: submit or abandon)", style="muted"),
+    ), expand=False))
+    out.print(Text("session file: ", style="muted") + Text(str(file)), soft_wrap=True)
+
+
+def mock_status(remaining: float, status) -> Text:
+    """The one live status line."""
+    line = Text("⏱ ", style="label") + Text(f"{clock(remaining)} left", style="label") + Text("  │  ", style="muted")
+    if status.running:
+        line += Text("running the public checks…", style="muted")
+    elif status.error:
+        line += Text("can't load: ", style="check.fail") + Text(status.error)
+    elif status.total:
+        style = "check.pass" if status.passed == status.total else "check.fail"
+        line += Text(f"public checks {status.passed}/{status.total}", style=style)
+        if status.failing:
+            names = ", ".join(status.failing[:2]) + (f" +{len(status.failing) - 2} more" if len(status.failing) > 2 else "")
+            line += Text("  failing: " + names, style="muted")
+    else:
+        line += Text("waiting for the first save", style="muted")
+    if status.saves:
+        line += Text(f"  │  saves {status.saves}", style="muted")
+    line += Text("  │  s submit", style="muted")
+    return line
+
+
+@contextlib.contextmanager
+def mock_live(out: Console | None = None):
+    out = _out(out)
+    with Live(Text(""), console=out, auto_refresh=False, transient=False, redirect_stdout=False,
+              redirect_stderr=False) as live:
+        yield lambda renderable: live.update(renderable, refresh=True)
+
+
+def mock_ended(reason: str, used: float, out: Console | None = None) -> None:
+    words = {"submitted": "Submitted", "time-up": "Time is up", "interrupted": "Stopped"}
+    _out(out).print(Text(f"{words.get(reason, reason)} after {clock(used)}.", style="label"))
+
+
+def mock_heading(text: str, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print()
+    out.print(Rule(Text(text, style="label")))
+
+
+def discussion_question(index: int, count: int, question, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print(Text(f"Question {index}/{count} ", style="label") + Text(f"({question.concept})", style="muted"))
+    out.print(Padding(Text(question.prompt), (0, 0, 0, 2)))
+    out.print(Text("Answer as you would aloud; an empty line ends your answer.", style="muted"))
+
+
+def key_points_intro(out: Console | None = None) -> None:
+    _out(out).print(Text("Key points an interviewer listens for — mark each one you covered:", style="label"))
+
+
+def key_point(number: int, text: str, out: Console | None = None) -> None:
+    _out(out).print(Text(f"  {number}. ") + Text(text))
+
+
+def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
+    _out(out).print(Text(f"  covered {covered} of {total}", style="check.pass" if covered == total else "muted"))
+
+
+def followups(exercise, out: Console | None = None) -> None:
+    out = _out(out)
+    if not exercise.followups:
+        return
+    out.print(Text("Follow-up prompts an interviewer may ask next:", style="label"))
+    for item in exercise.followups:
+        out.print(Text("  • ") + Text(item.prompt), soft_wrap=False)
+
+
+def mock_report_written(path: Path, summary: str, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print()
+    out.print(Text(summary, style="label"))
+    out.print(Text("Report: ", style="muted") + Text(str(path), style="command"), soft_wrap=True)
+
+
+def interviewer_sheet(exercise, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {exercise.minutes} minutes", style="label")))
+    render.statement(exercise, out)
+    if exercise.rubric:
+        out.print(Rule(Text("What to watch for", style="label")))
+        for item in exercise.rubric:
+            out.print(Text("  • ") + Text(item.watch_for, style="label"))
+            if item.why:
+                out.print(Padding(Text(item.why, style="muted"), (0, 0, 0, 4)))
+    if exercise.questions:
+        out.print(Rule(Text("Discussion questions and key points", style="label")))
+        for number, question in enumerate(exercise.questions, 1):
+            out.print(Text(f"{number}. ", style="label") + Text(question.prompt, style="label")
+                      + Text(f"  ({question.concept})", style="muted"))
+            for point in question.key_points:
+                out.print(Padding(Text("– " + point), (0, 0, 0, 4)))
+    followups(exercise, out)
+
+
+# --- discussion review --------------------------------------------------------------------------
+
+def card_front(index: int, count: int, entry, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print()
+    state = "new" if entry.is_new else "due"
+    out.print(Rule(Text(f"Card {index}/{count} · {entry.exercise.id} · {entry.question.concept} · {state}",
+                        style="muted")))
+    out.print(Text(entry.question.prompt, style="label"))
+
+
+def card_back(entry, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print(Text("Key points:", style="label"))
+    for point in entry.question.key_points:
+        out.print(Text("  • ") + Text(point))
+
+
+def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> None:
+    delta = due - at
+    text = "due again now" if delta.total_seconds() <= 30 else f"next due in {span(delta)}"
+    _out(out).print(Text(f"  {text}", style="muted"))
+
+
+def nothing_to_review(outlook, due_only: bool, out: Console | None = None) -> None:
+    out = _out(out)
+    if due_only:
+        out.print(Text("No card is due now.", style="label"))
+    else:
+        out.print(Text("No card is due and no new question is left.", style="label"))
+    discuss_summary(0, outlook, out)
+
+
+def discuss_summary(reviewed: int, outlook, out: Console | None = None) -> None:
+    out = _out(out)
+    out.print()
+    out.print(Text(f"Reviewed {reviewed} card{'s' if reviewed != 1 else ''}. ", style="label")
+              + Text(f"Due now: {outlook.due_now} · due by tomorrow: {outlook.due_tomorrow} · "
+                     f"due within a week: {outlook.due_week} · new questions: {outlook.new} of {outlook.total}."))
+
+
+# --- history, progress --------------------------------------------------------------------------
+
+def _score(row) -> str:
+    if row.get("checks_total") is None:
+        return "–"
+    return f"{row['checks_passed']}/{row['checks_total']} ({row['points']}/{row['max_points']} pts)"
+
+
+def history(data: dict, out: Console | None = None) -> None:
+    out = _out(out)
+    if not any(data.values()):
+        out.print(Text("No history yet: run ", style="muted") + Text("attn-kit check FILE", style="command")
+                  + Text(", ", style="muted") + Text("attn-kit mock", style="command") + Text(" or ", style="muted")
+                  + Text("attn-kit discuss", style="command") + Text(".", style="muted"))
+        return
+    if data["checks"]:
+        table = Table(title="Check runs", title_justify="left", header_style="label", box=None, pad_edge=False)
+        for column in ("when", "exercise", "result", "score", "bugs diagnosed", "how"):
+            table.add_column(column, no_wrap=column in ("when", "exercise"))
+        for row in data["checks"]:
+            result = Text("pass", style="check.pass") if row["passed"] else Text("fail", style="check.fail")
+            how = row["source"] + (" --public" if row["public_only"] else "")
+            table.add_row(when(row["at"]), row["exercise"], result, _score(row), ", ".join(row["bugs"]) or "–", how)
+        out.print(table)
+        out.print()
+    if data["mocks"]:
+        table = Table(title="Mock screens", title_justify="left", header_style="label", box=None, pad_edge=False)
+        for column in ("when", "exercise", "status", "time used", "score", "discussion", "report"):
+            table.add_column(column, no_wrap=column in ("when", "exercise"))
+        for row in data["mocks"]:
+            covered = sum(d.get("covered", 0) for d in row["discussion"])
+            points = sum(d.get("total", 0) for d in row["discussion"])
+            used = f"{clock(row['seconds_used'])} of {row['minutes']:g} min" if row["seconds_used"] is not None else "–"
+            table.add_row(when(row["started_at"]), row["exercise"], row["status"], used, _score(row),
+                          f"{covered}/{points} points" if points else "–", row["report"] or "–")
+        out.print(table)
+        out.print()
+    if data["reviews"]:
+        table = Table(title="Reviews", title_justify="left", header_style="label", box=None, pad_edge=False)
+        for column in ("when", "card", "rating", "by", "next due"):
+            table.add_column(column, no_wrap=column in ("when", "card"))
+        names = {1: "again", 2: "hard", 3: "good", 4: "easy"}
+        for row in data["reviews"]:
+            by = "you" if row["source"] == "discuss" else f"kit: {row['source']}"
+            table.add_row(when(row["at"]), row["key"], names.get(row["rating"], str(row["rating"])), by,
+                          when(row["due"]))
+        out.print(table)
+        out.print()
+    extra = [f"{when(r['at'])} hint {r['level']} of {r['exercise']}" for r in data["hints"]]
+    extra += [f"{when(r['at'])} solution of {r['exercise']}" + (" (forced)" if r["forced"] else "")
+              for r in data["solution_views"]]
+    if extra:
+        out.print(Text("Hints and solutions", style="label"))
+        for line in sorted(extra, reverse=True):
+            out.print(Text("  " + line))
+
+
+def progress(rows, out: Console | None = None) -> None:
+    out = _out(out)
+    table = Table(header_style="label", box=None, pad_edge=False)
+    for column in ("exercise", "runs", "best", "last", "bugs seen", "hints", "cards due", "mocks"):
+        table.add_column(column, no_wrap=column == "exercise")
+    for row in rows:
+        best = (Text(f"{row.best[0]}/{row.best[1]}", style="check.pass" if row.passed else "")
+                if row.best else Text("–", style="muted"))
+        last = f"{row.last[0]}/{row.last[1]}" if row.last else "–"
+        table.add_row(row.exercise, str(row.runs), best, last, ", ".join(row.bugs_seen) or "–",
+                      f"{row.hints_used}/{row.hints_total}", f"{row.cards_due}/{row.cards_total}", str(row.mocks))
+    out.print(table)
+    out.print(Text("best and last count the full graded suite (not --public runs); cards due: "
+                   "discussion cards due now, of all the exercise's questions.", style="muted"))
