@@ -338,7 +338,7 @@ def progress(rows, out: Console | None = None) -> None:
     out = _out(out)
     table = Table(header_style="label", box=None, pad_edge=False)
     for column in ("exercise", "runs", "best", "last", "bugs seen", "hints", "cards due", "mocks"):
-        table.add_column(column, no_wrap=column == "exercise")
+        table.add_column(column, no_wrap=column == "exercise", overflow="fold")
     for row in rows:
         best = (Text(f"{row.best[0]}/{row.best[1]}", style="check.pass" if row.passed else "")
                 if row.best else Text("–", style="muted"))
