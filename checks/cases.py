@@ -58,3 +58,36 @@ def causal(B: int, T: int) -> np.ndarray:
 def padding(lengths, T: int) -> np.ndarray:
     n = np.asarray(lengths).reshape(-1, 1, 1)
     return np.broadcast_to(np.arange(T).reshape(1, 1, T) < n, (len(lengths), T, T)).copy()
+
+
+# --- follow-up exercises (gqa, tiled-softmax) ----------------------------------------------------
+
+def gqa_params(rng, D: int, num_heads: int, num_kv_heads: int, biases: bool = True, scale: float = 1.0) -> dict:
+    """Wq, Wo (D×D) and Wk, Wv (D×(num_kv_heads·hd)), with biases of matching widths."""
+    out = params(rng, D, biases=biases, scale=scale, names=("q", "o"))
+    kv_width = num_kv_heads * (D // num_heads)
+    for n in ("k", "v"):
+        out[f"W{n}"] = rng.normal(0.0, scale / np.sqrt(D), size=(D, kv_width)).round(6)
+        if biases:
+            out[f"b{n}"] = rng.normal(0.0, 0.5, size=kv_width).round(6)
+    return out
+
+
+def repeat_kv_heads(p: dict, num_heads: int, num_kv_heads: int) -> dict:
+    """Plain multi-head parameters equivalent to grouped-query ones: key/value head g's columns
+    copied to query heads g·group … (g+1)·group - 1, so query head h reads K/V head h // group."""
+    hd = np.shape(p["Wq"])[1] // num_heads
+    group = num_heads // num_kv_heads
+    cols = np.concatenate([np.arange(g * hd, (g + 1) * hd) for g in np.arange(num_heads) // group])
+    full = dict(p)
+    for n in ("k", "v"):
+        full[f"W{n}"] = np.asarray(p[f"W{n}"])[:, cols]
+        if p.get(f"b{n}") is not None:
+            full[f"b{n}"] = np.asarray(p[f"b{n}"])[cols]
+    return full
+
+
+def qkv(rng, T: int, S: int, d: int, dv: int, scale: float = 1.0):
+    """One head's q (T×d), k (S×d) and v (S×dv) for tiled attention."""
+    return (rng.normal(0.0, scale, size=(T, d)).round(6), rng.normal(0.0, scale, size=(S, d)).round(6),
+            rng.normal(0.0, 1.0, size=(S, dv)).round(6))

@@ -1,0 +1,246 @@
+"""The graded suite for tiled-softmax: one head of attention computed key block by key block.
+
+Values are compared with plain, naive masked softmax attention computed here in the kit's
+process (`naive_attention`, which shares no code with the tiled reference). The memory check
+calls the candidate once at T = S = 2048 inside the worker under tracemalloc
+(`attn_kit.harness:measure_quiet`) and compares the peak with SPEC.md's bound
+64·T·(block_size + dv) bytes.
+
+Values cannot tell a tiled solution from one that builds the T×S scores, so the memory check
+records its call for the diagnosis as `peak_over_bound(q, k, v, mask, block_size)` with the
+verdict as its value: a helper every tiled-softmax solution file of the kit defines, which
+measures that file's own tiled_attention the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attn_kit.registry import CallFailed, CheckFailed, Suite
+from attn_kit.report import Call
+from attn_kit.values import Outcome
+
+from .cases import qkv
+
+SUITE = Suite("tiled-softmax")
+check = SUITE.check
+
+AXES = ("query", "feature")
+FN = "tiled_attention"
+MEMORY_T = 2048                      # T = S for the memory check
+MEMORY_WIDTH = 32                    # d = dv for the memory check
+
+
+def naive_attention(q, k, v, mask=None) -> np.ndarray:
+    """softmax(q kᵀ / sqrt(d)) over the allowed keys, then @ v; rows with no allowed key are 0."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    ok = np.ones(scores.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    top = np.max(np.where(ok, scores, -np.inf), axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.where(ok, np.exp(np.where(ok, scores - top, 0.0)), 0.0)
+    total = e.sum(axis=1, keepdims=True)
+    return (e / np.where(total > 0, total, 1.0)) @ v
+
+
+def memory_bound(T: int, block_size: int, dv: int) -> int:
+    """SPEC.md: eight float64 arrays of T×(block_size + dv)."""
+    return 64 * T * (block_size + dv)
+
+
+def compare_tiled(ctx, q, k, v, mask=None, block_size=None, what="output", **kw):
+    """Call tiled_attention (NumPy arrays in) and compare with naive attention."""
+    T, d = q.shape
+    S, dv = v.shape
+    extra = {} if block_size is None else {"block_size": block_size}
+    masking = kw.pop("masking", "given")
+    ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size if block_size is not None else "default (64)",
+                 mask="none" if mask is None else masking, **kw)
+    got = ctx.call(FN, q, k, v, mask, **extra)
+    return ctx.expect_close(got, naive_attention(q, k, v, mask), what, AXES, "T×dv")
+
+
+def random_mask(rng, T, S, blocked_rows=1):
+    mask = rng.random((T, S)) < 0.6
+    mask[np.arange(T), rng.integers(S, size=T)] = True
+    for i in rng.choice(T, size=min(blocked_rows, T - 1), replace=False):
+        mask[i] = False
+    return mask
+
+
+# --- shape and the public example --------------------------------------------------------------
+
+@check(points=1, public=True)
+def output_shape(ctx):
+    """The output is T×dv: one dv-wide row per query (T=5 queries, S=7 keys, dv=3)."""
+    q, k, v = qkv(ctx.rng, 5, 7, 4, 3)
+    ctx.describe(T=5, S=7, d=4, dv=3, block_size=2)
+    ctx.array(ctx.call(FN, q, k, v, None, block_size=2), "output", (5, 3), "T×dv")
+
+
+PUBLIC_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+PUBLIC_K = [[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]]
+PUBLIC_V = [[1.0, 0.0], [0.0, 1.0], [3.0, 3.0]]
+PUBLIC_MASK = [[True, True, True], [True, False, True], [False, False, False]]
+
+
+@check(points=2, public=True, after=("output-shape",),
+       catches=("online-softmax-no-rescale", "no-scaling", "blocked-row-nan", "mask-inverted",
+                "partial-block-dropped"))
+def public_tiled_example(ctx):
+    """The statement's worked example: 3 queries, 3 keys in blocks of 2, one fully blocked query."""
+    q, k, v = np.array(PUBLIC_Q), np.array(PUBLIC_K), np.array(PUBLIC_V)
+    compare_tiled(ctx, q, k, v, np.array(PUBLIC_MASK), 2, masking="the statement's mask",
+                  example="the worked example in the statement")
+
+
+# --- block sizes ------------------------------------------------------------------------------
+
+@check(points=2, after=("output-shape",), catches=("online-softmax-no-rescale", "mask-inverted"),
+       concept="online-softmax")
+def block_size_one(ctx):
+    """block_size=1 (one key per block, the online softmax in its purest form) equals naive attention."""
+    q, k, v = qkv(ctx.rng, 6, 9, 4, 3)
+    compare_tiled(ctx, q, k, v, random_mask(ctx.rng, 6, 9), 1, masking="random")
+
+
+@check(points=3, after=("output-shape",), catches=("partial-block-dropped", "online-softmax-no-rescale"),
+       concept="online-softmax")
+def block_size_not_dividing(ctx):
+    """A block size that divides neither T nor S: the last, shorter block counts like the others."""
+    for T, S, bs in ((10, 10, 3), (6, 10, 4)):
+        q, k, v = qkv(ctx.rng, T, S, 4, 3)
+        compare_tiled(ctx, q, k, v, None, bs, what=f"output with block_size={bs}, S={S}")
+
+
+@check(points=2, after=("output-shape",), catches=("partial-block-dropped",), concept="online-softmax")
+def block_larger_than_keys(ctx):
+    """A block larger than S (including the default 64 with S=7) is one short block holding every key."""
+    q, k, v = qkv(ctx.rng, 5, 7, 4, 3)
+    compare_tiled(ctx, q, k, v, None, 16, what="output with block_size=16 > S=7")
+    compare_tiled(ctx, q, k, v, None, None, what="output with the default block_size=64 > S=7")
+
+
+@check(points=3, after=("output-shape",), catches=("online-softmax-no-rescale",), concept="online-softmax")
+def rescales_when_the_max_grows(ctx):
+    """When a later block holds a larger score, what was summed so far is rescaled by exp(m_old - m_new).
+
+    Keys are ordered so every query's scores grow from block to block; catches
+    online-softmax-no-rescale.
+    """
+    T, S, d, dv = 4, 12, 4, 3
+    q, k, v = qkv(ctx.rng, T, S, d, dv)
+    order = np.argsort((q.sum(axis=0) @ k.T))          # roughly ascending scores for every query
+    k, v = k[order] * 1.5, v[order]
+    compare_tiled(ctx, q, k, v, None, 3, keys="sorted so the scores grow block by block")
+
+
+# --- the softmax ------------------------------------------------------------------------------
+
+@check(points=2, after=("output-shape",), catches=("no-scaling",), concept="scaling")
+def scores_scaled_by_sqrt_d(ctx):
+    """Scores are q·kᵀ / sqrt(d), with d the width of q and k (d=16 here, dv=3)."""
+    q, k, v = qkv(ctx.rng, 5, 8, 16, 3, scale=0.8)
+    compare_tiled(ctx, q, k, v, None, 4)
+
+
+@check(points=2, after=("output-shape",), catches=("softmax-overflow",), concept="numerical-stability")
+def stable_at_large_scores(ctx):
+    """Scores around ±1000 neither overflow nor underflow: every exp is of (score - running max)."""
+    q, k, v = qkv(ctx.rng, 4, 9, 4, 3)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True) * 45.0
+    k = k / np.linalg.norm(k, axis=1, keepdims=True) * 45.0       # |score| up to 45·45/2 ≈ 1000
+    compare_tiled(ctx, q, k, v, None, 2, scores="up to ±1000")
+
+
+@check(points=2, after=("output-shape",), catches=("mask-inverted",), concept="masking")
+def mask_true_means_allowed(ctx):
+    """The T×S mask is True for allowed keys; blocked keys contribute nothing, in every block."""
+    T, S = 6, 11
+    q, k, v = qkv(ctx.rng, T, S, 4, 3)
+    compare_tiled(ctx, q, k, v, random_mask(ctx.rng, T, S, blocked_rows=0), 4, masking="random, T×S")
+
+
+@check(points=3, after=("output-shape",), catches=("blocked-row-nan", "mask-inverted"), concept="masking")
+def all_blocked_rows_are_zero(ctx):
+    """A query with no allowed key outputs zeros (never NaN); one whose first blocks are all blocked
+    still attends to its later allowed keys."""
+    T, S = 5, 9
+    q, k, v = qkv(ctx.rng, T, S, 4, 3)
+    mask = random_mask(ctx.rng, T, S, blocked_rows=0)
+    mask[1] = False                                   # nothing allowed
+    mask[3, :6] = False                               # the first two blocks of 3 are empty
+    mask[3, 7] = True
+    out = compare_tiled(ctx, q, k, v, mask, 3, masking="query 1 fully blocked, query 3 blocked in keys 0-5")
+    if np.any(out[1] != 0):
+        ctx.fail("the fully blocked query 1 must output exactly zeros")
+
+
+@check(points=2, catches=("mutates-input",))
+def inputs_left_unmodified(ctx):
+    """tiled_attention writes into none of q, k, v and mask (e.g. no `q *= scale` on the caller's array)."""
+    q, k, v = qkv(ctx.rng, 4, 6, 4, 3)
+    mask = random_mask(ctx.rng, 4, 6)
+    ctx.describe(T=4, S=6, d=4, dv=3, block_size=4)
+    ctx.call(FN, q, k, v, mask, block_size=4)
+    outcome = ctx.last_call.outcome
+    if outcome.mutated:
+        ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)}; work on copies or new arrays")
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+@check(points=4, after=("output-shape",), catches=("materialises-scores",), concept="memory")
+def memory_stays_within_bound(ctx):
+    """At T = S = 2048 the peak memory allocated during the call stays within 64·T·(block_size + dv) bytes.
+
+    Measured in your process with tracemalloc (NumPy reports its arrays to it), from the start of
+    the call: inputs do not count, your output does. A solution that builds the T×S score matrix
+    (8·T·S bytes in float64) fails even though its values are right: that is what tiling avoids.
+    """
+    T = S = MEMORY_T
+    d = dv = MEMORY_WIDTH
+    block_size = 64
+    q, k, v = qkv(ctx.rng, T, S, d, dv)
+    mask = random_mask(ctx.rng, T, S)
+    bound, naive = memory_bound(T, block_size, dv), 8 * T * S
+    ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size, mask="random T×S")
+    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet")
+    if not outcome.ok:
+        raise CallFailed(ctx.calls[-1])      # no --repro script: its inputs would be megabytes of literals
+    real = ctx.calls.pop()
+    peak = int(outcome.extra.get("peak_bytes", 0))
+    over = peak > bound
+    # for the diagnosis: the verdict, as the kit's solution files' peak_over_bound(...) reports it
+    ctx.calls.append(Call("peak_over_bound", (q, k, v, mask, block_size), {},
+                          Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
+                                  output=real.outcome.output, seconds=real.outcome.seconds)))
+    figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
+               f"{bound / 2**20:.2f} MiB; the T×S float64 score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB")
+    if not over:
+        ctx.note(f"memory: {figures} (the call took {real.outcome.seconds:.2f} s under tracemalloc)")
+        return
+    # raised directly, not with ctx.fail: no --repro script (its inputs would be megabytes of literals)
+    raise CheckFailed(f"at T = S = {T}, block_size={block_size}, dv={dv}: {figures}. Something of "
+                      f"T×S size is built (scores, weights, a float mask or exp of the whole matrix); "
+                      f"keep only one T×block_size block at a time")
+
+
+@check(points=4, after=("output-shape",),
+       catches=("online-softmax-no-rescale", "partial-block-dropped", "no-scaling", "softmax-overflow",
+                "blocked-row-nan", "mask-inverted"))
+def randomised_agreement(ctx):
+    """Agrees with naive attention on randomised hidden cases: sizes, block sizes, masks, large scores.
+
+    Five cases with T and S up to 20, widths up to 8, block sizes from 1 to beyond S, random masks
+    with a fully blocked query, and one case with scores in the hundreds. Rerun with the same
+    --seed to get the same cases.
+    """
+    for n, big in enumerate((False, False, False, False, True)):
+        T, S = int(ctx.rng.integers(2, 21)), int(ctx.rng.integers(2, 21))
+        d, dv = int(ctx.rng.integers(1, 9)), int(ctx.rng.integers(1, 9))
+        bs = int(ctx.rng.integers(1, S + 3))
+        q, k, v = qkv(ctx.rng, T, S, d, dv, scale=12.0 if big else 1.0)
+        mask = random_mask(ctx.rng, T, S) if n % 2 == 0 else None
+        compare_tiled(ctx, q, k, v, mask, bs, what=f"case {n + 1}", case=n + 1, masking="random",
+                      large_scores=big)
