@@ -1,0 +1,83 @@
+"""Diagnosis of solutions the kit has never seen.
+
+tests/corpus/independent/ holds mha-screen solutions written in styles unlike the kit's own
+references and bug variants (plain lists with explicit loops and a hand-written `linear`, or
+NumPy einsum over B×T×H×hd), each with a classic mistake, two with two mistakes, two correct ones
+and two that are wrong in ways the catalogue does not know. Diagnosis matches behaviour, not
+source, so it must name the right bug(s) for these too, accuse nothing when the file passes, and
+say nothing rather than guess when no known bug explains the failures.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from attn_kit import catalog
+
+from conftest import CORPUS, check_json
+
+INDEPENDENT = CORPUS / "independent"
+SEED = "7"
+
+EXPECTED = {
+    # one bug each
+    "lists_no_scaling.py": ["no-scaling"],
+    "einsum_scale_by_model_width.py": ["scale-by-model-width"],
+    "einsum_reshape_without_transpose.py": ["reshape-without-transpose"],
+    "lists_heads_interleaved.py": ["heads-interleaved"],
+    "lists_blocked_row_uniform.py": ["blocked-row-uniform"],
+    "einsum_blocked_row_nan.py": ["blocked-row-nan"],
+    "lists_mask_inverted.py": ["mask-inverted"],
+    "lists_max_over_blocked.py": ["max-over-blocked"],
+    "lists_softmax_overflow.py": ["softmax-overflow"],
+    "einsum_causal_off_by_one.py": ["causal-off-by-one"],
+    "lists_padding_masks_queries.py": ["padding-masks-queries"],
+    "lists_mutates_input.py": ["mutates-input"],
+    "einsum_no_output_projection.py": ["no-output-projection"],
+    "einsum_softmax_wrong_axis.py": ["softmax-wrong-axis"],
+    "lists_biases_ignored.py": ["biases-ignored"],
+    # two bugs each: both must be named
+    "lists_no_scaling_and_uniform_rows.py": ["no-scaling", "blocked-row-uniform"],
+    "einsum_no_scaling_and_nan_rows.py": ["no-scaling", "blocked-row-nan"],
+    "einsum_model_width_and_off_by_one.py": ["scale-by-model-width", "causal-off-by-one"],
+    # correct: passes, nobody accused
+    "lists_correct.py": [],
+    "einsum_correct.py": [],
+    # wrong, but no known bug explains it: no guess
+    "einsum_doubled_output.py": [],
+    "lists_weights_transposed.py": [],
+}
+CORRECT = {"lists_correct.py", "einsum_correct.py"}
+
+
+def test_every_corpus_file_has_an_expectation():
+    assert sorted(p.name for p in INDEPENDENT.glob("*.py")) == sorted(EXPECTED)
+
+
+def test_the_corpus_covers_at_least_eight_distinct_single_bugs():
+    singles = {bugs[0] for bugs in EXPECTED.values() if len(bugs) == 1}
+    assert len(singles) >= 8
+    assert singles <= set(catalog.exercise("mha-screen").bug_ids)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_independent_solution_is_diagnosed(name):
+    data, code = check_json(INDEPENDENT / name, "--seed", SEED)
+    assert "error" not in data, data.get("error")
+    named = [d["bug"] for d in data["diagnosis"]]
+    expected = EXPECTED[name]
+    if name in CORRECT:
+        assert (data["passed"], code) == (True, 0)
+        assert named == []
+        return
+    assert (data["passed"], code) == (False, 1)
+    if len(expected) == 1:
+        assert named == expected, f"{name}: expected exactly {expected}, got {named}"
+    else:
+        assert sorted(named) == sorted(expected), f"{name}: expected both of {expected}, got {named}"
+    bugs = catalog.bugs()
+    for d in data["diagnosis"]:
+        assert d["title"] == bugs[d["bug"]].title
+        assert d["evidence"].startswith("explains ")
+    failing_with_bug = {c["bug"] for c in data["checks"] if c["status"] in ("fail", "error") and c["bug"]}
+    assert failing_with_bug <= set(expected)
