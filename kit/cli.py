@@ -127,8 +127,10 @@ def show(exercise):
 @click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Write a standalone script per failing check into DIR.")
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
+@click.option("--tests", "tests_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="TESTS",
+              help="Also grade your pytest tests in TESTS (may be FILE itself): see `attn-kit test-tests`.")
 @reports_errors
-def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, watch):
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, watch, tests_file):
     """Grade FILE with the exercise's check suite, in a separate process.
 
     Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
@@ -147,19 +149,26 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         from .cli_practice import watch_check
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
     report = grading.grade(file, options)
+    tests = None
+    if tests_file:          # --tests: the candidate's own tests, against references and known bugs
+        from . import testgrade
+        tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory))
     written = []
     if repro:
         from . import repro as repro_module
         written = repro_module.write(report, repro)
     if as_json:
-        click.echo(json.dumps(report.to_json()))
+        click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
     else:
         from . import catalog, render
         render.report(report, catalog.exercise(report.exercise))
         render.repro_written(written)
+        if tests:
+            render.console().print()
+            render.test_grade(tests)
         from .cli_practice import after_check
         after_check(report)            # history, concept cards, the hints-used line; never raises
-    sys.exit(EXIT_PASS if report.passed else EXIT_FAIL)
+    sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
 
 
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution  # noqa: E402
@@ -170,6 +179,54 @@ cli.add_command(mock)
 cli.add_command(discuss)
 cli.add_command(history)
 cli.add_command(progress)
+
+
+@cli.command("test-tests")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--exercise", "-e", metavar="ID", help="The exercise the tests are for (else the header or the functions they use decide).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds one test may take on a correct implementation.")
+@click.option("--memory", default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).")
+@reports_errors
+def test_tests(file, exercise, as_json, timeout, memory, min_score):
+    """Grade your own pytest tests: do they pass on correct code, and which known bugs do they catch?
+
+    FILE holds ordinary pytest functions (test_*) that import the exercise's functions
+    (`from solution import multi_head_attention`, any module name) or define them in the same
+    file. They run, sandboxed, against every reference implementation (a test failing there is
+    wrong) and every known-bug implementation (a failing test catches that bug).
+    Score = bugs caught / known bugs of the exercise.
+
+    Exit status: 0 no test is wrong (missed bugs only lower the score, unless --min-score),
+    1 a test fails on correct code or FILE cannot be run, 2 the command was misused.
+
+    \b
+    Examples:
+      attn-kit test-tests my_tests.py
+      attn-kit test-tests my_tests.py --exercise mha-screen --json
+      attn-kit check solution.py --tests my_tests.py
+    """
+    from . import testgrade
+    try:
+        grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
+    except KitError as exc:
+        if not as_json:
+            raise
+        click.echo(json.dumps(testgrade.error_json(str(exc), exercise)))
+        sys.exit(exc.exit_code)
+    if as_json:
+        click.echo(json.dumps(grade.to_json()))
+    else:
+        from . import render
+        render.test_grade(grade)
+    sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
+
+
+from .cli_bench import bench  # noqa: E402
+cli.add_command(bench)
 
 
 def main():
