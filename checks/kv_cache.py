@@ -124,6 +124,10 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
         n, problem = cached_numbers(cache)
         sizes.append(n)
         problems.append(problem)
+        if problem and t < T - 1:
+            failure = (f"step {t} returned a cache containing {problem}; the kit sends the cache back "
+                       "into the next call, so it must be made of those", ctx.calls[-1])
+            break
     _record_loop(ctx, first, steps, x if arrays else lists(x), sent_p, num_heads, outs, sizes, T, problems)
     ctx.describe(B=B, T=T, D=D, H=num_heads, input="NumPy arrays" if arrays else "lists")
     if failure is not None:
