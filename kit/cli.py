@@ -152,7 +152,7 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     tests = None
     if tests_file:          # --tests: the candidate's own tests, against references and known bugs
         from . import testgrade
-        tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory))
+        tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file)
     written = []
     if repro:
         from . import repro as repro_module

@@ -61,17 +61,18 @@ def _load_implementation(path: str) -> types.ModuleType:
     return module
 
 
-def _substitute(name: str, implementation: types.ModuleType, search_dir: str) -> types.ModuleType:
+def _substitute(name: str, implementation: types.ModuleType, search_dirs: list) -> types.ModuleType:
     """A module named `name` holding the implementation's functions. Names it lacks (the
     candidate's own helpers, `from solution import make_inputs`) come from the candidate's real
-    module, loaded on first use if one exists beside the tests."""
+    module, loaded on first use if one exists beside the tests, the solution or in the current
+    folder."""
     module = types.ModuleType(name)
     module.__dict__.update({k: v for k, v in vars(implementation).items() if not k.startswith("__")})
     real: list = []
 
     def __getattr__(attr):
         if not real:
-            real.append(_load_real(name, search_dir))
+            real.append(_load_real(name, search_dirs))
         if real[0] is None or attr.startswith("__"):
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
         return getattr(real[0], attr)
@@ -80,8 +81,8 @@ def _substitute(name: str, implementation: types.ModuleType, search_dir: str) ->
     return module
 
 
-def _load_real(name: str, search_dir: str):
-    spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], [search_dir])
+def _load_real(name: str, search_dirs: list):
+    spec = importlib.machinery.PathFinder.find_spec(name.split(".")[0], list(search_dirs))
     if spec is None or spec.origin is None or "." in name:
         return None
     private = f"_attn_kit_candidate_{name}"
@@ -257,7 +258,7 @@ def _name(nodeid: str) -> str:
 
 def run_pytest(test_path: str, implementation_path: str, targets: list, functions: list,
                results_path: str, config_path: str, budgets: dict, default_budget: float,
-               deselect: list) -> int:
+               deselect: list, search_dirs: list = ()) -> int:
     """Run the tests in test_path against the implementation; return pytest's exit code."""
     sys.dont_write_bytecode = True          # leave no __pycache__ beside the candidate's files
     gc.freeze()                             # pytest's gc.collect() calls then skip what the kit left
@@ -267,7 +268,7 @@ def run_pytest(test_path: str, implementation_path: str, targets: list, function
     implementation = _load_implementation(implementation_path)
     implementation.__doc__ = None
     for name in targets:
-        sys.modules[name] = _substitute(name, implementation, test_dir)
+        sys.modules[name] = _substitute(name, implementation, [test_dir, *search_dirs, os.getcwd()])
     args = [test_path, "-c", config_path, "--rootdir", test_dir, "--confcutdir", test_dir,
             "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--tb=short", "-o", "console_output_style=classic"]
     for name in deselect:

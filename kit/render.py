@@ -214,11 +214,13 @@ def test_grade(grade, out: Console | None = None) -> None:
     out = out or console()
     references = sum(r.bug is None for r in grade.runs)
     out.print(Text("attn-kit test-tests ", style="label") + Text(f"{grade.exercise} · {grade.path}", style="muted"))
-    out.print(Text(f"{len(grade.tests)} tests run against {references} reference and {len(grade.runs) - references} "
-                   f"known-bug implementations in {grade.seconds:.1f} s", style="muted"))
+    out.print(Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
+                   f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
+                   style="muted"))
     if grade.wrong:
-        out.print(Text(f"✗ {len(grade.wrong)} wrong test(s): they fail on correct code, so they catch nothing",
-                       style="check.fail"))
+        out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                       f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                       f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {"failed": "fails", "error": "errors", "timeout": "hangs"}.get(w.outcome, w.outcome)
@@ -229,7 +231,8 @@ def test_grade(grade, out: Console | None = None) -> None:
                 body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
             out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
     else:
-        out.print(Text(f"✓ Every test passes on the {references} reference implementation(s).", style="check.pass"))
+        out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
+                       style="check.pass"))
     for note in grade.notes:
         out.print(Text(f"note: {note}", style="warning"))
     out.print()
@@ -260,5 +263,9 @@ def test_grade(grade, out: Console | None = None) -> None:
     caught, total = len(grade.caught), len(grade.bugs)
     text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
     if grade.wrong:
-        text += f"; {len(grade.wrong)} wrong test(s) to fix first"
+        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
     out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

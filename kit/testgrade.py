@@ -124,6 +124,7 @@ class TestGrade:
     runs: list[ImplementationRun] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    judged_on: list[str] = field(default_factory=list)   # the references a test must pass on
 
     __test__ = False
 
@@ -149,7 +150,7 @@ class TestGrade:
         return not self.wrong
 
     def to_json(self) -> dict:
-        return {"exercise": self.exercise, "path": self.path, "tests": self.tests,
+        return {"exercise": self.exercise, "path": self.path, "tests": self.tests, "references": self.judged_on,
                 "wrong_tests": self.wrong_tests, "wrong": [w.to_json() for w in self.wrong],
                 "caught": self.caught, "missed": self.missed, "score": self.score,
                 "bugs": [b.to_json() for b in self.bugs],
@@ -302,6 +303,7 @@ class _Runner:
         self.driver.write_text(DRIVER, encoding="utf-8")
         self.config = workdir / "pytest.ini"
         self.config.write_text(CONFIG, encoding="utf-8")
+        self.search_dirs: list[str] = []
 
     def run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
             expected: list[str]) -> ImplementationRun:
@@ -323,7 +325,7 @@ class _Runner:
                 outcome = sandbox.call("run_pytest", (
                     str(self.test_path), str(implementation), list(self.use.targets),
                     list(self.exercise.function_names), str(results_path), str(self.config),
-                    budgets, self.timeout, sorted(skipped)), timeout=limit)
+                    budgets, self.timeout, sorted(skipped), self.search_dirs), timeout=limit)
             records = _read_records(results_path)
             running = None
             for record in records:
@@ -365,9 +367,13 @@ def default_jobs() -> int:
 
 
 def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float = DEFAULT_TEST_TIMEOUT,
-                memory: int | None = DEFAULT_MEMORY, jobs: int | None = None) -> TestGrade:
+                memory: int | None = DEFAULT_MEMORY, jobs: int | None = None,
+                solution: str | Path | None = None) -> TestGrade:
     """Run a candidate's tests against the references and every known bug; raise KitError when the
-    file cannot be used at all (no such file, syntax error, no tests, no exercise functions)."""
+    file cannot be used at all (no such file, syntax error, no tests, no exercise functions).
+
+    `solution` (check --tests) is the candidate's solution file: helpers the tests import from it
+    (`from solution import make_inputs`) are found there."""
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = detect_exercise(source, exercise_id)
@@ -386,16 +392,41 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
+            if solution is not None:
+                runner.search_dirs.append(str(Path(solution).resolve().parent))
             return _grade(runner, pool, source, exercise, started)
     finally:
         launcher.close()                # first: on Ctrl-C any worker still running dies with the zygote
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def framework(path: Path) -> str:
+    """'torch' for a file that imports torch, else 'plain' (lists, math, NumPy)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return "plain"
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n.split(".")[0] == "torch" for n in names):
+            return "torch"
+    return "plain"
+
+
 def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile, exercise: catalog.Exercise,
            started: float) -> TestGrade:
-    references = list(pool.map(lambda p: runner.run(p, {}, set(), []), reference_files(exercise.id)))
-    first = references[0]
+    """References first; then the known bugs, each with the tests that may count against it.
+
+    Where an exercise has references of both kinds (mha-masked-bias: PyTorch and NumPy), a test is
+    judged WRONG on the references of its own kind (a torch test need not accept NumPy arrays),
+    and it can only catch a bug implementation of a kind whose references it passes."""
+    paths = reference_files(exercise.id)
+    kinds = {p.name: framework(p) for p in paths}
+    test_kind = "torch" if any(name == "torch" for name, _ in source.imports()) else "plain"
+    references = list(pool.map(lambda p: runner.run(p, {}, set(), []), paths))
+    own = [r for r in references if kinds[r.implementation] == test_kind] or references
+    first = own[0]
     if first.error:
         raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
                         f"implementation ({first.implementation}):\n{first.error}")
@@ -404,32 +435,49 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
     names = list(first.collected)
     wrong: dict[str, WrongTest] = {}
     slowest: dict[str, float] = {}
+    passed: dict[str, set[str]] = {}               # reference file -> tests that passed on it
     notes: list[str] = []
     for run in references:
+        passed[run.implementation] = set()
         for name in names:
-            test = run.tests.get(name)
-            if run.error and test is None:
-                test = TestRun("error", run.error)
-            if test is None:
-                continue
+            test = run.tests.get(name) or TestRun("error", run.error or "did not run")
             slowest[name] = max(slowest.get(name, 0.0), test.seconds)
-            if test.outcome in BROKEN and name not in wrong:
-                wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
+            if test.outcome == "passed":
+                passed[run.implementation].add(name)
+            elif run in own and test.outcome in BROKEN and name not in wrong:
+                wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where,
+                                        test.output)
     skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun("skipped")).outcome == "skipped"
-                                                  for r in references)]
+                                                  for r in own)]
     if skipped_everywhere:
         notes.append(f"skipped on the references, so they catch nothing: {', '.join(skipped_everywhere)}")
-    useful = [n for n in names if n not in wrong and n not in skipped_everywhere]
+
+    def counting(kind: str) -> list[str]:
+        """Tests that may catch a bug implementation of this kind: not wrong, and passing on every
+        reference of that kind."""
+        refs = [r for r in references if kinds[r.implementation] == kind] or own
+        return [n for n in names if n not in wrong and all(n in passed[r.implementation] for r in refs)]
+
+    bugs = bug_files(exercise.id)
+    for kind in sorted({framework(p) for p in bugs} - {test_kind}):
+        lost = [n for n in counting(test_kind) if n not in counting(kind)]
+        if lost:
+            notes.append(f"{', '.join(lost)} fail(s) on the {kind} reference, so they are not counted against "
+                         f"the {kind} bug implementations")
+    eligible = {p: counting(framework(p)) for p in bugs}
     budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * slowest.get(n, 0.0)))
-               for n in useful}
-    skip = set(names) - set(useful)
-    bug_runs = list(pool.map(lambda p: runner.run(p, budgets, skip, useful), bug_files(exercise.id))) if useful else []
-    coverage = _coverage(exercise, bug_runs, useful)
+               for n in names}
+    bug_runs = list(pool.map(lambda p: runner.run(p, budgets, set(names) - set(eligible[p]), eligible[p]),
+                             [p for p in bugs if eligible[p]]))
+    coverage = _coverage(exercise, bug_runs, {run.implementation: eligible[p] for run, p in
+                                              zip(bug_runs, [p for p in bugs if eligible[p]])})
     return TestGrade(exercise.id, str(source.path), names, list(wrong.values()), coverage,
-                     references + bug_runs, notes, time.perf_counter() - started)
+                     references + bug_runs, notes, time.perf_counter() - started,
+                     judged_on=[r.implementation for r in own])
 
 
-def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun], useful: list[str]) -> list[BugCoverage]:
+def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun],
+              eligible: dict[str, list[str]]) -> list[BugCoverage]:
     known = catalog.bugs()
     forms: dict[str, dict[str, tuple[str, ...]]] = {b: {} for b in exercise.bug_ids}
     notes: dict[str, list[str]] = {b: [] for b in exercise.bug_ids}
@@ -441,6 +489,7 @@ def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun], use
         if run.bug not in forms:
             continue
         label = f" ({run.form} form)" if run.form else ""
+        useful = eligible[run.implementation]
         caught = tuple(n for n in useful if run.tests.get(n) and run.tests[n].outcome in FAILED)
         forms[run.bug][run.form] = caught
         for n in useful:

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from attn_kit import catalog, render, testgrade
-from attn_kit.paths import solutions_dir
+from attn_kit.paths import bug_files, reference_files, solutions_dir
 
 from conftest import CORPUS, attn_kit
 
@@ -77,10 +77,10 @@ def test_rich_output_shows_wrong_tests_table_and_ideas():
     buffer = io.StringIO()
     render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
     out = buffer.getvalue()
-    assert "1 wrong test(s)" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
+    assert "✗ 1 wrong test: it fails on correct code" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
     assert "a token must not attend to itself" in out
     assert catalog.bugs()["causal-off-by-one"].test_idea in out
-    assert "Score: 0/15 known bugs caught (0%); 1 wrong test(s) to fix first" in out
+    assert "Score: 0/15 known bugs caught (0%); 1 wrong test to fix first" in out
 
 
 def test_hanging_test_is_wrong_on_references_and_never_catches():
@@ -200,8 +200,52 @@ def test_render_to_text():
     buffer = io.StringIO()
     render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
     text = buffer.getvalue()
-    assert "✓ Every test passes on the 2 reference implementation(s)." in text
+    assert "✓ Every test passes on the correct implementations (reference_lists.py, reference_numpy.py)." in text
     assert "no-output-projection" in text and "test_output_projection_matters" in text
     assert "Tests that would catch what you missed" in text
     assert catalog.bugs()["mutates-input"].test_idea in text
     assert "Score: 2/15 known bugs caught (13%)" in text
+
+
+@pytest.mark.parametrize("exercise", list(catalog.exercises()))
+def test_every_exercise_can_grade_tests(tmp_path, exercise):
+    """The machinery is generic: every exercise's references and bug files run under pytest."""
+    ex = catalog.exercise(exercise)
+    if ex.needs:
+        pytest.importorskip(ex.needs)
+    path = tmp_path / "my_tests.py"
+    path.write_text(f"from solution import {ex.main}\n\n\ndef test_defined():\n    assert callable({ex.main})\n")
+    grade = testgrade.grade_tests(path)
+    assert grade.exercise == exercise
+    assert grade.wrong_tests == [] and grade.caught == [] and grade.score == 0.0
+    assert [b.id for b in grade.bugs] == list(ex.bug_ids)
+    assert len(grade.runs) == len(reference_files(exercise)) + len(bug_files(exercise))
+    assert all(not run.error for run in grade.runs), [run.error for run in grade.runs if run.error]
+
+
+def test_torch_tests_are_judged_on_the_torch_reference():
+    pytest.importorskip("torch")
+    data, code = test_tests_json(TESTS / "torch_worked_example.py")
+    assert code == 0
+    assert data["exercise"] == "mha-masked-bias"
+    assert data["references"] == ["reference_torch.py"]     # torch.allclose would fail on NumPy arrays
+    assert data["wrong_tests"] == []
+    assert "b-o-not-suppressed" in data["caught"] and "mask-inverted" in data["caught"]
+    assert "no-scaling" in data["missed"]          # D = 1 in the worked example: sqrt(1) hides it
+
+
+def test_helpers_come_from_the_checked_solution_in_another_folder(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tests").mkdir()
+    solution = tmp_path / "src" / "solution.py"
+    solution.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text()
+                        + "\n\ndef make_lengths():\n    return [1, 3]\n")
+    (tmp_path / "tests" / "my_tests.py").write_text(
+        "from solution import make_lengths, padding_mask\n\n\ndef test_padding():\n"
+        "    m = padding_mask(make_lengths(), 3)\n"
+        "    assert [[bool(v) for v in row] for row in m[0]] == [[True, False, False]] * 3\n")
+    proc = attn_kit("check", "src/solution.py", "--tests", "tests/my_tests.py", "--json", cwd=tmp_path / "tests" / "..")
+    data = json.loads(proc.stdout)
+    assert data["tests"]["wrong_tests"] == [], data["tests"]["wrong"]
+    assert data["tests"]["caught"] == ["padding-masks-queries"]
+    assert proc.returncode == 0
