@@ -23,7 +23,6 @@ from . import catalog
 from .compare import ValueProblem, to_array
 from .paths import bug_files, bug_id_of, solutions_dir
 from .report import Call, CheckResult, Diagnosis
-from .values import Outcome
 
 MATCH_RTOL = 1e-5
 MATCH_ATOL = 1e-7
@@ -60,22 +59,45 @@ def run_local(module, call: Call) -> Local:
         return Local(raised="missing")
     args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
     before = copy.deepcopy((args, kwargs))
+    harness = _replayed_harness(call)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            value = fn(*args, **kwargs)
+            value = _with_extra(*harness(fn, *args, **kwargs)) if harness else fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
         return Local(raised=type(exc).__name__)
     from .worker import _same
     return Local(value=value, mutated=not _same(before, (args, kwargs)))
 
 
-def _candidate(outcome: Outcome) -> Local:
+def _replayed_harness(call: Call):
+    """The call's harness when its `extra` is part of the answer (e.g. gradients), else None."""
+    if not call.harness:
+        return None
+    module_name, _, name = call.harness.partition(":")
+    harness = getattr(importlib.import_module(module_name), name)
+    return harness if getattr(harness, "replay_in_diagnosis", False) else None
+
+
+def _with_extra(value, extra: dict) -> tuple:
+    """(value, every NumPy array found in extra, nested dicts walked in order)."""
+    def arrays(d):
+        for v in d.values():
+            if isinstance(v, dict):
+                yield from arrays(v)
+            elif isinstance(v, np.ndarray):
+                yield v
+    return (value, tuple(arrays(extra)))
+
+
+def _candidate(call: Call) -> Local:
+    outcome = call.outcome
     if outcome.status == "raised":
         return Local(raised=outcome.error.type, mutated=bool(outcome.mutated))
     if outcome.status != "ok":
         return Local(raised=outcome.status, mutated=bool(outcome.mutated))
-    return Local(value=outcome.value, mutated=bool(outcome.mutated))
+    value = _with_extra(outcome.value, outcome.extra) if _replayed_harness(call) else outcome.value
+    return Local(value=value, mutated=bool(outcome.mutated))
 
 
 def _parts(value, like) -> list:
@@ -174,7 +196,7 @@ def diagnose(exercise: catalog.Exercise, results: list[CheckResult]) -> list[Dia
         module = load_module(str(path))
         tally = _Tally()
         for cid, n, call in calls:
-            _compare_call((cid, n), _candidate(call.outcome), refs[(cid, n)], run_local(module, call),
+            _compare_call((cid, n), _candidate(call), refs[(cid, n)], run_local(module, call),
                           tally, wrong, cid)
         best = tallies.get(bug_id)
         if best is None or len(tally.explained) > len(best.explained):

@@ -19,6 +19,9 @@ from .report import CheckResult, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 
+BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
+
+
 @dataclass(frozen=True)
 class Options:
     exercise: str | None = None
@@ -60,7 +63,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
     blocker = next((a for a in check.after if statuses.get(a, "pass") != "pass"), None)
     if blocker:
         result.status = "skip"
-        result.message = f"skipped because `{blocker}` did not pass; fix that first"
+        result.message = f"{BLOCKED} `{blocker}` did not pass; fix that first"
         return result
     ctx = CheckContext(sandbox, oracle, seed, check, source=source)
     try:
@@ -81,6 +84,15 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
     result.notes += tuple(ctx.notes)
     result.output = "".join(c.outcome.output for c in ctx.calls)
     return result
+
+
+def not_checked(results: list[CheckResult]) -> list[str]:
+    """Report notes for checks that did not apply (CheckSkipped), one per reason, naming them."""
+    reasons: dict[str, list[str]] = {}
+    for r in results:
+        if r.status == "skip" and not r.message.startswith(BLOCKED):
+            reasons.setdefault(r.message, []).append(r.id)
+    return [f"{', '.join(ids)} not checked (no points): {reason}" for reason, ids in reasons.items()]
 
 
 def pure_check(source: loader.SourceFile) -> CheckResult:
@@ -122,6 +134,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
             result = run_check(check, sandbox, oracle, seed, statuses, exercise, source)
             statuses[check.id] = result.status
             results.append(result)
+        notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)

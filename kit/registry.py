@@ -93,7 +93,7 @@ class CheckContext:
     def outcome(self, fn: str, *args, harness: str | None = None, **kwargs) -> Outcome:
         """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included)."""
         outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
-        self.calls.append(Call(fn, args, kwargs, outcome))
+        self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 
     def call(self, fn: str, *args, harness: str | None = None, **kwargs):

@@ -18,6 +18,7 @@ class Call:
     kwargs: dict
     outcome: Outcome
     expected: Any = None          # what the reference returns, when the check computed it
+    harness: str | None = None    # "module:function" the worker ran the call through, if any
 
 
 @dataclass

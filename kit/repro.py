@@ -61,6 +61,11 @@ def literal(value) -> str:
         return "(" + ", ".join(literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, (np.generic,)):
         return repr(value.item())
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):   # without importing torch
+        if str(value.device) == "meta":
+            return f"torch.empty({tuple(value.shape)}, dtype={value.dtype}, device='meta')"
+        values = pprint.pformat(value.detach().cpu().tolist(), width=100, compact=True)
+        return f"torch.tensor({values}, dtype={value.dtype})"
     return pprint.pformat(value, width=100, compact=True)
 
 
@@ -88,6 +93,8 @@ def write(report: Report, folder: str | Path) -> list[Path]:
         lines = [f"{n} = {literal(v)}" for n, v in zip(names, call.args)]
         lines += [f"{k} = {literal(v)}" for k, v in call.kwargs.items()]
         call_args = ", ".join(names + [f"{k}={k}" for k in call.kwargs])
+        if any("torch." in line for line in lines):
+            lines.insert(0, "import torch\n")
         if call.expected is not None:
             expected = f"expected = {literal(call.expected)}\nshow(\"expected (the reference)\", expected)\n"
         else:
