@@ -176,8 +176,18 @@ class Recorder:
         if report.failed:
             message, where = _crash_text(report, self.test_name)
             text = report.longreprtext.strip()
+            if self.timed_out:
+                text = (f"importing {self.test_name} did not finish within {self.default_budget:g} s: is there "
+                        f"a loop or a long computation at the top level of the file? ({where})")
             self.write({"event": "collect_error", "where": where,
                         "message": (text[-MESSAGE_LIMIT:] if text else message)})
+
+    def pytest_internalerror(self, excrepr, excinfo):
+        """E.g. sys.exit() at the top level of the test file: pytest gives up with INTERNALERROR."""
+        frames = [e for e in excinfo.traceback if Path(str(e.path)).name == self.test_name]
+        where = f"{self.test_name}:{frames[-1].lineno + 1}" if frames else ""
+        self.write({"event": "collect_error", "where": where,
+                    "message": f"pytest stopped: {excinfo.exconly()}" + (f" at {where}" if where else "")})
 
     def pytest_collection_finish(self, session):
         modules = {}
@@ -201,6 +211,11 @@ class Recorder:
         self.write({"event": "start", "name": self.current["name"]})
         try:
             return (yield)
+        except BaseException as exc:         # KeyboardInterrupt or pytest.exit() ends the session
+            if self.current["outcome"] == "passed":
+                self.current.update(outcome="error", message=f"{type(exc).__name__}: {exc} (this stops "
+                                    "pytest itself; the kit resumed with the next test)")
+            raise
         finally:
             self._disarm()
             self.write(self.current)

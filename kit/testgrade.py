@@ -341,21 +341,24 @@ class _Runner:
                                                            record["output"], record["seconds"])
                     running = None
             if outcome.ok:
-                if outcome.status == "ok" and isinstance(outcome.value, int) and outcome.value >= 3 \
-                        and not result.error and not result.collected:
-                    result.error = f"pytest stopped with exit code {outcome.value}: {outcome.output.strip()[-600:]}"
-                break
-            how = outcome.detail or outcome.status
-            if running is not None:
-                status = "timeout" if outcome.status == "timeout" else \
-                    ("memory" if outcome.status == "memory" else "crashed")
-                result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != "timeout"
-                                                else f"did not finish ({how})")
-            elif not any(r["event"] == "collected" for r in records):
-                result.error = result.error or f"importing the tests: the process {how}"
-                break
+                if isinstance(outcome.value, int) and outcome.value >= 3 and not result.error \
+                        and not result.collected:
+                    result.error = _internal_error(outcome.value, outcome.output)
+                    break
+            else:
+                how = outcome.detail or outcome.status
+                if running is not None:
+                    status = "timeout" if outcome.status == "timeout" else \
+                        ("memory" if outcome.status == "memory" else "crashed")
+                    result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != "timeout"
+                                                    else f"did not finish ({how})")
+                elif not any(r["event"] == "collected" for r in records):
+                    result.error = result.error or f"importing the tests: the process {how}"
+                    break
+            # resume after a test that stopped the run (a crash, KeyboardInterrupt, pytest.exit)
+            done_before = len(skipped & set(result.tests))
             skipped |= set(result.tests)
-            if not (set(result.collected) - skipped):
+            if not (set(result.collected) - skipped) or len(result.tests) == done_before:
                 break
         result.seconds = time.perf_counter() - started
         return result
@@ -364,6 +367,18 @@ class _Runner:
 def default_jobs() -> int:
     """Runs side by side: one per core, at most 4 (each run is one process)."""
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def _internal_error(code: int, output: str) -> str:
+    """pytest's INTERNALERROR dump, cut to the exception and the candidate's line."""
+    lines = [line.removeprefix("INTERNALERROR> ") for line in output.splitlines()
+             if line.startswith("INTERNALERROR> ")]
+    if not lines:
+        return f"pytest stopped with exit code {code}: {output.strip()[-600:]}"
+    where = [line.strip() for line in lines if line.strip().startswith("File ") and "site-packages" not in line
+             and "<frozen" not in line and "attn_kit" not in line and "/kit/" not in line]
+    text = f"pytest stopped while collecting the tests: {lines[-1].strip()}"
+    return text + (f" ({where[-1]})" if where else "")
 
 
 def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float = DEFAULT_TEST_TIMEOUT,

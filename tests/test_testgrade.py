@@ -145,12 +145,16 @@ from solution import causal_mask
 def test_exits():
     os._exit(3)
 
+def test_interrupts():
+    raise KeyboardInterrupt
+
 def test_after_the_crash():
     assert causal_mask(1, 2)[0][0][0] and not causal_mask(1, 2)[0][0][1]
 ''')
     grade = testgrade.grade_tests(tests)
-    assert grade.wrong_tests == ["test_exits"]
+    assert grade.wrong_tests == ["test_exits", "test_interrupts"]
     assert grade.wrong[0].outcome == "crashed" and "status 3" in grade.wrong[0].message
+    assert grade.wrong[1].message.startswith("KeyboardInterrupt")
     assert grade.caught == ["causal-off-by-one"]
 
 
@@ -167,11 +171,15 @@ def test_nothing_is_written_beside_the_candidates_files(tmp_path):
     ("from solution import multi_head_attention\n\ndef helper():\n    pass\n", "no test functions"),
     ("import numpy as np\n\ndef test_x():\n    assert np.ones(1)[0] == 1\n", "neither import nor define"),
     ("from solution import causal_mask\n\ndef test_x(:\n    pass\n", "SyntaxError"),
+    ("import sys\nfrom solution import causal_mask\nsys.exit(0)\n\ndef test_x():\n    pass\n",
+     "pytest stopped: SystemExit: 0 at my_tests.py:3"),
+    ("from solution import causal_mask\nwhile True:\n    pass\n\ndef test_x():\n    pass\n",
+     "did not finish within 1 s: is there a loop"),
 ])
 def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
     path = tmp_path / "my_tests.py"
     path.write_text(text)
-    args = ("--exercise", "mha-screen") if "neither" in needle else ()
+    args = ("--exercise", "mha-screen") if "neither" in needle else ("--timeout", "1")
     data, code = test_tests_json(path, *args)
     assert code == 1
     assert needle in data["error"]
