@@ -245,8 +245,9 @@ def test_grade(grade, out: Console | None = None) -> None:
         tests = ", ".join(bug.caught_by) if bug.caught else "—"
         cell = Text(tests, style="" if bug.caught else "muted")
         if bug.caught and bug.missed_forms:
-            forms = ", ".join(f"`{f or 'main'}`" for f in bug.missed_forms)
-            cell += Text(f"  (misses its {forms} form)", style="warning")
+            missed = ", ".join(f"`{f}`" if f else "the main form" for f in bug.missed_forms)
+            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed})",
+                         style="warning")
         for note in bug.notes:
             cell += Text(f"\n{note}", style="muted")
         table.add_row(Text("✓" if bug.caught else "✗", style=style),

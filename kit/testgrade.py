@@ -23,8 +23,8 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import json
-import sys
 import os
+import sys
 import tempfile
 import threading
 import time
