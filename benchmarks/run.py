@@ -1,0 +1,332 @@
+"""Benchmarks of the project's references, run on demand (pytest's testpaths do not include this folder).
+
+    python benchmarks/run.py                   # all four, Markdown to stdout
+    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, kv-cache, check-startup, bench-command
+    python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
+
+Prints ratios side by side with their targets, and the machine the figures came from. Times are
+medians of several runs (perf_counter) after one warm-up; peak memory is tracemalloc's peak
+during one call (NumPy reports its buffers to tracemalloc). Torch needs `pip install torch`; the
+torch comparison is skipped with a note when it is missing.
+
+OpenBLAS: where OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set for the workplace, a current NumPy
+runs slower; benchmark with both unset for that one command:
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/run.py
+The header records whether they were set and which OpenBLAS kernel ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attn_kit.diagnose import load_module
+from attn_kit.paths import solutions_dir
+
+REPEATS = 5
+
+
+def emit(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+@dataclass
+class Row:
+    name: str
+    ours: str
+    theirs: str
+    ratio: float
+    target: str
+    met: bool
+    note: str = ""
+
+
+def median_time(fn, repeats: int = REPEATS) -> float:
+    fn()                                   # warm-up: first-touch of buffers, lazy imports
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_bytes(fn) -> int:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+# --- the machine -----------------------------------------------------------------------------
+
+def openblas_kernel() -> str:
+    """The OpenBLAS core NumPy's bundled library chose at run time, and its thread count."""
+    folder = Path(np.__file__).parent.parent / "numpy.libs"
+    for path in glob.glob(str(folder / "*openblas*")):
+        lib = ctypes.CDLL(path)
+        for prefix in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                core = getattr(lib, f"{prefix}get_corename{suffix}", None)
+                threads = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                if core is not None:
+                    core.restype = ctypes.c_char_p
+                    count = f", {threads()} threads" if threads is not None else ""
+                    return f"{core().decode()}{count}"
+    return "unknown (not NumPy's bundled OpenBLAS)"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> list[str]:
+    try:
+        import torch
+        torch_version = f"{torch.__version__} ({torch.get_num_threads()} intra-op threads)"
+    except ImportError:
+        torch_version = "not installed"
+    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS",
+                                           "OMP_NUM_THREADS") if k in os.environ}
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
+    return [
+        f"- CPU: {cpu_model()}, nproc {os.cpu_count()}",
+        f"- Python {platform.python_version()}, NumPy {np.__version__}, torch {torch_version}",
+        f"- OpenBLAS kernel: {openblas_kernel()}; BLAS environment: {blas_env or 'nothing set'}",
+        f"- load average at start: {', '.join(f'{x:.2f}' for x in load) or 'unknown'}",
+    ]
+
+
+# --- 1. the NumPy mha-screen reference vs torch SDPA + projections ------------------------------
+
+def mha_vs_torch(repeats: int) -> list[Row]:
+    reference = load_module(solutions_dir("mha-screen") / "reference_numpy.py")
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return [Row("mha-screen NumPy reference vs torch SDPA", "-", "-", float("nan"), "≤ 2×", False,
+                    "torch not installed")]
+    rows = []
+    B, D, H = 4, 512, 8
+    hd = D // H
+    rng = np.random.default_rng(0)
+    params = {f"W{n}": rng.normal(0, D ** -0.5, (D, D)).astype(np.float32) for n in "qkvo"}
+    params.update({f"b{n}": rng.normal(0, 0.1, D).astype(np.float32) for n in "qkvo"})
+
+    def torch_mha(x, p):
+        Bx, T, _ = x.shape
+        def heads(name):
+            return (x @ p[f"W{name}"] + p[f"b{name}"]).view(Bx, T, H, hd).transpose(1, 2)
+        out = F.scaled_dot_product_attention(heads("q"), heads("k"), heads("v"))
+        return out.transpose(1, 2).reshape(Bx, T, D) @ p["Wo"] + p["bo"]
+
+    for T in (512, 1024):
+        x = rng.normal(0, 1, (B, T, D)).astype(np.float32)
+        ours = median_time(lambda: reference.multi_head_attention(x, params, H), repeats)
+        with torch.inference_mode():
+            for dtype in (torch.float32, torch.float64):
+                tx = torch.from_numpy(x).to(dtype)
+                tp = {k: torch.from_numpy(v).to(dtype) for k, v in params.items()}
+                theirs = median_time(lambda: torch_mha(tx, tp), repeats)
+                ratio = ours / theirs
+                label = "float32" if dtype is torch.float32 else "float64"
+                rows.append(Row(f"mha-screen NumPy reference (computes in float64) vs torch SDPA {label}, "
+                                f"B={B} T={T} D={D} H={H}", ms(ours), ms(theirs), ratio, "≤ 2×",
+                                ratio <= 2.0, "target is against float32" if label == "float32" else
+                                "same precision, for reference"))
+    return rows
+
+
+# --- 2. tiled-softmax vs naive attention at T = S = 8192 ----------------------------------------
+
+def naive_attention(q, k, v):
+    """softmax(q kᵀ / sqrt(d)) v with the whole T×S score matrix, as a first NumPy answer writes it."""
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    scores -= scores.max(axis=1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights @ v
+
+
+def tiled_vs_naive(repeats: int) -> list[Row]:
+    """block_size=64 (the exercise's default) is the row with the targets; 256 shows the trade-off."""
+    tiled = load_module(solutions_dir("tiled-softmax") / "reference_numpy.py").tiled_attention
+    T = S = 8192
+    d = 64
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(0, 1, (n, d)) for n in (T, S, S))
+    assert np.allclose(tiled(q[:256], k[:512], v[:512]), naive_attention(q[:256], k[:512], v[:512]))
+    mem_naive = peak_bytes(lambda: naive_attention(q, k, v))
+    time_naive = median_time(lambda: naive_attention(q, k, v), repeats)
+    rows = []
+    for block in (64, 256):
+        mem = peak_bytes(lambda: tiled(q, k, v, block_size=block))
+        seconds = median_time(lambda: tiled(q, k, v, block_size=block), repeats)
+        setting = f"T = S = {T}, d = dv = {d}, float64, block_size={block}"
+        note = "" if block == 64 else "a larger block, for the trade-off"
+        rows.append(Row(f"tiled-softmax reference peak memory vs naive NumPy, {setting}", mib(mem), mib(mem_naive),
+                        mem / mem_naive, "≤ 5%", mem / mem_naive <= 0.05, note))
+        rows.append(Row(f"tiled-softmax reference time vs naive NumPy, {setting}", ms(seconds), ms(time_naive),
+                        seconds / time_naive, "≤ 3×", seconds / time_naive <= 3.0, note))
+    return rows
+
+
+# --- 5. the bench command on the references: fitted exponents and how long it takes -------------
+
+def bench_command(repeats: int) -> list[Row]:
+    import json
+    rows = []
+    for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
+                               ("kv-cache", "time 1, memory 1")):
+        for flavour in ("reference_numpy.py", "reference_lists.py"):
+            path = solutions_dir(exercise) / flavour
+            if not path.exists():
+                continue
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "attn_kit.cli", "bench", str(path), "--json"],
+                                  capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"))
+            wall = time.perf_counter() - start
+            data = json.loads(proc.stdout)
+            got = f"time {data['time_exponent']}, memory {data['memory_exponent']}"
+            rows.append(Row(f"`attn-kit bench {exercise}/{flavour}` (default ladder, 20 s budget): "
+                            f"T={data['sizes'][0]}…{data['sizes'][-1]}", got, expected, wall, "-", True,
+                            f"ratio column = whole command seconds"))
+    return rows
+
+
+# --- 3. generating 512 tokens: kv-cache vs recomputing causal attention each step ----------------
+
+def kv_cache_vs_recompute(repeats: int) -> list[Row]:
+    kv = load_module(solutions_dir("kv-cache") / "reference_numpy.py")
+    mha = load_module(solutions_dir("mha-screen") / "reference_numpy.py")
+    B, T, D, H = 1, 512, 64, 4
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 1, (B, T, D))
+    params = {f"W{n}": rng.normal(0, D ** -0.5, (D, D)) for n in "qkvo"}
+    params.update({f"b{n}": rng.normal(0, 0.1, D) for n in "qkvo"})
+
+    def with_cache():
+        cache, outs = None, []
+        for t in range(T):
+            out, cache = kv.decode_step(x[:, t], params, H, cache)
+            outs.append(out)
+        return np.stack(outs, axis=1)
+
+    def recompute():
+        outs = []
+        for t in range(T):
+            prefix = x[:, : t + 1]
+            out = mha.multi_head_attention(prefix, params, H, mha.causal_mask(B, t + 1))
+            outs.append(out[:, -1])
+        return np.stack(outs, axis=1)
+
+    fast = median_time(with_cache, repeats)
+    slow = median_time(recompute, max(1, repeats // 2))
+    full = mha.multi_head_attention(x, params, H, mha.causal_mask(B, T))
+    assert np.allclose(with_cache(), full, atol=1e-9), "kv-cache reference disagrees with full attention"
+    assert np.allclose(recompute()[:, :8], full[:, :8], atol=1e-9)
+    speedup = slow / fast
+    return [Row(f"generate {T} tokens: kv-cache reference vs recomputing causal attention each step, "
+                f"B={B} D={D} H={H}, float64", ms(fast), ms(slow), speedup, "≥ 10× faster", speedup >= 10,
+                "ratio = recompute time / kv-cache time")]
+
+
+# --- 4. `attn-kit check --json` on the NumPy reference vs `python -c "import numpy"` -------------
+
+def check_startup(repeats: int) -> list[Row]:
+    reference = solutions_dir("mha-screen") / "reference_numpy.py"
+    env = dict(os.environ, NO_COLOR="1")
+
+    def whole(cmd):
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, env=env)
+            times.append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+        return statistics.median(times)
+
+    numpy_only = whole([sys.executable, "-c", "import numpy"])
+    check = whole([sys.executable, "-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"])
+    helps = whole([sys.executable, "-m", "attn_kit.cli", "--help"])
+    return [
+        Row("`attn-kit check --json` on the mha-screen NumPy reference vs `python -c \"import numpy\"` "
+            "(whole processes, median)", ms(check), ms(numpy_only), check / numpy_only, "≤ 2×",
+            check / numpy_only <= 2.0),
+        Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(numpy_only),
+            helps / numpy_only, "-", True),
+    ]
+
+
+BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "kv-cache": kv_cache_vs_recompute,
+              "check-startup": check_startup, "bench-command": bench_command}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    args = parser.parse_args(argv)
+    repeats = 2 if args.quick else REPEATS
+    emit("## Machine")
+    for line in machine():
+        emit(line)
+    emit()
+    emit("| benchmark | ours | compared with | ratio | target | met |")
+    emit("|---|---|---|---|---|---|")
+    started = time.perf_counter()
+    for name in args.only or BENCHMARKS:
+        for row in BENCHMARKS[name](repeats):
+            if row.ratio != row.ratio:
+                ratio = "n/a"
+            elif row.target.endswith("%"):
+                ratio = f"{row.ratio:.1%}"
+            elif row.target == "-" and name == "bench-command":
+                ratio = f"{row.ratio:.1f} s"
+            else:
+                ratio = f"{row.ratio:.2f}×"
+            met = "n/a" if row.target == "-" else ("yes" if row.met else "**no**")
+            note = f" ({row.note})" if row.note else ""
+            emit(f"| {row.name}{note} | {row.ours} | {row.theirs} | {ratio} | {row.target} | {met} |")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
+    emit()
+    emit(f"Ran in {time.perf_counter() - started:.0f} s; load average at the end: "
+         f"{', '.join(f'{x:.2f}' for x in load) or 'unknown'}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
