@@ -125,13 +125,13 @@ QUADRATIC_TIME = Expectation(
     if_higher="something may run once per (query, key) pair that should run once per query, e.g. a "
               "softmax denominator recomputed inside the key loop. A little above 2 is also normal "
               "for NumPy once the T×T arrays outgrow the CPU caches",
-    if_lower="fixed costs (the T×D² projections, call overhead) still weigh at these sizes; try "
-             "larger --sizes")
+    if_lower="fixed costs (the T×D² projections, call overhead) still weigh at these sizes; a larger "
+             "--budget or --sizes reaches larger T")
 QUADRATIC_MEMORY = Expectation(
     2.0, "the T×T attention weights of every head are held at once",
     if_higher="more than a few T×T arrays at a time, or copies of them per query",
-    if_lower="the T×T part may not dominate yet at these sizes (try larger --sizes), or the weights "
-             "are never held whole")
+    if_lower="the T×T part may not dominate yet at these sizes (a larger --budget or --sizes reaches "
+             "larger T), or the weights are never held whole")
 
 WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
     Workload("mha-screen", "multi_head_attention", SELF, "causal mask", "call",
@@ -145,7 +145,8 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
         _tiled_inputs,
         Expectation(2.0, "every query still scores every key, one block of keys at a time",
                     if_higher="per-block work that grows with T, e.g. rescaling all earlier blocks again",
-                    if_lower="the per-block overhead still weighs at these sizes; try larger --sizes"),
+                    if_lower="the per-block overhead still weighs at these sizes; a larger --budget or "
+                             "--sizes reaches larger T"),
         Expectation(1.0, "only T×block_size scores and the T×dv running output are held, never T×S",
                     if_higher="a T×S intermediate is still built somewhere (scores, weights or a mask): "
                               "tiling exists so that the whole score matrix is never held",
@@ -159,7 +160,7 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
                     if_higher="each step redoes work for every past token, e.g. re-projecting all past "
                               "tokens or recomputing full attention instead of reading the cache",
                     if_lower="fixed per-step costs (projecting one token, call overhead) still dominate "
-                             "at these sizes; try larger --sizes"),
+                             "at these sizes; a larger --budget or --sizes reaches larger T"),
         Expectation(1.0, "one row of T scores per head, plus at most a copy of the cache",
                     if_higher="a T×T array is built during a single step",
                     if_lower="the cache is updated in place and little else is allocated; fine"),
