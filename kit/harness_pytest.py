@@ -131,7 +131,9 @@ class Recorder:
         self.current: dict | None = None
         self.timed_out = False
         self.deadline = 0.0
-        signal.signal(signal.SIGALRM, self._alarm)
+        self.alarms = hasattr(signal, "setitimer")      # not on Windows: the run's timeout still applies
+        if self.alarms:
+            signal.signal(signal.SIGALRM, self._alarm)
 
     def write(self, record: dict) -> None:
         self.sink.write(json.dumps(record) + "\n")
@@ -139,10 +141,12 @@ class Recorder:
 
     # --- time budgets ------------------------------------------------------------------------
     def _arm(self, seconds: float) -> None:
-        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+        if self.alarms:
+            signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
 
     def _disarm(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        if self.alarms:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _alarm(self, signum, frame):
         if not self.timed_out:
