@@ -454,9 +454,13 @@ def run(path: str | Path, options: Options = Options(), progress: Callable | Non
             times, cpu_times, peak, failed = _measure_size(sandbox, workload, inputs, kwargs, options.repeats,
                                                 timeout=max(options.budget - elapsed, 1.0))
             if failed is not None:
-                if failed.status in ("timeout", "memory") and result.sizes:
-                    what = "ran out of memory" if failed.status == "memory" else "did not finish in time"
-                    result.stopped = f"stopped at T={T}: the call {what} ({failed.detail})."
+                if failed.status == "timeout" and result.sizes:
+                    result.stopped = (f"stopped at T={T}: it did not finish within the "
+                                      f"{max(options.budget - elapsed, 1.0):.1f} s left of the {options.budget:g} s "
+                                      "budget; pass a larger --budget to go further.")
+                    break
+                if failed.status == "memory" and result.sizes:
+                    result.stopped = f"stopped at T={T}: it ran out of memory ({failed.detail}); see --memory."
                     break
                 if not result.sizes:
                     raise BenchError(_failure_text(workload, T, failed) + _first_size_advice(failed))

@@ -154,7 +154,23 @@ def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
     data, code, _ = bench_json(path, "--sizes", "8,16,32,64", "--repeats", "1", "--budget", "3")
     assert code == 0
     assert data["sizes"] == [8, 16, 32]
-    assert "T=64" in data["stopped"] and "did not finish" in data["stopped"]
+    assert "T=64" in data["stopped"] and "did not finish" in data["stopped"] and "--budget" in data["stopped"]
+
+
+def test_running_out_of_memory_at_a_larger_size_stops_the_ladder(tmp_path):
+    path = write(tmp_path, "sol.py", """
+        # attn-kit: mha-screen
+        import numpy as np
+
+        def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
+            T = len(x[0])
+            scratch = np.ones((T * 1000, T * 100)) if T > 32 else np.ones((T, T))
+            return scratch[:1]
+        """)
+    data, code, _ = bench_json(path, "--sizes", "16,32,64", "--repeats", "1", "--memory", "256M")
+    assert code == 0
+    assert data["sizes"] == [16, 32]
+    assert "T=64" in data["stopped"] and "out of memory" in data["stopped"]
 
 
 def test_crash_is_a_failure(tmp_path):
