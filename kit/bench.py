@@ -1,16 +1,19 @@
 """`attn-kit bench`: how the candidate's code grows in time and memory with the sequence length T.
 
 The solution runs in the sandbox (never in the kit's process) over a ladder of sequence lengths.
-Per size: several untraced runs give the median time (`attn_kit.harness:timed`), and one
-separate run under tracemalloc gives the peak extra memory (`attn_kit.harness:measure_quiet`);
-tracemalloc slows Python code, so time and memory are never taken from the same run. A log-log
-least-squares fit (numpy.polyfit) turns the ladder into growth exponents, shown next to what the
-exercise should show.
+Per size: several untraced runs (`timed_cpu`, attn_kit.harness:timed plus the worker's CPU time)
+give the median time, and one separate run under tracemalloc (attn_kit.harness:measure_quiet)
+gives the peak extra memory: tracemalloc slows Python code, so time and memory never come from
+the same run. A log-log least-squares fit (numpy.polyfit) over the largest sizes reached turns
+the ladder into growth exponents, shown next to what the exercise should show. The time fit uses
+CPU time, which other programs on a busy laptop disturb far less than wall time (the CLI also
+asks BLAS for one thread, for the same reason).
 
 An exercise's workload is data plus one small input builder: which function to call, how to build
-inputs of length T, the ladders, and the exponents to expect with the reason for each. The ladder
-stops early, with a note, when the next size would overrun the time budget (predicted from the
-sizes measured so far), so a pure-lists solution still gets an answer in seconds.
+inputs of length T, the ladder, and the exponents to expect with the reason for each. The ladder
+starts small (free for NumPy code, affordable for plain lists) and stops early, with a note, when
+the next size would overrun the time budget (predicted from the sizes measured so far), so a
+pure-lists solution still gets an answer within the budget.
 
 Nothing here prints: cli_bench.py renders the BenchResult with render_bench.py.
 """
@@ -322,7 +325,7 @@ def fit_sizes(sizes) -> list[int]:
 
 def fit_exponent(sizes, values) -> float | None:
     """Slope of log(value) against log(T) by least squares over the largest sizes; None if < 2 sizes."""
-    sizes, values = list(sizes)[-FIT_POINTS:], list(values)[-FIT_POINTS:]
+    sizes, values = fit_sizes(sizes), list(values)[-FIT_POINTS:]
     if len(sizes) < 2 or len(set(sizes)) < 2:
         return None
     x = np.log(np.asarray(sizes, dtype=np.float64))
