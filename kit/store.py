@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -359,7 +360,24 @@ class Store:
 # --- opening ----------------------------------------------------------------------------------
 
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    """Open with retries: switching a new file to WAL (or recovering a WAL after a crash) can
+    answer 'database is locked' at once, without waiting in the busy handler, while another
+    process is doing the same."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            return _prepare(conn, path)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
