@@ -4,9 +4,11 @@
     python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, kv-cache, check-startup, bench-command
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
 
-Prints ratios side by side with their targets, and the machine the figures came from. Times are
-medians of several runs (perf_counter) after one warm-up; peak memory is tracemalloc's peak
-during one call (NumPy reports its buffers to tracemalloc). Torch needs `pip install torch`; the
+Prints ratios side by side with their targets, and the machine the figures came from. The two
+sides of a comparison run in alternation after one warm-up each; times are medians (perf_counter)
+and a ratio is the median of the per-pair ratios, which a busy machine disturbs much less than a
+ratio of separate medians. Peak memory is tracemalloc's peak during one call (NumPy reports its
+buffers to tracemalloc). Torch needs `pip install torch`; the
 torch comparison is skipped with a note when it is missing.
 
 OpenBLAS: where OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set for the workplace, a current NumPy
@@ -54,14 +56,22 @@ class Row:
     note: str = ""
 
 
-def median_time(fn, repeats: int = REPEATS) -> float:
-    fn()                                   # warm-up: first-touch of buffers, lazy imports
-    times = []
+def paired(ours, theirs, repeats: int = REPEATS) -> tuple[float, float, float]:
+    """Time two functions in alternation, after one warm-up each.
+
+    Returns (median seconds of ours, median of theirs, median of the per-pair ratios ours/theirs).
+    The two runs of a pair see the same machine load, so the paired ratio is much steadier on a
+    shared machine than a ratio of separately taken medians.
+    """
+    ours()                                 # warm-up: first-touch of buffers, lazy imports
+    theirs()
+    a, b = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, times in ((ours, a), (theirs, b)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
 
 
 def peak_bytes(fn) -> int:
@@ -154,13 +164,12 @@ def mha_vs_torch(repeats: int) -> list[Row]:
 
     for T in (512, 1024):
         x = rng.normal(0, 1, (B, T, D)).astype(np.float32)
-        ours = median_time(lambda: reference.multi_head_attention(x, params, H), repeats)
         with torch.inference_mode():
             for dtype in (torch.float32, torch.float64):
                 tx = torch.from_numpy(x).to(dtype)
                 tp = {k: torch.from_numpy(v).to(dtype) for k, v in params.items()}
-                theirs = median_time(lambda: torch_mha(tx, tp), repeats)
-                ratio = ours / theirs
+                ours, theirs, ratio = paired(lambda: reference.multi_head_attention(x, params, H),
+                                             lambda: torch_mha(tx, tp), repeats)
                 label = "float32" if dtype is torch.float32 else "float64"
                 rows.append(Row(f"mha-screen NumPy reference (computes in float64) vs torch SDPA {label}, "
                                 f"B={B} T={T} D={D} H={H}", ms(ours), ms(theirs), ratio, "≤ 2×",
@@ -189,40 +198,17 @@ def tiled_vs_naive(repeats: int) -> list[Row]:
     q, k, v = (rng.normal(0, 1, (n, d)) for n in (T, S, S))
     assert np.allclose(tiled(q[:256], k[:512], v[:512]), naive_attention(q[:256], k[:512], v[:512]))
     mem_naive = peak_bytes(lambda: naive_attention(q, k, v))
-    time_naive = median_time(lambda: naive_attention(q, k, v), repeats)
     rows = []
     for block in (64, 256):
         mem = peak_bytes(lambda: tiled(q, k, v, block_size=block))
-        seconds = median_time(lambda: tiled(q, k, v, block_size=block), repeats)
+        seconds, time_naive, ratio = paired(lambda: tiled(q, k, v, block_size=block),
+                                            lambda: naive_attention(q, k, v), repeats)
         setting = f"T = S = {T}, d = dv = {d}, float64, block_size={block}"
         note = "" if block == 64 else "a larger block, for the trade-off"
         rows.append(Row(f"tiled-softmax reference peak memory vs naive NumPy, {setting}", mib(mem), mib(mem_naive),
                         mem / mem_naive, "≤ 5%", mem / mem_naive <= 0.05, note))
         rows.append(Row(f"tiled-softmax reference time vs naive NumPy, {setting}", ms(seconds), ms(time_naive),
-                        seconds / time_naive, "≤ 3×", seconds / time_naive <= 3.0, note))
-    return rows
-
-
-# --- 5. the bench command on the references: fitted exponents and how long it takes -------------
-
-def bench_command(repeats: int) -> list[Row]:
-    import json
-    rows = []
-    for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
-                               ("kv-cache", "time 1, memory 1")):
-        for flavour in ("reference_numpy.py", "reference_lists.py"):
-            path = solutions_dir(exercise) / flavour
-            if not path.exists():
-                continue
-            start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "attn_kit.cli", "bench", str(path), "--json"],
-                                  capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"))
-            wall = time.perf_counter() - start
-            data = json.loads(proc.stdout)
-            got = f"time {data['time_exponent']}, memory {data['memory_exponent']}"
-            rows.append(Row(f"`attn-kit bench {exercise}/{flavour}` (default ladder, 20 s budget): "
-                            f"T={data['sizes'][0]}…{data['sizes'][-1]}", got, expected, wall, "-", True,
-                            f"ratio column = whole command seconds"))
+                        ratio, "≤ 3×", ratio <= 3.0, note))
     return rows
 
 
@@ -252,12 +238,11 @@ def kv_cache_vs_recompute(repeats: int) -> list[Row]:
             outs.append(out[:, -1])
         return np.stack(outs, axis=1)
 
-    fast = median_time(with_cache, repeats)
-    slow = median_time(recompute, max(1, repeats // 2))
+    fast, slow, ratio = paired(with_cache, recompute, max(1, repeats // 2 + 1))
     full = mha.multi_head_attention(x, params, H, mha.causal_mask(B, T))
     assert np.allclose(with_cache(), full, atol=1e-9), "kv-cache reference disagrees with full attention"
     assert np.allclose(recompute()[:, :8], full[:, :8], atol=1e-9)
-    speedup = slow / fast
+    speedup = 1 / ratio
     return [Row(f"generate {T} tokens: kv-cache reference vs recomputing causal attention each step, "
                 f"B={B} D={D} H={H}, float64", ms(fast), ms(slow), speedup, "≥ 10× faster", speedup >= 10,
                 "ratio = recompute time / kv-cache time")]
@@ -269,26 +254,46 @@ def check_startup(repeats: int) -> list[Row]:
     reference = solutions_dir("mha-screen") / "reference_numpy.py"
     env = dict(os.environ, NO_COLOR="1")
 
-    def whole(cmd):
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, env=env)
-            times.append(time.perf_counter() - start)
+    def process(*args):
+        def run():
+            proc = subprocess.run([sys.executable, *args], capture_output=True, env=env)
             if proc.returncode != 0:
-                raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
-        return statistics.median(times)
+                raise RuntimeError(f"{args} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+        return run
 
-    numpy_only = whole([sys.executable, "-c", "import numpy"])
-    check = whole([sys.executable, "-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"])
-    helps = whole([sys.executable, "-m", "attn_kit.cli", "--help"])
+    numpy_only = process("-c", "import numpy")
+    check, base, ratio = paired(process("-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"),
+                                numpy_only, repeats * 2)
+    helps, base2, ratio2 = paired(process("-m", "attn_kit.cli", "--help"), numpy_only, repeats * 2)
     return [
         Row("`attn-kit check --json` on the mha-screen NumPy reference vs `python -c \"import numpy\"` "
-            "(whole processes, median)", ms(check), ms(numpy_only), check / numpy_only, "≤ 2×",
-            check / numpy_only <= 2.0),
-        Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(numpy_only),
-            helps / numpy_only, "-", True),
+            "(whole processes)", ms(check), ms(base), ratio, "≤ 2×", ratio <= 2.0),
+        Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(base2),
+            ratio2, "-", True),
     ]
+
+
+# --- 5. the bench command on the references: fitted exponents and how long it takes -------------
+
+def bench_command(repeats: int) -> list[Row]:
+    import json
+    rows = []
+    for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
+                               ("kv-cache", "time 1, memory 1")):
+        for flavour in ("reference_numpy.py", "reference_lists.py"):
+            path = solutions_dir(exercise) / flavour
+            if not path.exists():
+                continue
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "attn_kit.cli", "bench", str(path), "--json"],
+                                  capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"))
+            wall = time.perf_counter() - start
+            data = json.loads(proc.stdout)
+            got = f"time {data['time_exponent']}, memory {data['memory_exponent']}"
+            rows.append(Row(f"`attn-kit bench {exercise}/{flavour}` (default ladder, 20 s budget): "
+                            f"T={data['sizes'][0]}…{data['sizes'][-1]}", got, expected, wall, "-", True,
+                            f"ratio column = whole command seconds"))
+    return rows
 
 
 BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "kv-cache": kv_cache_vs_recompute,
