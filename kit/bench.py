@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib.util
 import math
 import statistics
 import time
@@ -35,12 +36,14 @@ import numpy as np
 from attn_kit.checks import cases
 
 from . import loader
-from .errors import KitError, UsageError
+from .errors import DependencyMissing, KitError, UsageError
+from .harness import measure_quiet
 from .sandbox import DEFAULT_MEMORY, Sandbox
 from .values import Outcome
 
 TIME_HARNESS = "attn_kit.bench:timed_cpu"      # attn_kit.harness:timed plus CPU time
 MEMORY_HARNESS = "attn_kit.harness:measure_quiet"
+RSS_HARNESS = "attn_kit.bench:measure_rss"       # for files that import torch
 DEFAULT_REPEATS = 5
 DEFAULT_BUDGET = 20.0
 MAX_REPEATS = 25              # cheap sizes are repeated until MIN_TIMED_SECONDS of runs, at most this
@@ -78,6 +81,7 @@ class Workload:
     memory: Expectation
     sizes: tuple[int, ...]                # the ladder, small first: the budget decides how far it goes
     arrays_only: bool = False             # the exercise takes NumPy arrays whatever the file imports
+    torch_inputs: bool = False            # a file that imports torch gets torch tensors (float64)
     time_harness: str = TIME_HARNESS
     repeats_inside: bool = False          # the time harness takes runs=N and repeats by itself
     memory_harness: str = MEMORY_HARNESS  # "" when the time harness also reports peak_bytes
@@ -118,6 +122,15 @@ def _tiled_inputs(rng, T, d):
     return (q, k, v), {"mask": None}
 
 
+def _masked_bias_inputs(rng, T, B, C, H, D):
+    activations = {"query": rng.normal(0.0, 1.0, size=(B, T, C)).round(6),
+                   "context": rng.normal(0.0, 1.0, size=(B, T, C)).round(6)}
+    parameters = {f"w_{n}": rng.normal(0.0, C ** -0.5, size=(C, H * D)).round(6) for n in "qkv"}
+    parameters["w_o"] = rng.normal(0.0, (H * D) ** -0.5, size=(H * D, C)).round(6)
+    parameters["b_o"] = rng.normal(0.0, 0.5, size=C).round(6)
+    return (activations, parameters, {}), {"heads": H, "causal": True}
+
+
 def _decode_inputs(rng, T, B, D, H):
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
     return (steps, cases.params(rng, D), H), {}
@@ -143,6 +156,9 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
              _gqa_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
     Workload("cross-attention", "cross_attention", SELF, "context length S = T, no mask", "call",
              _cross_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
+    Workload("mha-masked-bias", "multihead_attention", {"B": 1, "C": 8, "H": 2, "D": 4},
+             "K = Q = T, causal, no masks", "call", _masked_bias_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY,
+             LADDER, torch_inputs=True),
     Workload(
         "tiled-softmax", "tiled_attention", {"d": 32}, "dv = d, S = T keys, block_size=64, no mask", "call",
         _tiled_inputs,
@@ -186,6 +202,40 @@ def timed_cpu(fn, *args, **kwargs):
     fn(*args, **kwargs)
     seconds = time.perf_counter() - start
     return None, {"seconds": seconds, "cpu_seconds": time.process_time() - cpu}
+
+
+def _status_bytes(field_name: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"{field_name} not in /proc/self/status")
+
+
+def _release_free_heap() -> None:
+    """glibc: hand freed heap pages back to the OS, so the call's allocations show up in RSS."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def measure_rss(fn, *args, **kwargs):
+    """Peak resident memory above the start of the call, for code whose buffers tracemalloc cannot
+    see (torch tensors). Linux: the peak (VmHWM) is reset through /proc/self/clear_refs first.
+    Elsewhere, or if that fails, falls back to tracemalloc. extra = {"peak_bytes", "memory_method"}.
+    """
+    try:
+        _release_free_heap()
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        base = _status_bytes("VmRSS")
+    except OSError:
+        _, extra = measure_quiet(fn, *args, **kwargs)
+        return None, dict(extra, memory_method="tracemalloc")
+    fn(*args, **kwargs)
+    return None, {"peak_bytes": max(_status_bytes("VmHWM") - base, 0), "memory_method": "rss"}
 
 
 def _fill_cache(fn, steps, params, num_heads):
@@ -273,6 +323,7 @@ class BenchResult:
     sizes: list[SizeResult] = field(default_factory=list)
     time: Verdict | None = None
     memory: Verdict | None = None
+    memory_method: str = "tracemalloc"   # or "rss": peak resident memory (files that import torch)
     stopped: str = ""              # why the ladder ended before its last size
     failure: str = ""              # the code raised or crashed at some size (exit status 1)
     notes: list[str] = field(default_factory=list)
@@ -292,7 +343,7 @@ class BenchResult:
             "time_s": [s.time_s for s in self.sizes],
             "cpu_s": [s.cpu_s for s in self.sizes],
             "peak_bytes": [s.peak_bytes for s in self.sizes],
-            "fit_on": "cpu_s",
+            "fit_on": "cpu_s", "memory_method": self.memory_method,
             "time_exponent": self.time.fitted if self.time else None,
             "memory_exponent": self.memory.fitted if self.memory else None,
             "expected": {"time": self.time.to_json() if self.time else None,
@@ -370,11 +421,26 @@ def pick_workload(source: loader.SourceFile, override: str | None) -> Workload:
 
 
 def input_kind(workload: Workload, source: loader.SourceFile) -> str:
-    """NumPy arrays for files that import numpy or torch (and for NumPy-only exercises), else lists."""
+    """torch tensors for torch files where the exercise takes them; NumPy arrays for files that
+    import numpy or torch (and for NumPy-only exercises); nested lists otherwise."""
     imported = {name for name, _ in source.imports()}
+    if workload.torch_inputs and "torch" in imported:
+        return "torch"
     if workload.arrays_only or imported & {"numpy", "torch", "jax", "scipy"}:
         return "numpy"
     return "lists"
+
+
+def to_torch(value):
+    """NumPy arrays (also inside dicts, lists, tuples) -> torch tensors of the same dtype."""
+    import torch
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, dict):
+        return {k: to_torch(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_torch(v) for v in value)
+    return value
 
 
 def _failure_text(workload: Workload, T: int, outcome: Outcome) -> str:
@@ -384,9 +450,12 @@ def _failure_text(workload: Workload, T: int, outcome: Outcome) -> str:
     return text
 
 
-def _measure_size(sandbox: Sandbox, workload: Workload, args, kwargs, repeats: int,
-                  timeout: float) -> tuple[list[float], list[float], int, Outcome | None]:
-    """Timed runs, then one traced run: (wall times, CPU times, peak bytes, failing outcome or None)."""
+def _measure_size(sandbox: Sandbox, workload: Workload, memory_harness: str, args, kwargs, repeats: int,
+                  timeout: float) -> tuple[list[float], list[float], dict, Outcome | None]:
+    """Timed runs, then one separate memory run.
+
+    Returns (wall times, CPU times, the memory run's extra, the failing outcome or None).
+    """
     times: list[float] = []
     cpu_times: list[float] = []
     deadline = time.perf_counter() + timeout
@@ -396,18 +465,58 @@ def _measure_size(sandbox: Sandbox, workload: Workload, args, kwargs, repeats: i
         outcome = sandbox.call(workload.function, args, timed_kwargs, harness=workload.time_harness,
                                timeout=left)
         if not outcome.ok:
-            return times, cpu_times, 0, outcome
+            return times, cpu_times, {}, outcome
         # a harness that repeats internally (decode steps) reports every run
         extra = outcome.extra
         times.extend(extra["times"] if "times" in extra else [extra["seconds"]])
         cpu_times.extend(extra["cpu_times"] if "cpu_times" in extra else [extra["cpu_seconds"]])
-    if not workload.memory_harness:
-        return times, cpu_times, int(outcome.extra["peak_bytes"]), None
+    if not memory_harness:                # the time harness measured memory too
+        return times, cpu_times, outcome.extra, None
     left = max(deadline - time.perf_counter(), 0.5)
-    outcome = sandbox.call(workload.function, args, kwargs, harness=workload.memory_harness, timeout=left)
+    outcome = sandbox.call(workload.function, args, kwargs, harness=memory_harness, timeout=left)
     if not outcome.ok:
-        return times, cpu_times, 0, outcome
-    return times, cpu_times, int(outcome.extra["peak_bytes"]), None
+        return times, cpu_times, {}, outcome
+    return times, cpu_times, outcome.extra, None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    kind: str                 # lists | numpy | torch
+    memory_harness: str
+    notes: tuple[str, ...]
+
+    @property
+    def memory_method(self) -> str:
+        return "rss" if self.memory_harness == RSS_HARNESS else "tracemalloc"
+
+
+def _plan(workload: Workload, source: loader.SourceFile) -> _Plan:
+    """Which inputs the file gets and how its memory is measured (torch tensors are invisible to
+    tracemalloc, so a torch file's memory is its peak resident memory instead)."""
+    kind = input_kind(workload, source)
+    uses_torch = "torch" in {name for name, _ in source.imports()}
+    if kind == "torch":
+        if importlib.util.find_spec("torch") is None:
+            raise DependencyMissing(f"{source.path} imports torch, which is not installed here: "
+                                    "`pip install torch`, then run again.")
+        import torch  # noqa: F401 - before the sandbox forks, so workers start with it loaded
+    if not uses_torch:
+        return _Plan(kind, workload.memory_harness, ())
+    if workload.memory_harness:
+        return _Plan(kind, RSS_HARNESS, ("this file imports torch, whose tensors tracemalloc cannot see: peak "
+                                         "memory is the process's peak resident memory (RSS) during the call.",))
+    return _Plan(kind, workload.memory_harness, ("this file imports torch: tracemalloc does not see torch's "
+                                                 "tensors, so peak memory counts only Python and NumPy "
+                                                 "allocations.",))
+
+
+def _inputs(workload: Workload, rng, T: int, kind: str):
+    args, kwargs = workload.build(rng, T, **workload.dims)
+    if kind == "lists":
+        return cases.lists(args), cases.lists(kwargs)
+    if kind == "torch":
+        return to_torch(args), to_torch(kwargs)
+    return args, kwargs
 
 
 def run(path: str | Path, options: Options = Options(), progress: Callable | None = None,
@@ -423,58 +532,16 @@ def run(path: str | Path, options: Options = Options(), progress: Callable | Non
         raise UsageError("--budget must be a positive number of seconds.")
     source = loader.read_source(path)
     workload = pick_workload(source, options.exercise)
-    kind = input_kind(workload, source)
-    ladder = tuple(options.sizes) if options.sizes else workload.sizes
-    result = BenchResult(workload.exercise, str(source.path), workload.function, kind, workload.setting,
-                         workload.unit, options.repeats, options.budget, contrast=workload.contrast)
-    if "torch" in {name for name, _ in source.imports()}:
-        result.notes.append("this file imports torch: tracemalloc does not see torch's tensor memory, "
-                            "so peak memory counts only Python and NumPy allocations.")
-    rng = np.random.default_rng(SEED)
+    plan = _plan(workload, source)
+    result = BenchResult(workload.exercise, str(source.path), workload.function, plan.kind, workload.setting,
+                         workload.unit, options.repeats, options.budget, contrast=workload.contrast,
+                         notes=list(plan.notes), memory_method=plan.memory_method)
     with Sandbox(str(source.path), timeout=options.budget, memory=options.memory) as sandbox:
         info = sandbox.start()
         if info.note:
             result.notes.append(info.note)
         _require_function(workload, info.functions, source.path)
-        started = clock()
-        for index, T in enumerate(ladder):
-            elapsed = clock() - started
-            if index > 0 and result.sizes:
-                cost = predict(result.sizes, T, workload.time.exponent)
-                if elapsed + cost > options.budget:
-                    last = result.sizes[-1]
-                    result.stopped = (f"stopped before T={T}: measuring it would take about {cost:.1f} s "
-                                      f"(T={last.T} took {last.wall_s:.1f} s), over the "
-                                      f"{options.budget:g} s budget ({elapsed:.1f} s used); pass a larger "
-                                      f"--budget to go further.")
-                    break
-            if progress:
-                progress("start", T, None)
-            inputs, kwargs = workload.build(rng, T, **workload.dims)
-            if kind == "lists":
-                inputs, kwargs = cases.lists(inputs), cases.lists(kwargs)
-            size_started = clock()
-            times, cpu_times, peak, failed = _measure_size(sandbox, workload, inputs, kwargs, options.repeats,
-                                                timeout=max(options.budget - elapsed, 1.0))
-            if failed is not None:
-                if failed.status == "timeout" and result.sizes:
-                    result.stopped = (f"stopped at T={T}: it did not finish within the "
-                                      f"{max(options.budget - elapsed, 1.0):.1f} s left of the {options.budget:g} s "
-                                      "budget; pass a larger --budget to go further.")
-                    break
-                if failed.status == "memory" and result.sizes:
-                    result.stopped = f"stopped at T={T}: it ran out of memory ({failed.detail}); see --memory."
-                    break
-                if not result.sizes:
-                    raise BenchError(_failure_text(workload, T, failed) + _first_size_advice(failed))
-                result.failure = _failure_text(workload, T, failed)
-                break
-            size = SizeResult(T, statistics.median(times), statistics.median(cpu_times), times, peak,
-                              clock() - size_started)
-            result.sizes.append(size)
-            if progress:
-                progress("done", T, size)
-        result.elapsed_s = clock() - started
+        _ladder(sandbox, workload, plan, options, result, progress, clock)
     measured = [s.T for s in result.sizes]
     if len(measured) < 2 and not result.failure:
         raise BenchError(f"only T={measured[0]} could be measured, and a growth rate needs at least two "
@@ -488,6 +555,53 @@ def run(path: str | Path, options: Options = Options(), progress: Callable | Non
     else:
         result.memory = verdict(fit_exponent(measured, peaks), workload.memory)
     return result
+
+
+def _ladder(sandbox: Sandbox, workload: Workload, plan: _Plan, options: Options, result: BenchResult,
+            progress: Callable | None, clock: Callable[[], float]) -> None:
+    """Measure size after size into result.sizes until the ladder ends, the budget would be
+    overrun, or the code fails (result.stopped / result.failure say which)."""
+    rng = np.random.default_rng(SEED)
+    ladder = tuple(options.sizes) if options.sizes else workload.sizes
+    started = clock()
+    for T in ladder:
+        elapsed = clock() - started
+        if result.sizes:
+            cost = predict(result.sizes, T, workload.time.exponent)
+            if elapsed + cost > options.budget:
+                last = result.sizes[-1]
+                result.stopped = (f"stopped before T={T}: measuring it would take about {cost:.1f} s "
+                                  f"(T={last.T} took {last.wall_s:.1f} s), over the {options.budget:g} s "
+                                  f"budget ({elapsed:.1f} s used); pass a larger --budget to go further.")
+                break
+        if progress:
+            progress("start", T, None)
+        args, kwargs = _inputs(workload, rng, T, plan.kind)
+        size_started = clock()
+        left = max(options.budget - elapsed, 1.0)
+        times, cpu_times, memory, failed = _measure_size(sandbox, workload, plan.memory_harness, args, kwargs,
+                                                         options.repeats, timeout=left)
+        if failed is not None:
+            if failed.status == "timeout" and result.sizes:
+                result.stopped = (f"stopped at T={T}: it did not finish within the {left:.1f} s left of the "
+                                  f"{options.budget:g} s budget; pass a larger --budget to go further.")
+            elif failed.status == "memory" and result.sizes:
+                result.stopped = f"stopped at T={T}: it ran out of memory ({failed.detail}); see --memory."
+            elif not result.sizes:
+                raise BenchError(_failure_text(workload, T, failed) + _first_size_advice(failed))
+            else:
+                result.failure = _failure_text(workload, T, failed)
+            break
+        if memory.get("memory_method") == "tracemalloc" and result.memory_method == "rss":
+            result.memory_method = "tracemalloc"
+            result.notes.append("peak resident memory is not readable on this system: tracemalloc was used, "
+                                "so torch tensors are missing from peak memory.")
+        size = SizeResult(T, statistics.median(times), statistics.median(cpu_times), times,
+                          int(memory["peak_bytes"]), clock() - size_started)
+        result.sizes.append(size)
+        if progress:
+            progress("done", T, size)
+    result.elapsed_s = clock() - started
 
 
 def _require_function(workload: Workload, defined: dict, path: Path) -> None:

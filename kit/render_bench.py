@@ -90,7 +90,7 @@ def _fit_range(result) -> str:
 def bench_result(result, plot: bool = False, out: Console | None = None) -> None:
     out = out or render.console()
     out.print(Text("attn-kit bench ", style="label") + Text(f"{result.exercise} · {result.path}", style="muted"))
-    inputs = "NumPy arrays" if result.inputs == "numpy" else "nested lists"
+    inputs = {"numpy": "NumPy arrays", "torch": "torch tensors", "lists": "nested lists"}[result.inputs]
     out.print(Text(f"{result.function}, timed per {result.unit}: {result.setting}; {inputs} in", style="muted"))
     if plot and len(result.sizes) >= 2:
         out.print(Text.from_ansi(plot_text(result, width=min(out.width, 110), colorless=out.no_color
@@ -105,9 +105,11 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
             out.print(line)
     if result.contrast:
         out.print(Text(f"for comparison: {result.contrast}.", style="muted"))
+    memory = ("one separate run under tracemalloc" if result.memory_method == "tracemalloc"
+              else "the peak resident memory of one separate run")
     out.print(Text(f"Fitted by least squares on log T vs log CPU time and log peak memory over "
                    f"{_fit_range(result)}; {result.repeats} timed runs per size (more for quick ones), "
-                   f"memory from one separate traced run.", style="muted"))
+                   f"memory from {memory}.", style="muted"))
     if result.stopped:
         out.print(Text(f"note: {result.stopped}", style="warning"))
     for note in result.notes:

@@ -84,6 +84,18 @@ def test_kv_cache_that_recomputes_everything_is_flagged():
     assert "recomputing" in data["expected"]["time"]["advice"]
 
 
+def test_torch_solution_gets_tensors_and_its_memory_is_seen():
+    pytest.importorskip("torch")
+    data = within(solutions_dir("mha-masked-bias") / "reference_torch.py",
+                  {"time_exponent": (1.5, 2.6), "memory_exponent": (1.5, 2.5)},
+                  "--sizes", "256,512,1024,2048", "--repeats", "3")
+    assert data["inputs"] == "torch" and data["memory_method"] == "rss"
+    assert data["peak_bytes"][-1] > 50 * 2**20          # the B×H×T×T weights alone are 64 MiB at T=2048
+    numpy_data, code, _ = bench_json(solutions_dir("mha-masked-bias") / "reference_numpy.py",
+                                     "--sizes", "64,128", "--repeats", "1")
+    assert code == 0 and numpy_data["inputs"] == "numpy" and numpy_data["memory_method"] == "tracemalloc"
+
+
 def test_plain_lists_answer_within_a_small_budget():
     data, code, err = bench_json(solutions_dir("mha-screen") / "reference_lists.py", "--budget", "3")
     assert code == 0, err
@@ -208,11 +220,15 @@ def test_misuse_exits_2(tmp_path, args):
     assert "Traceback" not in proc.stderr
 
 
-def test_missing_file_and_exercise_without_workload(tmp_path):
+def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
     proc = attn_kit("bench", tmp_path / "nope.py")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    proc = attn_kit("bench", solutions_dir("mha-masked-bias") / "reference_numpy.py")
-    assert proc.returncode == 2 and "no workload for mha-masked-bias" in proc.stderr
+    from attn_kit import loader
+    from attn_kit.errors import UsageError
+    source = loader.read_source(solutions_dir("gqa") / "reference_numpy.py")
+    monkeypatch.delitem(bench.WORKLOADS, "gqa")
+    with pytest.raises(UsageError, match="no workload for gqa"):
+        bench.pick_workload(source, None)
 
 
 # --- rendering --------------------------------------------------------------------------------
