@@ -279,8 +279,8 @@ def bench_command(repeats: int) -> list[Row]:
     import json
     rows = []
     for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
-                               ("kv-cache", "time 1, memory 1")):
-        for flavour in ("reference_numpy.py", "reference_lists.py"):
+                               ("kv-cache", "time 1, memory 1"), ("mha-masked-bias", "time 2, memory 2")):
+        for flavour in ("reference_numpy.py", "reference_lists.py", "reference_torch.py"):
             path = solutions_dir(exercise) / flavour
             if not path.exists():
                 continue
