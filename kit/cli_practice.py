@@ -67,7 +67,7 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
 
     from . import catalog, grading, render_practice
     from .errors import KitError, UsageError
-    from .watch import FileWatcher, Keys
+    from .watch import FileWatcher, Interrupts, Keys
 
     if as_json or repro:
         raise UsageError("--watch shows a live screen; it does not combine with --json or --repro.")
@@ -91,14 +91,14 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
                                      mode=watcher.mode, note=watcher.note, runs=runs)
 
     try:
-        with Keys() as keys:
+        with Interrupts() as ctrl_c, Keys() as keys:
             run_once()
-            while True:
+            while not ctrl_c.seen:
                 changed = watcher.wait()
                 pressed = keys.read()
                 if "q" in pressed:
                     break
-                if changed or "r" in pressed:
+                if (changed or "r" in pressed) and not ctrl_c.seen:
                     run_once()
     except KeyboardInterrupt:
         pass

@@ -129,12 +129,12 @@ def public_status(session: Session, status: Status) -> Status:
 def live(session: Session, clock: Clock, keys) -> str:
     """Countdown + status line until submit ('submitted'), time-up ('time-up') or Ctrl-C
     ('interrupted')."""
-    from .watch import FileWatcher
+    from .watch import FileWatcher, Interrupts
     total = session.minutes * 60
     watcher = FileWatcher(session.file, tick=0.2)
     status = Status(running=True)
     try:
-        with render_practice.mock_live() as show:
+        with Interrupts() as ctrl_c, render_practice.mock_live() as show:
             shown = ""
 
             def draw():
@@ -147,12 +147,14 @@ def live(session: Session, clock: Clock, keys) -> str:
             status = public_status(session, status)
             while True:
                 draw()
+                if ctrl_c.seen:
+                    return "interrupted"
                 if clock.elapsed() >= total:
                     return "time-up"
                 changed = watcher.wait()
                 if "s" in keys.read():
                     return "submitted"
-                if changed:
+                if changed and not ctrl_c.seen:
                     status.saves += 1
                     status.running = True
                     draw()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -89,6 +90,27 @@ class FileWatcher:
         if self._events is not None:
             self._events.close()
             self._events = None
+
+
+class Interrupts:
+    """Ctrl-C as a flag as well as a KeyboardInterrupt, for live loops.
+
+    Python raises KeyboardInterrupt wherever the main thread happens to be; if that is inside a
+    finaliser (a socket or pipe being garbage-collected), the exception is swallowed and a live
+    loop would go on as if nothing was pressed. The flag survives that: loops check `seen`.
+    """
+
+    def __enter__(self) -> "Interrupts":
+        self.seen = False
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._previous)
 
 
 class Keys:
