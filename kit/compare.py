@@ -149,13 +149,14 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
         index = tuple(int(i) for i in np.unravel_index(np.argmax(worst), actual.shape))
     max_abs = float(np.max(np.where(bad, diff, 0.0)))
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(bad, diff / np.maximum(np.abs(expected.astype(float)), 1e-300), 0.0)
+        scale = np.abs(expected.astype(float))
+        rel = np.where(bad & (scale > 0), diff / np.where(scale > 0, scale, 1.0), np.nan)   # undefined at 0
     row_idx, col = index[:-1], (index[-1] if index else 0)
     exp_row = expected[row_idx] if actual.ndim else expected.reshape(1)
     act_row = actual[row_idx] if actual.ndim else actual.reshape(1)
     start = max(0, min(col - window // 2, len(exp_row) - window))
     return Mismatch(
-        what=what, shape=tuple(actual.shape), max_abs=max_abs, max_rel=float(np.max(rel)),
+        what=what, shape=tuple(actual.shape), max_abs=max_abs, max_rel=float(np.nanmax(rel)) if not np.isnan(rel).all() else float("nan"),
         index=index, row_label=_label(row_idx, axes[:-1]) or "the vector",
         column_label=_label((col,), axes[-1:]) if actual.ndim else "the value",
         expected_row=tuple(float(v) for v in exp_row[start:start + window]),

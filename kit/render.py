@@ -111,7 +111,10 @@ def _failure(result: CheckResult, exercise_id: str) -> Group:
         parts.append(Text(f"worst row{start}:", style="muted"))
         parts.append(Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"))
         parts.append(Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"))
-        parts.append(Text(f"max |Δ| = {m.max_abs:.3g}, max relative = {m.max_rel:.3g}, "
+        relative = "n/a (expected 0)" if m.max_rel != m.max_rel else f"{m.max_rel:.3g}"
+        error = (f"max |Δ| = {m.max_abs:.3g}, max relative = {relative}" if not m.nan_count
+                 else "max |Δ| undefined (NaN)")
+        parts.append(Text(f"{error}, "
                           f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
                           style="muted"))
     case = {k: v for k, v in result.case.items()}
@@ -145,6 +148,10 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
         table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != "pass" else ""),
                       Text(f"{r.points}/{r.max_points}", style="muted"))
     out.print(table)
+    for r in rep.results:          # measured figures of passing checks (peak memory, cache saving, ...)
+        if r.status == "pass":
+            for note in r.notes:
+                out.print(Text(f"{r.id}: ", style="muted") + Text(note))
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"))
     failures = [r for r in rep.results if r.status in ("fail", "error")]
@@ -178,7 +185,10 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
     got, most = rep.points
     out.print()
     if rep.passed:
-        out.print(Text(f"✓ All {total} checks passed", style="score.good")
+        skipped = sum(r.status == "skip" for r in rep.results)
+        verdict = (f"✓ All {total} checks passed" if not skipped
+                   else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)")
+        out.print(Text(verdict, style="score.good")
                   + Text(f" — {got}/{most} points." + (" (public examples only: run without --public for the "
                                                       "full graded suite)" if rep.public_only else "")))
         if exercise is not None and not rep.public_only:

@@ -43,7 +43,7 @@ class CheckResult:
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "status": self.status, "message": self.message,
                 "bug": self.bug, "points": self.points, "max_points": self.max_points,
-                "public": self.public}
+                "public": self.public, "notes": list(self.notes)}
 
 
 @dataclass
