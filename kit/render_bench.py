@@ -91,7 +91,7 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
     out = out or render.console()
     out.print(Text("attn-kit bench ", style="label") + Text(f"{result.exercise} · {result.path}", style="muted"))
     inputs = {"numpy": "NumPy arrays", "torch": "torch tensors", "lists": "nested lists"}[result.inputs]
-    out.print(Text(f"{result.function}, timed per {result.unit}: {result.setting}; {inputs} in", style="muted"))
+    out.print(Text(f"{result.function}, timed per {result.unit}: {result.setting}; inputs as {inputs}", style="muted"))
     if plot and len(result.sizes) >= 2:
         out.print(Text.from_ansi(plot_text(result, width=min(out.width, 110), colorless=out.no_color
                                            or not out.is_terminal)))
