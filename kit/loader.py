@@ -7,7 +7,6 @@ imports (for --pure). Running the file is the worker's job.
 from __future__ import annotations
 
 import ast
-import difflib
 import inspect
 import re
 import sys
@@ -105,6 +104,7 @@ def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path:
     defined = sorted(functions)
     for fn in exercise.functions:
         if fn.name not in functions:
+            import difflib
             close = difflib.get_close_matches(fn.name, defined, n=1, cutoff=0.6)
             hint = f" Did you mean `{close[0]}`?" if close else ""
             listing = ", ".join(defined) if defined else "no functions"

@@ -1,12 +1,16 @@
 """Where the kit's bundled data lives, in a checkout and in an installed wheel alike."""
 
-from importlib.resources import files
+import importlib
 from pathlib import Path
 
 
 def package_dir(name: str) -> Path:
-    """The folder of one of attn_kit's bundled packages: 'prompts', 'solutions' or 'checks'."""
-    return Path(str(files(f"attn_kit.{name}")))
+    """The folder of one of attn_kit's bundled packages: 'prompts', 'solutions' or 'checks'.
+
+    Plain packages on disk (the wheel is never zipped), so the package's __file__ says where;
+    importlib.resources would cost more start-up time than the rest of this module.
+    """
+    return Path(importlib.import_module(f"attn_kit.{name}").__file__).parent
 
 
 def solutions_dir(exercise_id: str) -> Path:

@@ -9,11 +9,12 @@ one is loaded for the next call. Ctrl-C and the kit's exit leave no child behind
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
 import os
+import pickle
+import select
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -35,6 +36,51 @@ def _die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+class Channel:
+    """Length-prefixed pickles over a connected socket: the part of multiprocessing's Connection
+    the worker protocol uses (send, recv, recv_bytes, poll, close), without importing
+    multiprocessing's authentication machinery on every start. Plain pickle also means torch
+    tensors travel by value, never through shared memory."""
+
+    _HEADER = struct.Struct("!Q")
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, obj) -> None:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        self.sock.sendall(self._HEADER.pack(len(data)))
+        self.sock.sendall(data)
+
+    def recv_bytes(self) -> bytes:
+        (size,) = self._HEADER.unpack(self._exactly(self._HEADER.size))
+        return bytes(self._exactly(size))
+
+    def recv(self):
+        return pickle.loads(self.recv_bytes())
+
+    def _exactly(self, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise EOFError("the other end closed the channel")
+            got += n
+        return buffer
+
+    def poll(self, timeout: float | None = None) -> bool:
+        waiter = select.poll()
+        waiter.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+        return bool(waiter.poll(None if timeout is None else int(timeout * 1000)))
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def describe_exit(status: int | None) -> str:
@@ -89,7 +135,7 @@ class _Zygote:
                     a.close()
                     _die_with_parent()
                     try:
-                        worker.serve(multiprocessing.connection.Connection(b.detach()))
+                        worker.serve(Channel(b))
                     finally:
                         os._exit(0)
                 b.close()
@@ -107,7 +153,9 @@ class _Zygote:
     def spawn(self):
         self.sock.sendall(b"spawn")
         data, fds, _, _ = socket.recv_fds(self.sock, 8, 1)
-        return int.from_bytes(data, "little"), multiprocessing.connection.Connection(fds[0])
+        if not fds:
+            raise OSError("the zygote process is gone")
+        return int.from_bytes(data, "little"), Channel(socket.socket(fileno=fds[0]))
 
     def reap(self, pid: int) -> int:
         self.sock.sendall(b"wait%d" % pid)
@@ -146,6 +194,7 @@ class _ForkLauncher:
 
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
     def __init__(self):
+        import multiprocessing        # only here: the fork path does not need it
         self.context = multiprocessing.get_context("spawn")
         self.processes = {}
 
@@ -171,7 +220,7 @@ class _SpawnLauncher:   # pragma: no cover - used where fork is missing
 
 
 def make_launcher():
-    if hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods():
+    if hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32":
         return _ForkLauncher()
     return _SpawnLauncher()
 
@@ -249,7 +298,10 @@ class Sandbox:
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
         started = time.perf_counter()
-        self.conn.send(("call", fn, tuple(args), dict(kwargs or {}), harness))
+        try:
+            self.conn.send(("call", fn, tuple(args), dict(kwargs or {}), harness))
+        except OSError:                    # the worker died between calls
+            return Outcome("crashed", detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         if not self.conn.poll(limit):
             self._kill_worker()
             return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
