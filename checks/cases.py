@@ -91,3 +91,15 @@ def qkv(rng, T: int, S: int, d: int, dv: int, scale: float = 1.0):
     """One head's q (T×d), k (S×d) and v (S×dv) for tiled attention."""
     return (rng.normal(0.0, scale, size=(T, d)).round(6), rng.normal(0.0, scale, size=(S, d)).round(6),
             rng.normal(0.0, 1.0, size=(S, dv)).round(6))
+
+
+def mask_of_kind(rng, kind, B: int, T: int):
+    """A B×T×T mask for randomised cases: 'random'/'large' (some rows fully blocked), 'padding'
+    (random lengths, 0 included), 'causal', or None for no mask."""
+    if kind in ("random", "large"):
+        return random_mask(rng, B, T)
+    if kind == "padding":
+        return padding(rng.integers(0, T + 1, size=B).tolist(), T)
+    if kind == "causal":
+        return causal(B, T)
+    return None

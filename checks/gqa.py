@@ -14,7 +14,8 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import causal, gqa_params, lists, padding, random_mask, repeat_kv_heads, tokens
+from .cases import causal, gqa_params, lists, mask_of_kind, padding, random_mask, repeat_kv_heads, tokens
+from .verdicts import expect_untouched
 
 SUITE = Suite("gqa")
 check = SUITE.check
@@ -217,10 +218,7 @@ def inputs_left_unmodified(ctx):
                        ("NumPy arrays", (x.copy(), {k: v.copy() for k, v in p.items()}, H, n_kv, mask.copy()))):
         ctx.describe(input=kind, biases="absent")
         ctx.call(FN, *args)
-        outcome = ctx.last_call.outcome
-        if outcome.mutated:
-            ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); "
-                     "copy before writing, or build new values")
+        expect_untouched(ctx, FN, ctx.last_call.outcome, kind)
 
 
 @check(points=1, after=("output-shapes",))
@@ -249,13 +247,6 @@ def randomised_agreement(ctx):
         big = kind == "large"
         x = tokens(ctx.rng, B, T, D, scale=25.0 if big else 1.0)
         p = gqa_params(ctx.rng, D, H, n_kv, biases=bool(ctx.rng.random() < 0.7), scale=3.0 if big else 1.0)
-        if kind in ("random", "large"):
-            mask = random_mask(ctx.rng, B, T)
-        elif kind == "padding":
-            mask = padding(ctx.rng.integers(0, T + 1, size=B).tolist(), T)
-        elif kind == "causal":
-            mask = causal(B, T)
-        else:
-            mask = None
+        mask = mask_of_kind(ctx.rng, kind, B, T)
         compare_gqa(ctx, x, p, H, n_kv, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
                     biases="bq" in p)

@@ -10,7 +10,6 @@ import functools
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
-from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text

@@ -6,7 +6,6 @@ Parametrised over every exercise, so new exercises and bug files are covered as 
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 

@@ -5,7 +5,6 @@ Every case must end with a clear message and the right exit status, never a trac
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
