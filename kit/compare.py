@@ -148,7 +148,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
         worst = np.where(bad, diff, -1.0)
         index = tuple(int(i) for i in np.unravel_index(np.argmax(worst), actual.shape))
     max_abs = float(np.max(np.where(bad, diff, 0.0)))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         scale = np.abs(expected.astype(float))
         rel = np.where(bad & (scale > 0), diff / np.where(scale > 0, scale, 1.0), np.nan)   # undefined at 0
     row_idx, col = index[:-1], (index[-1] if index else 0)
