@@ -7,49 +7,16 @@ start-up stay fast.
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import re
 import sys
 from pathlib import Path
 
 import click
 
+from .cli_bench import bench
+from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
+from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 from .errors import KitError
-
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def parse_size(text: str) -> int | None:
-    """'2G', '512M', '1.5GiB', '0' (no cap) -> bytes."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
-    if not match:
-        raise click.BadParameter(f"'{text}' is not a size; write e.g. 2G, 512M or 0 for no cap")
-    number, unit = float(match.group(1)), match.group(2)
-    size = int(number * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
-    return size or None
-
-
-def reports_errors(func):
-    """Turn KitError into `Error: ...` on stderr (or the --json error object) and its exit status."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except KitError as exc:
-            if kwargs.get("as_json"):
-                from .report import error_json
-                click.echo(json.dumps(error_json(str(exc), kwargs.get("exercise"))))
-            else:
-                from . import render
-                render.error(str(exc))
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("\nInterrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-    return wrapper
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="attn-kit")
@@ -172,7 +139,6 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
 
 
-from .cli_practice import discuss, hint, history, mock, progress, reset, solution  # noqa: E402
 cli.add_command(hint)
 cli.add_command(solution)
 cli.add_command(reset)
@@ -226,16 +192,11 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
 
 
-from .cli_bench import bench  # noqa: E402
 cli.add_command(bench)
 
 
 def main():
-    # The kit and the candidate's code multiply small matrices: BLAS thread pools only add
-    # start-up cost and oversubscribe small machines. Set before anything imports NumPy; a
-    # user's own setting wins.
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, "1")
+    one_blas_thread()        # before anything imports NumPy
     cli()
 
 

@@ -1,42 +1,19 @@
 """The `attn-kit bench` command: parse options, run bench.run, render, pick the exit status.
 
 Registered in cli.py with one `cli.add_command(bench)` line. numpy is imported inside the
-command, after BLAS is asked for one thread (see _steady_blas).
+command, after BLAS is asked for one thread (cli_common.one_blas_thread).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
+from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
 from .errors import KitError
-
-EXIT_PASS, EXIT_FAIL = 0, 1
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def _steady_blas() -> None:
-    """One BLAS thread, unless the user chose otherwise: a multi-threaded BLAS on a busy machine
-    makes timings jump by tens of times. Only effective before numpy is first imported."""
-    if "numpy" in sys.modules:
-        return
-    for name in BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(name, "1")
-
-
-def reports_errors(func):
-    """cli.reports_errors, looked up when the command runs: cli.py imports this module to
-    register the command, so importing cli here at import time would be circular."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from .cli import reports_errors as wrap
-        return wrap(func)(*args, **kwargs)
-    return wrapper
 
 
 def _sizes(ctx, param, value):
@@ -78,9 +55,8 @@ def bench(file, exercise, sizes, repeats, budget, memory, as_json, plot):
       attn-kit bench solution.py --plot
       attn-kit bench solution.py --sizes 32,64,128,256 --repeats 3 --json
     """
-    _steady_blas()
+    one_blas_thread()
     from . import bench as core
-    from .cli import parse_size
     options = core.Options(exercise, sizes, repeats, budget, parse_size(memory))
     if as_json:
         try:

@@ -7,24 +7,13 @@ Thin click layer like cli.py: parse, call one core function (practice, mock, rev
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
 
 import click
 
-EXIT_PASS = 0
-
-
-def reports_errors(func):
-    """cli.reports_errors, looked up when the command runs: cli.py imports this module to
-    register its commands, so importing cli here at import time would be circular."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from .cli import reports_errors as wrap
-        return wrap(func)(*args, **kwargs)
-    return wrapper
+from .cli_common import EXIT_PASS, reports_errors
 
 
 def _open_store():

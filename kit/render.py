@@ -173,7 +173,7 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
         if rep.diagnosis:
             out.print(Text("Diagnosis", style="label"))
             for d in rep.diagnosis:
-                out.print(Text("  ● ", style="bug.id") + Text(f"Your output matches ", style="")
+                out.print(Text("  ● ", style="bug.id") + Text("Your output matches ", style="")
                           + Text(d.bug, style="bug.id") + Text(f" — {d.title}."))
                 out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
                                         Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
