@@ -103,3 +103,15 @@ def mask_of_kind(rng, kind, B: int, T: int):
     if kind == "causal":
         return causal(B, T)
     return None
+
+
+# mha-screen's worked example (B=1, T=3, D=4, two heads, causal): kv-cache decodes the same tokens,
+# cross-attention reuses the weights over a context of its own. The statements quote its numbers.
+WORKED_X = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
+WORKED_PARAMS = {
+    "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
+    "Wk": [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]],
+    "Wv": [[1.0, 2.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 3.0, 1.0]],
+    "Wo": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
+    "bo": [0.5, 0.0, 0.0, -0.5],
+}

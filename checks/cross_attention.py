@@ -12,14 +12,12 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import lists, params, random_mask, tokens
-from .verdicts import expect_divisibility_error, expect_untouched
+from .cases import WORKED_PARAMS, lists, params, random_mask, tokens
+from .verdicts import OUT_AXES, expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("cross-attention")
 check = SUITE.check
 
-OUT_AXES = ("batch", "query", "feature")
-W_AXES = ("batch", "head", "query", "key")
 FN = "cross_attention"
 
 
@@ -37,16 +35,9 @@ def compare_cross(ctx, x, c, p, H, mask=None, pass_mask=True, what="", expected=
     extra = {"mask": mask if arrays else lists(mask)} if pass_mask else {}
     ctx.describe(B=B, T=T, S=S, D=D, H=H, **kw)
     value = ctx.call(FN, *sent, H, **extra, return_weights=True)
-    call = ctx.last_call
     if expected is None:
         expected = ctx.oracle.cross_attention(x, c, p, H, mask, return_weights=True)
-    call.expected = expected
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights)")
-    prefix = f"{what}: " if what else ""
-    weights = ctx.expect_close(value[1], expected[1], f"{prefix}weights", W_AXES, "B×H×T×S", call=call)
-    out = ctx.expect_close(value[0], expected[0], f"{prefix}output", OUT_AXES, "B×T×D", call=call)
-    return out, weights
+    return expect_out_and_weights(ctx, value, expected, what, "B×H×T×S")
 
 
 # --- shapes and the public example -------------------------------------------------------------
@@ -72,13 +63,7 @@ def output_shapes(ctx):
 
 PUBLIC_X = [[[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]]]
 PUBLIC_CONTEXT = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
-PUBLIC_PARAMS = {
-    "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "Wk": [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]],
-    "Wv": [[1.0, 2.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 3.0, 1.0]],
-    "Wo": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "bo": [0.5, 0.0, 0.0, -0.5],
-}
+PUBLIC_PARAMS = WORKED_PARAMS
 PUBLIC_MASK = [[[True, True, True], [True, False, True]]]
 
 

@@ -14,14 +14,12 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import causal, gqa_params, lists, mask_of_kind, padding, random_mask, repeat_kv_heads, tokens
-from .verdicts import expect_untouched
+from .cases import WORKED_X, causal, gqa_params, lists, mask_of_kind, padding, random_mask, repeat_kv_heads, tokens
+from .verdicts import expect_out_and_weights, expect_untouched
 
 SUITE = Suite("gqa")
 check = SUITE.check
 
-OUT_AXES = ("batch", "query", "feature")
-W_AXES = ("batch", "head", "query", "key")
 FN = "grouped_query_attention"
 
 
@@ -43,16 +41,9 @@ def compare_gqa(ctx, x, p, H, n_kv, mask=None, pass_mask=True, what="", expected
     extra = {"mask": mask if arrays else lists(mask)} if pass_mask else {}
     ctx.describe(B=B, T=T, D=D, num_heads=H, num_kv_heads=n_kv, **kw)
     value = ctx.call(FN, *sent, H, n_kv, **extra, return_weights=True)
-    call = ctx.last_call
     if expected is None:
         expected = ctx.oracle.grouped_query_attention(x, p, H, n_kv, mask, return_weights=True)
-    call.expected = expected
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights)")
-    prefix = f"{what}: " if what else ""
-    weights = ctx.expect_close(value[1], expected[1], f"{prefix}weights", W_AXES, "B×H×T×T", call=call)
-    out = ctx.expect_close(value[0], expected[0], f"{prefix}output", OUT_AXES, "B×T×D", call=call)
-    return out, weights
+    return expect_out_and_weights(ctx, value, expected, what)
 
 
 # --- shapes and the public example -----------------------------------------------------------------
@@ -76,7 +67,7 @@ def output_shapes(ctx):
     ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T (one map per QUERY head)")
 
 
-PUBLIC_X = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
+PUBLIC_X = WORKED_X             # mha-screen's tokens, with K/V weights of one shared head
 PUBLIC_PARAMS = {
     "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
     "Wk": [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]],

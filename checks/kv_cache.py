@@ -24,7 +24,7 @@ from attn_kit.registry import CallFailed, Suite
 from attn_kit.report import Call
 from attn_kit.values import Opaque, Outcome, TensorValue
 
-from .cases import causal, lists, params, tokens
+from .cases import WORKED_PARAMS, WORKED_X, causal, lists, params, tokens
 from .verdicts import expect_divisibility_error
 
 SUITE = Suite("kv-cache")
@@ -175,14 +175,7 @@ def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded o
 
 # --- public example ------------------------------------------------------------------------------
 
-PUBLIC_X = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
-PUBLIC_PARAMS = {
-    "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "Wk": [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]],
-    "Wv": [[1.0, 2.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 3.0, 1.0]],
-    "Wo": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "bo": [0.5, 0.0, 0.0, -0.5],
-}
+PUBLIC_X, PUBLIC_PARAMS = WORKED_X, WORKED_PARAMS
 
 
 @check(points=2, public=True)

@@ -12,14 +12,12 @@ import numpy as np
 
 from attn_kit.registry import Suite
 
-from .cases import causal, lists, mask_of_kind, padding, params, random_mask, tokens
-from .verdicts import expect_divisibility_error, expect_untouched
+from .cases import WORKED_PARAMS, WORKED_X, causal, lists, mask_of_kind, padding, params, random_mask, tokens
+from .verdicts import OUT_AXES, expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("mha-screen")
 check = SUITE.check
 
-OUT_AXES = ("batch", "query", "feature")
-W_AXES = ("batch", "head", "query", "key")
 MASK_AXES = ("batch", "query", "key")
 
 
@@ -28,17 +26,10 @@ def compare_attention(ctx, x, p, num_heads, mask=None, pass_mask=True, what="", 
     B, T, D = np.shape(x)
     args = (lists(x), lists(p), num_heads)
     extra = {"mask": lists(mask)} if pass_mask else {}
-    value = ctx.call("multi_head_attention", *args, **extra, return_weights=True)
-    call = ctx.last_call
-    out_ref, w_ref = ctx.oracle.multi_head_attention(x, p, num_heads, mask, return_weights=True)
-    call.expected = (out_ref, w_ref)
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights)")
     ctx.describe(B=B, T=T, D=D, H=num_heads, **kw)
-    prefix = f"{what}: " if what else ""
-    weights = ctx.expect_close(value[1], w_ref, f"{prefix}weights", W_AXES, "B×H×T×T", call=call)
-    out = ctx.expect_close(value[0], out_ref, f"{prefix}output", OUT_AXES, "B×T×D", call=call)
-    return out, weights
+    value = ctx.call("multi_head_attention", *args, **extra, return_weights=True)
+    expected = ctx.oracle.multi_head_attention(x, p, num_heads, mask, return_weights=True)
+    return expect_out_and_weights(ctx, value, expected, what)
 
 
 # --- public examples (also in the statement) -----------------------------------------------------
@@ -88,14 +79,7 @@ def output_shapes(ctx):
     ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T")
 
 
-PUBLIC_X = [[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0], [1.0, 1.0, -1.0, 2.0]]]
-PUBLIC_PARAMS = {
-    "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "Wk": [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]],
-    "Wv": [[1.0, 2.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 3.0, 1.0]],
-    "Wo": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
-    "bo": [0.5, 0.0, 0.0, -0.5],
-}
+PUBLIC_X, PUBLIC_PARAMS = WORKED_X, WORKED_PARAMS
 
 
 @check(points=2, public=True, after=("output-shapes",), catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose",

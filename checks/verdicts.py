@@ -1,5 +1,5 @@
-"""Verdicts several suites share: the ValueError for widths that heads do not divide, and
-inputs that must come back untouched."""
+"""Verdicts several suites share: an (out, weights) pair against the reference, the ValueError for
+widths that heads do not divide, and inputs that must come back untouched."""
 
 from __future__ import annotations
 
@@ -25,3 +25,20 @@ def expect_untouched(ctx, fn: str, outcome, kind: str) -> None:
     if outcome.mutated:
         ctx.fail(f"`{fn}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); "
                  "copy before writing, or build new values")
+
+
+OUT_AXES = ("batch", "query", "feature")
+W_AXES = ("batch", "head", "query", "key")
+
+
+def expect_out_and_weights(ctx, value, expected, what: str = "", weight_dims: str = "B×H×T×T"):
+    """The last call returned (out, weights) equal to `expected`; weights are compared first, since
+    a wrong weight explains a wrong output. Returns both as arrays."""
+    call = ctx.last_call
+    call.expected = expected
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        ctx.fail("with return_weights=True the function must return a pair (out, weights)")
+    prefix = f"{what}: " if what else ""
+    weights = ctx.expect_close(value[1], expected[1], f"{prefix}weights", W_AXES, weight_dims, call=call)
+    out = ctx.expect_close(value[0], expected[0], f"{prefix}output", OUT_AXES, "B×T×D", call=call)
+    return out, weights
