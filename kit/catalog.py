@@ -38,12 +38,36 @@ class Question:
     concept: str
     prompt: str
     key_points: tuple[str, ...]
+    required: tuple[int, ...] = ()   # 0-based indexes of the key points an answer must cover (one or two)
 
 
 @dataclass(frozen=True)
 class FollowUp:
     prompt: str
     exercise: str = ""       # an exercise id when the follow-up is itself an exercise
+    answer: str = ""         # what a strong candidate says, for the interviewer
+
+
+DIMENSIONS = ("correctness", "robustness", "shapes", "tests", "systems", "communication")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One scored rubric dimension: what earns 1, 2, 3 and 4 on this exercise."""
+    dimension: str                   # one of DIMENSIONS
+    anchors: tuple[str, ...]         # exactly four, anchors[0] describes a score of 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    minute: int                      # minutes into the screen
+    expect: str                      # where a candidate on track is by then
+
+
+@dataclass(frozen=True)
+class Seniority:
+    level: str                       # e.g. "junior", "mid", "senior"
+    expect: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,9 @@ class Exercise:
     questions: tuple[Question, ...] = ()
     followups: tuple[FollowUp, ...] = ()
     rubric: tuple[RubricItem, ...] = ()
+    scoring: tuple[Dimension, ...] = ()
+    checkpoints: tuple[Checkpoint, ...] = ()
+    seniority: tuple[Seniority, ...] = ()
     needs: str = ""                    # optional dependency, e.g. "torch"
     minutes: int = 45                  # default mock-screen length
     path: Path = field(default=Path(), compare=False)
@@ -124,7 +151,8 @@ def _read_toml(path: Path) -> dict:
 def load_exercise(path: Path) -> Exercise:
     data = _read_toml(path)
     nested = {"functions": Function, "hints": Hint, "questions": Question,
-              "followups": FollowUp, "rubric": RubricItem}
+              "followups": FollowUp, "rubric": RubricItem, "scoring": Dimension,
+              "checkpoints": Checkpoint, "seniority": Seniority}
     for key, cls in nested.items():
         if key in data:
             data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}")
