@@ -19,7 +19,7 @@ from .cli_practice import discuss, hint, history, mock, progress, reset, solutio
 from .errors import KitError
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="attn-kit")
+@click.version_option(package_name="attn-kit", prog_name="attn-kit")
 def cli():
     """attn-kit: practise the attention coding screen, locally.
 
@@ -197,7 +197,7 @@ cli.add_command(bench)
 
 def main():
     one_blas_thread()        # before anything imports NumPy
-    cli()
+    cli(prog_name="attn-kit")    # the same name in usage lines under `python -m attn_kit`
 
 
 if __name__ == "__main__":

@@ -42,4 +42,37 @@ def run_cli():
     return attn_kit
 
 
-__all__ = ["attn_kit", "check_json", "bug_files", "reference_files", "solutions_dir", "CORPUS"]
+# --- torch: optional for users, required in CI ----------------------------------------------------
+
+TORCH_MISSING = "torch is not installed; the README's PyTorch paragraph installs a CPU-only build"
+
+
+def need_torch():
+    """torch, or a clean skip with a one-line reason. In CI (CI=true) a missing torch fails instead:
+    CI installs torch==2.13.0 before the test extras, so a skip there would hide a broken install."""
+    if os.environ.get("CI"):
+        import torch
+        return torch
+    return pytest.importorskip("torch", reason=TORCH_MISSING)
+
+
+def _torch_skips(config) -> list:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    stats = reporter.stats if reporter else {}
+    return [r for r in stats.get("skipped", []) if TORCH_MISSING in str(r.longrepr)]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """One line saying how many tests torch's absence skipped, whatever the -r options."""
+    skipped = _torch_skips(config)
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} skipped because {TORCH_MISSING}.")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Selecting only torch modules without torch is a clean skip (0), not pytest's 5, 'no tests'."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _torch_skips(session.config):
+        session.exitstatus = pytest.ExitCode.OK
+
+
+__all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir", "CORPUS"]

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from attn_kit import bench, render, render_bench
-from conftest import attn_kit, solutions_dir
+from conftest import need_torch, attn_kit, solutions_dir
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"
 ATTEMPTS = 3
@@ -85,7 +85,7 @@ def test_kv_cache_that_recomputes_everything_is_flagged():
 
 
 def test_torch_solution_gets_tensors_and_its_memory_is_seen():
-    pytest.importorskip("torch")
+    need_torch()
     data = within(solutions_dir("mha-masked-bias") / "reference_torch.py",
                   {"time_exponent": (1.5, 2.6), "memory_exponent": (1.5, 2.5)},
                   "--sizes", "256,512,1024,2048", "--repeats", "3")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 import textwrap
 
@@ -30,7 +29,7 @@ from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import solutions_dir
 from attn_kit.values import Opaque, TensorValue
-from conftest import attn_kit, check_json
+from conftest import attn_kit, check_json, need_torch
 
 FOLLOW_UPS = ("kv-cache", "gqa", "tiled-softmax", "cross-attention")
 
@@ -50,10 +49,7 @@ def as_lists(p: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def torch():
-    if os.environ.get("CI"):
-        import torch as module   # CI installs torch: a missing torch must fail there, not skip
-        return module
-    return pytest.importorskip("torch")
+    return need_torch()      # CI installs torch: a missing torch fails there instead of skipping
 
 
 def torch_attention(torch, x, p, num_heads, mask=None, context=None, num_kv_heads=None):

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-if os.environ.get("CI"):
-    import torch  # noqa: F401 - CI installs torch; a missing torch must fail, not skip
-torch = pytest.importorskip("torch")
+from conftest import need_torch  # noqa: E402
+
+torch = need_torch()       # CI installs torch; a missing torch fails there instead of skipping
 F = torch.nn.functional
 
 from attn_kit import grading  # noqa: E402

@@ -7,7 +7,6 @@ applied by hand. In CI (CI=true) a missing torch fails these tests instead of sk
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -15,10 +14,9 @@ import pytest
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 
-if os.environ.get("CI"):
-    import torch  # noqa: F401 - CI installs torch; a missing torch must fail, not skip
-import_torch = pytest.importorskip("torch")
-torch = import_torch
+from conftest import need_torch
+
+torch = need_torch()       # CI installs torch; a missing torch fails there instead of skipping
 F = torch.nn.functional
 
 REFS = {name: load_module(str(solutions_dir("mha-screen") / f"reference_{name}.py")) for name in ("lists", "numpy")}
