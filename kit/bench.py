@@ -635,9 +635,3 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     if len(sizes) < 2 or sizes[0] < 1:
         raise UsageError(f"give at least two different positive lengths, e.g. 16,32,64; got '{text}'.")
     return tuple(sizes)
-
-
-def error_json(message: str, exercise: str | None = None) -> dict:
-    """The --json object when nothing could be measured: the same keys, empty, plus "error"."""
-    return {"exercise": exercise, "sizes": [], "time_s": [], "cpu_s": [], "peak_bytes": [],
-            "time_exponent": None, "memory_exponent": None, "error": message}

@@ -14,9 +14,8 @@ from pathlib import Path
 import click
 
 from .cli_bench import bench
-from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
+from .cli_common import EXIT_FAIL, EXIT_PASS, json_context, one_blas_thread, parse_size, reports_errors
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
-from .errors import KitError
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="attn-kit", prog_name="attn-kit")
@@ -85,7 +84,7 @@ def show(exercise):
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (see SPEC.md) and nothing else.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=int, help="Seed of the randomised cases (printed with every run).")
 @click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
@@ -111,7 +110,12 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
       attn-kit check solution.py --json --seed 7
       attn-kit check solution.py --pure --repro repro/
     """
+    import random
+
     from . import grading
+    if seed is None:         # chosen here, so even an error object can name it
+        seed = random.SystemRandom().randrange(1, 100_000)
+    json_context(seed=seed)
     options = grading.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
     if watch:
         from .cli_practice import watch_check
@@ -177,13 +181,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
       attn-kit check solution.py --tests my_tests.py
     """
     from . import testgrade
-    try:
-        grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
-    except KitError as exc:
-        if not as_json:
-            raise
-        click.echo(json.dumps(testgrade.error_json(str(exc), exercise)))
-        sys.exit(exc.exit_code)
+    grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
     if as_json:
         click.echo(json.dumps(grade.to_json()))
     else:

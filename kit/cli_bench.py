@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
-from .errors import KitError
 
 
 def _sizes(ctx, param, value):
@@ -59,11 +58,7 @@ def bench(file, exercise, sizes, repeats, budget, memory, as_json, plot):
     from . import bench as core
     options = core.Options(exercise, sizes, repeats, budget, parse_size(memory))
     if as_json:
-        try:
-            result = core.run(file, options)
-        except KitError as exc:
-            click.echo(json.dumps(core.error_json(str(exc), exercise)))
-            sys.exit(exc.exit_code)
+        result = core.run(file, options)
         click.echo(json.dumps(result.to_json()))
     else:
         from . import render_bench

@@ -38,16 +38,28 @@ def parse_size(text: str) -> int | None:
     return size or None
 
 
+JSON_COMMANDS = {"check": "check", "test_tests": "test-tests", "bench": "bench"}
+
+
+def json_context(**fields) -> None:
+    """Remember what the command knows so far (e.g. `seed`) for its --json error object."""
+    click.get_current_context().meta.setdefault("attn_kit.json", {}).update(fields)
+
+
 def reports_errors(func):
-    """Turn KitError into `Error: ...` on stderr (or the --json error object) and its exit status."""
+    """Turn KitError into `Error: ...` on stderr (or, with --json, the command's error object on
+    stdout: see jsonout.error_json) and its exit status."""
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except KitError as exc:
             if kwargs.get("as_json"):
-                from .report import error_json
-                click.echo(json.dumps(error_json(str(exc), kwargs.get("exercise"))))
+                from .jsonout import error_json
+                known = click.get_current_context().meta.get("attn_kit.json", {})
+                click.echo(json.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), str(exc),
+                                                 exercise=kwargs.get("exercise"), path=kwargs.get("file"),
+                                                 seed=known.get("seed", kwargs.get("seed")))))
             else:
                 from . import render
                 render.error(str(exc))

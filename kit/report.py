@@ -87,15 +87,9 @@ class Report:
     def to_json(self) -> dict:
         passed, total = self.score
         got, most = self.points
-        return {"exercise": self.exercise, "passed": self.passed,
+        return {"exercise": self.exercise, "path": self.path, "passed": self.passed,
                 "score": {"passed": passed, "total": total, "points": got, "max_points": most},
                 "seed": self.seed, "public_only": self.public_only,
                 "checks": [r.to_json() for r in self.results],
                 "diagnosis": [d.to_json() for d in self.diagnosis],
                 "notes": list(self.notes)}
-
-
-def error_json(message: str, exercise: str | None = None) -> dict:
-    """The --json object for a file that could not be graded at all."""
-    return {"exercise": exercise, "passed": False, "score": {"passed": 0, "total": 0},
-            "checks": [], "diagnosis": [], "error": message}

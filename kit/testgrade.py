@@ -157,12 +157,6 @@ class TestGrade:
                 "runs": len(self.runs), "seconds": round(self.seconds, 3), "notes": list(self.notes)}
 
 
-def error_json(message: str, exercise: str | None = None) -> dict:
-    """The --json object when the test file cannot be graded at all."""
-    return {"exercise": exercise, "wrong_tests": [], "caught": [], "missed": [], "score": 0.0,
-            "bugs": [], "error": message}
-
-
 # --- reading the test file (kit side: ast only, nothing is executed) ------------------------------
 
 @dataclass(frozen=True)

@@ -1,0 +1,104 @@
+"""Every --json output matches the JSON Schema the package ships, errors included, and error
+objects keep the success objects' shape (exercise from the header, seed, score.points)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from attn_kit import bench, grading, jsonout, testgrade
+from attn_kit.cli import cli
+from attn_kit.paths import solutions_dir
+
+jsonschema = pytest.importorskip("jsonschema")
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).parent / "corpus" / "candidate_tests"
+
+
+def valid(name: str, obj: dict) -> None:
+    schema = jsonout.schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(obj)
+
+
+def run_json(*args) -> tuple[dict, int]:
+    result = CliRunner().invoke(cli, [*map(str, args)])
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return json.loads(lines[0]), result.exit_code
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("json") / "solution.py"
+    path.write_text("# attn-kit: mha-screen\nimport (\n", encoding="utf-8")
+    return path
+
+
+def test_schemas_ship_in_the_package_and_are_valid():
+    for name in jsonout.SCHEMAS:
+        assert jsonout.schema_path(name).is_file()
+        jsonschema.Draft202012Validator.check_schema(jsonout.schema(name))
+    assert '"attn_kit" = ["schemas/*.json"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_check_output_matches_its_schema():
+    report = grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=3))
+    data = json.loads(json.dumps(report.to_json()))
+    valid("check", data)
+    assert data["diagnosis"] and any(c["bug"] == "no-scaling" for c in data["checks"])
+
+
+def test_test_tests_output_matches_its_schema():
+    grade = testgrade.grade_tests(TESTS / "wrong_expectation.py", "mha-screen", timeout=10)
+    data = json.loads(json.dumps(grade.to_json()))
+    valid("test-tests", data)
+    assert data["wrong"]
+
+
+def test_bench_output_matches_its_schema():
+    result = bench.run(solutions_dir("mha-screen") / "reference_lists.py",
+                       bench.Options(sizes=(8, 16), repeats=1, budget=10))
+    data = json.loads(json.dumps(result.to_json()))
+    valid("bench", data)
+    assert data["sizes"] == [8, 16]
+
+
+@pytest.mark.parametrize("command", ["check", "test-tests", "bench"])
+def test_error_objects_keep_the_success_shape(broken, command):
+    extra = ["--seed", "7"] if command == "check" else []
+    data, code = run_json(command, broken, "--json", *extra)
+    assert code == 1
+    assert "SyntaxError" in data["error"]
+    valid(command, data)          # the command's own shape, with nothing in it
+    valid("error", data)
+    assert data["exercise"] == "mha-screen"          # the header names it
+    assert data["path"] == str(broken)
+    if command == "check":
+        assert data["seed"] == 7 and data["score"]["points"] == 0 and data["score"]["max_points"] == 0
+
+
+def test_check_error_object_names_the_seed_it_would_have_used(tmp_path):
+    data, code = run_json("check", tmp_path / "missing.py", "--json")
+    assert code == 2 and "no such file" in data["error"]
+    valid("check", data)
+    assert isinstance(data["seed"], int) and data["exercise"] is None
+
+
+def test_one_error_builder():
+    for module in ("report", "testgrade", "bench"):
+        text = (ROOT / "kit" / f"{module}.py").read_text(encoding="utf-8")
+        assert "def error_json" not in text, module
+
+
+def test_users_are_pointed_at_shipped_docs_not_spec_md():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    help_text = CliRunner().invoke(cli, ["check", "--help"]).output
+    assert "SPEC.md" not in readme and "SPEC.md" not in help_text
+    assert "schemas/check.schema.json" in re.sub(r"\s+", "", help_text).replace("attn_kit/", "")
+    for name in ("check", "test-tests", "bench", "error"):
+        assert f"{name}.schema.json" in readme
