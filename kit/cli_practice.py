@@ -17,12 +17,16 @@ from .cli_common import EXIT_PASS, reports_errors
 
 
 def _open_store():
-    """Open the history database, showing any warning (e.g. a damaged file moved aside)."""
-    from . import render
-    from .store import open_store
+    """Open the history database, showing any warning (e.g. a damaged file moved aside), and,
+    the first time, where it is kept."""
+    from . import render, render_practice
+    from .store import db_path, open_store
+    first = not db_path().exists()
     store = open_store()
     for text in store.warnings:
         render.warning(text)
+    if first:
+        render_practice.history_created(store.path)
     return store
 
 
@@ -30,9 +34,12 @@ def _open_store():
 
 def record_run(report, source: str = "check"):
     """Save a check run to history and rate concept cards. Never raises: a storage problem is
-    a warning on stderr. Returns practice.Recorded, or None when nothing was saved."""
+    a warning on stderr. Returns practice.Recorded, or None when nothing was saved (the kit's
+    own bundled files are never recorded)."""
     from . import practice, render
     from .store import StoreError
+    if practice.bundled_file(report.path):
+        return None
     try:
         with _open_store() as store:
             return practice.record_check(store, report, source)
@@ -43,7 +50,10 @@ def record_run(report, source: str = "check"):
 
 def after_check(report) -> None:
     """Called by `check` after the report is shown: record it, then print the hints-used line."""
-    from . import render_practice
+    from . import practice, render_practice
+    if practice.bundled_file(report.path):
+        render_practice.not_recorded_bundled(report.path)
+        return
     recorded = record_run(report, "check")
     if recorded is not None:
         render_practice.after_check(recorded, report)
@@ -268,16 +278,22 @@ def discuss(exercise, due_only, new):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the most recent entries of each kind.")
+@click.option("--where", is_flag=True, help="Only print the path of the history file (ATTN_KIT_HOME moves it).")
 @reports_errors
-def history(as_json, limit):
+def history(as_json, limit, where):
     """List your past check runs, mock screens, reviews, hints and solution views.
 
     \b
     Examples:
       attn-kit history
       attn-kit history --json --limit 100
+      attn-kit history --where
     """
     from . import practice, render_practice
+    if where:
+        from .store import db_path
+        click.echo(json.dumps({"path": str(db_path())}) if as_json else str(db_path()))
+        return
     with _open_store() as store:
         data = practice.history(store, limit)
     if as_json:

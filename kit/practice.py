@@ -29,6 +29,28 @@ class SolutionLocked(KitError):
 
 # --- check runs -------------------------------------------------------------------------------
 
+def bundled_file(path: str | Path) -> bool:
+    """The file is one of the kit's own solution files: `solutions/<exercise>/reference_*.py` or
+    `.../bugs/*.py` of an attn-kit checkout or install, unchanged. Grading one (the quick start
+    does) is never recorded, so trying the kit out changes no progress and unlocks nothing. A copy
+    in the user's own folder is their file, and is recorded."""
+    resolved = Path(path).resolve()
+    parts = resolved.parts
+    if "solutions" not in parts:
+        return False
+    tail = parts[len(parts) - 1 - parts[::-1].index("solutions") + 1:]      # after the last "solutions"
+    if not (len(tail) == 2 and tail[1].startswith("reference_") or len(tail) == 3 and tail[1] == "bugs"):
+        return False
+    if tail[0] not in catalog.exercises():
+        return False
+    from .paths import solutions_dir
+    bundled = solutions_dir(tail[0]).joinpath(*tail[1:])
+    try:
+        return bundled.read_bytes() == resolved.read_bytes()
+    except OSError:
+        return False
+
+
 def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
     """(concepts the run tested, concepts it failed on), from the checks' and bugs' concepts."""
     from .grading import suite_for

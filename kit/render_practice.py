@@ -83,6 +83,18 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         out.print(Text(f"Review: fixed {', '.join(good)}; those cards moved later.", style="muted"))
 
 
+def not_recorded_bundled(path, out: Console | None = None) -> None:
+    _out(out).print(Text(f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
+                         f"files. Check your own file to record progress.", style="muted"), soft_wrap=True)
+
+
+def history_created(path, out: Console | None = None) -> None:
+    """Said once, when the history file is first created (on stderr, so --json stays clean)."""
+    out = out or render.error_console()
+    out.print(Text(f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
+                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"), soft_wrap=True)  # a path is never cut
+
+
 # --- solution, reset ----------------------------------------------------------------------------
 
 def solution(exercise, files, forced: bool, out: Console | None = None) -> None:

@@ -115,10 +115,12 @@ def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
     forced = attn_kit("solution", "mha-screen", "--force")
     assert forced.returncode == 0 and "def multi_head_attention" in forced.stdout and "--force" in forced.stdout
     assert history_json()["solution_views"][0]["forced"] is True
-    public = attn_kit("check", REFERENCE, "--public")          # public examples only: not a pass
+    mine = tmp_path / "solution.py"
+    shutil.copy(REFERENCE, mine)                                # the user's own file (the bundled one is never recorded)
+    public = attn_kit("check", mine, "--public")               # public examples only: not a pass
     assert public.returncode == 0
     assert attn_kit("solution", "mha-screen").returncode == 1
-    assert attn_kit("check", REFERENCE).returncode == 0
+    assert attn_kit("check", mine).returncode == 0
     opened = attn_kit("solution", "mha-screen")
     assert opened.returncode == 0 and "def multi_head_attention" in opened.stdout
     assert [v["forced"] for v in history_json()["solution_views"]] == [False, True]
@@ -187,8 +189,9 @@ def test_json_check_is_one_object_and_not_recorded():
 def test_history_and_progress_tables(tmp_path):
     empty = attn_kit("history")
     assert empty.returncode == 0 and "No history yet" in empty.stdout
-    attn_kit("check", MASK_INVERTED)
-    attn_kit("check", REFERENCE)
+    for source, name in ((MASK_INVERTED, "attempt.py"), (REFERENCE, "solution.py")):
+        shutil.copy(source, tmp_path / name)
+        attn_kit("check", tmp_path / name)
     attn_kit("hint", "mha-screen")
     table = attn_kit("history")
     assert table.returncode == 0

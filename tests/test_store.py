@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -165,7 +166,8 @@ def test_newer_schema_is_refused_not_overwritten(attn_home):
 def test_unwritable_home_does_not_break_check(attn_home, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the data folder should be")
-    reference = solutions_dir("mha-screen") / "reference_lists.py"
+    reference = tmp_path / "solution.py"          # the user's file: the bundled one is never recorded
+    shutil.copy(solutions_dir("mha-screen") / "reference_lists.py", reference)
     env = {"ATTN_KIT_HOME": str(blocker)}
     proc = attn_kit("check", reference, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

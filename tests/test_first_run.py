@@ -1,0 +1,47 @@
+"""The quick start changes no progress; the history file's place is said once and on demand."""
+
+from __future__ import annotations
+
+import shutil
+
+from click.testing import CliRunner
+
+from attn_kit.cli import cli
+from attn_kit.paths import solutions_dir
+from conftest import attn_kit
+
+REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [*map(str, args)])
+
+
+def test_grading_the_bundled_reference_records_nothing(attn_home):
+    proc = attn_kit("check", REFERENCE)              # the quick start's command, as a user runs it
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Not saved to your history" in proc.stdout
+    assert not (attn_home / "history.db").exists()
+    assert invoke("solution", "mha-screen").exit_code == 1          # still locked
+    progress = invoke("progress", "--json")
+    assert all(row["runs"] == 0 and row["best"] is None for row in __import__("json").loads(progress.stdout))
+
+
+def test_a_bundled_bug_file_is_not_recorded_but_a_copy_is(attn_home, tmp_path):
+    bug = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
+    assert invoke("check", bug, "--seed", "1").exit_code == 1
+    assert not (attn_home / "history.db").exists()
+    mine = tmp_path / "solution.py"
+    shutil.copy(bug, mine)
+    first = invoke("check", mine, "--seed", "1")
+    assert f"keeps your practice history in {attn_home / 'history.db'}" in first.stderr
+    assert "Not saved" not in first.stdout
+    again = invoke("check", mine, "--seed", "1")
+    assert "keeps your practice history" not in again.stderr        # said once
+    assert len(__import__("json").loads(invoke("history", "--json").stdout)["checks"]) == 2
+
+
+def test_history_where_prints_the_path_without_creating_it(attn_home):
+    result = invoke("history", "--where")
+    assert result.exit_code == 0 and result.stdout == f"{attn_home / 'history.db'}\n"
+    assert not (attn_home / "history.db").exists()
