@@ -370,6 +370,52 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     os._exit(status)          # as process 1, this kills everything left in the namespace
 
 
+def _probe_pid_namespace() -> bool:
+    """Can a child of this process start a PID namespace and a process in it?"""
+    if not _LINUX:
+        return False
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the probe
+        code = 1
+        if _new_pid_namespace():
+            inner = os.fork()
+            if inner == 0:
+                os._exit(0)
+            code = 0 if os.waitpid(inner, 0)[0] == inner else 1
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _keeper(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+    """The zygote's child for one worker, outside the worker's PID namespace (so the candidate's
+    processes cannot signal it): starts nsinit in a new namespace and exits with its status."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(PR_SET_DUMPABLE, 0)
+    namespaced = namespaced and _new_pid_namespace()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _nsinit(sock, namespaced)
+        finally:
+            os._exit(0)
+    sock.close()
+    if not namespaced:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    code = 0
+    while True:
+        try:
+            done, raw = os.wait()
+        except ChildProcessError:
+            break
+        if done == pid:
+            code = os.waitstatus_to_exitcode(raw)
+            code = code if code >= 0 else 128 - code
+            break
+    if not namespaced:
+        kill_tree(os.getpid(), include_root=False)
+    os._exit(code)
+
+
 class _ZygoteServer:  # pragma: no cover - runs in the zygote
     def __init__(self, sock: socket.socket):
         self.sock = sock
@@ -385,7 +431,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         if _LINUX:
             _enter_user_namespace()
-        self.namespaces = _new_pid_namespace()
+        self.namespaces = _probe_pid_namespace()
         try:
             self._serve()
         finally:
@@ -422,18 +468,17 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
 
     def _spawn(self) -> None:
         a, b = socket.socketpair()
-        namespaced = self.namespaces and _new_pid_namespace()
         pid = os.fork()
         if pid == 0:
             try:
                 self.sock.close()
                 a.close()
-                _nsinit(b, namespaced)
+                _keeper(b, self.namespaces)
             finally:
                 os._exit(0)
         b.close()
         self.workers[pid] = None
-        socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([namespaced])], [a.fileno()])
+        socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([self.namespaces])], [a.fileno()])
         a.close()
 
     def _reap(self) -> None:
