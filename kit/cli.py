@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 from .cli_bench import bench
-from .cli_common import EXIT_FAIL, EXIT_PASS, json_context, one_blas_thread, parse_size, reports_errors
+from .cli_common import (EXIT_FAIL, EXIT_PASS, EXIT_USAGE, SEED, SIZE, json_context, one_blas_thread, parse_size,
+                         reports_errors, stop_on_sigterm, timeout_option_type)
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,11 +87,11 @@ def show(exercise):
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
-@click.option("--seed", type=int, help="Seed of the randomised cases (printed with every run).")
+@click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
 @click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
               help="Seconds one call of your code may take.")
-@click.option("--memory", default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
+@click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
 @click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Write a standalone script per failing check into DIR.")
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
@@ -156,9 +157,9 @@ cli.add_command(progress)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="The exercise the tests are for (else the header or the functions they use decide).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
               help="Seconds one test may take on a correct implementation.")
-@click.option("--memory", default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
+@click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).")
 @reports_errors
@@ -195,7 +196,19 @@ cli.add_command(bench)
 
 def main():
     one_blas_thread()        # before anything imports NumPy
-    cli(prog_name="attn-kit")    # the same name in usage lines under `python -m attn_kit`
+    stop_on_sigterm()        # SIGTERM unwinds like Ctrl-C: workers and their processes are stopped
+    try:
+        code = cli.main(prog_name="attn-kit", standalone_mode=False)
+    except click.BadParameter as exc:     # a bad option value: one line, exit 2
+        click.echo(f"Error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("\nInterrupted.", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

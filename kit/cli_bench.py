@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
+from .cli_common import SIZE, EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors, timeout_option_type
+from .errors import KitError
 
 
 def _sizes(ctx, param, value):
@@ -33,9 +34,9 @@ def _sizes(ctx, param, value):
               help="Sequence lengths to measure, e.g. 16,32,64,128 (default: the exercise's ladder).")
 @click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed runs per size (quick sizes get more); the median is reported.")
-@click.option("--budget", type=click.FloatRange(min=0.5), default=20.0, show_default=True,
+@click.option("--budget", type=timeout_option_type(0.5), default=20.0, show_default=True,
               help="Seconds for the whole ladder: it stops before a size that would overrun.")
-@click.option("--memory", default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
+@click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.option("--plot", is_flag=True, help="Draw log-log plots in the terminal instead of the table.")
 @reports_errors

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
+import signal
 import sys
 
 import click
@@ -28,8 +30,15 @@ def one_blas_thread() -> None:
         os.environ.setdefault(name, "1")
 
 
-def parse_size(text: str) -> int | None:
-    """'2G', '512M', '1.5GiB', '0' (no cap) -> bytes."""
+DAY = 86_400.0
+MIN_MEMORY = 16 << 20
+MAX_SEED = 2**63 - 1
+
+
+def parse_size(text) -> int | None:
+    """'2G', '512M', '1.5GiB', '0' (no cap) -> bytes (an int or None passes through)."""
+    if text is None or isinstance(text, int):
+        return text or None
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
     if not match:
         raise click.BadParameter(f"'{text}' is not a size; write e.g. 2G, 512M or 0 for no cap")
@@ -44,6 +53,60 @@ JSON_COMMANDS = {"check": "check", "test_tests": "test-tests", "bench": "bench"}
 def json_context(**fields) -> None:
     """Remember what the command knows so far (e.g. `seed`) for its --json error object."""
     click.get_current_context().meta.setdefault("attn_kit.json", {}).update(fields)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in a range that must also be finite (FloatRange lets NaN through)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def timeout_option_type(minimum: float = 0.1) -> FiniteFloat:
+    """Seconds: finite, at least `minimum`, at most a day."""
+    return FiniteFloat(min=minimum, max=DAY)
+
+
+SEED = click.IntRange(0, MAX_SEED)
+
+
+class Size(click.ParamType):
+    """A memory size such as 2G, 512M or 0 (no cap); a cap under 16 MiB is refused (the
+    interpreter alone needs more, so every call would fail for the wrong reason)."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, int):
+            return value
+        try:
+            size = parse_size(value)
+        except click.BadParameter as exc:
+            self.fail(exc.message, param, ctx)
+        if size is not None and size < MIN_MEMORY:
+            self.fail(f"{value!r} is under the smallest cap, 16M (use 0 for no cap).", param, ctx)
+        if size is not None and size > 1 << 50:
+            self.fail(f"{value!r} is larger than any machine's memory.", param, ctx)
+        return size
+
+
+SIZE = Size()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so every `with Sandbox` block cleans up."""
+
+
+def stop_on_sigterm() -> None:
+    def handler(signum, frame):
+        raise Terminated()
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):       # not the main thread
+        pass
 
 
 def reports_errors(func):
@@ -64,7 +127,18 @@ def reports_errors(func):
                 from . import render
                 render.error(str(exc))
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("\nInterrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+        except OSError as exc:          # a path the user gave: a folder that cannot be made, ...
+            if not getattr(exc, "filename", None):
+                raise
+            message = f"cannot use {exc.filename}: {exc.strerror or exc}"
+            if kwargs.get("as_json"):
+                from .report import error_json
+                click.echo(json.dumps(error_json(message, kwargs.get("exercise"))))
+            else:
+                from . import render
+                render.error(message)
+            sys.exit(EXIT_USAGE)
+        except KeyboardInterrupt as exc:
+            click.echo("\nInterrupted." if not isinstance(exc, Terminated) else "\nTerminated.", err=True)
+            sys.exit(EXIT_INTERRUPTED if not isinstance(exc, Terminated) else 128 + signal.SIGTERM)
     return wrapper

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .cli_common import EXIT_PASS, reports_errors
+from .cli_common import EXIT_PASS, FiniteFloat, reports_errors
 
 
 def _open_store():
@@ -182,7 +182,7 @@ def reset(exercise, file, yes):
 
 @click.command()
 @click.argument("exercise", required=False)
-@click.option("--minutes", type=click.FloatRange(min=0.05), metavar="N",
+@click.option("--minutes", type=FiniteFloat(min=0.05, max=24 * 60), metavar="N",
               help="Length of the session (default: the exercise's, usually 45).")
 @click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="Folder in which the new session folder is created.")

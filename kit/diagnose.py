@@ -40,6 +40,12 @@ def load_module(path: str):
     return module
 
 
+def preload(exercise: catalog.Exercise) -> None:
+    """Import every bug file of the exercise now (the sandbox loads them before its first worker)."""
+    for path in bug_files(exercise.id):
+        load_module(str(path))
+
+
 def oracle_for(exercise: catalog.Exercise):
     return load_module(str(solutions_dir(exercise.id) / exercise.oracle))
 
@@ -66,7 +72,7 @@ def run_local(module, call: Call) -> Local:
             value = _with_extra(*harness(fn, *args, **kwargs)) if harness else fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
         return Local(raised=type(exc).__name__)
-    from .worker import _same
+    from .mutation import same as _same
     return Local(value=value, mutated=not _same(before, (args, kwargs)))
 
 

@@ -16,6 +16,8 @@ from . import catalog, loader
 from .errors import DependencyMissing
 from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped, Suite
 from .report import CheckResult, Report
+from . import sandbox as sandbox_module
+from .report import Diagnosis
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 
@@ -95,17 +97,50 @@ def not_checked(results: list[CheckResult]) -> list[str]:
     return [f"{', '.join(ids)} not checked (no points): {reason}" for reason, ids in reasons.items()]
 
 
-def pure_check(source: loader.SourceFile) -> CheckResult:
-    """--pure: the file imports only the standard library."""
+def pure_check(source: loader.SourceFile, seen: tuple[str, ...] = ()) -> CheckResult:
+    """--pure: the file imports only the standard library (its import statements, plus what its
+    code imported at run time through __import__, importlib or a hidden sys.modules entry)."""
     outside = source.non_stdlib_imports()
+    listed = {name for name, _ in outside}
+    outside = outside + [(name, None) for name in seen if name not in listed]
     result = CheckResult("standard-library-only", "The file imports only Python's standard library",
                          "pass", 1, 1)
     if outside:
-        listing = ", ".join(f"{name} (line {line})" for name, line in outside)
+        listing = ", ".join(f"{name} (line {line})" if line else f"{name} (imported while running)"
+                            for name, line in outside)
         result.status, result.points = "fail", 0
         result.message = (f"--pure forbids imports outside the standard library; this file imports "
                           f"{listing}. On-device screens often allow no framework: use lists and math.")
     return result
+
+
+MUTATION_BUG = "mutates-input"
+
+
+def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:
+    """Every call's written arguments, found by the sandbox from data, as one verdict: the check
+    that catches mutates-input fails when any call of any check wrote into an argument (even in
+    a check about something else, such as a call that omits optional entries). Returns the
+    written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
+    exercise lets the candidate update (kv-cache's cache)."""
+    found: list[str] = []
+    for r in results:
+        for call in r.calls:
+            for part in call.outcome.mutated:
+                if part.split("[")[0].split(" ")[0] in mutable:
+                    continue
+                line = f"`{call.fn}` wrote into {part} (in {r.id})"
+                if line not in found:
+                    found.append(line)
+    if not found:
+        return found
+    owner = next((r for r in results if MUTATION_BUG in r.catches), None)
+    if owner is not None and owner.status == "pass":
+        owner.status, owner.points = "fail", 0
+        owner.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
+                         (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
+                         ". Work on copies or build new values; never write into what you were given.")
+    return found
 
 
 def grade(path: str | Path, options: Options = Options()) -> Report:
@@ -115,18 +150,21 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = loader.detect_exercise(source, options.exercise)
-    suite = suite_for(exercise)          # imports what the checks need before the zygote forks
+    require(exercise)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
     results: list[CheckResult] = []
     notes: list[str] = []
-    if options.pure:
-        results.append(pure_check(source))
-    with Sandbox(str(source.path), options.timeout, options.memory) as sandbox:
+    # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
+    with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
+                 preload=(exercise.needs,) if exercise.needs else ()) as sandbox:
+        sandbox_module.taint()
+        suite = suite_for(exercise)
+        oracle = diagnose.oracle_for(exercise)
+        diagnose.preload(exercise)          # the bug files, read before the first worker starts
         info = sandbox.start()
         if info.note:
             notes.append(info.note)
         loader.check_functions(exercise, info.functions, source.path)
-        oracle = diagnose.oracle_for(exercise)
         statuses: dict[str, str] = {}
         for check in suite.checks:
             if options.public_only and not check.public:
@@ -137,11 +175,26 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
+        if options.pure:
+            results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
+    written = report_mutation(results, getattr(suite, "mutable", ()))
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
     report.diagnosis = diagnose.diagnose(exercise, results)
+    if written and not any(d.bug == MUTATION_BUG for d in report.diagnosis):
+        report.diagnosis.append(_mutation_diagnosis(written, results))
     for result in results:
         result.bug = next((d.bug for d in report.diagnosis if result.id in d.checks), None)
         if result.bug:      # point at the hint about the diagnosed mistake's concept
             result.hint = hint_for_concept(exercise, catalog.bugs()[result.bug].concept) or result.hint
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:
+    """mutates-input, named from the evidence itself: the arguments the calls wrote into."""
+    bug = catalog.bugs().get(MUTATION_BUG)
+    checks = tuple(r.id for r in results if r.status in ("fail", "error") and
+                   (MUTATION_BUG in r.catches or any(c.outcome.mutated for c in r.calls)))
+    evidence = "; ".join(written[:3]) + (f"; and {len(written) - 3} more" if len(written) > 3 else "")
+    return Diagnosis(MUTATION_BUG, bug.title if bug else MUTATION_BUG, evidence,
+                     bug.symptom if bug else "", bug.fix if bug else "", checks)

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
+import os
 import re
+import stat
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,23 +47,57 @@ class SourceFile:
                 if name not in sys.stdlib_module_names and name != "__future__"]
 
 
+MAX_SOURCE_BYTES = 1 << 20      # a solution file larger than 1 MiB is refused
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A Python source file's text, decoded as Python decodes it (a UTF-8 BOM, a PEP 263 coding
+    cookie). UsageError for what is not a readable regular file; LoadError for a file that is
+    too large, holds a NUL byte or is not in its declared encoding."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}. Create it with `attn-kit start EXERCISE {path}`.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{path} is a folder; give the path of your solution {what}.")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else \
+            "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
+        raise UsageError(f"{path} is {kind}; give the path of a Python {what}.")
+    if info.st_size > MAX_SOURCE_BYTES:
+        raise LoadError(f"{path} is {info.st_size:,} bytes; the kit reads Python files of at most "
+                        f"{MAX_SOURCE_BYTES >> 20} MiB.")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise LoadError(f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB; the kit reads smaller Python files.")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise LoadError(f"{path} contains a NUL byte (at byte {nul:,}), which Python source cannot; "
+                        "is it the right file?")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise LoadError(f"{path} cannot be decoded as Python source ({reason}); save it as UTF-8.") from None
+
+
 def read_source(path: str | Path) -> SourceFile:
     """Read and parse a candidate file; UsageError if missing, LoadError on a syntax error."""
     path = Path(path)
-    if not path.exists():
-        raise UsageError(f"no such file: {path}. Create it with `attn-kit start EXERCISE {path}`.")
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder; give the path of your solution file.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise LoadError(f"{path} is not UTF-8 text; save it as a UTF-8 Python file.") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    text = read_text(path)
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         raise LoadError(syntax_error_text(path, exc)) from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise LoadError(f"{path} cannot be parsed: {type(exc).__name__}") from None
     first = text.splitlines()[0] if text else ""
     match = HEADER.match(first)
     defined = tuple(node.name for node in tree.body

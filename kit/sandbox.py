@@ -1,10 +1,27 @@
 """Starts, feeds and stops the candidate's worker process.
 
-On platforms with fork, a "zygote" is forked once, before the kit computes any expected value;
-every worker is forked from the zygote, so it starts instantly with NumPy already imported and
-never holds a hidden expected value in its memory. Where fork is missing (Windows), workers are
-started with multiprocessing's spawn. A hang costs one call: the worker is killed and a fresh
-one is loaded for the next call. Ctrl-C and the kit's exit leave no child behind.
+Process model (Linux; see the README's threat model):
+
+    kit ── zygote ── nsinit ── worker ── (whatever the candidate's code starts)
+
+- The zygote is forked from the kit before the kit holds any expected value or loads its own
+  solutions (a replacement, or one made later in the same kit process, is a fresh interpreter
+  started with exec instead, so it never holds the kit's memory). It has NumPy (and torch when the
+  exercise needs it) imported, so workers start instantly. It holds no descriptor of the kit's
+  but its control socket: stdin/stdout/stderr are /dev/null, it runs in its own session, is not
+  dumpable, is a child subreaper and dies with the kit (PR_SET_PDEATHSIG).
+- For each worker the zygote forks an `nsinit`: where the kernel allows (root, or an
+  unprivileged user namespace), it is process 1 of a new PID namespace, so every process the
+  candidate starts is inside it, cannot signal the kit or the zygote, and dies when nsinit dies
+  (nsinit dies with the zygote, the zygote with the kit: however the kit ends). Elsewhere the
+  kit and the zygote kill the worker's whole process tree (walking /proc) instead.
+- The worker drops every capability, re-arms PR_SET_PDEATHSIG after each fork and runs the
+  candidate's code. It answers in wire.py's data-only format; nothing it sends is unpickled here.
+
+Every read and every wait has a deadline: a stopped, dead or silent worker is killed and the call
+reported; a stopped, dead or silent zygote is killed and replaced, and when no replacement can
+start the remaining calls are reported as crashed. Where fork is missing (Windows), workers are
+started with multiprocessing's spawn (no isolation beyond a separate process).
 """
 
 from __future__ import annotations
@@ -15,34 +32,197 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 
-from . import worker
+from . import mutation, wire, worker
 from .errors import LoadError
 from .values import ErrorInfo, Outcome
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
+CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
+REPLY_GRACE = 5.0           # seconds a reply may take to arrive once its header has
+MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
+
+_LINUX = sys.platform.startswith("linux")
+_CLEAN = [True]             # no expected value, check or kit solution exists in this process yet
 
 
-def _die_with_parent():
-    """Linux: ask the kernel to kill this process when its parent dies (kill -9 of the kit)."""
-    if not sys.platform.startswith("linux"):
+def taint() -> None:
+    """Called before the kit computes expected values or loads its own solutions: from now on a
+    new zygote is a fresh interpreter (exec), never a fork of this process."""
+    _CLEAN[0] = False
+
+
+def _is_clean() -> bool:
+    return _CLEAN[0] and not any(m.startswith(("attn_kit.checks", "attn_kit.solutions", "attn_kit_solution_"))
+                                 for m in sys.modules)
+
+
+# --- Linux process controls -----------------------------------------------------------------------
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 24, 28, 38
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+
+
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not _LINUX:
+        return False
+    try:
+        return _libc().prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def harden_kit() -> None:
+    """In the kit's process, before the first worker: its memory and environment cannot be read
+    through /proc or ptrace by same-user processes without CAP_SYS_PTRACE (PR_SET_DUMPABLE=0)."""
+    _prctl(PR_SET_DUMPABLE, 0)
+
+
+def _drop_privileges() -> None:
+    """In a worker: no capability (effective, permitted, bounding), none regained by exec."""
+    if not _LINUX:
         return
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        libc = _libc()
+        for cap in range(64):
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        libc.prctl(PR_SET_SECUREBITS, 0x2F, 0, 0, 0)     # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, locked
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        data = (ctypes.c_uint32 * 6)()
+        libc.capset(header, data)
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
 
+def _enter_user_namespace() -> bool:
+    """In the zygote: a user namespace mapping only our uid/gid, so the zygote may create PID
+    namespaces without privileges. Returns whether PID namespaces can now be created."""
+    if not _LINUX:
+        return False
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER) == 0:
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        except OSError:
+            pass
+    return True
+
+
+def _new_pid_namespace() -> bool:
+    if not _LINUX:
+        return False
+    try:
+        return _libc().unshare(CLONE_NEWPID) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process /proc shows (Linux)."""
+    found = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                data = fh.read()
+            found[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
+    """Every process below `root` (children first found first)."""
+    parents = _parents() if parents is None else parents
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(root: int, include_root: bool = True) -> None:
+    """SIGKILL a process and everything below it, stopping them first so none forks away."""
+    if not _LINUX:
+        if include_root:
+            _signal(root, signal.SIGKILL)
+        return
+    for _ in range(3):                     # a child forked between the walk and the kill
+        tree = descendants(root)
+        targets = ([root] if include_root else []) + tree
+        for pid in targets:
+            _signal(pid, signal.SIGSTOP)
+        for pid in targets:
+            _signal(pid, signal.SIGKILL)
+        if not tree:
+            break
+
+
+def _signal(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _resident_bytes(pids) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def status_field(pid: int, field: str) -> int | None:
+    """A `kB` field of /proc/<pid>/status in bytes (VmHWM, VmRSS), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+# --- the channels ---------------------------------------------------------------------------------
+
+class ChannelTimeout(Exception):
+    """The other end did not send what it announced in time."""
+
+
 class Channel:
-    """Length-prefixed pickles over a connected socket: the part of multiprocessing's Connection
-    the worker protocol uses (send, recv, recv_bytes, poll, close), without importing
-    multiprocessing's authentication machinery on every start. Plain pickle also means torch
-    tensors travel by value, never through shared memory."""
+    """Kit -> worker: length-prefixed pickles (the kit's own data, read by the worker).
+    Worker -> kit: wire.py frames (data only), read here with deadlines and a size bound."""
 
     _HEADER = struct.Struct("!Q")
 
@@ -52,22 +232,31 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, obj) -> None:
+    # kit side
+    def send(self, obj, timeout: float | None = None) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        self.sock.sendall(self._HEADER.pack(len(data)))
-        self.sock.sendall(data)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.sendall(self._HEADER.pack(len(data)) + data)
+        except socket.timeout:
+            raise ChannelTimeout("did not read what the kit sent") from None
+        finally:
+            self.sock.settimeout(None)
 
-    def recv_bytes(self) -> bytes:
-        (size,) = self._HEADER.unpack(self._exactly(self._HEADER.size))
-        return bytes(self._exactly(size))
+    def recv_reply(self, deadline: float) -> dict:
+        """One reply, decoded; EOFError when the worker is gone, ChannelTimeout when it stalls,
+        wire.WireError when the reply is too large or malformed."""
+        total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)))
+        body = self._exactly(total, max(deadline, time.monotonic() + REPLY_GRACE))
+        return wire.decode(body, text)
 
-    def recv(self):
-        return pickle.loads(self.recv_bytes())
-
-    def _exactly(self, size: int) -> bytearray:
+    def _exactly(self, size: int, deadline: float) -> bytearray:
         buffer = bytearray(size)
         view, got = memoryview(buffer), 0
         while got < size:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.poll(left):
+                raise ChannelTimeout(f"sent {got:,} of {size:,} bytes and then nothing")
             n = self.sock.recv_into(view[got:])
             if n == 0:
                 raise EOFError("the other end closed the channel")
@@ -77,7 +266,25 @@ class Channel:
     def poll(self, timeout: float | None = None) -> bool:
         waiter = select.poll()
         waiter.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
-        return bool(waiter.poll(None if timeout is None else int(timeout * 1000)))
+        return bool(waiter.poll(None if timeout is None else max(int(timeout * 1000), 0)))
+
+    # worker side
+    def recv_bytes(self) -> bytes:
+        (size,) = self._HEADER.unpack(self._blocking(self._HEADER.size))
+        return bytes(self._blocking(size))
+
+    def _blocking(self, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view, got = memoryview(buffer), 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise EOFError("the other end closed the channel")
+            got += n
+        return buffer
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
 
     def close(self) -> None:
         self.sock.close()
@@ -99,118 +306,372 @@ def describe_exit(status: int | None) -> str:
     return f"exited with status {status} (os._exit or a crash in native code)"
 
 
-class _Zygote:
-    """A clean process that forks workers on request and reports how they ended."""
+# --- the zygote (runs in its own process) ---------------------------------------------------------
 
-    def __init__(self):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        ours, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:   # pragma: no cover - runs in the child
-            ours.close()
+def _isolate(keep: int) -> None:
+    """Own session, /dev/null for 0-2, no other descriptor of the kit's but `keep`."""
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")] if _LINUX else list(range(3, 256))
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd != keep:
             try:
-                self._loop(theirs)
-            finally:
+                os.close(fd)
+            except OSError:
+                pass
+    sys.stdin = open(os.devnull)            # noqa: SIM115 - lives as long as the process
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+
+def _decode_status(code: int) -> int:
+    """nsinit's exit code -> the worker's status as waitstatus_to_exitcode gives it."""
+    return -(code - 128) if 128 < code < 128 + 65 else code
+
+
+def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+    """Process 1 of the worker's PID namespace (or a plain parent where there is none): starts the
+    worker, reaps whatever is orphaned to it, and exits with the worker's status once it ends."""
+    os.setsid()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(PR_SET_DUMPABLE, 0)
+    if not namespaced:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            _drop_privileges()
+            _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
+            worker.serve(Channel(sock))
+        finally:
+            os._exit(0)
+    sock.close()
+    _drop_privileges()
+    status = 0
+    while True:
+        try:
+            done, raw = os.wait()
+        except ChildProcessError:
+            break
+        if done == pid:
+            code = os.waitstatus_to_exitcode(raw)
+            status = code if code >= 0 else 128 - code
+            if not namespaced:
+                kill_tree(os.getpid(), include_root=False)
+            break
+    os._exit(status)          # as process 1, this kills everything left in the namespace
+
+
+def _probe_pid_namespace() -> bool:
+    """Can a child of this process start a PID namespace and a process in it?"""
+    if not _LINUX:
+        return False
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover - the probe
+        code = 1
+        if _new_pid_namespace():
+            inner = os.fork()
+            if inner == 0:
                 os._exit(0)
-        theirs.close()
-        self.pid, self.sock = pid, ours
+            code = 0 if os.waitpid(inner, 0)[0] == inner else 1
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
-    @staticmethod
-    def _loop(sock):   # pragma: no cover - runs in the child
+
+def _keeper(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+    """The zygote's child for one worker, outside the worker's PID namespace (so the candidate's
+    processes cannot signal it): starts nsinit in a new namespace and exits with its status."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(PR_SET_DUMPABLE, 0)
+    namespaced = namespaced and _new_pid_namespace()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _nsinit(sock, namespaced)
+        finally:
+            os._exit(0)
+    sock.close()
+    if not namespaced:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    code = 0
+    while True:
+        try:
+            done, raw = os.wait()
+        except ChildProcessError:
+            break
+        if done == pid:
+            code = os.waitstatus_to_exitcode(raw)
+            code = code if code >= 0 else 128 - code
+            break
+    if not namespaced:
+        kill_tree(os.getpid(), include_root=False)
+    os._exit(code)
+
+
+class _ZygoteServer:  # pragma: no cover - runs in the zygote
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.workers: dict[int, int | None] = {}      # nsinit pid -> status once reaped
+        self.namespaces = False
+
+    def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _die_with_parent()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _isolate(self.sock.fileno())
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(PR_SET_DUMPABLE, 0)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if _LINUX:
+            _enter_user_namespace()
+        self.namespaces = _probe_pid_namespace()
+        try:
+            self._serve()
+        finally:
+            self._kill_all()
+
+    def _serve(self) -> None:
+        waiter = select.poll()
+        waiter.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
+            if os.getppid() == 1:                # the kit is gone (PDEATHSIG missed it)
+                return
+            if not waiter.poll(200):
+                self._sweep()
+                continue
             try:
-                request = sock.recv(64)
+                request = self.sock.recv(64)
             except OSError:
                 return
-            if not request:
+            if not request or request == b"stop":
                 return
+            self._sweep()
             if request == b"spawn":
-                a, b = socket.socketpair()
-                pid = os.fork()
-                if pid == 0:
-                    sock.close()
-                    a.close()
-                    _die_with_parent()
-                    try:
-                        worker.serve(Channel(b))
-                    finally:
-                        os._exit(0)
-                b.close()
-                socket.send_fds(sock, [pid.to_bytes(8, "little")], [a.fileno()])
+                self._spawn()
+            elif request.startswith(b"wait "):
+                self._answer(self._wait(int(request[5:])))
+            elif request.startswith(b"kill "):
+                pid = int(request[5:])
+                if pid in self.workers:
+                    kill_tree(pid)
+                self._answer(self._wait(pid))
+
+    def _answer(self, status: int) -> None:
+        self.sock.sendall(status.to_bytes(8, "little", signed=True))
+
+    def _spawn(self) -> None:
+        a, b = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.sock.close()
                 a.close()
-            elif request.startswith(b"wait"):
-                pid = int(request[4:])
-                try:
-                    _, status = os.waitpid(pid, 0)
-                    code = os.waitstatus_to_exitcode(status)
-                except ChildProcessError:
-                    code = 0
-                sock.sendall(code.to_bytes(8, "little", signed=True))
+                _keeper(b, self.namespaces)
+            finally:
+                os._exit(0)
+        b.close()
+        self.workers[pid] = None
+        socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([self.namespaces])], [a.fileno()])
+        a.close()
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.workers:
+                self.workers[pid] = _decode_status(os.waitstatus_to_exitcode(raw))
+
+    def _wait(self, pid: int) -> int:
+        if pid not in self.workers:
+            return 0
+        deadline = time.monotonic() + 2.0
+        while True:
+            self._reap()
+            if self.workers.get(pid) is not None:
+                return self.workers.pop(pid)
+            if time.monotonic() > deadline:
+                kill_tree(pid)
+                deadline = time.monotonic() + 2.0
+            time.sleep(0.005)
+
+    def _sweep(self) -> None:
+        """Reap, and kill every process orphaned to the zygote (a double fork, a daemon)."""
+        self._reap()
+        if not _LINUX:
+            return
+        parents = _parents()
+        me = os.getpid()
+        for pid, ppid in parents.items():
+            if ppid == me and pid not in self.workers:
+                kill_tree(pid)
+
+    def _kill_all(self) -> None:
+        kill_tree(os.getpid(), include_root=False)
+        self._reap()
+
+
+def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
+    try:
+        _ZygoteServer(sock).run()
+    finally:
+        os._exit(0)
+
+
+def zygote_main(argv: list[str]) -> None:  # pragma: no cover - the exec'd zygote
+    """`python -m attn_kit.sandbox FD [module ...]`: a zygote started fresh (no memory of the kit's)."""
+    fd = int(argv[0])
+    for name in argv[1:]:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    _zygote_child(socket.socket(fileno=fd))
+
+
+class _Zygote:
+    """The kit's handle on one zygote process."""
+
+    def __init__(self, preload: tuple[str, ...] = ()):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if _is_clean():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:   # pragma: no cover - runs in the child
+                ours.close()
+                _zygote_child(theirs)
+            self.process = None
+        else:              # a fresh interpreter: nothing of the kit's memory
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            pid = self.process.pid
+        theirs.close()
+        self.pid, self.sock = pid, ours
+        self.namespaced = False
+
+    def _request(self, text: bytes, fds: bool = False):
+        self.sock.settimeout(CONTROL_DEADLINE)
+        try:
+            self.sock.sendall(text)
+            if fds:
+                data, received, _, _ = socket.recv_fds(self.sock, 16, 1)
+                if not received or len(data) != 9:
+                    raise OSError("the zygote process answered nothing")
+                return data, received
+            data = self.sock.recv(8)
+            if len(data) != 8:
+                raise OSError("the zygote process answered nothing")
+            return data
+        except socket.timeout:
+            raise OSError(f"the zygote process did not answer within {CONTROL_DEADLINE:g} s") from None
+        finally:
+            try:
+                self.sock.settimeout(None)
+            except OSError:
+                pass
 
     def spawn(self):
-        self.sock.sendall(b"spawn")
-        data, fds, _, _ = socket.recv_fds(self.sock, 8, 1)
-        if not fds:
-            raise OSError("the zygote process is gone")
-        return int.from_bytes(data, "little"), Channel(socket.socket(fileno=fds[0]))
+        data, fds = self._request(b"spawn", fds=True)
+        self.namespaced = bool(data[8])
+        return int.from_bytes(data[:8], "little"), Channel(socket.socket(fileno=fds[0]))
 
-    def reap(self, pid: int) -> int:
-        self.sock.sendall(b"wait%d" % pid)
-        return int.from_bytes(self.sock.recv(8), "little", signed=True)
+    def reap(self, pid: int, kill: bool = False) -> int:
+        return int.from_bytes(self._request(b"%s %d" % (b"kill" if kill else b"wait", pid)), "little", signed=True)
 
     def close(self):
         try:
-            self.sock.close()
-        finally:
+            self.sock.sendall(b"stop")
+        except OSError:
+            pass
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                done = self.pid
+            if done:
+                break
+            time.sleep(0.01)
+        else:
+            kill_tree(self.pid)
+            try:
                 os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
+            except ChildProcessError:
                 pass
+        self.sock.close()
 
 
 class _ForkLauncher:
-    def __init__(self):
-        self.zygote = _Zygote()
+    """Workers from a zygote; a zygote that stops answering is killed and replaced."""
+
+    def __init__(self, preload: tuple[str, ...] = ()):
+        harden_kit()
+        self.preload = preload
+        self.zygote = _Zygote(preload)
+        self.replacements = 0
 
     def start(self):
-        return self.zygote.spawn()
+        try:
+            return self.zygote.spawn()
+        except OSError:
+            self._replace()
+            return self.zygote.spawn()
+
+    def _replace(self):
+        kill_tree(self.zygote.pid)
+        self.zygote.close()
+        self.replacements += 1
+        self.zygote = _Zygote(self.preload)
 
     def kill(self, pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_tree(pid)
 
-    def status(self, pid) -> int:
-        return self.zygote.reap(pid)
+    def status(self, pid, kill: bool = False) -> int | None:
+        try:
+            return self.zygote.reap(pid, kill)
+        except OSError:
+            kill_tree(pid)
+            self._replace()
+            return None
 
     def close(self):
         self.zygote.close()
 
 
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
-    def __init__(self):
+    def __init__(self, preload: tuple[str, ...] = ()):
         import multiprocessing        # only here: the fork path does not need it
         self.context = multiprocessing.get_context("spawn")
         self.processes = {}
 
     def start(self):
-        ours, theirs = self.context.Pipe()
-        process = self.context.Process(target=worker.serve, args=(theirs,), daemon=True)
+        ours, theirs = socket.socketpair()
+        process = self.context.Process(target=_spawned, args=(theirs,), daemon=True)
         process.start()
         theirs.close()
         self.processes[process.pid] = process
-        return process.pid, ours
+        return process.pid, Channel(ours)
 
     def kill(self, pid):
         self.processes[pid].kill()
 
-    def status(self, pid) -> int:
+    def status(self, pid, kill: bool = False) -> int | None:
         process = self.processes.pop(pid)
+        if kill:
+            process.kill()
         process.join(5)
         return process.exitcode
 
@@ -219,10 +680,15 @@ class _SpawnLauncher:   # pragma: no cover - used where fork is missing
             process.kill()
 
 
-def make_launcher():
+def _spawned(sock):   # pragma: no cover
+    worker.serve(Channel(sock))
+
+
+def make_launcher(preload: tuple[str, ...] = ()):
+    """A launcher whose zygote has `preload` imported (NumPy always, torch for torch exercises)."""
     if hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32":
-        return _ForkLauncher()
-    return _SpawnLauncher()
+        return _ForkLauncher(("numpy", *preload))
+    return _SpawnLauncher(preload)
 
 
 @dataclass
@@ -230,21 +696,26 @@ class LoadInfo:
     functions: dict[str, str]     # name -> signature text, as the candidate's file defines them
     output: str
     note: str                     # e.g. "memory cap not applied: ..."
+    pure: tuple[str, ...] = ()    # modules outside the standard library it imported at run time
 
 
 class Sandbox:
     """One candidate file, loaded in a worker; `call` runs one of its functions."""
 
     def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, memory: int | None = DEFAULT_MEMORY,
-                 launcher=None):
+                 launcher=None, pure: bool = False, preload: tuple[str, ...] = ()):
         self.path = str(path)
         self.timeout = timeout
         self.memory = memory
-        self.launcher = launcher or make_launcher()
+        self.pure = pure
+        self.owns_launcher = launcher is None
+        self.launcher = launcher or make_launcher(preload)
         self.pid = None
         self.conn = None
         self.info: LoadInfo | None = None
         self.restarts = 0
+        self.pure_seen: list[str] = []
+        self.broken = ""          # why no worker can be started any more
 
     def __enter__(self):
         return self
@@ -252,44 +723,115 @@ class Sandbox:
     def __exit__(self, *exc):
         self.close()
 
-    def _kill_worker(self) -> int | None:
+    def _drop_worker(self, kill: bool = True) -> int | None:
+        """Kill (or just reap) the worker and everything it started; its exit status."""
         if self.pid is None:
             return None
-        self.launcher.kill(self.pid)
-        status = self.launcher.status(self.pid)
+        pid, self.pid = self.pid, None
+        if kill:
+            self.launcher.kill(pid)
+        status = self.launcher.status(pid, kill=kill)
         self.conn.close()
-        self.pid = self.conn = None
+        self.conn = None
         return status
 
     def _ended(self) -> str:
-        """The worker is gone (EOF on its pipe): reap it and say how it ended."""
-        status = self.launcher.status(self.pid)
-        self.conn.close()
-        self.pid = self.conn = None
-        return describe_exit(status)
+        """The worker closed its channel: make sure it is gone, and say how it ended."""
+        pid = self.pid
+        if pid is not None and _LINUX:         # give a worker that is exiting a moment to finish
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline and _alive_worker(pid):
+                time.sleep(0.005)
+        return describe_exit(self._drop_worker(kill=True))
+
+    def _read(self, deadline: float, what: str) -> tuple[dict | None, str, str]:
+        """(reply, status, detail): status is '' on success, else timeout/crashed/memory."""
+        try:
+            return self.conn.recv_reply(deadline), "", ""
+        except ChannelTimeout as exc:
+            self._drop_worker()
+            return None, "crashed", f"its {what} was cut short: it {exc} (the process was stopped)"
+        except wire.WireError as exc:
+            self._drop_worker()
+            return None, "crashed", f"{exc}; the process was stopped"
+        except (EOFError, OSError):
+            how = self._ended()
+            detail, status = f"the process {how}", "crashed"
+            if "SIGKILL" in how and self.memory:
+                status = "memory"
+                detail += f"; it may have exceeded the memory cap of {self.memory / 2**30:g} GiB"
+            return None, status, detail
 
     def start(self) -> LoadInfo:
         """Start a worker and load the file; raise LoadError if it cannot be loaded."""
-        self.pid, self.conn = self.launcher.start()
-        self.conn.send(("load", self.path, self.memory))
+        if self.broken:
+            raise LoadError(self.broken)
+        try:
+            self.pid, self.conn = self.launcher.start()
+        except OSError as exc:
+            self.broken = f"no worker process could be started ({exc})"
+            raise LoadError(self.broken) from None
         load_timeout = self.timeout        # importing the file gets the same budget as one call
-        if not self.conn.poll(load_timeout):
-            self._kill_worker()
+        try:
+            self.conn.send(("load", self.path, self.memory, self.pure), timeout=CONTROL_DEADLINE)
+        except (OSError, ChannelTimeout):
+            raise LoadError(f"loading {self.path}: the process {self._ended()}.") from None
+        deadline = time.monotonic() + load_timeout
+        if not self._wait(deadline):
+            self._drop_worker()
             raise LoadError(f"{self.path} did not finish loading within {load_timeout:g} s: "
                             "is there a loop or a long computation at the top level of the file?")
+        reply, status, detail = self._read(deadline, "answer to loading the file")
+        if reply is None:
+            raise LoadError(f"loading {self.path}: {detail}.")
         try:
-            status, payload, output, note = self.conn.recv()
-        except (EOFError, OSError):
-            raise LoadError(f"loading {self.path}: the process {self._ended()}.") from None
-        if status == "raised":
-            self._kill_worker()
-            raise LoadError(_load_failure_text(self.path, payload, output))
-        self.info = LoadInfo(payload, output, note)
-        return self.info
+            info = _read_load(reply)
+        except wire.WireError as exc:
+            self._drop_worker()
+            raise LoadError(f"loading {self.path}: {exc}.") from None
+        self._note_pure(info.pure)
+        if reply["status"] == "raised":
+            self._drop_worker()
+            raise LoadError(_load_failure_text(self.path, reply["error"], info.output))
+        self.info = info
+        return info
+
+    def _note_pure(self, names) -> None:
+        for name in names:
+            if name not in self.pure_seen:
+                self.pure_seen.append(name)
+
+    def _wait(self, deadline: float) -> bool:
+        """Wait for the worker to answer, watching the total memory of its processes."""
+        first = True
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.conn.poll(min(left, MEMORY_POLL) if (self.memory and _LINUX) else left):
+                return True
+            if self.memory and _LINUX and not first and self._over_memory():
+                return True          # the worker has been killed; the read reports it
+            first = False
+
+    def _over_memory(self) -> bool:
+        tree = descendants(self.pid)
+        if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
+            return False
+        used = _resident_bytes(tree)
+        if used > self.memory:
+            self.memory_note = (f"the processes it started used {used / 2**20:,.0f} MiB together, "
+                                f"over the memory cap of {self.memory / 2**20:,.0f} MiB")
+            self.launcher.kill(self.pid)
+            return True
+        return False
 
     def call(self, fn: str, args=(), kwargs=None, harness: str | None = None,
-             timeout: float | None = None) -> Outcome:
-        """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes."""
+             timeout: float | None = None, echo: bool = True) -> Outcome:
+        """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes.
+        With `echo`, the worker sends the arguments back after the call and the kit names the
+        parts that were written (Outcome.mutated)."""
+        kwargs = dict(kwargs or {})
         if self.conn is None:
             try:
                 self.start()
@@ -297,34 +839,90 @@ class Sandbox:
                 return Outcome("crashed", detail=f"the worker could not be restarted: {exc}")
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
+        before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         started = time.perf_counter()
+        self.memory_note = ""
         try:
-            self.conn.send(("call", fn, tuple(args), dict(kwargs or {}), harness))
-        except OSError:                    # the worker died between calls
+            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo), timeout=limit + CONTROL_DEADLINE)
+        except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
             return Outcome("crashed", detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
-        if not self.conn.poll(limit):
-            self._kill_worker()
+        deadline = time.monotonic() + limit
+        if not self._wait(deadline):
+            self._drop_worker()
             return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
                            seconds=time.perf_counter() - started)
+        reply, status, detail = self._read(deadline + REPLY_GRACE, "reply")
+        seconds = time.perf_counter() - started
+        if reply is None:
+            if self.memory_note:
+                status, detail = "memory", self.memory_note
+            return Outcome(status, detail=detail, seconds=seconds)
         try:
-            return self.conn.recv()
-        except (EOFError, OSError):
-            how = self._ended()
-            detail = f"the process {how}"
-            status = "crashed"
-            if "SIGKILL" in how and self.memory:
-                status = "memory"
-                detail += f"; it may have exceeded the memory cap of {self.memory / 2**30:g} GiB"
-            return Outcome(status, detail=detail, seconds=time.perf_counter() - started)
+            outcome, after = wire.read_outcome(reply)
+        except wire.WireError as exc:
+            self._drop_worker()
+            return Outcome("crashed", detail=f"{exc}; the process was stopped", seconds=seconds)
+        self._note_pure(_names(reply.get("pure")))
+        if echo:
+            names = self._argument_names(fn, len(args), list(kwargs))
+            outcome = _replace(outcome, mutated=mutation.written(names, before, after))
+        return outcome
+
+    def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
+        """The parameter names the arguments bind to, from the signature the file declared."""
+        names = [f"argument {i + 1}" for i in range(positional)] + keywords
+        text = (self.info.functions.get(fn) if self.info else None) or ""
+        from .loader import parameters
+        params = parameters(text) if text.startswith("(") else None
+        if params:
+            plain = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+            names[:min(positional, len(plain))] = plain[:positional]
+        return names
 
     def close(self):
         if self.conn is not None:
             try:
-                self.conn.send(("stop",))
-            except OSError:
+                self.conn.send(("stop",), timeout=1.0)
+            except (OSError, ChannelTimeout):
                 pass
-            self._kill_worker()
-        self.launcher.close()
+            self._drop_worker()
+        if self.owns_launcher:
+            self.launcher.close()
+
+
+def _alive_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        return data[data.rindex(b")") + 2:][:1] not in (b"Z", b"X")
+    except (OSError, ValueError):
+        return False
+
+
+def _replace(outcome: Outcome, **changes) -> Outcome:
+    from dataclasses import replace
+    return replace(outcome, **changes)
+
+
+def _names(value) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(v)[:80] for v in value if isinstance(v, str))[:50]
+
+
+def _read_load(reply: dict) -> LoadInfo:
+    def want(cond, what):
+        if not cond:
+            raise wire.WireError(f"its answer to loading the file was malformed ({what})")
+    want(reply.get("kind") == "load" and reply.get("status") in ("ok", "raised"), "status")
+    functions = reply.get("functions")
+    want(isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                             for k, v in functions.items()), "functions")
+    want(reply["status"] == "ok" or isinstance(reply.get("error"), ErrorInfo), "error")
+    output, note = reply.get("output"), reply.get("note")
+    want(isinstance(output, str) and isinstance(note, str), "output")
+    return LoadInfo({k[:200]: v[:2000] for k, v in functions.items()}, output[:100_000], note[:500],
+                    _names(reply.get("pure")))
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:
@@ -337,3 +935,7 @@ def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:
     if output.strip():
         text += f"\nIt printed:\n{output.rstrip()}"
     return text
+
+
+if __name__ == "__main__":   # pragma: no cover - the exec'd zygote
+    zygote_main(sys.argv[1:])

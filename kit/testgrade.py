@@ -21,6 +21,7 @@ The candidate's test code never runs in the kit's process: the kit only parses t
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.machinery
 import json
 import os
@@ -35,6 +36,7 @@ from pathlib import Path
 from . import catalog, loader
 from .errors import LoadError
 from .paths import bug_files, bug_id_of, reference_files
+from . import sandbox as sandbox_module
 from .sandbox import DEFAULT_MEMORY, Sandbox, make_launcher
 
 DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation
@@ -254,9 +256,9 @@ class _SharedLauncher:
     def kill(self, pid):
         self.inner.kill(pid)
 
-    def status(self, pid):
+    def status(self, pid, kill: bool = False):
         with self.lock:
-            return self.inner.status(pid)
+            return self.inner.status(pid, kill)
 
     def close(self):
         pass
@@ -268,7 +270,9 @@ def _preload(exercise: catalog.Exercise) -> None:
 
     from . import grading, harness_pytest
     harness_pytest.preload()
-    grading.suite_for(exercise)        # raises DependencyMissing (torch) and imports what checks need
+    grading.require(exercise)          # raises DependencyMissing (torch); the checks load after the fork
+    if exercise.needs:
+        importlib.import_module(exercise.needs)
 
 
 def _read_records(path: Path) -> list[dict]:
@@ -397,7 +401,10 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
         raise LoadError(f"{source.path} has no test functions: pytest runs functions whose names start "
                         f"with `test` (and methods of classes named `Test...`).")
     _preload(exercise)
-    launcher = make_launcher()          # the zygote forks here, before any thread exists
+    # the zygote forks here, before any thread exists and before the checks are imported (a fresh
+    # interpreter when this process already holds expected values: check --tests, watch, mock)
+    launcher = make_launcher(("pytest", "attn_kit.harness_pytest") + ((exercise.needs,) if exercise.needs else ()))
+    sandbox_module.taint()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:

@@ -1,14 +1,14 @@
 """The candidate's process: loads the solution file and runs the calls the kit sends.
 
 Nothing here knows expected values. The kit sends ("load", ...) once, then ("call", ...) messages,
-and gets plain records back (values.py). This is the one place that catches bare exceptions:
+and gets plain data back (wire.py: JSON plus raw array bytes, never pickle). This is the one place that catches bare exceptions:
 whatever the candidate's code does, the worker answers with a record instead of dying.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib
+import importlib.abc
 import importlib.util
 import inspect
 import io
@@ -21,7 +21,8 @@ import time
 import traceback
 from pathlib import Path
 
-from .values import ErrorInfo, Opaque, Outcome, TensorValue
+from . import wire
+from .values import ErrorInfo, Opaque, Outcome
 
 OUTPUT_LIMIT = 4000            # characters of captured output kept per call
 FILE_SIZE_LIMIT = 16 << 20     # a runaway print loop stops at 16 MiB instead of filling the disk
@@ -99,92 +100,103 @@ def apply_limits(memory_bytes: int | None) -> str:
     if not memory_bytes:
         return ""
     if sys.platform.startswith("linux"):
-        # RLIMIT_DATA counts heap and anonymous mappings (what NumPy and lists allocate) on
-        # Linux >= 4.7; the cap is on top of what the process already uses.
-        base = _vm_data_bytes()
-        limit = base + memory_bytes
-        try:
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-            return ""
-        except (ValueError, OSError) as exc:
-            return f"memory cap not applied: {exc}"
+        # RLIMIT_AS counts every mapping (heap, anonymous and shared mmap, files, thread stacks);
+        # RLIMIT_DATA is kept as well. Both are on top of what the process already uses, and both
+        # are inherited by every process the candidate's code starts; the sandbox also adds up
+        # the resident memory of the worker and all its descendants while a call runs.
+        notes = []
+        for name, base in (("RLIMIT_AS", _status_bytes("VmSize")), ("RLIMIT_DATA", _status_bytes("VmData"))):
+            limit = base + memory_bytes
+            try:
+                resource.setrlimit(getattr(resource, name), (limit, limit))
+            except (ValueError, OSError) as exc:
+                notes.append(f"{name}: {exc}")
+        return f"memory cap not fully applied ({'; '.join(notes)})" if notes else ""
     return "memory cap not applied: only enforced on Linux (macOS ignores RLIMIT_DATA for mmap)"
 
 
-def _vm_data_bytes() -> int:
+def _status_bytes(field: str) -> int:
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith("VmData:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
 
 
-def _same(a, b) -> bool:
-    """Deep equality that treats NaN as equal to NaN and compares arrays by value."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (list, tuple)):
+# --- what the candidate's code may import ------------------------------------------------------
+
+_HIDDEN = ("attn_kit.checks", "attn_kit.solutions")     # never importable in the worker
+_INPUTS_ONLY = ("attn_kit.checks", "attn_kit.checks.cases")   # input generators (bench needs them)
+
+
+def _kit_private(name: str) -> bool:
+    return name not in _INPUTS_ONLY and any(name == h or name.startswith(h + ".") for h in _HIDDEN)
+
+
+def _top(name: str) -> str:
+    return name.partition(".")[0]
+
+
+def _outside_stdlib(name: str) -> bool:
+    top = _top(name)
+    return top not in sys.stdlib_module_names and top not in ("__main__", "__future__", "attn_kit") \
+        and not top.startswith("_attn_kit")
+
+
+class _ImportGuard(importlib.abc.MetaPathFinder):
+    """First on sys.meta_path in the worker. The kit's checks and solutions cannot be imported.
+    Under --pure, modules outside the standard library that were loaded before the candidate's
+    file (NumPy, preloaded by the zygote) are taken out of sys.modules, as in a fresh
+    interpreter; importing one again (import, __import__, importlib) puts it back and is
+    recorded as a --pure violation."""
+
+    def __init__(self, pure: bool):
+        self.pure = pure
+        self.recording = False        # True while the candidate's code runs (not while the kit unpickles)
+        self.stash: dict[str, object] = {}
+        self.violations: list[str] = []
+        if pure:
+            for name in list(sys.modules):
+                if _outside_stdlib(name):
+                    self.stash[name] = sys.modules.pop(name)
+        for name in list(sys.modules):
+            if _kit_private(name):
+                del sys.modules[name]
+
+    def find_spec(self, name, path=None, target=None):
+        if _kit_private(name):
+            raise ModuleNotFoundError(f"No module named {name!r} (the kit's own checks and solutions "
+                                      "are not available to the code being graded)", name=name)
+        if self.pure and _outside_stdlib(name):
+            if self.recording and _top(name) not in self.violations:
+                self.violations.append(_top(name))
+            if name in self.stash:
+                return importlib.util.spec_from_loader(name, _Restore(self.stash[name]))
+        return None
+
+
+class _Restore(importlib.abc.Loader):
+    def __init__(self, module):
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies; re-armed after every fork."""
+    if sys.platform.startswith("linux"):
         try:
-            if a == b:               # C-speed for lists of numbers; arrays inside raise, NaN falls through
-                return True
-        except (ValueError, TypeError, RuntimeError):    # ambiguous truth of an array or tensor
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
             pass
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if hasattr(a, "shape") and hasattr(a, "dtype"):
-        a, b = _to_numpy(a), _to_numpy(b)
-        import numpy as np
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if a.dtype.kind in "fc":
-            return bool(np.array_equal(a, b, equal_nan=True))
-        return bool(np.array_equal(a, b))
-    if isinstance(a, float):
-        return a == b or (a != a and b != b)
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an object whose == misbehaves counts as changed
-        return False
-
-
-def _to_numpy(value):
-    if hasattr(value, "detach"):               # a torch tensor, without importing torch here
-        value = value.detach()
-        if str(value.device) == "meta":
-            import numpy as np
-            return np.zeros(tuple(value.shape))
-        return value.cpu().numpy()
-    return value
-
-
-def _changed_paths(before, after, name: str) -> list[str]:
-    """Names of the parts of one argument that differ, e.g. ["params['Wq']"]."""
-    if isinstance(before, dict) and isinstance(after, dict) and before.keys() == after.keys():
-        return [p for k in before for p in _changed_paths(before[k], after[k], f"{name}[{k!r}]")]
-    return [] if _same(before, after) else [name]
-
-
-def export(value):
-    """Turn a return value into something that pickles and the kit understands."""
-    import numpy as np
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (list, tuple)):
-        return type(value)(export(v) for v in value)
-    if isinstance(value, (bool, int, float, str, type(None))):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
-        return TensorValue(_to_numpy(value), str(value.dtype), str(value.device),
-                           tuple(value.shape), bool(value.requires_grad))
-    if isinstance(value, dict):
-        return {k: export(v) for k, v in value.items()}
-    return Opaque(type(value).__name__, repr(value)[:200])
 
 
 class Worker:
@@ -193,13 +205,16 @@ class Worker:
         self.module = None
         self.path = ""
         self.capture = None
-        self.signatures: dict[str, inspect.Signature] = {}
+        self.guard: _ImportGuard | None = None
 
-    def load(self, path: str, memory_bytes: int | None) -> tuple:
+    def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
         note = apply_limits(memory_bytes)
         _detach_stdin()        # input() must not read (or steal) the user's keystrokes
         self.capture = _Capture()
         self.path = path
+        wire._np()             # the encoder keeps its own NumPy, whatever --pure hides
+        self.guard = _ImportGuard(pure)
+        sys.meta_path.insert(0, self.guard)
         folder = str(Path(path).resolve().parent)
         sys.path.insert(0, folder)
         stem = Path(path).stem
@@ -208,76 +223,91 @@ class Worker:
             spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
+            self.guard.recording = True
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
-            return ("raised", error_info(exc, path), self.capture.take(), note)
+            self.guard.recording = False
+            return {"kind": "load", "status": "raised", "error": error_info(exc, path),
+                    "output": self.capture.take(), "note": note, "functions": {}, "pure": self._violations()}
+        self.guard.recording = False
         self.module = module
         functions = {}
-        for attr, obj in vars(module).items():
-            if callable(obj) and not attr.startswith("__") and not isinstance(obj, type):
-                try:
-                    functions[attr] = str(inspect.signature(obj))
-                except (TypeError, ValueError):
-                    functions[attr] = "(...)"
-        return ("ok", functions, self.capture.take(), note)
+        for attr, obj in list(vars(module).items()):
+            try:
+                if callable(obj) and not attr.startswith("__") and not isinstance(obj, type):
+                    try:
+                        functions[str(attr)] = str(inspect.signature(obj))
+                    except (TypeError, ValueError):
+                        functions[str(attr)] = "(...)"
+            except Exception:  # noqa: BLE001 - an attribute whose callable() check raises
+                continue
+        return {"kind": "load", "status": "ok", "functions": functions, "output": self.capture.take(),
+                "note": note, "error": None, "pure": self._violations()}
 
-    def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, before=None) -> Outcome:
-        """Run one function. `before` is an independent copy of (args, kwargs) to detect writes."""
+    def _violations(self) -> list[str]:
+        return list(self.guard.violations) if self.guard else []
+
+    def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True) -> dict:
+        """Run one function; the reply carries its result and, when `echo`, the arguments as the
+        call left them (the kit compares them with its own copy)."""
         fn = getattr(self.module, fn_name, None)
-        if not callable(fn):
-            return Outcome("raised", error=ErrorInfo("AttributeError", f"the file defines no function {fn_name}"))
-        try:
-            if fn_name not in self.signatures:
-                self.signatures[fn_name] = inspect.signature(fn)
-            names = list(self.signatures[fn_name].bind(*args, **kwargs).arguments)
-        except (TypeError, ValueError):
-            names = [f"argument {i + 1}" for i in range(len(args))] + list(kwargs)
-        given = list(args) + list(kwargs.values())
-        if before is None:
-            before = copy.deepcopy(given)
-        else:
-            before = list(before[0]) + list(before[1].values())
         start = time.perf_counter()
         extra = {}
-        try:
-            if harness:
-                module_name, _, func = harness.partition(":")
-                value, extra = getattr(importlib.import_module(module_name), func)(fn, *args, **kwargs)
-            else:
-                value = fn(*args, **kwargs)
-            status, error = "ok", None
-        except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
-            status, value, error = "raised", None, error_info(exc, self.path)
+        if not callable(fn):
+            status, value, error = "raised", None, ErrorInfo("AttributeError", f"the file defines no function {fn_name}")
+        else:
+            self.guard.recording = True
+            try:
+                if harness:
+                    module_name, _, func = harness.partition(":")
+                    value, extra = getattr(importlib.import_module(module_name), func)(fn, *args, **kwargs)
+                else:
+                    value = fn(*args, **kwargs)
+                status, error = "ok", None
+            except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
+                status, value, error = "raised", None, error_info(exc, self.path)
+            self.guard.recording = False
         seconds = time.perf_counter() - start
-        mutated = tuple(p for name, b, a in zip(names, before, given) for p in _changed_paths(b, a, name))
         output = self.capture.take()
+        detail = ""
         if status == "raised" and error.type == "MemoryError":
-            return Outcome("memory", error=error, mutated=mutated, output=output, seconds=seconds,
-                           detail="ran out of memory (MemoryError under the kit's memory cap)")
-        return Outcome(status, export(value), error, mutated, output, seconds=seconds, extra=extra)
+            status, detail = "memory", "ran out of memory (MemoryError under the kit's memory cap)"
+        after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
+        outcome = Outcome(status, wire.to_plain(value) if status == "ok" else None, error, (), output,
+                          detail, seconds, wire.to_plain(extra) if isinstance(extra, dict) else {})
+        message = wire.outcome_message(outcome, after)
+        message["pure"] = self._violations()
+        return message
 
     def serve(self):
         signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the kit's to handle
+        os.register_at_fork(after_in_child=_die_with_parent)
         while True:
             try:
                 data = self.conn.recv_bytes()
             except (EOFError, OSError):
                 return
-            message = pickle.loads(data)
+            message = pickle.loads(data)         # from the kit: trusted
             kind = message[0]
             if kind == "stop":
                 return
-            if kind == "load":
-                reply = self.load(*message[1:])
-            else:
-                # a second unpickling is a cheap, independent copy of the arguments (for writes)
-                reply = self.call(*message[1:], before=pickle.loads(data)[2:4])
+            reply = self.load(*message[1:]) if kind == "load" else self.call(*message[1:])
             try:
-                self.conn.send(reply)
-            except Exception as exc:  # noqa: BLE001 - e.g. an object that will not pickle
-                reply = Outcome("ok", Opaque(type(getattr(reply, "value", None)).__name__, str(exc)[:200]),
-                                mutated=getattr(reply, "mutated", ()), output=getattr(reply, "output", ""))
-                self.conn.send(reply)
+                data = wire.encode(reply)
+            except Exception as exc:  # noqa: BLE001 - e.g. an integer too long for JSON
+                reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
+                reply["extra"], reply["after"] = {}, None
+                data = wire.encode(reply)
+            if len(data) - wire.HEADER.size > wire.MAX_REPLY:
+                reply.update(value=Opaque("reply", "the result was too large to send back"), extra={}, after=None)
+                reply["status"] = "crashed" if reply.get("kind") == "outcome" else reply["status"]
+                reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
+                                   "per reply")
+                data = wire.encode(reply)
+            try:
+                self.conn.send_bytes(data)
+            except OSError:
+                return
 
 
 def serve(conn):

@@ -32,7 +32,9 @@ def _lin(rows, W, b):
 def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
     import os, time
     with open(os.environ['ATTN_PID_FILE'], 'w') as fh:
-        fh.write(f'{os.getpid()} {os.getppid()}')
+        me = os.readlink('/proc/self')          # pids as /proc shows them (outside any PID namespace)
+        parent = open(f'/proc/{me}/stat').read().rsplit(')', 1)[1].split()[1]
+        fh.write(f'{me} {parent}')
     time.sleep(600)
     B, T, D = len(x), len(x[0]), len(x[0][0])
     if num_heads < 1 or D % num_heads:

@@ -1,0 +1,334 @@
+"""The data-only format of what the candidate's worker sends back to the kit.
+
+Nothing the worker sends is ever decoded as code: a reply is one JSON document followed by the raw
+bytes of the arrays it mentions. `to_plain` (run in the worker) turns any value into the few kinds
+the format knows:
+
+- None, bool, int, float (NaN and infinities included), str: JSON as they are;
+- list, and tuple / dict as tagged JSON objects (dict keys may be any plain hashable value);
+- NumPy arrays of booleans or numbers: dtype, shape and the raw bytes (never object arrays);
+- torch tensors: the array plus dtype, device, shape and requires_grad (a TensorValue);
+- everything else: an Opaque description (type name and a short repr).
+
+Builtin subclasses and namedtuples become the plain type they extend, NumPy scalars become
+Python numbers, array subclasses plain arrays: honest code that returns them is graded normally.
+`decode` (run in the kit) checks every field, and a reply that is too large, malformed or
+truncated raises WireError, which the sandbox reports as a crashed call.
+
+Standard library only at import time (NumPy is imported on first use), so the worker and the kit
+can both import this module cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+from typing import Any
+
+from .values import ErrorInfo, Opaque, Outcome, TensorValue
+
+MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
+MAX_DEPTH = 64                 # nesting of lists/tuples/dicts; deeper parts become Opaque
+MAX_ITEMS = 1 << 20            # list/dict entries in one reply (arrays are not counted)
+HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
+_DTYPE = re.compile(r"[<>|=]?[biufc]\d{1,2}")
+_TAG = "$"
+_NUMPY = []                    # NumPy, once imported (the worker may hide it from sys.modules)
+
+
+def _np():
+    if not _NUMPY:
+        import numpy
+        _NUMPY.append(numpy)
+    return _NUMPY[0]
+
+
+class WireError(Exception):
+    """A reply the kit cannot read: too large, malformed or truncated."""
+
+
+# --- worker side: any value -> plain data -----------------------------------------------------
+
+class _Budget:
+    def __init__(self):
+        self.items = 0
+
+
+def to_plain(value, depth: int = 0, budget: _Budget | None = None):
+    """The value as plain data: the types listed in the module docstring, nothing else.
+
+    Never raises: a part that cannot be turned into data (or whose own methods raise) becomes an
+    Opaque description."""
+    budget = budget or _Budget()
+    try:
+        return _plain(value, depth, budget)
+    except Exception as exc:  # noqa: BLE001 - the candidate's objects may raise anything
+        return Opaque(_type_name(value), f"could not be read: {type(exc).__name__}")
+
+
+def _type_name(value) -> str:
+    try:
+        return str(type(value).__name__)[:80]
+    except Exception:  # noqa: BLE001
+        return "object"
+
+
+def _short_repr(value) -> str:
+    try:
+        text = repr(value)
+        return text[:200] if isinstance(text, str) else ""
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _plain(value, depth, budget):
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if isinstance(value, Opaque | TensorValue | ErrorInfo):
+        return value
+    if depth >= MAX_DEPTH:
+        return Opaque(_type_name(value), f"nested more than {MAX_DEPTH} levels deep")
+    budget.items += 1
+    if budget.items > MAX_ITEMS:
+        return Opaque(_type_name(value), f"more than {MAX_ITEMS:,} entries in one reply")
+    if isinstance(value, bool):
+        return bool.__bool__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, tuple):       # tuple subclasses, namedtuples included
+        return tuple(_plain(v, depth + 1, budget) for v in tuple.__iter__(value))
+    if isinstance(value, list):
+        return [_plain(v, depth + 1, budget) for v in list.__iter__(value)]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in list(dict.items(value)):
+            key = _plain(k, depth + 1, budget)
+            if not _hashable(key):
+                return Opaque(_type_name(value), "a dict with keys that are not plain values")
+            out[key] = _plain(v, depth + 1, budget)
+        return out
+    module = getattr(kind, "__module__", "") or ""
+    if module.startswith("numpy"):
+        np = _np()
+        if isinstance(value, np.ndarray):
+            return _array(value, depth, budget)
+        if isinstance(value, np.generic):
+            return _plain(value.item(), depth, budget)
+    if module.startswith("torch") and hasattr(value, "detach") and hasattr(value, "dtype"):
+        return _tensor(value)
+    if _NUMPY:
+        np = _NUMPY[0]
+        if isinstance(value, np.ndarray):      # a subclass defined elsewhere (the candidate's file)
+            return _array(value, depth, budget)
+        if isinstance(value, np.generic):
+            return _plain(value.item(), depth, budget)
+    return Opaque(_type_name(value), _short_repr(value))
+
+
+def _hashable(key) -> bool:
+    if key is None or type(key) in (bool, int, float, str):
+        return True
+    return type(key) is tuple and all(_hashable(k) for k in key)
+
+
+def _array(value, depth, budget):
+    np = _np()
+    arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
+    if arr.dtype.kind in "biufc" and arr.dtype.names is None:
+        return np.array(arr, copy=True, order="C")
+    if arr.dtype.kind == "O":
+        return to_plain(arr.tolist(), depth + 1, budget)
+    return Opaque("ndarray", f"an array of dtype {arr.dtype}, which the kit does not read")
+
+
+def _tensor(value):
+    np = _np()
+    t = value.detach()
+    device = str(t.device)
+    if device == "meta":
+        array = np.zeros(tuple(t.shape))
+    else:
+        t = t.cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            t = t.float()
+        array = np.array(t.numpy(), copy=True, order="C")
+    return TensorValue(array, str(value.dtype), device, tuple(int(n) for n in value.shape),
+                       bool(value.requires_grad))
+
+
+# --- encoding (worker side) ---------------------------------------------------------------------
+
+def encode(message: dict) -> bytes:
+    """One reply as bytes: HEADER, the JSON part, then the arrays' raw bytes. `message` values
+    must already be plain (to_plain); records (Outcome, ErrorInfo, ...) are tagged here."""
+    blobs: list[bytes] = []
+    offset = [0]
+
+    def tag(v):
+        if v is None or type(v) in (bool, int, str):
+            return v
+        if type(v) is float:
+            return v                            # json writes NaN/Infinity, and reads them back
+        if type(v) is list:
+            return [tag(x) for x in v]
+        if type(v) is tuple:
+            return {_TAG: "tuple", "v": [tag(x) for x in v]}
+        if type(v) is dict:
+            return {_TAG: "dict", "v": [[tag(k), tag(x)] for k, x in v.items()]}
+        if isinstance(v, TensorValue):
+            return {_TAG: "tensor", "a": tag(v.array), "dtype": v.dtype, "device": v.device,
+                    "shape": list(v.shape), "grad": v.requires_grad}
+        if isinstance(v, Opaque):
+            return {_TAG: "opaque", "type": v.type_name, "text": v.text}
+        if isinstance(v, ErrorInfo):
+            return {_TAG: "error", "type": v.type, "message": v.message, "where": v.where,
+                    "traceback": v.traceback}
+        np = _np()
+        if isinstance(v, np.ndarray):
+            data = v.tobytes()
+            blobs.append(data)
+            entry = {_TAG: "nd", "o": offset[0], "dtype": v.dtype.str, "shape": list(v.shape)}
+            offset[0] += len(data)
+            return entry
+        return {_TAG: "opaque", "type": _type_name(v), "text": ""}
+
+    text = json.dumps(tag(message), separators=(",", ":")).encode()
+    body = b"".join(blobs)
+    return HEADER.pack(len(text) + len(body), len(text)) + text + body
+
+
+# --- decoding (kit side) ------------------------------------------------------------------------
+
+def read_header(data: bytes) -> tuple[int, int]:
+    """(bytes that follow, length of the JSON part); WireError when they cannot be right."""
+    total, text = HEADER.unpack(data)
+    if total > MAX_REPLY:
+        raise WireError(f"its reply announced {total:,} bytes, more than the kit's limit of "
+                        f"{MAX_REPLY >> 20} MiB per reply")
+    if text > total:
+        raise WireError("its reply was malformed (a header that does not add up)")
+    return total, text
+
+
+def decode(body: bytes | bytearray, text_length: int) -> dict:
+    """The reply after the header, as plain values and records; WireError when malformed."""
+    try:
+        tree = json.loads(bytes(body[:text_length]))
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"its reply was not valid data ({type(exc).__name__})") from None
+    blobs = memoryview(body)[text_length:]
+    cursor = [0]
+    try:
+        value = _untag(tree, blobs, cursor, 0)
+    except RecursionError:
+        raise WireError("its reply was nested too deeply") from None
+    if cursor[0] != len(blobs):
+        raise WireError("its reply carried bytes no value refers to")
+    if not isinstance(value, dict):
+        raise WireError("its reply was not a record")
+    return value
+
+
+def _want(cond: bool, what: str):
+    if not cond:
+        raise WireError(f"its reply was malformed ({what})")
+
+
+def _text(v, what: str) -> str:
+    _want(isinstance(v, str), what)
+    return v
+
+
+def _untag(v, blobs, cursor, depth):
+    _want(depth <= MAX_DEPTH * 2 + 8, "nested too deeply")
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    if type(v) is list:
+        return [_untag(x, blobs, cursor, depth + 1) for x in v]
+    _want(type(v) is dict and isinstance(v.get(_TAG), str), "an untagged object")
+    tag = v[_TAG]
+    if tag == "tuple":
+        _want(type(v.get("v")) is list, "tuple")
+        return tuple(_untag(x, blobs, cursor, depth + 1) for x in v["v"])
+    if tag == "dict":
+        _want(type(v.get("v")) is list, "dict")
+        out = {}
+        for pair in v["v"]:
+            _want(type(pair) is list and len(pair) == 2, "dict entry")
+            key = _untag(pair[0], blobs, cursor, depth + 1)
+            _want(_hashable(key), "dict key")
+            out[key] = _untag(pair[1], blobs, cursor, depth + 1)
+        return out
+    if tag == "nd":
+        return _nd(v, blobs, cursor)
+    if tag == "tensor":
+        array = _untag(v.get("a"), blobs, cursor, depth + 1)
+        _want(isinstance(array, _np().ndarray), "tensor data")
+        shape = v.get("shape")
+        _want(type(shape) is list and all(type(n) is int and n >= 0 for n in shape), "tensor shape")
+        _want(type(v.get("grad")) is bool, "tensor requires_grad")
+        return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
+                           _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
+    if tag == "opaque":
+        return Opaque(_text(v.get("type"), "type name")[:80], _text(v.get("text"), "text")[:200])
+    if tag == "error":
+        return ErrorInfo(_text(v.get("type"), "error type")[:80], _text(v.get("message"), "message")[:2000],
+                         _text(v.get("where"), "where")[:300], _text(v.get("traceback"), "traceback")[:20000])
+    raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
+
+
+def _nd(v, blobs, cursor):
+    np = _np()
+    dtype, shape, offset = v.get("dtype"), v.get("shape"), v.get("o")
+    _want(isinstance(dtype, str) and _DTYPE.fullmatch(dtype) is not None, "array dtype")
+    _want(type(shape) is list and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape),
+          "array shape")
+    _want(type(offset) is int and offset == cursor[0], "array offset")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise WireError("its reply was malformed (array dtype)") from None
+    _want(dt.kind in "biufc" and not dt.hasobject, "array dtype")
+    count = math.prod(shape)
+    size = count * dt.itemsize
+    _want(offset + size <= len(blobs), "array bytes missing")
+    cursor[0] = offset + size
+    arr = np.frombuffer(bytearray(blobs[offset:offset + size]), dtype=dt, count=count)
+    return arr.reshape(shape)
+
+
+# --- records ------------------------------------------------------------------------------------
+
+def outcome_message(outcome: Outcome, args_after=None) -> dict:
+    """The record of one call (the worker calls this; values must already be plain)."""
+    return {"kind": "outcome", "status": outcome.status, "value": outcome.value,
+            "error": outcome.error, "output": outcome.output, "detail": outcome.detail,
+            "seconds": outcome.seconds, "extra": outcome.extra, "after": args_after}
+
+
+_STATUSES = ("ok", "raised", "timeout", "crashed", "memory")
+
+
+def read_outcome(message: dict) -> tuple[Outcome, Any]:
+    """(Outcome, the worker's post-call view of the arguments or None) from a decoded reply."""
+    _want(message.get("kind") == "outcome", "not a call result")
+    status = message.get("status")
+    _want(status in _STATUSES, "status")
+    error = message.get("error")
+    _want(error is None or isinstance(error, ErrorInfo), "error")
+    _want(status != "raised" or error is not None, "raised without an error")
+    seconds = message.get("seconds")
+    _want(type(seconds) in (int, float), "seconds")
+    extra = message.get("extra")
+    _want(isinstance(extra, dict), "extra")
+    outcome = Outcome(status, message.get("value"), error, (),
+                      _text(message.get("output"), "output")[:100_000],
+                      _text(message.get("detail"), "detail")[:2000], float(seconds), extra)
+    return outcome, message.get("after")
