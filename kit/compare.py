@@ -215,3 +215,10 @@ def within_float32(actual: np.ndarray, expected: np.ndarray, float32_expected: n
         ok = (diff <= np.maximum(tol, atol) + rtol * np.abs(expected)) | (actual == expected)
         worst = float(np.nanmax(np.where(np.isfinite(diff), diff, 0.0))) if diff.size else 0.0
     return bool(ok.all()), worst
+
+
+def exactly(actual, expected) -> bool:
+    """Equal entry for entry, or (for a float32 solution) equal to `expected` rounded to float32."""
+    actual, expected = np.asarray(actual), np.asarray(expected, dtype=float)
+    return bool(np.array_equal(actual, expected)
+                or np.array_equal(actual, expected.astype(np.float32).astype(np.float64)))

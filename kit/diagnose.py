@@ -349,6 +349,7 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     wrong_evs = [ev for ev in evs if ev.wrong.any()]
     if wrong_evs:
         _search(exercise, failing, evs, finding)
+    _attribute_mutation(exercise, failing, evs, finding)
     finding.seconds = time.perf_counter() - started
     return finding
 
@@ -362,14 +363,28 @@ def _name_mutation(failing: list[CheckResult], finding: Finding) -> None:
     evidence = (f"explains the written argument(s) {', '.join(written)} in "
                 f"{', '.join(f'`{f}`' for f in fns)}: the call changed what it was given")
     finding.diagnoses.append(_diagnosis(MUTATION_BUG, evidence, checks))
+
+
+def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
+    """With mutates-input named, a failing check is its own when none of its outputs is wrong and a
+    call wrote into an argument, or when a mutates-input bug file alone reproduces all its calls
+    (an in-place write that raises on a non-contiguous input, say)."""
+    if not any(d.bug == MUTATION_BUG for d in finding.diagnoses):
+        return
+    forms = [f for f in compose.forms(exercise.id) if f.bug == MUTATION_BUG]
     for r in failing:
-        if r.id in checks and _mutation_only(r):
-            finding.check_bug[r.id] = MUTATION_BUG
-
-
-def _mutation_only(result: CheckResult) -> bool:
-    """The check failed on a written argument (its message says so), not on a value."""
-    return result.mismatch is None and "changed its argument" in result.message
+        if r.id in finding.check_bug:
+            continue
+        mine = [ev for ev in evs if ev.check == r.id]
+        if not any(ev.wrong.any() for ev in mine):
+            if any(c.outcome.mutated for c in r.calls):
+                finding.check_bug[r.id] = MUTATION_BUG
+            continue
+        for form in forms:
+            module = load_module(str(form.path))
+            if all(_fit(ev, module, (form,)).agree.all() for ev in mine):
+                finding.check_bug[r.id] = MUTATION_BUG
+                break
 
 
 def _search(exercise, failing, evs, finding: Finding) -> None:
