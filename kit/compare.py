@@ -165,3 +165,60 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
         nan_count=int(np.isnan(actual).sum()) if actual.dtype.kind == "f" else 0,
         inf_count=int(np.isinf(actual).sum()) if actual.dtype.kind == "f" else 0,
         wrong_count=int(bad.sum()), total=int(bad.size), rtol=rtol, atol=atol)
+
+
+# --- float32 solutions ----------------------------------------------------------------------------
+# A solution that computes in float32 differs from the float64 reference by rounding. It passes
+# when every difference is within float32 rounding of the reference: F32_SPREAD times the row's
+# largest difference between the reference run in float32 and in float64 (which grows with the
+# size of the scores), plus F32_FLOOR float32 epsilons of the row's scale. A real bug differs by far
+# more, and is still caught.
+EPS32 = float(np.finfo(np.float32).eps)
+F32_SPREAD = 8.0
+F32_FLOOR = 16.0
+
+
+def float32_like(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """True when `actual` holds only float32 values where the float64 `expected` does not."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.dtype.kind != "f" or expected.dtype.kind != "f" or actual.shape != expected.shape:
+        return False
+    with np.errstate(all="ignore"):
+        a = actual[np.isfinite(actual)]
+        e = expected[np.isfinite(expected)]
+        return bool(a.size) and bool(np.all(a == a.astype(np.float32))) and \
+            bool(np.any(e != e.astype(np.float32)))
+
+
+def float32_tolerance(expected_rows: np.ndarray, float32_rows: np.ndarray | None = None) -> np.ndarray:
+    """Per-entry absolute tolerance for a float32 computation of `expected_rows` (rows × width)."""
+    with np.errstate(all="ignore"):
+        e = np.where(np.isfinite(expected_rows), np.abs(expected_rows), 0.0)
+        tol = F32_FLOOR * EPS32 * (e + e.max(axis=-1, keepdims=True))
+        if float32_rows is not None and float32_rows.shape == expected_rows.shape:
+            spread = np.abs(float32_rows - expected_rows)
+            spread = np.where(np.isfinite(spread), spread, 0.0).max(axis=-1, keepdims=True)
+            tol = tol + F32_SPREAD * spread
+    return tol
+
+
+def within_float32(actual: np.ndarray, expected: np.ndarray, float32_expected: np.ndarray | None,
+                   rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, float]:
+    """(every entry within float32 rounding of expected, largest |difference|)."""
+    shape = expected.shape
+    rows = expected.reshape(1, -1) if expected.ndim <= 1 else expected.reshape(-1, shape[-1])
+    r32 = None if float32_expected is None else np.asarray(float32_expected, float).reshape(rows.shape)
+    tol = float32_tolerance(rows, r32).reshape(shape)
+    with np.errstate(all="ignore"):
+        diff = np.abs(actual - expected)
+        ok = (diff <= np.maximum(tol, atol) + rtol * np.abs(expected)) | (actual == expected)
+        worst = float(np.nanmax(np.where(np.isfinite(diff), diff, 0.0))) if diff.size else 0.0
+    return bool(ok.all()), worst
+
+
+def exactly(actual, expected) -> bool:
+    """Equal entry for entry, or (for a float32 solution) equal to `expected` rounded to float32."""
+    actual, expected = np.asarray(actual), np.asarray(expected, dtype=float)
+    return bool(np.array_equal(actual, expected)
+                or np.array_equal(actual, expected.astype(np.float32).astype(np.float64)))

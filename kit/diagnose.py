@@ -1,32 +1,57 @@
-"""Match a failing solution's behaviour against the known-bug implementations.
+"""Which known bugs explain a failing solution: a search over composed bug models.
 
-A solution reproduces a bug when, on the calls its failing checks made, its outputs agree with
-that bug's outputs wherever the bug's outputs differ from the reference. Outputs are compared row
-by row (a row is a vector along the last axis: one query's weights, one token's features), so two
-bugs that touch different rows (say, no scaling and uniform weights on blocked rows) are both
-found. Bugs are ranked by how many of the solution's wrong rows they explain, then picked
-greedily so each reported bug explains something the ones before it did not.
+The evidence is every call the failing checks made. Each call's return value is cut into units:
+a row (a vector along the last axis: one query's weights, one token's features), or one "raised"
+unit when the call raised, or one "shape" unit when a part cannot be read at the right shape. A
+unit is *wrong* when the candidate differs from the reference there, with the tolerance of the
+check that made the call (never looser), or within float32 rounding for a float32 solution.
+
+A model is the reference with one or more known bugs applied (`compose.py` builds them from the
+bug files). A model *reproduces* the candidate when it agrees with the candidate on every unit of
+every failing call: where the candidate is wrong and where it is right.
+
+1. Each bug form is run alone. Only forms that change some unit where the candidate is wrong,
+   and none where it is right, can belong to a reproducing combination (pruning).
+2. Combinations of up to MAX_BUGS of those forms are tried, smallest first; each is run call by
+   call and dropped at its first disagreement. The smallest reproducing combination names its
+   bugs. At most MAX_CANDIDATES forms enter the search, so at most
+   C(12,1) + C(12,2) + C(12,3) = 298 composed models are ever run.
+3. When no combination reproduces everything (a bug outside the catalogue is present too), the
+   evidence falls back to each check on its own: a bug is named for a check when it alone
+   reproduces every call of that check, and it passes the naming rule over all failing calls
+   (it agrees on at least MIN_AGREEMENT of the units it changes, and explains at least
+   MIN_SHARE of the candidate's own wrong units in the checks where it changes anything).
+4. A check's `bug` is the named bug that explains the worst row of that check's own mismatch.
+
+Mutation is not an output: `mutates-input` is named from the candidate's per-call mutation
+record (`Outcome.mutated`), never by matching outputs.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import importlib.util
+import itertools
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import catalog
-from .compare import ValueProblem, to_array
-from .paths import bug_files, bug_id_of, solutions_dir
+from . import catalog, compose
+from .compare import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, to_array
+from .paths import bug_files, reference_files, solutions_dir
 from .report import Call, CheckResult, Diagnosis
 
-MATCH_RTOL = 1e-5
-MATCH_ATOL = 1e-7
-MIN_SUPPORT = 0.75       # share of the rows a bug changes on which the solution must agree with it
+MAX_BUGS = 3             # bugs in one composed model
+MAX_CANDIDATES = 12      # bug forms that enter the combination search
+MIN_AGREEMENT = 0.9      # per-check fallback: share of the units a bug changes where the candidate agrees
+MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
+                         # bug touches) that the bug explains
+MUTATION_BUG = "mutates-input"
 
 
 @functools.cache
@@ -41,9 +66,13 @@ def load_module(path: str):
 
 
 def preload(exercise: catalog.Exercise) -> None:
-    """Import every bug file of the exercise now (the sandbox loads them before its first worker)."""
+    """Import every bug file of the exercise now, and keep the sources composed models are built
+    from (the sandbox loads them before its first worker, so candidate code can't swap them)."""
     for path in bug_files(exercise.id):
         load_module(str(path))
+        compose.read_source(path)
+    for path in reference_files(exercise.id):
+        compose.read_source(path)
 
 
 def oracle_for(exercise: catalog.Exercise):
@@ -56,15 +85,15 @@ class Local:
 
     value: object = None
     raised: str = ""
-    mutated: bool = False
 
 
-def run_local(module, call: Call) -> Local:
+def run_local(module, call: Call, float32: bool = False) -> Local:
     fn = getattr(module, call.fn, None)
     if fn is None:
         return Local(raised="missing")
     args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
-    before = copy.deepcopy((args, kwargs))
+    if float32:
+        args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -72,8 +101,40 @@ def run_local(module, call: Call) -> Local:
             value = _with_extra(*harness(fn, *args, **kwargs)) if harness else fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
         return Local(raised=type(exc).__name__)
-    from .mutation import same as _same
-    return Local(value=value, mutated=not _same(before, (args, kwargs)))
+    return Local(value=value)
+
+
+def as_float32(value):
+    """Floating data (nested lists of floats, float64 arrays) as float32 arrays; the rest unchanged."""
+    if isinstance(value, dict):
+        return {k: as_float32(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(as_float32(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float32) if value.dtype.kind == "f" else value
+    if isinstance(value, list):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):
+            return [as_float32(v) for v in value]
+        return arr.astype(np.float32) if arr.dtype.kind == "f" else value
+    if type(value).__module__.startswith("torch") and getattr(value, "is_floating_point", lambda: False)():
+        return value.float()
+    return value
+
+
+def float32_reference(oracle, call: Call, expected) -> np.ndarray | None:
+    """The oracle's answer to `call` computed in float32, for the part of it equal to `expected`."""
+    expected = np.asarray(expected)
+    r64, r32 = run_local(oracle, call), run_local(oracle, call, float32=True)
+    if r64.raised or r32.raised:
+        return None
+    like = r64.value if isinstance(r64.value, tuple) else np.asarray(r64.value)
+    for p64, p32 in zip(_parts(r64.value, like), _parts(r32.value, like)):
+        if p64 is not None and p32 is not None and p64.shape == expected.shape and p64.dtype != bool \
+                and np.allclose(p64, expected, rtol=1e-9, atol=1e-12, equal_nan=True):
+            return p32
+    return None
 
 
 def _replayed_harness(call: Call):
@@ -99,11 +160,11 @@ def _with_extra(value, extra: dict) -> tuple:
 def _candidate(call: Call) -> Local:
     outcome = call.outcome
     if outcome.status == "raised":
-        return Local(raised=outcome.error.type, mutated=bool(outcome.mutated))
+        return Local(raised=outcome.error.type)
     if outcome.status != "ok":
-        return Local(raised=outcome.status, mutated=bool(outcome.mutated))
+        return Local(raised=outcome.status)
     value = _with_extra(outcome.value, outcome.extra) if _replayed_harness(call) else outcome.value
-    return Local(value=value, mutated=bool(outcome.mutated))
+    return Local(value=value)
 
 
 def _parts(value, like) -> list:
@@ -125,113 +186,410 @@ def _rows(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(1, -1) if arr.ndim <= 1 else arr.reshape(-1, arr.shape[-1])
 
 
-def _row_close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        close = np.isclose(a, b, rtol=MATCH_RTOL, atol=MATCH_ATOL, equal_nan=True)
+def _close(a: np.ndarray, b: np.ndarray, rtol, atol) -> np.ndarray:
+    """Row-wise closeness (NaN matches NaN, inf matches the same inf)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - b)
+        close = (diff <= atol + rtol * np.abs(b)) | (a == b) | (np.isnan(a) & np.isnan(b))
     return close.all(axis=-1)
 
 
+# --- the evidence: one record per call of a failing check --------------------------------------
+
 @dataclass
-class _Tally:
-    explained: set = field(default_factory=set)
-    contradicted: int = 0
-    checks: set = field(default_factory=set)
+class _Part:
+    rows: np.ndarray | None          # the candidate's rows (None: unreadable or wrong shape)
+    ref: np.ndarray                  # the reference's rows
+    atol: object                     # scalar or per-element array (float32 envelope)
+    rtol: float
+    start: int                       # index of this part's first unit in the call's units
+    size: int
+    src: int                         # index of the part in the return value's parts
 
 
-def _compare_call(key, cand: Local, ref: Local, bug: Local, tally: _Tally, wrong: set, check_id: str):
-    """Add one call's evidence for one bug to its tally; `wrong` collects the candidate's wrong units."""
-    if bug.mutated != ref.mutated:
-        unit = (key, "mutated")
-        if cand.mutated:
-            tally.explained.add(unit)
-            tally.checks.add(check_id)
-        else:
-            tally.contradicted += 1
-    if cand.mutated and not ref.mutated:
-        wrong.add((key, "mutated"))
-    if ref.raised:                          # the reference raises here (e.g. ValueError)
-        return
-    if cand.raised or bug.raised:
-        unit = (key, "raised")
-        if cand.raised:
-            wrong.add(unit)
-        if bug.raised and cand.raised == bug.raised:
-            tally.explained.add(unit)
-            tally.checks.add(check_id)
-        elif bug.raised:
-            tally.contradicted += 1
-        return
+@dataclass
+class _Evidence:
+    key: tuple
+    check: str
+    call: Call
+    raised: str = ""                 # the candidate raised (or hung, crashed): one unit
+    parts: list[_Part] = field(default_factory=list)
+    like: object = None
+    float32: bool = False
+    wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    @property
+    def size(self) -> int:
+        return len(self.wrong)
+
+
+def _tolerance(result: CheckResult) -> tuple[float, float]:
+    """The check's own tolerance (diagnosis is never looser than the check that failed)."""
+    m = result.mismatch
+    if m is not None:
+        return min(m.rtol, RTOL), min(m.atol, ATOL)
+    return RTOL, ATOL
+
+
+def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | None:
+    ref = run_local(oracle, call)
+    if ref.raised:                              # the reference raises here (e.g. ValueError)
+        return None
+    ev = _Evidence((result.id, n), result.id, call)
+    cand = _candidate(call)
+    if cand.raised:
+        ev.raised = cand.raised
+        ev.wrong = np.ones(1, bool)
+        return ev
+    rtol, atol = _tolerance(result)
     like = ref.value if isinstance(ref.value, tuple) else np.asarray(ref.value)
-    for i, (c, r, b) in enumerate(zip(_parts(cand.value, like), _parts(ref.value, like), _parts(bug.value, like))):
+    ev.like = like
+    cparts, rparts = _parts(cand.value, like), _parts(ref.value, like)
+    readable = [(c, r) for c, r in zip(cparts, rparts) if c is not None and r is not None and r.dtype != bool]
+    ev.float32 = bool(readable) and all(float32_like(c, r) for c, r in readable)
+    r32parts = _parts(run_local(oracle, call, float32=True).value, like) if ev.float32 else [None] * len(rparts)
+    wrong, start = [], 0
+    for src, (c, r, r32) in enumerate(zip(cparts, rparts, r32parts)):
         if r is None:
             continue
         rr = _rows(r)
-        bug_differs = ~_row_close(_rows(b), rr) if b is not None else np.ones(len(rr), bool)
-        if c is None:                       # unreadable or wrong shape: one unit for the part
-            unit = (key, i, "shape")
-            wrong.add(unit)
-            if bug_differs.any():
-                tally.contradicted += 1
+        part_atol = atol
+        if ev.float32 and r.dtype != bool:
+            part_atol = np.maximum(atol, float32_tolerance(rr, None if r32 is None else _rows(r32)))
+        if c is None:
+            ev.parts.append(_Part(None, rr, part_atol, rtol, start, 1, src))
+            wrong.append(np.ones(1, bool))
+            start += 1
             continue
         cr = _rows(c)
-        cand_wrong = ~_row_close(cr, rr)
-        wrong.update((key, i, j) for j in np.flatnonzero(cand_wrong))
-        if b is None or not bug_differs.any():
+        ev.parts.append(_Part(cr, rr, part_atol, rtol, start, len(rr), src))
+        wrong.append(~_close(cr, rr, rtol, part_atol))
+        start += len(rr)
+    ev.wrong = np.concatenate(wrong) if wrong else np.zeros(0, bool)
+    return ev
+
+
+@dataclass
+class _Fit:
+    """How one model compares with the candidate on one call: per unit."""
+
+    agree: np.ndarray                # the model gives what the candidate gives
+    differs: np.ndarray              # the model differs from the reference
+
+
+def _fit(ev: _Evidence, model, forms=()) -> _Fit:
+    out = run_local(model, ev.call)
+    if ev.raised:
+        return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]))
+    if out.raised:
+        n = ev.size
+        return _Fit(np.zeros(n, bool), np.ones(n, bool))
+    mparts = _parts(out.value, ev.like)
+    m32 = _parts(run_local(model, ev.call, float32=True).value, ev.like) if ev.float32 and forms else None
+    agree = np.zeros(ev.size, bool)
+    differs = np.zeros(ev.size, bool)
+    for part in ev.parts:
+        m = mparts[part.src] if part.src < len(mparts) else None
+        sl = slice(part.start, part.start + part.size)
+        if m is None:
+            differs[sl] = True
+            agree[sl] = part.rows is None
             continue
-        agree = _row_close(cr, _rows(b))
-        for j in np.flatnonzero(bug_differs):
-            if agree[j]:
-                tally.explained.add((key, i, j))
-                tally.checks.add(check_id)
+        mr = _rows(m)
+        if part.rows is None:
+            differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
+            continue
+        differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL if np.isscalar(part.atol) else part.atol)
+        atol = part.atol
+        if m32 is not None:
+            mp32 = m32[part.src] if part.src < len(m32) else None
+            if mp32 is not None:
+                atol = np.maximum(atol, float32_tolerance(mr, _rows(mp32)))
+        agree[sl] = _close(part.rows, mr, part.rtol, atol)
+    return _Fit(agree, differs)
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+@dataclass
+class Finding:
+    """The outcome of diagnosis: named bugs, each failing check's bug, and near misses."""
+
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    check_bug: dict[str, str] = field(default_factory=dict)
+    near_misses: list[str] = field(default_factory=list)
+    models_tried: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Single:
+    form: compose.BugForm
+    fits: dict                       # evidence key -> _Fit
+
+    def units(self, attr: str, evs, mask_attr: str | None = None) -> int:
+        total = 0
+        for ev in evs:
+            fit = self.fits[ev.key]
+            sel = getattr(fit, attr)
+            if mask_attr == "wrong":
+                sel = sel & ev.wrong
+            elif mask_attr == "right":
+                sel = sel & ~ev.wrong
+            total += int(sel.sum())
+        return total
+
+
+def _reproduces(model, evs: list[_Evidence], forms) -> bool:
+    for ev in evs:
+        if not _fit(ev, model, forms).agree.all():
+            return False
+    return True
+
+
+def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
+    """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
+    started = time.perf_counter()
+    finding = Finding()
+    failing = [r for r in results if r.status in ("fail", "error")]
+    _name_mutation(failing, finding)
+    oracle = oracle_for(exercise)
+    evs = [ev for r in failing for n, call in enumerate(r.calls)
+           if (ev := _evidence(oracle, r, n, call)) is not None]
+    wrong_evs = [ev for ev in evs if ev.wrong.any()]
+    if wrong_evs:
+        _search(exercise, failing, evs, finding)
+    _attribute_mutation(exercise, failing, evs, finding)
+    finding.seconds = time.perf_counter() - started
+    return finding
+
+
+def _name_mutation(failing: list[CheckResult], finding: Finding) -> None:
+    checks = [r.id for r in failing if any(c.outcome.mutated for c in r.calls)]
+    if not checks or MUTATION_BUG not in catalog.bugs():
+        return
+    written = sorted({m for r in failing for c in r.calls for m in c.outcome.mutated})
+    fns = sorted({c.fn for r in failing for c in r.calls if c.outcome.mutated})
+    evidence = (f"explains the written argument(s) {', '.join(written)} in "
+                f"{', '.join(f'`{f}`' for f in fns)}: the call changed what it was given")
+    finding.diagnoses.append(_diagnosis(MUTATION_BUG, evidence, checks))
+
+
+def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
+    """With mutates-input named, a failing check is its own when none of its outputs is wrong and a
+    call wrote into an argument, or when a mutates-input bug file alone reproduces all its calls
+    (an in-place write that raises on a non-contiguous input, say)."""
+    if not any(d.bug == MUTATION_BUG for d in finding.diagnoses):
+        return
+    forms = [f for f in compose.forms(exercise.id) if f.bug == MUTATION_BUG]
+    for r in failing:
+        if r.id in finding.check_bug:
+            continue
+        mine = [ev for ev in evs if ev.check == r.id]
+        if not any(ev.wrong.any() for ev in mine):
+            if any(c.outcome.mutated for c in r.calls):
+                finding.check_bug[r.id] = MUTATION_BUG
+            continue
+        for form in forms:
+            module = load_module(str(form.path))
+            if all(_fit(ev, module, (form,)).agree.all() for ev in mine):
+                finding.check_bug[r.id] = MUTATION_BUG
+                break
+
+
+def _search(exercise, failing, evs, finding: Finding) -> None:
+    wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
+    singles = []
+    for form in compose.forms(exercise.id):
+        if form.bug == MUTATION_BUG:
+            continue
+        module = load_module(str(form.path))
+        singles.append(_Single(form, {ev.key: _fit(ev, module, (form,)) for ev in evs}))
+    finding.models_tried = len(singles)
+    relevant = [s for s in singles if s.units("differs", evs, "wrong") and not s.units("differs", evs, "right")]
+    relevant.sort(key=lambda s: -s.units("agree", evs, "wrong"))
+    relevant = relevant[:MAX_CANDIDATES]
+    groups = _reproducing_groups(relevant, evs, finding)
+    order = list(catalog.bugs())
+    if groups:
+        named = set.intersection(*({f.bug for f in g} for g in groups))
+        group = groups[0]
+        by_bug = {s.form.bug: s for s in singles if s.form in group}
+        check_bug = _attribute_with_group(group, failing, evs, by_bug)
+        for bug in sorted(named, key=lambda b: order.index(b) if b in order else len(order)):
+            checks = [c for c, needed in _needed_checks(group, evs).items() if bug in needed]
+            single = by_bug[bug]
+            together = [f.bug for f in group if f.bug != bug]
+            evidence = (f"explains {single.units('agree', evs, 'wrong')} of your {wrong_total} wrong output rows "
+                        f"or results on its own, in {_listed(checks)}")
+            evidence += (f"; with {', '.join(together)} it reproduces every failing call" if together
+                         else "; it reproduces every failing call")
+            finding.diagnoses.append(_diagnosis(bug, evidence, checks))
+        ambiguous = sorted({f.bug for g in groups for f in g} - named)
+        if ambiguous:
+            finding.near_misses.append(
+                f"{' or '.join(ambiguous)}: each completes a model that reproduces every failing call, "
+                "so these calls cannot tell them apart")
+        for cid, bug in check_bug.items():
+            if bug in named:
+                finding.check_bug.setdefault(cid, bug)
+        return
+    _per_check(failing, evs, singles, finding, wrong_total, order)
+
+
+def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[tuple]:
+    """Smallest combinations of relevant forms whose composed model agrees on every unit."""
+    for size in range(1, MAX_BUGS + 1):
+        found = []
+        for combo in itertools.combinations(relevant, size):
+            group = tuple(s.form for s in combo)
+            if size == 1:
+                ok = all(s.fits[ev.key].agree.all() for s in combo for ev in evs)
             else:
-                tally.contradicted += 1
+                if not compose.composable(group):
+                    continue
+                # each member must account for units the others leave unexplained
+                finding.models_tried += 1
+                try:
+                    model = compose.load_composed(group)
+                except Exception:  # noqa: BLE001 - a composition that does not compile is no model
+                    continue
+                ok = _reproduces(model, evs, group)
+            if ok:
+                found.append(group)
+        if found:
+            return found
+    return []
+
+
+def _needed_checks(group: tuple, evs) -> dict[str, set]:
+    """For each failing check, the bugs of `group` without which its calls are not reproduced."""
+    needed: dict[str, set] = {}
+    checks = sorted({ev.check for ev in evs if ev.wrong.any()})
+    for cid in checks:
+        mine = [ev for ev in evs if ev.check == cid]
+        needed[cid] = set()
+        for form in group:
+            rest = tuple(f for f in group if f is not form)
+            if not rest:
+                needed[cid].add(form.bug)
+                continue
+            model = compose.load_composed(rest) if len(rest) > 1 else load_module(str(rest[0].path))
+            if not _reproduces(model, mine, rest):
+                needed[cid].add(form.bug)
+    return needed
+
+
+def _worst_unit(result: CheckResult, evs) -> tuple | None:
+    """(evidence, unit index) of the row the check's own message shows, when it can be found."""
+    mine = [ev for ev in evs if ev.check == result.id and ev.wrong.any()]
+    if not mine:
+        return None
+    ev = next((e for e in mine if e.call is result.failing_call), mine[-1])
+    m = result.mismatch
+    if m is not None and not ev.raised:
+        for part in ev.parts:
+            if part.rows is None or part.size != int(np.prod(m.shape[:-1], dtype=int) if len(m.shape) > 1 else 1):
+                continue
+            row = int(np.ravel_multi_index(m.index[:-1], m.shape[:-1])) if len(m.shape) > 1 else 0
+            if ev.wrong[part.start + row]:
+                return ev, part.start + row
+    return ev, int(np.flatnonzero(ev.wrong)[0])
+
+
+def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
+    """Each failing check's bug: the one that alone reproduces the row its message shows."""
+    needed = _needed_checks(group, evs)
+    out = {}
+    for r in failing:
+        worst = _worst_unit(r, evs)
+        if worst is None:
+            continue
+        ev, unit = worst
+        alone = [f.bug for f in group if by_bug[f.bug].fits[ev.key].agree[unit]
+                 and by_bug[f.bug].fits[ev.key].differs[unit]]
+        if len(alone) == 1:
+            out[r.id] = alone[0]
+            continue
+        need = needed.get(r.id, set())
+        if len(need) == 1:
+            out[r.id] = next(iter(need))
+            continue
+        declared = [b for b in (alone or need) if b in r.catches]
+        if len(declared) == 1:
+            out[r.id] = declared[0]
+    return out
+
+
+def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_total: int, order) -> None:
+    """No combination reproduces everything: name a bug where it alone reproduces a whole check."""
+    by_check: dict[str, list] = {}
+    for ev in evs:
+        by_check.setdefault(ev.check, []).append(ev)
+    winners: dict[str, list[_Single]] = {}
+    for cid, mine in by_check.items():
+        if not any(ev.wrong.any() for ev in mine):
+            continue
+        for s in singles:
+            if all(s.fits[ev.key].agree.all() for ev in mine) and s.units("differs", mine, "wrong"):
+                winners.setdefault(s.form.bug, []).append((cid, s))
+    named = []
+    for bug, hits in winners.items():
+        s = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
+        touched = [ev for ev in evs if s.fits[ev.key].differs.any()]
+        differs = s.units("differs", evs)
+        agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
+        wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
+        explained = s.units("agree", touched, "wrong")
+        if differs and agrees / differs >= MIN_AGREEMENT and wrong_there and explained / wrong_there >= MIN_SHARE:
+            named.append((bug, [h[0] for h in hits], explained, agrees, differs))
+    named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
+    for bug, checks, explained, agrees, differs in named:
+        evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
+                    f"reproduces every call of {_listed(sorted(checks))}, but no combination of known bugs "
+                    "reproduces all failing calls (something outside the catalogue is wrong too)")
+        finding.diagnoses.append(_diagnosis(bug, evidence, sorted(checks)))
+        for cid in checks:
+            finding.check_bug.setdefault(cid, bug)
+    if not named:
+        finding.near_misses.extend(_closest(singles, evs, wrong_total))
+
+
+def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -> list[str]:
+    """The known bugs that came closest, and why each was not named."""
+    best: dict[str, tuple] = {}
+    for s in singles:
+        explained = s.units("agree", evs, "wrong")
+        if not explained:
+            continue
+        differs = s.units("differs", evs)
+        agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
+        if s.form.bug not in best or explained > best[s.form.bug][0]:
+            best[s.form.bug] = (explained, agrees, differs)
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:how_many]
+    lines = []
+    for bug, (explained, agrees, differs) in ranked:
+        why = []
+        if explained < MIN_SHARE * wrong_total:
+            why.append(f"it accounts for only {explained} of your {wrong_total} wrong rows or results")
+        if differs and agrees < differs:
+            why.append(f"it would change {differs} rows or results and you match it on {agrees}")
+        why.append("it reproduces no failing check's calls on its own, nor with other known bugs")
+        lines.append(f"{bug} came closest but was not named: " + "; ".join(why))
+    return lines
+
+
+def _listed(checks) -> str:
+    checks = list(checks)
+    return ", ".join(checks[:4]) + (f" and {len(checks) - 4} more" if len(checks) > 4 else "")
+
+
+def _diagnosis(bug_id: str, evidence: str, checks) -> Diagnosis:
+    bug = catalog.bugs().get(bug_id)
+    return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
+                     bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
 
 
 def diagnose(exercise: catalog.Exercise, results: list[CheckResult]) -> list[Diagnosis]:
     """Known bugs the failing checks' outputs reproduce, most explanatory first."""
-    failing = [r for r in results if r.status in ("fail", "error")]
-    calls = [(r.id, n, call) for r in failing for n, call in enumerate(r.calls)]
-    if not calls:
-        return []
-    oracle = oracle_for(exercise)
-    refs = {(cid, n): run_local(oracle, call) for cid, n, call in calls}
-    wrong: set = set()
-    tallies: dict[str, _Tally] = {}
-    for path in bug_files(exercise.id):
-        bug_id = bug_id_of(path)
-        module = load_module(str(path))
-        tally = _Tally()
-        for cid, n, call in calls:
-            _compare_call((cid, n), _candidate(call), refs[(cid, n)], run_local(module, call),
-                          tally, wrong, cid)
-        best = tallies.get(bug_id)
-        if best is None or len(tally.explained) > len(best.explained):
-            tallies[bug_id] = tally        # a bug with two forms keeps the form that fits best
-    supported = {b: t for b, t in tallies.items() if t.explained
-                 and len(t.explained) / (len(t.explained) + t.contradicted) >= MIN_SUPPORT}
-    order = list(catalog.bugs())
-    found: list[Diagnosis] = []
-    left = set(wrong)
-    while supported:
-        bug_id, tally = max(supported.items(),
-                            key=lambda kv: (len(kv[1].explained & left), len(kv[1].explained),
-                                            -order.index(kv[0]) if kv[0] in order else 0))
-        gain = tally.explained & left
-        if not gain:
-            break
-        del supported[bug_id]
-        left -= gain
-        found.append(_diagnosis(bug_id, tally, wrong))
-    return found
-
-
-def _diagnosis(bug_id: str, tally: _Tally, wrong: set) -> Diagnosis:
-    bug = catalog.bugs().get(bug_id)
-    n = len(tally.explained)
-    checks = sorted(tally.checks)
-    listed = ", ".join(checks[:4]) + (f" and {len(checks) - 4} more" if len(checks) > 4 else "")
-    evidence = (f"explains {n} of your {len(wrong)} wrong output rows or results, in {listed}")
-    if tally.contradicted:
-        evidence += f"; disagrees on {tally.contradicted} where this bug alone would give something else"
-    return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
-                     bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
+    return analyse(exercise, results).diagnoses

@@ -81,6 +81,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
     except CheckSkipped as exc:
         result.status, result.message, result.points = "skip", str(exc), 0
     result.calls = ctx.calls
+    result.float32 = ctx.float32
     result.failing_call = ctx.failing_call
     result.case = ctx.case
     result.notes += tuple(ctx.notes)
@@ -178,12 +179,20 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         if options.pure:
             results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
     written = report_mutation(results, getattr(suite, "mutable", ()))
+    float32 = max((r.float32 for r in results), default=0.0)
+    if float32:
+        notes.append(f"your code computes in float32: its results differ from the float64 reference by up to "
+                     f"{float32:.2g}, within float32 rounding, so they are accepted (compute in float64 to "
+                     "match the reference exactly)")
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
-    report.diagnosis = diagnose.diagnose(exercise, results)
+    finding = diagnose.analyse(exercise, results)
+    report.diagnosis = finding.diagnoses
+    report.near_misses = finding.near_misses
     if written and not any(d.bug == MUTATION_BUG for d in report.diagnosis):
         report.diagnosis.append(_mutation_diagnosis(written, results))
+        finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
     for result in results:
-        result.bug = next((d.bug for d in report.diagnosis if result.id in d.checks), None)
+        result.bug = finding.check_bug.get(result.id) if result.status in ("fail", "error") else None
         if result.bug:      # point at the hint about the diagnosed mistake's concept
             result.hint = hint_for_concept(exercise, catalog.bugs()[result.bug].concept) or result.hint
     report.seconds = time.perf_counter() - started

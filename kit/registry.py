@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, to_array
+from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, to_array, within_float32
 from .report import Call
 from .values import Outcome
 
@@ -88,6 +88,7 @@ class CheckContext:
         self.case: dict = {"seed": seed}
         self.notes: list[str] = []
         self.failing_call: Call | None = None
+        self.float32 = 0.0            # largest |Δ| accepted as float32 rounding (0: none)
 
     # --- calling the candidate -------------------------------------------------------------
     def outcome(self, fn: str, *args, harness: str | None = None, **kwargs) -> Outcome:
@@ -133,8 +134,12 @@ class CheckContext:
         return arr
 
     def expect_close(self, value, expected, what: str, axes: tuple[str, ...] = (), dims: str = "",
-                     rtol: float = RTOL, atol: float = ATOL, kind: str = "float", call: Call | None = None):
-        """Shape first, then values: fail with the worst row when they differ."""
+                     rtol: float = RTOL, atol: float = ATOL, kind: str = "float", call: Call | None = None,
+                     float32_ok: bool = True):
+        """Shape first, then values: fail with the worst row when they differ.
+
+        A float32 solution's values pass when every difference is within float32 rounding of the
+        reference (float32_ok=False holds them to the float64 tolerance, e.g. gradients)."""
         expected = np.asarray(expected)
         if call is None and self.calls and self.calls[-1].expected is None:
             call = self.calls[-1]
@@ -142,11 +147,24 @@ class CheckContext:
             call.expected = expected
         actual = self.array(value, what, expected.shape, dims, kind)
         mismatch = compare(actual, expected, what, axes, rtol, atol)
+        if mismatch is not None and float32_ok and kind == "float" and rtol > 0 and self._float32_rounding(actual, expected, call, rtol, atol):
+            mismatch = None
         if mismatch is not None:
             if call is not None:
                 self.failing_call = call
             self.fail(mismatch.summary(), mismatch)
         return actual
+
+    def _float32_rounding(self, actual, expected, call, rtol, atol) -> bool:
+        """A float32 solution whose every difference is within float32 rounding of the reference."""
+        if not float32_like(actual, expected):
+            return False
+        from .diagnose import float32_reference    # runs the oracle in float32 on the same call
+        ref32 = float32_reference(self.oracle, call, expected) if call is not None else None
+        ok, worst = within_float32(actual, np.asarray(expected, float), ref32, rtol, atol)
+        if ok:
+            self.float32 = max(self.float32, worst)
+        return ok
 
     def expect(self, condition: bool, message: str):
         if not condition:

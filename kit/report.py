@@ -39,6 +39,7 @@ class CheckResult:
     notes: tuple[str, ...] = ()   # informational lines (e.g. measured figures)
     calls: list[Call] = field(default_factory=list)
     failing_call: Call | None = None
+    float32: float = 0.0          # largest difference accepted as float32 rounding (0: none)
 
     def to_json(self) -> dict:
         return {"id": self.id, "title": self.title, "status": self.status, "message": self.message,
@@ -69,6 +70,7 @@ class Report:
     public_only: bool = False
     notes: list[str] = field(default_factory=list)   # e.g. "memory cap not applied: ..."
     seconds: float = 0.0
+    near_misses: list[str] = field(default_factory=list)   # known bugs that came closest, when none is named
 
     @property
     def passed(self) -> bool:
@@ -92,4 +94,5 @@ class Report:
                 "seed": self.seed, "public_only": self.public_only,
                 "checks": [r.to_json() for r in self.results],
                 "diagnosis": [d.to_json() for d in self.diagnosis],
+                "near_misses": list(self.near_misses),
                 "notes": list(self.notes)}

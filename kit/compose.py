@@ -1,0 +1,122 @@
+"""Composed bug models: several known bugs applied to one reference at once.
+
+Each bug file under solutions/<exercise>/bugs/ is the reference with one marked change, so the
+change can be read back as a set of hunks (line ranges of the reference replaced by other lines).
+Bugs whose hunks touch different lines compose: applying the hunks of two or three bug files to
+the reference gives a model of a solution with all of those bugs. The bug files stay the only
+source of truth; a bug file added later composes with the others without any registration.
+
+The module docstring of a bug file (which describes the bug) is not part of its change.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import itertools
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import bug_files, bug_id_of, reference_files
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """Lines start:end of the reference (0-based, end exclusive) become `lines`."""
+
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+    def conflicts(self, other: Hunk) -> bool:
+        if self.start == other.start:
+            return True
+        lo, hi = (self, other) if self.start < other.start else (other, self)
+        return hi.start < lo.end
+
+
+@dataclass(frozen=True)
+class BugForm:
+    """One bug file read as hunks against the reference it was made from."""
+
+    bug: str
+    path: Path
+    base: Path
+    hunks: tuple[Hunk, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def _docstring_span(lines: list[str]) -> tuple[int, int]:
+    """(first, end) line indexes of the module docstring, or (0, 0)."""
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return (0, 0)
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return (first.lineno - 1, first.end_lineno)
+    return (0, 0)
+
+
+def _hunks(base: list[str], bug: list[str]) -> list[Hunk]:
+    b0, b1 = _docstring_span(base)
+    g0, g1 = _docstring_span(bug)
+    # the bug's docstring is replaced by the reference's, so the diff sees only the code change
+    aligned = bug[:g0] + base[b0:b1] + bug[g1:]
+    ops = difflib.SequenceMatcher(None, base, aligned, autojunk=False).get_opcodes()
+    return [Hunk(i1, i2, tuple(aligned[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
+
+
+@functools.cache
+def read_source(path: Path) -> tuple[str, ...]:
+    return tuple(path.read_text(encoding="utf-8").splitlines(keepends=True))
+
+
+@functools.cache
+def forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """Every bug file of the exercise as hunks against the reference it differs least from."""
+    refs = reference_files(exercise_id)
+    found = []
+    for path in bug_files(exercise_id):
+        bug = list(read_source(path))
+        best = None
+        for ref in refs:
+            hunks = _hunks(list(read_source(ref)), bug)
+            size = sum(h.end - h.start + len(h.lines) for h in hunks)
+            if best is None or size < best[0]:
+                best = (size, ref, hunks)
+        if best is not None:
+            found.append(BugForm(bug_id_of(path), path, best[1], tuple(best[2])))
+    return tuple(found)
+
+
+def composable(group: tuple[BugForm, ...]) -> bool:
+    """Distinct bugs made from the same reference whose hunks touch different lines."""
+    if len({f.bug for f in group}) != len(group) or len({f.base for f in group}) != 1:
+        return False
+    hunks = [h for f in group for h in f.hunks]
+    return bool(hunks) and not any(a.conflicts(b) for a, b in itertools.combinations(hunks, 2))
+
+
+def compose_source(group: tuple[BugForm, ...]) -> str:
+    """The reference with every hunk of every form in `group` applied (they must be composable)."""
+    lines = list(read_source(group[0].base))
+    for hunk in sorted((h for f in group for h in f.hunks), key=lambda h: h.start, reverse=True):
+        lines[hunk.start:hunk.end] = hunk.lines
+    return "".join(lines)
+
+
+@functools.cache
+def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
+    """A module built from the composed source (cached per group)."""
+    name = "attn_kit_composed_" + "__".join(f.name.replace("-", "_").replace("@", "_") for f in group)
+    module = types.ModuleType(name)
+    module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"
+    code = compile(compose_source(group), module.__file__, "exec")
+    exec(code, module.__dict__)  # noqa: S102 - the kit's own bundled solution files, never the candidate's
+    return module
