@@ -152,6 +152,8 @@ QUADRATIC_MEMORY = Expectation(
 WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
     Workload("mha-screen", "multi_head_attention", SELF, "causal mask", "call",
              _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
+    Workload("rope", "rope_attention", SELF, "causal mask, positions 0..T-1", "call",
+             _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
     Workload("gqa", "grouped_query_attention", dict(SELF, KV=1), "causal mask", "call",
              _gqa_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
     Workload("cross-attention", "cross_attention", SELF, "context length S = T, no mask", "call",
