@@ -1,7 +1,7 @@
 """Benchmarks of the project's references, run on demand (pytest's testpaths do not include this folder).
 
     python benchmarks/run.py                   # all four, Markdown to stdout
-    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, kv-cache, check-startup, bench-command
+    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup, bench-command
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
 
 Prints ratios side by side with their targets, and the machine the figures came from. The two
@@ -214,6 +214,39 @@ def tiled_vs_naive(repeats: int) -> list[Row]:
     return rows
 
 
+# --- 2b. sliding-window vs naive masked T×T attention at T = 4096, window = 128 -----------------
+
+def naive_window_attention(q, k, v, window):
+    """The first NumPy answer: the whole B×H×T×T scores, the band applied as a mask."""
+    T = q.shape[-2]
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    scores = np.where((j <= i) & (j > i - window), scores, -np.inf)
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return weights @ v
+
+
+def sliding_window_vs_naive(repeats: int) -> list[Row]:
+    ours = load_module(solutions_dir("sliding-window") / "reference_numpy.py").sliding_window_attention
+    B, H, T, d, window = 1, 2, 4096, 64, 128
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(0, 1, (B, H, T, d)) for _ in range(3))
+    small = (q[..., :300, :], k[..., :300, :], v[..., :300, :], 40)
+    assert np.allclose(ours(*small), naive_window_attention(*small))
+    mem, mem_naive = peak_bytes(lambda: ours(q, k, v, window)), peak_bytes(lambda: naive_window_attention(q, k, v, window))
+    bound = 64 * B * H * T * (window + d)
+    seconds, time_naive, ratio = paired(lambda: ours(q, k, v, window),
+                                        lambda: naive_window_attention(q, k, v, window), repeats)
+    setting = f"B={B} H={H} T={T} d={d} window={window}, float64"
+    return [Row(f"sliding-window reference peak memory vs its bound 64·B·H·T·(window + d), {setting}",
+                mib(mem), mib(bound), mem / bound, "≤ 100%", mem <= bound,
+                f"the naive version peaks at {mib(mem_naive)}"),
+            Row(f"sliding-window reference time vs naive masked T×T NumPy, {setting}", ms(seconds), ms(time_naive),
+                ratio, "≤ 3×", ratio <= 3.0)]
+
+
 # --- 3. generating 512 tokens: kv-cache vs recomputing causal attention each step ----------------
 
 def kv_cache_vs_recompute(repeats: int) -> list[Row]:
@@ -298,7 +331,8 @@ def bench_command(repeats: int) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "kv-cache": kv_cache_vs_recompute,
+BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "sliding-window": sliding_window_vs_naive,
+              "kv-cache": kv_cache_vs_recompute,
               "check-startup": check_startup, "bench-command": bench_command}
 
 

@@ -131,6 +131,11 @@ def _masked_bias_inputs(rng, T, B, C, H, D):
     return (activations, parameters, {}), {"heads": H, "causal": True}
 
 
+def _window_inputs(rng, T, B, H, d, window):
+    q, k, v = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(3))
+    return (q, k, v, window), {}
+
+
 def _decode_inputs(rng, T, B, D, H):
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
     return (steps, cases.params(rng, D), H), {}
@@ -152,6 +157,8 @@ QUADRATIC_MEMORY = Expectation(
 WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
     Workload("mha-screen", "multi_head_attention", SELF, "causal mask", "call",
              _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
+    Workload("rope", "rope_attention", SELF, "causal mask, positions 0..T-1", "call",
+             _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
     Workload("gqa", "grouped_query_attention", dict(SELF, KV=1), "causal mask", "call",
              _gqa_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
     Workload("cross-attention", "cross_attention", SELF, "context length S = T, no mask", "call",
@@ -172,6 +179,21 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
                     if_lower="almost nothing is allocated per call; fine"),
         LADDER + (4096, 8192), arrays_only=True,
         contrast="naive attention holds the T×S score matrix: memory ≈ T^2"),
+    Workload(
+        "sliding-window", "sliding_window_attention", {"B": 1, "H": 2, "d": 16, "window": 32},
+        "q, k, v all B×H×T×d", "call", _window_inputs,
+        Expectation(1.0, "each query scores its window keys only: T·window dot products, linear in T "
+                         "for a fixed window",
+                    if_higher="the whole T×T score matrix is computed and then masked: the band saves "
+                              "nothing unless only the keys a query can see are scored",
+                    if_lower="per-call overhead still weighs at these sizes; a larger --budget or "
+                             "--sizes reaches larger T"),
+        Expectation(1.0, "scores for one chunk of queries against the keys its window reaches, plus the "
+                         "B×H×T×d output",
+                    if_higher="a T×T array (scores, the band as floats, weights) is built somewhere",
+                    if_lower="almost nothing is allocated per call; fine"),
+        LADDER + (4096, 8192), arrays_only=True,
+        contrast="masking the full T×T scores costs ≈ T^2 in time and memory whatever the window"),
     Workload(
         "kv-cache", "decode_step", {"B": 1, "D": 32, "H": 4}, "one step with T tokens in the cache",
         "decode step", _decode_inputs,

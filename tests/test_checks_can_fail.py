@@ -23,6 +23,8 @@ EXTRA = {
     "gqa": ["followups/gqa_flattened_output.py", "followups/gqa_no_value_errors.py"],
     "tiled-softmax": ["followups/tiled_transposed_output.py"],
     "cross-attention": ["followups/cross_flattened_output.py", "followups/cross_no_value_error.py"],
+    "rope": ["more/rope_not_a_rotation.py", "more/rope_no_value_error.py", "more/rope_wrong_shapes.py"],
+    "sliding-window": ["more/window_no_value_error.py", "more/window_transposed_output.py"],
 }
 
 
