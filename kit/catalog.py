@@ -30,6 +30,11 @@ class Hint:
     text: str
     concept: str = ""
     checks: tuple[str, ...] = ()     # check ids this hint helps with
+    step: str = ""                   # one of HINT_STEPS: a nudging question, the concept, near-code
+    dimension: str = ""              # the scored dimension (DIMENSIONS) a used hint caps at 3
+
+
+HINT_STEPS = ("question", "concept", "code")
 
 
 @dataclass(frozen=True)

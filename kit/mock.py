@@ -187,8 +187,8 @@ class Discussion:
     def to_json(self) -> dict:
         return {"question": self.question.id, "concept": self.question.concept, "prompt": self.question.prompt,
                 "answer": self.answer, "covered": sum(self.covered), "total": len(self.covered),
-                "key_points": [{"text": text, "covered": flag}
-                               for text, flag in zip(self.question.key_points, self.covered)]}
+                "key_points": [{"text": text, "covered": flag, "required": i in self.question.required}
+                               for i, (text, flag) in enumerate(zip(self.question.key_points, self.covered))]}
 
 
 def ask(question: catalog.Question, index: int, count: int) -> Discussion:
@@ -202,7 +202,7 @@ def ask(question: catalog.Question, index: int, count: int) -> Discussion:
     render_practice.key_points_intro()
     covered = []
     for number, point in enumerate(question.key_points, 1):
-        render_practice.key_point(number, point)
+        render_practice.key_point(number, point, required=number - 1 in question.required)
         covered.append(click.confirm("     covered?", default=False))
     render_practice.discussion_score(sum(covered), len(covered))
     return Discussion(question, "\n".join(lines), covered)
@@ -216,6 +216,45 @@ def discussion_rating(item: Discussion):
     if total and got == total:
         return Rating.Good
     return Rating.Hard if total and got * 2 >= total else Rating.Again
+
+
+# --- the scores ---------------------------------------------------------------------------------
+
+def correctness_score(report) -> int | None:
+    """The correctness dimension read off the graded checks: 1 a public example fails, 2 three or
+    more checks fail, 3 one or two fail, 4 every check passes (skipped checks do not count)."""
+    if report is None:
+        return None
+    ran = [r for r in report.results if r.status != "skip"]
+    if not ran or any(r.public and r.status != "pass" for r in ran):
+        return 1
+    failing = sum(r.status != "pass" for r in ran)
+    return 4 if failing == 0 else 3 if failing <= 2 else 2
+
+
+def hint_caps(exercise: catalog.Exercise, levels) -> dict[str, list[int]]:
+    """Dimension -> the used hint levels that cap it at 3 (a hint with no dimension caps correctness)."""
+    caps: dict[str, list[int]] = {}
+    for level in sorted(levels):
+        if 1 <= level <= len(exercise.hints):
+            caps.setdefault(exercise.hints[level - 1].dimension or "correctness", []).append(level)
+    return caps
+
+
+def scores(exercise: catalog.Exercise, report=None, hints_used=()) -> list[dict]:
+    """One row per scored dimension: the score the kit can compute (correctness only, else None for
+    the interviewer or the candidate to give), the cap of 3 that used hints impose, the anchors."""
+    caps = hint_caps(exercise, hints_used)
+    rows = []
+    for item in exercise.scoring:
+        score = correctness_score(report) if item.dimension == "correctness" else None
+        capped_by = caps.get(item.dimension, [])
+        cap = 3 if capped_by else None
+        if score is not None and cap is not None:
+            score = min(score, cap)
+        rows.append({"dimension": item.dimension, "score": score, "cap": cap, "capped_by": capped_by,
+                     "anchors": list(item.anchors)})
+    return rows
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -234,6 +273,7 @@ def report_data(session: Session, status: str, used: float, ended: datetime, rep
         "diagnosis": [d.to_json() for d in report.diagnosis] if report else [],
         "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used,
                   "available": len(exercise.hints)},
+        "scoring": scores(exercise, report, hints_during),
         "discussion": [d.to_json() for d in discussion],
         "followups": [f.prompt for f in exercise.followups],
         "solution_file": str(session.file),
@@ -257,6 +297,16 @@ def report_markdown(data: dict) -> str:
     hints = data["hints"]
     lines.append(f"- Hints used during the session: {len(hints['used_during_session'])} "
                  f"({hints['used_in_total']} of {hints['available']} used in total)")
+    if data.get("scoring"):
+        lines += ["", "## Scores (1-4 per dimension)", "",
+                  "Correctness is read off the graded checks; score the other dimensions against their "
+                  "anchors. Each hint used caps its dimension at 3.", "",
+                  "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
+        for row in data["scoring"]:
+            score = "–" if row["score"] is None else f"{row['score']}/4"
+            cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
+            anchors = [a.replace("|", "\\|") for a in row["anchors"]]
+            lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -267,10 +317,14 @@ def report_markdown(data: dict) -> str:
     if data["discussion"]:
         lines += ["", "## Discussion (self-scored)", ""]
         for d in data["discussion"]:
-            lines += [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points.", ""]
+            required = [p for p in d["key_points"] if p.get("required")]
+            got = sum(p["covered"] for p in required)
+            lines += [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
+                      + (f" ({got} of {len(required)} required)." if required else "."), ""]
             if d["answer"]:
                 lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
-            lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" for p in d["key_points"]]
+            lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
+                      for p in d["key_points"]]
             lines.append("")
     if data["followups"]:
         lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]

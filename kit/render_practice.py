@@ -204,21 +204,23 @@ def key_points_intro(out: Console | None = None) -> None:
     _out(out).print(Text("Key points an interviewer listens for — mark each one you covered:", style="label"))
 
 
-def key_point(number: int, text: str, out: Console | None = None) -> None:
-    _out(out).print(Text(f"  {number}. ") + Text(text))
+def key_point(number: int, text: str, out: Console | None = None, required: bool = False) -> None:
+    _out(out).print(Text(f"  {number}. ") + Text(text) + (Text("  (required)", style="label") if required else Text("")))
 
 
 def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
     _out(out).print(Text(f"  covered {covered} of {total}", style="check.pass" if covered == total else "muted"))
 
 
-def followups(exercise, out: Console | None = None) -> None:
+def followups(exercise, out: Console | None = None, answers: bool = False) -> None:
     out = _out(out)
     if not exercise.followups:
         return
     out.print(Text("Follow-up prompts an interviewer may ask next:", style="label"))
     for item in exercise.followups:
         out.print(Text("  • ") + Text(item.prompt), soft_wrap=False)
+        if answers and item.answer:
+            out.print(Padding(Text("expected: ", style="muted") + Text(item.answer), (0, 0, 0, 4)))
 
 
 def mock_report_written(path: Path, summary: str, out: Console | None = None) -> None:
@@ -228,10 +230,36 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
     out.print(Text("Report: ", style="muted") + Text(str(path), style="command"), soft_wrap=True)
 
 
+def _scoring(exercise, out: Console) -> None:
+    """The scored rubric: four anchors per dimension, which hints cap it, checkpoints, seniority."""
+    out.print(Rule(Text("Scoring: 1 to 4 per dimension", style="label")))
+    out.print(Text("Each hint the candidate used caps its dimension at 3. Correctness comes from the checks.",
+                   style="muted"))
+    levels: dict[str, list[int]] = {}
+    for number, hint in enumerate(exercise.hints, 1):
+        levels.setdefault(hint.dimension or "correctness", []).append(number)
+    for item in exercise.scoring:
+        capped = levels.get(item.dimension)
+        out.print(Text(item.dimension, style="label")
+                  + (Text(f"  (hints {', '.join(map(str, capped))} cap it at 3)", style="muted") if capped else Text("")))
+        for score, anchor in enumerate(item.anchors, 1):
+            out.print(Padding(Text(f"{score}  ", style="label") + Text(anchor), (0, 0, 0, 4)))
+    if exercise.checkpoints:
+        out.print(Rule(Text(f"Time checkpoints ({exercise.minutes}-minute screen)", style="label")))
+        for item in exercise.checkpoints:
+            out.print(Text(f"  {item.minute:>3} min  ", style="label") + Text(item.expect))
+    if exercise.seniority:
+        out.print(Rule(Text("Expectations by seniority", style="label")))
+        for item in exercise.seniority:
+            out.print(Text(f"  {item.level}: ", style="label") + Text(item.expect))
+
+
 def interviewer_sheet(exercise, out: Console | None = None) -> None:
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {exercise.minutes} minutes", style="label")))
     render.statement(exercise, out)
+    if exercise.scoring:
+        _scoring(exercise, out)
     if exercise.rubric:
         out.print(Rule(Text("What to watch for", style="label")))
         for item in exercise.rubric:
@@ -243,9 +271,10 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
         for number, question in enumerate(exercise.questions, 1):
             out.print(Text(f"{number}. ", style="label") + Text(question.prompt, style="label")
                       + Text(f"  ({question.concept})", style="muted"))
-            for point in question.key_points:
-                out.print(Padding(Text("– " + point), (0, 0, 0, 4)))
-    followups(exercise, out)
+            for index, point in enumerate(question.key_points):
+                mark = Text("required ", style="label") if index in question.required else Text("")
+                out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
+    followups(exercise, out, answers=True)
 
 
 # --- discussion review --------------------------------------------------------------------------
@@ -262,8 +291,9 @@ def card_front(index: int, count: int, entry, out: Console | None = None) -> Non
 def card_back(entry, out: Console | None = None) -> None:
     out = _out(out)
     out.print(Text("Key points:", style="label"))
-    for point in entry.question.key_points:
-        out.print(Text("  • ") + Text(point))
+    for index, point in enumerate(entry.question.key_points):
+        required = index in entry.question.required
+        out.print(Text("  • ") + Text(point) + (Text("  (required)", style="label") if required else Text("")))
 
 
 def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> None:

@@ -93,6 +93,12 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     markdown = (folder / "report.md").read_text()
     assert "Status: **submitted**" in markdown and "## Discussion (self-scored)" in markdown
     assert "def multi_head_attention" in markdown and "## Follow-up prompts" in markdown
+    scoring = {row["dimension"]: row for row in data["scoring"]}
+    assert list(scoring) == [d.dimension for d in EXERCISE.scoring]
+    capped = EXERCISE.hints[0].dimension                         # hint 1 was used during the session
+    assert scoring[capped]["cap"] == 3 and scoring[capped]["capped_by"] == [1]
+    assert scoring["correctness"]["score"] == (3 if capped == "correctness" else 4)
+    assert "## Scores (1-4 per dimension)" in markdown and "| correctness |" in markdown
 
     history = history_json()
     [mock] = history["mocks"]
@@ -162,11 +168,20 @@ def test_interviewer_sheet(tmp_path):
     proc = attn_kit("mock", "mha-screen", "--interviewer", "--dir", tmp_path)
     assert proc.returncode == 0
     out = proc.stdout
-    assert "Interviewer sheet" in out and "What to watch for" in out
-    for item in EXERCISE.rubric:
-        assert item.watch_for[:40] in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "Interviewer sheet" in out and "Scoring: 1 to 4 per dimension" in out
+    for item in EXERCISE.scoring:                                # six dimensions, four anchors each
+        assert item.dimension in out
+        for anchor in item.anchors:
+            assert anchor[:40] in flat
+    for item in EXERCISE.checkpoints:
+        assert item.expect[:40] in flat
     for question in EXERCISE.questions:
-        assert question.key_points[0][:40] in " ".join(out.split())
+        assert question.key_points[0][:40] in flat
+    assert flat.count("– required ") == sum(len(q.required) for q in EXERCISE.questions)
+    for item in EXERCISE.followups:
+        if item.answer:
+            assert item.answer[:40] in flat
     assert list(tmp_path.iterdir()) == []                        # no session is started
 
 
