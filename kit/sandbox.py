@@ -545,6 +545,11 @@ class _Zygote:
     def __init__(self, preload: tuple[str, ...] = ()):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if _is_clean():
+            for name in preload:          # imported once here, so every worker starts with them
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
