@@ -200,7 +200,12 @@ def main():
     try:
         code = cli.main(prog_name="attn-kit", standalone_mode=False)
     except click.BadParameter as exc:     # a bad option value: one line, exit 2
-        click.echo(f"Error: {exc.format_message()}", err=True)
+        message = exc.format_message()
+        if "--json" in sys.argv[1:]:
+            from .report import error_json
+            click.echo(json.dumps(error_json(message)))
+        else:
+            click.echo(f"Error: {message}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         exc.show()

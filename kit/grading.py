@@ -124,15 +124,19 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
     a check about something else, such as a call that omits optional entries). Returns the
     written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
     exercise lets the candidate update (kv-cache's cache)."""
-    found: list[str] = []
+    where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
     for r in results:
         for call in r.calls:
             for part in call.outcome.mutated:
                 if part.split("[")[0].split(" ")[0] in mutable:
                     continue
-                line = f"`{call.fn}` wrote into {part} (in {r.id})"
-                if line not in found:
-                    found.append(line)
+                verb = "added" if part.endswith(" (added)") else "removed" if part.endswith(" (removed)") else "wrote into"
+                line = f"`{call.fn}` {verb} {part.rsplit(' (', 1)[0] if verb != 'wrote into' else part}"
+                checks = where.setdefault(line, [])
+                if r.id not in checks:
+                    checks.append(r.id)
+    found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
+             for line, checks in where.items()]
     if not found:
         return found
     owner = next((r for r in results if MUTATION_BUG in r.catches), None)

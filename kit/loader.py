@@ -42,9 +42,33 @@ class SourceFile:
                 found.setdefault(node.module.split(".")[0], node.lineno)
         return sorted(found.items(), key=lambda item: item[1])
 
+    def dynamic_imports(self) -> list[tuple[str, int]]:
+        """Modules named by a string constant in `__import__("x")`, `importlib.import_module("x")`,
+        `sys.modules["x"]` or `sys.modules.get("x")` (for --pure; the worker also records what
+        is imported at run time)."""
+        found: dict[str, int] = {}
+        for node in ast.walk(self.tree):
+            name = None
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                func = node.func
+                callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                target = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+                if callee in ("__import__", "import_module") or (callee == "get" and target.endswith("sys.modules")):
+                    name = node.args[0].value
+            elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("sys.modules") \
+                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                name = node.slice.value
+            if name:
+                found.setdefault(name.split(".")[0], node.lineno)
+        return sorted(found.items(), key=lambda item: item[1])
+
     def non_stdlib_imports(self) -> list[tuple[str, int]]:
-        return [(name, line) for name, line in self.imports()
-                if name not in sys.stdlib_module_names and name != "__future__"]
+        seen: dict[str, int] = {}
+        for name, line in self.imports() + self.dynamic_imports():
+            if name not in sys.stdlib_module_names and name != "__future__":
+                seen.setdefault(name, line)
+        return sorted(seen.items(), key=lambda item: item[1])
 
 
 MAX_SOURCE_BYTES = 1 << 20      # a solution file larger than 1 MiB is refused

@@ -545,6 +545,11 @@ class _Zygote:
     def __init__(self, preload: tuple[str, ...] = ()):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if _is_clean():
+            for name in preload:          # imported once here, so every worker starts with them
+                try:
+                    __import__(name)
+                except ImportError:
+                    pass
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -840,18 +845,36 @@ class Sandbox:
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
+        measure = bool(harness and "measure" in harness and _LINUX)
+        kernel, peak = None, None
         started = time.perf_counter()
         self.memory_note = ""
         try:
-            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo), timeout=limit + CONTROL_DEADLINE)
+            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
             return Outcome("crashed", detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
-        if not self._wait(deadline):
-            self._drop_worker()
-            return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
-                           seconds=time.perf_counter() - started)
-        reply, status, detail = self._read(deadline + REPLY_GRACE, "reply")
+        syncs = 0
+        while True:
+            if not self._wait(deadline):
+                self._drop_worker()
+                return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
+                               seconds=time.perf_counter() - started)
+            reply, status, detail = self._read(deadline + REPLY_GRACE, "reply")
+            if reply is None or not (measure and syncs < 2 and reply.get("kind") == "sync"):
+                break
+            # a measured call: the worker stops just before and just after it, and the kit resets
+            # and then reads the worker's peak resident memory (VmHWM) from the kernel
+            if syncs == 0:
+                kernel = self._reset_peak()
+            elif kernel is not None:
+                peak = status_field(kernel[0], "VmHWM")
+            syncs += 1
+            try:
+                self.conn.send(("go",), timeout=CONTROL_DEADLINE)
+            except (OSError, ChannelTimeout):
+                reply, status, detail = None, "crashed", f"the process {self._ended()}"
+                break
         seconds = time.perf_counter() - started
         if reply is None:
             if self.memory_note:
@@ -863,10 +886,33 @@ class Sandbox:
             self._drop_worker()
             return Outcome("crashed", detail=f"{exc}; the process was stopped", seconds=seconds)
         self._note_pure(_names(reply.get("pure")))
+        if kernel is not None and peak is not None:
+            outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
         if echo:
             names = self._argument_names(fn, len(args), list(kwargs))
             outcome = _replace(outcome, mutated=mutation.written(names, before, after))
         return outcome
+
+    def _worker_pid(self) -> int | None:
+        """The worker's pid as /proc shows it (self.pid is its keeper: keeper -> nsinit -> worker)."""
+        if not _LINUX or self.pid is None:
+            return None
+        below = descendants(self.pid)
+        parents = _parents()
+        return next((p for p in below if parents.get(p) in below and parents.get(parents[p]) == self.pid), None)
+
+    def _reset_peak(self) -> tuple[int, int] | None:
+        """Reset the worker's peak resident memory (Linux clear_refs); (pid, resident bytes now)."""
+        pid = self._worker_pid()
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            return None
+        rss = status_field(pid, "VmRSS")
+        return None if rss is None else (pid, rss)
 
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
         """The parameter names the arguments bind to, from the signature the file declared."""

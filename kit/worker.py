@@ -247,7 +247,13 @@ class Worker:
     def _violations(self) -> list[str]:
         return list(self.guard.violations) if self.guard else []
 
-    def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True) -> dict:
+    def _sync(self) -> None:
+        """A measured call: tell the kit the call starts (or ended) and wait for its go-ahead."""
+        self.conn.send_bytes(wire.encode({"kind": "sync"}))
+        self.conn.recv_bytes()
+
+    def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
+             measure: bool = False) -> dict:
         """Run one function; the reply carries its result and, when `echo`, the arguments as the
         call left them (the kit compares them with its own copy)."""
         fn = getattr(self.module, fn_name, None)
@@ -256,6 +262,8 @@ class Worker:
         if not callable(fn):
             status, value, error = "raised", None, ErrorInfo("AttributeError", f"the file defines no function {fn_name}")
         else:
+            if measure:
+                self._sync()
             self.guard.recording = True
             try:
                 if harness:
@@ -267,6 +275,8 @@ class Worker:
             except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
                 status, value, error = "raised", None, error_info(exc, self.path)
             self.guard.recording = False
+            if measure:
+                self._sync()
         seconds = time.perf_counter() - start
         output = self.capture.take()
         detail = ""
@@ -288,6 +298,7 @@ class Worker:
             except (EOFError, OSError):
                 return
             message = pickle.loads(data)         # from the kit: trusted
+            del data                             # not held while the candidate's code runs
             kind = message[0]
             if kind == "stop":
                 return
