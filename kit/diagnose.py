@@ -223,12 +223,13 @@ class _Evidence:
         return len(self.wrong)
 
 
-def _tolerance(result: CheckResult) -> tuple[float, float]:
-    """The check's own tolerance (diagnosis is never looser than the check that failed)."""
+def _tolerance(result: CheckResult, call: Call) -> tuple[float, float]:
+    """The tolerance the check compared this call with (never looser than the kit's default)."""
+    rtol, atol = call.tolerance or (RTOL, ATOL)
     m = result.mismatch
-    if m is not None:
-        return min(m.rtol, RTOL), min(m.atol, ATOL)
-    return RTOL, ATOL
+    if m is not None and call is result.failing_call:
+        rtol, atol = min(rtol, m.rtol), min(atol, m.atol)
+    return min(rtol, RTOL), min(atol, ATOL)
 
 
 def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | None:
@@ -241,7 +242,7 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
         ev.raised = cand.raised
         ev.wrong = np.ones(1, bool)
         return ev
-    rtol, atol = _tolerance(result)
+    rtol, atol = _tolerance(result, call)
     like = ref.value if isinstance(ref.value, tuple) else np.asarray(ref.value)
     ev.like = like
     cparts, rparts = _parts(cand.value, like), _parts(ref.value, like)
@@ -353,11 +354,16 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
     _name_mutation(failing, finding)
+    if not failing:
+        return finding
     oracle = oracle_for(exercise)
-    evs = [ev for r in failing for n, call in enumerate(r.calls)
-           if (ev := _evidence(oracle, r, n, call)) is not None]
-    wrong_evs = [ev for ev in evs if ev.wrong.any()]
-    if wrong_evs:
+    # every call that ran is evidence: a failing check's calls show what is wrong, a passing
+    # check's calls show where a bug model would change something the candidate gets right
+    evs = [ev for r in results if r.status != "skip" for n, call in enumerate(r.calls)
+           if (r.status != "pass" or call.expected is not None)
+           and (ev := _evidence(oracle, r, n, call)) is not None]
+    failing_ids = {r.id for r in failing}
+    if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
         _search(exercise, failing, evs, finding)
     _attribute_mutation(exercise, failing, evs, finding)
     finding.seconds = time.perf_counter() - started

@@ -19,6 +19,7 @@ class Call:
     outcome: Outcome
     expected: Any = None          # what the reference returns, when the check computed it
     harness: str | None = None    # "module:function" the worker ran the call through, if any
+    tolerance: tuple[float, float] | None = None   # (rtol, atol) the check compared this call's values with
 
 
 @dataclass
