@@ -68,12 +68,22 @@ def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
     return tested | failing, failing
 
 
+def rated_bugs(report: "Report") -> list[str]:
+    """The bugs whose concepts a run may rate: those the diagnosis named, on a full graded run
+    that ran the candidate's code (a stub whose every call raised, a file that timed out
+    everywhere, or a --public run rates nothing)."""
+    if report.public_only:
+        return []
+    ran = [r for r in report.results if r.status in ("pass", "fail")]
+    return [d.bug for d in report.diagnosis] if ran else []
+
+
 @dataclass
 class Recorded:
     """What recording a check run did: the kit's own card ratings and the hint count."""
 
     check_id: int
-    ratings: list = field(default_factory=list)   # (concept, card key, fsrs Rating)
+    ratings: list = field(default_factory=list)   # review.AutoRating: concept, card key, rating, due
     hints_used: int = 0
     hints_total: int = 0
 
@@ -91,7 +101,7 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
             checks_passed=passed, checks_total=total, points=got, max_points=most,
             public_only=report.public_only, failing=[r.id for r in report.results if r.status in ("fail", "error")],
             bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
-        ratings = review.rate_concepts(store, report.exercise, tested, failing, at=at)
+        ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
     return Recorded(check_id, ratings, len(store.hint_levels(exercise.id)), len(exercise.hints))
 
