@@ -188,5 +188,9 @@ def exercise(exercise_id: str) -> Exercise:
     """Look up an exercise, or raise UsageError listing the ids."""
     found = exercises().get(exercise_id)
     if found is None:
-        raise UsageError(f"unknown exercise '{exercise_id}'. Exercises: {', '.join(exercises())}")
+        import difflib
+        spelled = exercise_id.strip().lower().replace("_", "-").replace(" ", "-")
+        close = [spelled] if spelled in exercises() else difflib.get_close_matches(spelled, list(exercises()), n=1)
+        guess = f" Did you mean `{close[0]}`?" if close else ""
+        raise UsageError(f"unknown exercise '{exercise_id}'.{guess} Exercises: {', '.join(exercises())}")
     return found

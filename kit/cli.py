@@ -7,6 +7,7 @@ start-up stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -18,10 +19,13 @@ from .cli_common import (EXIT_FAIL, EXIT_PASS, EXIT_USAGE, SEED, SIZE, json_cont
                          reports_errors, stop_on_sigterm, timeout_option_type)
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(package_name="attn-kit", prog_name="attn-kit")
-def cli():
+@click.pass_context
+def cli(ctx):
     """attn-kit: practise the attention coding screen, locally.
+
+    Without a command: your current exercise, its state and the command to run next.
 
     \b
     Quick start:
@@ -29,6 +33,29 @@ def cli():
       attn-kit start mha-screen solution.py
       attn-kit check solution.py
     """
+    if ctx.invoked_subcommand is None:
+        from . import practice, render
+        with _existing_store() as store:
+            status, command = practice.next_step(store)
+        render.where_you_are(status, command)
+
+
+@contextlib.contextmanager
+def _existing_store():
+    """The history if there is one (None otherwise): looking never creates it. A store that
+    cannot be opened counts as none."""
+    from .store import StoreError, db_path, open_store
+    store = None
+    if db_path().exists():
+        try:
+            store = open_store()
+        except StoreError:
+            store = None
+    try:
+        yield store
+    finally:
+        if store is not None:
+            store.close()
 
 
 @cli.command("list")
@@ -40,8 +67,10 @@ def list_exercises():
     Example:
       attn-kit list
     """
-    from . import catalog, render
-    render.exercise_list(catalog.exercises().values())
+    from . import catalog, practice, render
+    with _existing_store() as store:
+        states = practice.statuses(store)
+    render.exercise_list(catalog.exercises().values(), {k: v.label for k, v in states.items()})
 
 
 @cli.command()
@@ -94,11 +123,14 @@ def show(exercise):
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
 @click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Write a standalone script per failing check into DIR.")
+@click.option("--first/--full", "first", default=None,
+              help="--first: the first failure in full, the others one line each (the default past 5 failures); "
+                   "--full: every failure in full.")
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
 @click.option("--tests", "tests_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="TESTS",
               help="Also grade your pytest tests in TESTS (may be FILE itself): see `attn-kit test-tests`.")
 @reports_errors
-def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, watch, tests_file):
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file):
     """Grade FILE with the exercise's check suite, in a separate process.
 
     Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
@@ -134,7 +166,7 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
     else:
         from . import catalog, render
-        render.report(report, catalog.exercise(report.exercise))
+        render.report(report, catalog.exercise(report.exercise), first=first)
         render.repro_written(written)
         if tests:
             render.console().print()

@@ -251,25 +251,29 @@ def discuss(exercise, due_only, new):
     if exercise:
         catalog.exercise(exercise)
     with _open_store() as store:
-        entries = review.queue(store, exercise, due_only=due_only, new=new)
+        current = None if exercise else store.current_exercise()
+        entries = review.queue(store, exercise, due_only=due_only, new=new, first=current)
         if not entries:
-            render_practice.nothing_to_review(review.outlook(store, exercise), due_only)
+            render_practice.nothing_to_review(review.outlook(store, exercise), due_only, new)
             return
-        reviewed = 0
+        reviewed: list = []
         choices = click.Choice(sorted(set(review.RATINGS) | {"q"}))
-        for index, entry in enumerate(entries, 1):
-            render_practice.card_front(index, len(entries), entry)
-            click.prompt("Your answer (Enter to reveal the key points)", default="", show_default=False)
-            render_practice.card_back(entry)
-            answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
-                                  show_choices=False)
-            if answer == "q":
-                break
-            at = now()
-            card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
-            render_practice.card_scheduled(card.due, at)
-            reviewed += 1
-        render_practice.discuss_summary(reviewed, review.outlook(store, exercise))
+        try:
+            for index, entry in enumerate(entries, 1):
+                render_practice.card_front(index, len(entries), entry, current=current)
+                click.prompt("Your answer (Enter to reveal the key points)", default="", show_default=False)
+                render_practice.card_back(entry)
+                answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
+                                      show_choices=False)
+                if answer == "q":
+                    break
+                at = now()
+                card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
+                render_practice.card_scheduled(card.due, at)
+                reviewed.append(entry)
+        except (click.Abort, EOFError, KeyboardInterrupt):      # Ctrl-C or end of input: stop, keep what was rated
+            render_practice.discuss_stopped()
+        render_practice.discuss_summary(len(reviewed), review.outlook(store, exercise))
 
 
 # --- history, progress --------------------------------------------------------------------------

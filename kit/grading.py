@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import catalog, loader
-from .errors import DependencyMissing
+from .errors import DependencyMissing, LoadError
 from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped, Suite
 from .report import CheckResult, Report
 from . import sandbox as sandbox_module
@@ -71,6 +71,11 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
     try:
         check.func(ctx)
         result.points = check.points
+        if unimplemented(ctx.calls):      # e.g. inputs-left-unmodified on the untouched starter
+            result.status, result.points = "error", 0
+            names = ", ".join(dict.fromkeys(f"`{c.fn}`" for c in ctx.calls))
+            result.message = (f"{names} is not implemented yet (every call raised NotImplementedError), so this "
+                              f"check earns nothing")
     except CheckFailed as exc:
         result.status, result.message, result.mismatch = "fail", str(exc), exc.mismatch
     except CallFailed as exc:
@@ -87,6 +92,19 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
     result.notes += tuple(ctx.notes)
     result.output = "".join(c.outcome.output for c in ctx.calls)
     return result
+
+
+def unimplemented(calls) -> bool:
+    """The check called the candidate's code and every call raised NotImplementedError."""
+    return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError"
+                               for c in calls)
+
+
+def looks_like(exercise: catalog.Exercise, functions) -> catalog.Exercise | None:
+    """Another exercise whose main function the file defines, when it lacks this one's."""
+    if exercise.main in functions:
+        return None
+    return next((e for e in catalog.exercises().values() if e.id != exercise.id and e.main in functions), None)
 
 
 def not_checked(results: list[CheckResult]) -> list[str]:
@@ -169,6 +187,14 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         info = sandbox.start()
         if info.note:
             notes.append(info.note)
+        other = looks_like(exercise, info.functions)
+        if other is not None:
+            named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+            raise LoadError(
+                f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
+                f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
+                f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
+                f"`# attn-kit: {other.id}`.")
         loader.check_functions(exercise, info.functions, source.path)
         statuses: dict[str, str] = {}
         for check in suite.checks:

@@ -37,7 +37,7 @@ def _empty(command: str) -> dict:
                 "score": {"passed": 0, "total": 0, "points": 0, "max_points": 0},
                 "seed": None, "public_only": False, "checks": [], "diagnosis": [], "notes": []}
     if command == "test-tests":
-        return {"exercise": None, "path": None, "tests": [], "references": [], "wrong_tests": [], "wrong": [],
+        return {"exercise": None, "path": None, "tests": [], "references": [], "wrong_tests": [], "wrong": [], "type_sensitive": [],
                 "caught": [], "missed": [], "score": 0.0, "bugs": [], "runs": 0, "seconds": 0.0, "notes": []}
     if command == "bench":
         return {"exercise": None, "path": None, "function": None, "inputs": None, "setting": None, "unit": None,

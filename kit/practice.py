@@ -68,12 +68,22 @@ def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
     return tested | failing, failing
 
 
+def rated_bugs(report: "Report") -> list[str]:
+    """The bugs whose concepts a run may rate: those the diagnosis named, on a full graded run
+    that ran the candidate's code (a stub whose every call raised, a file that timed out
+    everywhere, or a --public run rates nothing)."""
+    if report.public_only:
+        return []
+    ran = [r for r in report.results if r.status in ("pass", "fail")]
+    return [d.bug for d in report.diagnosis] if ran else []
+
+
 @dataclass
 class Recorded:
     """What recording a check run did: the kit's own card ratings and the hint count."""
 
     check_id: int
-    ratings: list = field(default_factory=list)   # (concept, card key, fsrs Rating)
+    ratings: list = field(default_factory=list)   # review.AutoRating: concept, card key, rating, due
     hints_used: int = 0
     hints_total: int = 0
 
@@ -91,7 +101,7 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
             checks_passed=passed, checks_total=total, points=got, max_points=most,
             public_only=report.public_only, failing=[r.id for r in report.results if r.status in ("fail", "error")],
             bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
-        ratings = review.rate_concepts(store, report.exercise, tested, failing, at=at)
+        ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
     return Recorded(check_id, ratings, len(store.hint_levels(exercise.id)), len(exercise.hints))
 
@@ -269,3 +279,46 @@ def progress(store: Store) -> list[Progress]:
             due.get(exercise.id, 0), len(exercise.questions), len(store.mocks(exercise.id))))
     return rows
 
+
+
+# --- where am I: plain `attn-kit` and `attn-kit list` ------------------------------------------
+
+@dataclass(frozen=True)
+class Status:
+    exercise: str
+    state: str                      # "not started" | "attempted" | "passed"
+    best: tuple[int, int] | None    # (checks passed, total) of the best full graded run
+    last_file: str | None
+
+    @property
+    def label(self) -> str:
+        return self.state + (f" · best {self.best[0]}/{self.best[1]}" if self.best else "")
+
+
+def statuses(store: Store | None) -> dict[str, Status]:
+    """Every exercise's state from the history (`store` None: nothing recorded yet)."""
+    result = {}
+    for row in (progress(store) if store is not None else []):
+        runs = store.checks(row.exercise, limit=1)
+        state = "passed" if row.passed else ("attempted" if row.runs else "not started")
+        result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
+    for exercise_id in catalog.exercises():
+        result.setdefault(exercise_id, Status(exercise_id, "not started", None, None))
+    return result
+
+
+def next_step(store: Store | None) -> tuple[Status, str]:
+    """The current exercise (most recent in history, else the first) and the command to run next."""
+    states = statuses(store)
+    current = (store.current_exercise() if store is not None else None) or next(iter(catalog.exercises()))
+    status = states[current]
+    if status.state == "attempted":
+        return status, f"attn-kit check {status.last_file}"
+    if status.state == "not started":
+        return status, f"attn-kit start {current} {current.replace('-', '_')}.py"
+    ahead = [s for s in states.values() if s.state != "passed"]
+    if not ahead:
+        return status, "attn-kit discuss"
+    nxt = ahead[0].exercise
+    return status, (f"attn-kit check {ahead[0].last_file}" if ahead[0].state == "attempted"
+                    else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py")

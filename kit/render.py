@@ -63,16 +63,32 @@ def info(message: str) -> None:
 
 # --- exercises ------------------------------------------------------------------------------
 
-def exercise_list(exercises, out: Console | None = None) -> None:
+def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Console | None = None) -> None:
+    """One row per exercise: id, your status (not started / attempted / passed, best score), what
+    you build, what it needs."""
     out = out or console()
+    statuses = statuses or {}
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False)
     table.add_column("exercise", style="command", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     table.add_column("what you build")
     table.add_column("needs", style="muted")
     for e in exercises:
-        table.add_row(e.id, e.summary, e.needs or "")
+        state = statuses.get(e.id, "not started")
+        style = "check.pass" if state.startswith("passed") else ("warning" if state.startswith("attempted") else "muted")
+        table.add_row(e.id, Text(state, style=style), e.summary, e.needs or "")
     out.print(table)
     out.print(Text("Start one with: ", style="muted") + Text("attn-kit start EXERCISE FILE", style="command"))
+
+
+def where_you_are(status, command: str, out: Console | None = None) -> None:
+    """Plain `attn-kit`: the current exercise, its state, the next command."""
+    out = out or console()
+    out.print(Text("Current exercise: ", style="label") + Text(status.exercise, style="command")
+              + Text(f" ({status.label})", style="muted"))
+    out.print(Text("Next: ", style="label") + Text(command, style="command"), soft_wrap=True)
+    out.print(Text("All exercises: ", style="muted") + Text("attn-kit list", style="command")
+              + Text(" · every command: ", style="muted") + Text("attn-kit --help", style="command"))
 
 
 def statement(exercise, out: Console | None = None) -> None:
@@ -102,7 +118,7 @@ def _clip(output: str, limit: int = 1500) -> str:
     return "\n".join([output[:limit], f"… [{len(output) - limit:,} more characters not shown here]", *notices[:1]])
 
 
-def _failure(result: CheckResult, exercise_id: str) -> Group:
+def _failure(result: CheckResult, exercise_id: str, public_only: bool = False) -> Group:
     parts = [Text(result.message)]
     m = result.mismatch
     if m is not None:
@@ -116,7 +132,7 @@ def _failure(result: CheckResult, exercise_id: str) -> Group:
         parts.append(Text(f"{error}, "
                           f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
                           style="muted"))
-    case = {k: v for k, v in result.case.items()}
+    case = {k: v for k, v in result.case.items() if not (public_only and k == "seed")}   # --public: fixed cases
     if case:
         facts = ", ".join(f"{k}={v}" for k, v in case.items())
         parts.append(Text("case: ", style="muted") + Text(facts))
@@ -131,22 +147,40 @@ def _failure(result: CheckResult, exercise_id: str) -> Group:
     return Group(*parts)
 
 
-def report(rep: Report, exercise=None, out: Console | None = None) -> None:
+LEGEND = {"fail": "✗ failed", "error": "! your code raised, hung or crashed", "skip": "– not checked (no points)"}
+COMPACT_AFTER = 5      # more failures shown in full than this, and the report goes compact (as --first)
+
+
+def legend(results) -> Text | None:
+    """One line explaining the marks that appear in the table, if any but ✓ do."""
+    seen = [LEGEND[status] for status in LEGEND if any(r.status == status for r in results)]
+    return Text("  " + " · ".join(seen), style="muted") if seen else None
+
+
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None) -> None:
+    """A check report. A full pass is its header and one line (plus measured figures and the
+    follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
+    `first=True` (`--first`) shows only the first failure in full and the others one line each;
+    None does that past COMPACT_AFTER failures; False shows every failure in full."""
     out = out or console()
-    title = Text("attn-kit check ", style="label") + Text(f"{rep.exercise} · {rep.path} · seed {rep.seed}",
-                                                          style="muted")
+    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
+    title = Text("attn-kit check ", style="label") + Text(where, style="muted")
     if rep.public_only:
         title += Text(" · public examples only", style="muted")
-    out.print(title)
-    table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
-    table.add_column("", width=1)
-    table.add_column("check", no_wrap=True)
-    table.add_column("points", justify="right")
-    for r in rep.results:
-        style = f"check.{r.status}"
-        table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != "pass" else ""),
-                      Text(f"{r.points}/{r.max_points}", style="muted"))
-    out.print(table)
+    out.print(title, soft_wrap=True)
+    if not rep.passed:
+        table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
+        table.add_column("", width=1)
+        table.add_column("check", no_wrap=True)
+        table.add_column("points", justify="right")
+        for r in rep.results:
+            style = f"check.{r.status}"
+            table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != "pass" else ""),
+                          Text(f"{r.points}/{r.max_points}", style="muted"))
+        out.print(table)
+        key = legend(rep.results)
+        if key is not None:
+            out.print(key)
     for r in rep.results:          # measured figures of passing checks (peak memory, cache saving, ...)
         if r.status == "pass":
             for note in r.notes:
@@ -154,12 +188,23 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"))
     failures = [r for r in rep.results if r.status in ("fail", "error")]
+    in_full = [r for i, r in enumerate(failures) if not (r.bug and r.bug in {f.bug for f in failures[:i]})]
+    compact = first if first is not None else len(in_full) > COMPACT_AFTER
     shown_bugs: set[str] = set()
+    rows_shown = False
+    full_count = 0
     for r in failures:
         if r.bug and r.bug in shown_bugs:
             # the same root cause as a failure shown in full above: one line is enough
             out.print(Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}")
                       + Text("  same cause: ", style="muted") + Text(r.bug, style="bug.id"))
+            continue
+        if compact and full_count >= 1:
+            line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
+            line += Text(r.message.splitlines()[0] if r.message else r.title, style="muted")
+            out.print(line, overflow="ellipsis", no_wrap=True)
+            if r.bug:
+                shown_bugs.add(r.bug)
             continue
         head = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text(f" — {r.title}")
         out.print()
@@ -167,7 +212,12 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
             head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
             shown_bugs.add(r.bug)
         out.print(head)
-        out.print(Padding(_failure(r, rep.exercise), (0, 0, 0, 2), expand=False))
+        out.print(Padding(_failure(r, rep.exercise, rep.public_only), (0, 0, 0, 2), expand=False))
+        rows_shown = rows_shown or r.mismatch is not None
+        full_count += 1
+    if compact and len(in_full) > 1:
+        out.print(Text(f"(the first failure in full, the other {len(in_full) - 1} in one line each; "
+                       f"--full shows every one)", style="muted"))
     if failures:
         out.print()
         if rep.diagnosis:
@@ -178,11 +228,13 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
                 out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
                                         Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
         else:
+            advice = "read the worst rows above." if rows_shown else "read the messages above."
             out.print(Text("Diagnosis: ", style="label")
-                      + Text("no known bug matches these failures; read the worst rows above."))
+                      + Text(f"no known bug matches these failures; {advice}"))
     passed, total = rep.score
     got, most = rep.points
-    out.print()
+    if not rep.passed:
+        out.print()
     if rep.passed:
         skipped = sum(r.status == "skip" for r in rep.results)
         verdict = (f"✓ All {total} checks passed" if not skipped
@@ -195,8 +247,9 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
     else:
         skipped = sum(r.status == "skip" for r in rep.results)
         tail = f", {skipped} skipped" if skipped else ""
+        rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
         out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
-                  + Text(f"  Rerun the same cases with --seed {rep.seed}.", style="muted"))
+                  + Text(rerun, style="muted"))
 
 
 def _followups(exercise, out: Console) -> None:
@@ -239,9 +292,19 @@ def test_grade(grade, out: Console | None = None) -> None:
             if w.output.strip():
                 body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
             out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
-    else:
+    elif not grade.type_sensitive:
         out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
                        style="check.pass"))
+    if grade.type_sensitive:
+        count = len(grade.type_sensitive)
+        out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                       f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                       f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+        for t in grade.type_sensitive:
+            where = f" {t.where}" if t.where else ""
+            out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
+            out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
+                              expand=False))
     for note in grade.notes:
         out.print(Text(f"note: {note}", style="warning"))
     out.print()

@@ -74,13 +74,16 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
         out.print(line)
-    again = sorted({concept for concept, _, rating in recorded.ratings if int(rating) == 1})
-    good = sorted({concept for concept, _, rating in recorded.ratings if int(rating) != 1})
-    if again:
-        out.print(Text(f"Review: your {', '.join(again)} discussion cards are due again "
-                       f"(attn-kit discuss).", style="muted"))
-    if good:
-        out.print(Text(f"Review: fixed {', '.join(good)}; those cards moved later.", style="muted"))
+    if recorded.ratings:
+        from .store import now
+        at = now()
+        concepts = sorted({r.concept for r in recorded.ratings})
+        soonest = min(r.due for r in recorded.ratings)
+        when = "due now" if soonest <= at else f"due again in {span(soonest - at)}"
+        count = len(recorded.ratings)
+        out.print(Text(f"Review: this run shows the {', '.join(concepts)} mistake, so {count} "
+                       f"{'card' if count == 1 else 'cards'} you reviewed before came back ({when}; "
+                       f"attn-kit discuss).", style="muted"))
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:
@@ -279,12 +282,15 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
 
 # --- discussion review --------------------------------------------------------------------------
 
-def card_front(index: int, count: int, entry, out: Console | None = None) -> None:
+def card_front(index: int, count: int, entry, out: Console | None = None, current: str | None = None) -> None:
+    """The card's rule names its exercise: answers differ between exercises (a fully masked query
+    outputs `bo` in mha-screen, 0 in mha-masked-bias)."""
     out = _out(out)
     out.print()
     state = "new" if entry.is_new else "due"
-    out.print(Rule(Text(f"Card {index}/{count} · {entry.exercise.id} · {entry.question.concept} · {state}",
-                        style="muted")))
+    mark = " (your current exercise)" if current == entry.exercise.id else ""
+    out.print(Text(f"Card {index}/{count} · {state} · {entry.question.concept}", style="muted"))
+    out.print(Text(f"Exercise: {entry.exercise.id}{mark} — {entry.exercise.title}", style="muted"))
     out.print(Text(entry.question.prompt, style="label"))
 
 
@@ -302,13 +308,20 @@ def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> N
     _out(out).print(Text(f"  {text}", style="muted"))
 
 
-def nothing_to_review(outlook, due_only: bool, out: Console | None = None) -> None:
+def nothing_to_review(outlook, due_only: bool, new: int = 5, out: Console | None = None) -> None:
     out = _out(out)
     if due_only:
         out.print(Text("No card is due now.", style="label"))
+    elif new == 0 and outlook.new:
+        out.print(Text(f"No card is due now, and --new 0 asked for no new question ({outlook.new} left).",
+                       style="label"))
     else:
         out.print(Text("No card is due and no new question is left.", style="label"))
     discuss_summary(0, outlook, out)
+
+
+def discuss_stopped(out: Console | None = None) -> None:
+    _out(out).print(Text("\nStopped; every card rated so far is saved.", style="muted"))
 
 
 def discuss_summary(reviewed: int, outlook, out: Console | None = None) -> None:

@@ -1,12 +1,16 @@
 """Spaced-repetition review of the discussion questions, scheduled by the `fsrs` package.
 
-One card per discussion question (`<exercise>/<question id>`). A card has no row in the store
-until its first review; until then it is "new". Two things review cards:
-- the user, in `attn-kit discuss` (again / hard / good / easy);
-- the kit, after a check run: when a run starts failing on a concept (masking, scaling, ...),
-  that concept's cards are reviewed as Again; when a concept that was failing passes again,
-  as Good. Only the transitions count, so re-running a still-broken file on every save does
-  not pile up reviews.
+One card per discussion question (`<exercise>/<question id>`). A card is "new" until the user
+reviews it. Two things review cards:
+- the user, in `attn-kit discuss` (again / hard / good / easy) or a mock's discussion
+  (self-scored key points);
+- the kit, after a check run, within these rules (the README states them):
+  * only a full graded run whose failure the diagnosis names as a known bug rates, and only
+    that bug's concept (no-scaling -> scaling), as Again;
+  * only cards the user has already reviewed: new cards are introduced by the user;
+  * at most one automatic rating per card in any 24 hours, however often the file is re-run;
+  * stubs, files that do not load and timeouts never get a diagnosis, so they never rate;
+  * a fix does not rate (passing a check is not recalling the answer to a question).
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ RATINGS = {"1": Rating.Again, "2": Rating.Hard, "3": Rating.Good, "4": Rating.Ea
            "a": Rating.Again, "h": Rating.Hard, "g": Rating.Good, "e": Rating.Easy}
 
 
+AUTOMATIC = "check"                        # the source of the kit's own ratings
+AUTOMATIC_GAP = timedelta(days=1)          # at most one automatic rating per card in this window
+
+
 def scheduler() -> Scheduler:
     return Scheduler()
 
@@ -40,6 +48,7 @@ class Entry:
     exercise: catalog.Exercise
     question: catalog.Question
     card: Card | None
+    new: bool = False             # the user has never reviewed it (the kit may have)
 
     @property
     def key(self) -> str:
@@ -47,7 +56,7 @@ class Entry:
 
     @property
     def is_new(self) -> bool:
-        return self.card is None
+        return self.card is None or self.new
 
 
 def questions(exercise_id: str | None = None) -> list[tuple[catalog.Exercise, catalog.Question]]:
@@ -75,18 +84,23 @@ def review(store: Store, exercise_id: str, question: catalog.Question, rating: R
 
 
 def queue(store: Store, exercise_id: str | None = None, due_only: bool = False, new: int = 5,
-          at: datetime | None = None) -> list[Entry]:
-    """Cards due now (most overdue first), then up to `new` never-reviewed questions."""
+          at: datetime | None = None, first: str | None = None) -> list[Entry]:
+    """Cards due now (most overdue first), then up to `new` questions the user never reviewed
+    (a card only the kit has rated is still new to the user). With `first`, that exercise's
+    cards come before the others in both groups."""
     at = at or now()
     rows = {row["key"]: row for row in store.cards(exercise_id)}
+    seen = store.user_reviewed_keys()
     due, fresh = [], []
     for exercise, question in questions(exercise_id):
-        row = rows.get(card_key(exercise.id, question.id))
-        if row is None:
-            fresh.append(Entry(exercise, question, None))
+        key = card_key(exercise.id, question.id)
+        row = rows.get(key)
+        if key not in seen:
+            fresh.append(Entry(exercise, question, load_card(row) if row else None, new=True))
         elif parse_time(row["due"]) <= at:
             due.append(Entry(exercise, question, load_card(row)))
-    due.sort(key=lambda e: e.card.due)
+    due.sort(key=lambda e: (e.exercise.id != first, e.card.due))
+    fresh.sort(key=lambda e: e.exercise.id != first)          # stable: catalogue order otherwise
     return due if due_only else due + fresh[:max(new, 0)]
 
 
@@ -100,14 +114,17 @@ class Outlook:
 
 
 def outlook(store: Store, exercise_id: str | None = None, at: datetime | None = None) -> Outlook:
+    """Counts at `at`, true when printed: due among the cards the user has reviewed; new = never
+    reviewed by the user."""
     at = at or now()
     rows = {row["key"]: row for row in store.cards(exercise_id)}
+    seen = store.user_reviewed_keys()
     all_keys = [card_key(e.id, q.id) for e, q in questions(exercise_id)]
-    dues = [parse_time(rows[k]["due"]) for k in all_keys if k in rows]
+    dues = [parse_time(rows[k]["due"]) for k in all_keys if k in rows and k in seen]
     return Outlook(due_now=sum(d <= at for d in dues),
                    due_tomorrow=sum(d <= at + timedelta(days=1) for d in dues),
                    due_week=sum(d <= at + timedelta(days=7) for d in dues),
-                   new=sum(k not in rows for k in all_keys), total=len(all_keys))
+                   new=sum(k not in seen for k in all_keys), total=len(all_keys))
 
 
 def concept_questions(exercise_id: str, concept: str) -> list[tuple[str, catalog.Question]]:
@@ -118,35 +135,42 @@ def concept_questions(exercise_id: str, concept: str) -> list[tuple[str, catalog
     return [(e.id, q) for e, q in questions() if q.concept == concept]
 
 
-def rate_concepts(store: Store, exercise_id: str, tested: set[str], failing: set[str],
-                  at: datetime | None = None) -> list[tuple[str, str, Rating]]:
-    """The kit's own ratings after a check run; returns (concept, card key, rating) for each review.
+@dataclass(frozen=True)
+class AutoRating:
+    concept: str
+    key: str
+    rating: Rating
+    due: datetime
 
-    A concept that fails now and was not failing before -> Again; one that was failing and
-    passes now -> Good. Concepts the run did not test are left alone."""
+
+def rate_concepts(store: Store, exercise_id: str, bugs: list[str], at: datetime | None = None) -> list[AutoRating]:
+    """The kit's own ratings after a graded run whose diagnosis named `bugs`: each bug's concept's
+    cards that the user has reviewed before, and that the kit has not rated in the last 24 hours,
+    are reviewed as Again. Returns what was rated, with each card's new due time."""
     at = at or now()
-    done: list[tuple[str, str, Rating]] = []
+    known = catalog.bugs()
+    concepts = sorted({known[b].concept for b in bugs if b in known and known[b].concept})
+    seen = store.user_reviewed_keys()
+    done: list[AutoRating] = []
     with store.transaction():
-        for concept in sorted(tested | failing):
-            was_failing = store.concept_failing(exercise_id, concept)
-            is_failing = concept in failing
-            if is_failing and not was_failing:
-                rating = Rating.Again
-            elif was_failing and not is_failing:
-                rating = Rating.Good
-            else:
-                continue
-            store.set_concept(exercise_id, concept, is_failing, at)
+        for concept in concepts:
             for owner, question in concept_questions(exercise_id, concept):
-                review(store, owner, question, rating, source="check", at=at)
-                done.append((concept, card_key(owner, question.id), rating))
+                key = card_key(owner, question.id)
+                if key not in seen:
+                    continue                  # new cards are the user's to introduce
+                last = store.last_review_at(key, AUTOMATIC)
+                if last is not None and at - last < AUTOMATIC_GAP:
+                    continue
+                card = review(store, owner, question, Rating.Again, source=AUTOMATIC, at=at)
+                done.append(AutoRating(concept, key, Rating.Again, card.due))
     return done
 
 
 def due_counts_by_exercise(store: Store, at: datetime | None = None) -> dict[str, int]:
     at = at or now()
+    seen = store.user_reviewed_keys()
     counts: dict[str, int] = {}
     for row in store.cards():
-        if parse_time(row["due"]) <= at:
+        if row["key"] in seen and parse_time(row["due"]) <= at:
             counts[row["exercise"]] = counts.get(row["exercise"], 0) + 1
     return counts

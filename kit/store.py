@@ -352,6 +352,21 @@ class Store:
             except sqlite3.Error as exc:
                 raise StoreError(f"could not save a review to {self.path}: {exc}") from None
 
+    def user_reviewed_keys(self) -> set[str]:
+        """Cards the user has reviewed themselves (in discuss or a mock's discussion); the kit's
+        own ratings (source 'check') do not count."""
+        return {row["key"] for row in self.query("SELECT DISTINCT key FROM reviews WHERE source != 'check'")}
+
+    def last_review_at(self, key: str, source: str) -> datetime | None:
+        rows = self.query("SELECT MAX(at) AS at FROM reviews WHERE key = ? AND source = ?", (key, source))
+        return parse_time(rows[0]["at"]) if rows and rows[0]["at"] else None
+
+    def current_exercise(self) -> str | None:
+        """The exercise of the most recent check run or mock screen."""
+        rows = self.query("SELECT exercise, at FROM (SELECT exercise, at FROM checks UNION ALL "
+                          "SELECT exercise, started_at AS at FROM mocks) ORDER BY at DESC LIMIT 1")
+        return rows[0]["exercise"] if rows else None
+
     def reviews(self, limit: int | None = None) -> list[dict[str, Any]]:
         return self.query("SELECT id, at, key, exercise, question, rating, source, due FROM reviews "
                           "ORDER BY at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))

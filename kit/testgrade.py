@@ -4,7 +4,10 @@ The candidate's pytest file is run, in sandbox workers, once against every refer
 implementation (`solutions/<exercise>/reference_*.py`) and once against every known-bug
 implementation (`solutions/<exercise>/bugs/*.py`):
 
-- a test that fails (or errors, hangs, crashes) on any reference is WRONG: it rejects correct code;
+- a test that fails (or errors, hangs, crashes) on any reference is WRONG: it rejects correct code,
+  unless it passes on a reference of another return type (lists vs NumPy arrays) and fails only
+  on those of the other type: then it is TYPE-SENSITIVE (the report says so and how to compare),
+  not wrong, and it counts only against bug implementations of the type it passes on;
 - a bug is CAUGHT when some test that is not wrong fails or raises on one of its forms; a test
   that hangs or crashes the process on a bug implementation does not count as catching it;
 - score = caught bugs ÷ known bugs of the exercise in the catalogue (`Exercise.bug_ids`).
@@ -87,6 +90,36 @@ class WrongTest:
                 "message": self.message, "where": self.where}
 
 
+RETURNS = {"lists": "plain Python lists", "numpy": "NumPy arrays", "torch": "torch tensors"}
+
+
+@dataclass
+class TypeSensitive:
+    """A test that passes on references of one return type and fails only on another's."""
+
+    name: str
+    fails_on: list[str]
+    passes_on: list[str]
+    kinds: tuple[str, str]         # (kind it fails on, kind it passes on)
+    message: str
+    where: str = ""
+
+    @property
+    def advice(self) -> str:
+        failing, passing = (RETURNS.get(k, k) for k in self.kinds)
+        ambiguous = "truth value of an array" in self.message
+        why = (" (`==` between an array and a list gives an array, whose truth value is ambiguous)"
+               if ambiguous else "")
+        return (f"fails only on {', '.join(self.fails_on)}, which returns {failing} where "
+                f"{', '.join(self.passes_on)} returns {passing}; the statement allows both{why}. Compare "
+                f"values, not containers: `np.allclose(result, expected)`, or `list(result)` / "
+                f"`np.asarray(result).tolist()` before `==`, and `np.shape(result)` for shapes.")
+
+    def to_json(self) -> dict:
+        return {"test": self.name, "fails_on": self.fails_on, "passes_on": self.passes_on,
+                "message": self.message, "advice": self.advice}
+
+
 @dataclass
 class BugCoverage:
     id: str
@@ -127,6 +160,7 @@ class TestGrade:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     judged_on: list[str] = field(default_factory=list)   # the references a test must pass on
+    type_sensitive: list[TypeSensitive] = field(default_factory=list)
 
     __test__ = False
 
@@ -154,6 +188,7 @@ class TestGrade:
     def to_json(self) -> dict:
         return {"exercise": self.exercise, "path": self.path, "tests": self.tests, "references": self.judged_on,
                 "wrong_tests": self.wrong_tests, "wrong": [w.to_json() for w in self.wrong],
+                "type_sensitive": [t.to_json() for t in self.type_sensitive],
                 "caught": self.caught, "missed": self.missed, "score": self.score,
                 "bugs": [b.to_json() for b in self.bugs],
                 "runs": len(self.runs), "seconds": round(self.seconds, 3), "notes": list(self.notes)}
@@ -419,16 +454,21 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
 
 def framework(path: Path) -> str:
     """'torch' for a file that imports torch, else 'plain' (lists, math, NumPy)."""
+    return "torch" if returns(path) == "torch" else "plain"
+
+
+def returns(path: Path) -> str:
+    """What an implementation returns: 'torch' (imports torch), 'numpy' (imports NumPy) or 'lists'."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return "plain"
+        return "lists"
+    imported = set()
     for node in ast.walk(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-        if any(n.split(".")[0] == "torch" for n in names):
-            return "torch"
-    return "plain"
+        imported |= {n.split(".")[0] for n in names}
+    return "torch" if "torch" in imported else "numpy" if "numpy" in imported else "lists"
 
 
 def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile, exercise: catalog.Exercise,
@@ -439,10 +479,10 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
     judged WRONG on the references of its own kind (a torch test need not accept NumPy arrays),
     and it can only catch a bug implementation of a kind whose references it passes."""
     paths = reference_files(exercise.id)
-    kinds = {p.name: framework(p) for p in paths}
+    kinds = {p.name: returns(p) for p in paths}
     test_kind = "torch" if any(name == "torch" for name, _ in source.imports()) else "plain"
     references = list(pool.map(lambda p: runner.run(p, {}, set(), []), paths))
-    own = [r for r in references if kinds[r.implementation] == test_kind] or references
+    own = [r for r in references if _family(kinds[r.implementation]) == test_kind] or references
     first = own[0]
     if first.error:
         raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
@@ -451,6 +491,7 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
         raise LoadError(f"pytest found no tests in {source.path}: test functions must be named `test_...`.")
     names = list(first.collected)
     wrong: dict[str, WrongTest] = {}
+    sensitive: dict[str, TypeSensitive] = {}
     slowest: dict[str, float] = {}
     passed: dict[str, set[str]] = {}               # reference file -> tests that passed on it
     notes: list[str] = []
@@ -461,27 +502,46 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
             slowest[name] = max(slowest.get(name, 0.0), test.seconds)
             if test.outcome == "passed":
                 passed[run.implementation].add(name)
-            elif run in own and test.outcome in BROKEN and name not in wrong:
-                wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where,
-                                        test.output)
+    for name in names:
+        broken = [r for r in own if (r.tests.get(name) or TestRun("error")).outcome in BROKEN]
+        if not broken:
+            continue
+        ok = [r for r in own if name in passed[r.implementation]]
+        failing_kinds = {kinds[r.implementation] for r in broken}
+        passing_kinds = {kinds[r.implementation] for r in ok}
+        if ok and not failing_kinds & passing_kinds:        # fails only where the return type differs
+            test = broken[0].tests.get(name) or TestRun("error")
+            sensitive[name] = TypeSensitive(name, [r.implementation for r in broken], [r.implementation for r in ok],
+                                            (kinds[broken[0].implementation], kinds[ok[0].implementation]),
+                                            test.message, test.where)
+            continue
+        run = broken[0]
+        test = run.tests.get(name) or TestRun("error", run.error or "did not run")
+        wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
     skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun("skipped")).outcome == "skipped"
                                                   for r in own)]
     if skipped_everywhere:
         notes.append(f"skipped on the references, so they catch nothing: {', '.join(skipped_everywhere)}")
 
     def counting(kind: str) -> list[str]:
-        """Tests that may catch a bug implementation of this kind: not wrong, and passing on every
-        reference of that kind."""
-        refs = [r for r in references if kinds[r.implementation] == kind] or own
+        """Tests that may catch a bug implementation returning `kind`: not wrong, and passing on
+        every reference of that kind (of its family, when no reference returns that kind)."""
+        refs = [r for r in references if kinds[r.implementation] == kind] \
+            or [r for r in references if _family(kinds[r.implementation]) == _family(kind)] or own
         return [n for n in names if n not in wrong and all(n in passed[r.implementation] for r in refs)]
 
     bugs = bug_files(exercise.id)
-    for kind in sorted({framework(p) for p in bugs} - {test_kind}):
-        lost = [n for n in counting(test_kind) if n not in counting(kind)]
+    bug_kinds = {p: returns(p) for p in bugs}
+    counted = {kind: set(counting(kind)) for kind in set(bug_kinds.values())}
+    for kind in sorted(counted):
+        lost = [n for n in names if n not in wrong and n not in counted[kind]
+                and any(n in tests for tests in counted.values())]
         if lost:
-            notes.append(f"{', '.join(lost)} fail(s) on the {kind} reference, so they are not counted against "
-                         f"the {kind} bug implementations")
-    eligible = {p: counting(framework(p)) for p in bugs}
+            count = sum(k == kind for k in bug_kinds.values())
+            notes.append(f"{', '.join(lost)} fail(s) on the reference returning {RETURNS.get(kind, kind)}, so "
+                         f"{'it is' if len(lost) == 1 else 'they are'} not counted against the {count} known-bug "
+                         f"implementation{'s' if count != 1 else ''} that return{'s' if count == 1 else ''} them")
+    eligible = {p: counting(bug_kinds[p]) for p in bugs}
     budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * slowest.get(n, 0.0)))
                for n in names}
     bug_runs = list(pool.map(lambda p: runner.run(p, budgets, set(names) - set(eligible[p]), eligible[p]),
@@ -490,7 +550,11 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
                                               zip(bug_runs, [p for p in bugs if eligible[p]])})
     return TestGrade(exercise.id, str(source.path), names, list(wrong.values()), coverage,
                      references + bug_runs, notes, time.perf_counter() - started,
-                     judged_on=[r.implementation for r in own])
+                     judged_on=[r.implementation for r in own], type_sensitive=list(sensitive.values()))
+
+
+def _family(kind: str) -> str:
+    return "torch" if kind == "torch" else "plain"
 
 
 def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun],

@@ -159,24 +159,32 @@ def test_reset_yes_and_new_file(tmp_path):
 # --- history of checks and the kit's own card ratings ------------------------------------------
 
 def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
+    from attn_kit import review
+    from attn_kit.store import open_store
     sol = tmp_path / "sol.py"
     shutil.copy(NO_SCALING, sol)
     proc = attn_kit("check", sol)
-    assert proc.returncode == 1 and "scaling" in proc.stdout and "attn-kit discuss" in proc.stdout
+    assert proc.returncode == 1 and "scaling" in proc.stdout
     data = history_json()
     [run] = data["checks"]
     assert run["bugs"] == ["no-scaling"] and run["passed"] is False and "scaling" in run["concepts_failed"]
-    scaling = {q.id for q in catalog.exercise("mha-screen").questions if q.concept == "scaling"}
-    again = {r["question"] for r in data["reviews"] if r["rating"] == 1 and r["source"] == "check"}
-    assert again == scaling                 # only the diagnosed concept, not every failing check's
-    attn_kit("check", sol)                   # still failing: no second round of "again"
-    assert len(history_json()["reviews"]) == len(scaling)
+    assert data["reviews"] == [] and "attn-kit discuss" not in proc.stdout    # cards never seen: not rated
+    scaling = [q for q in catalog.exercise("mha-screen").questions if q.concept == "scaling"]
+    with open_store() as store:                                                # the user reviews them
+        for question in scaling:
+            review.review(store, "mha-screen", question, review.RATINGS["good"])
+    proc = attn_kit("check", sol)
+    said = " ".join(proc.stdout.split())
+    assert "1 card you reviewed before came back" in said and "attn-kit discuss" in said
+    again = {r["question"] for r in history_json()["reviews"] if r["rating"] == 1 and r["source"] == "check"}
+    assert again == {q.id for q in scaling}      # only the diagnosed concept, not every failing check's
+    attn_kit("check", sol)                       # the same day: no second automatic rating
+    assert len(history_json()["reviews"]) == 2 * len(scaling)
     shutil.copy(REFERENCE, sol)
     assert attn_kit("check", sol).returncode == 0
     data = history_json()
-    good = {r["question"] for r in data["reviews"] if r["rating"] == 3 and r["source"] == "check"}
-    assert good == scaling
-    assert [r["passed"] for r in data["checks"]] == [True, False, False]
+    assert len(data["reviews"]) == 2 * len(scaling)        # a fix does not rate
+    assert [r["passed"] for r in data["checks"]] == [True, False, False, False]
 
 
 def test_json_check_is_one_object_and_not_recorded():
@@ -196,7 +204,7 @@ def test_history_and_progress_tables(tmp_path):
     table = attn_kit("history")
     assert table.returncode == 0
     assert "Check runs" in table.stdout and "mask-inverted" in table.stdout and "26/26" in table.stdout
-    assert "hint 1 of mha-screen" in table.stdout and "Reviews" in table.stdout
+    assert "hint 1 of mha-screen" in table.stdout
     progress = attn_kit("progress")
     assert progress.returncode == 0
     row = next(line for line in progress.stdout.splitlines() if line.startswith("mha-screen"))
@@ -312,7 +320,8 @@ def test_discuss_ratings_change_due_dates():
 
     later = (start + timedelta(hours=2)).isoformat()
     child = spawn("discuss", "--due", env={"ATTN_KIT_NOW": later})
-    child.expect(r"Card 1/1 · mha-screen")
+    child.expect(r"Card 1/1 · due")
+    child.expect(r"Exercise: mha-screen")
     child.sendline("")
     child.expect("Rate it")
     child.sendline("good")

@@ -1,0 +1,127 @@
+"""Practising without stumbling: the starter earns nothing, compact failures, a legend, a short
+pass, where-am-I on plain `attn-kit`, statuses in `list`, and the right exercise named."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from attn_kit import catalog, grading, render
+from attn_kit.cli import cli
+from attn_kit.errors import LoadError
+from attn_kit.paths import solutions_dir
+from attn_kit.store import open_store
+
+MHA = catalog.exercise("mha-screen")
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ux")
+    starter = folder / "solution.py"
+    starter.write_text(MHA.starter, encoding="utf-8")
+    reference = solutions_dir("mha-screen") / "reference_lists.py"
+    return {"starter": grading.grade(starter, grading.Options(seed=5)),
+            "pass": grading.grade(reference, grading.Options(seed=5)),
+            "public": grading.grade(reference, grading.Options(seed=5, public_only=True)),
+            "bug": grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=5))}
+
+
+def text(report, width=100, **kw) -> str:
+    out = Console(width=width, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.report(report, MHA, out=out, **kw)
+    return out.file.getvalue()
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [*map(str, args)])
+
+
+def test_the_untouched_starter_earns_no_points(graded):
+    report = graded["starter"]
+    assert report.points[0] == 0
+    unmodified = next(r for r in report.results if r.id == "inputs-left-unmodified")
+    assert unmodified.status == "error" and unmodified.points == 0 and "NotImplementedError" in unmodified.message
+
+
+def test_many_failures_are_compact_by_default_and_first_or_full_choose(graded):
+    blocks = lambda out: sum(1 for line in out.splitlines() if line.startswith(("! ", "✗ ")) and " — " in line)
+    default = text(graded["starter"])
+    assert blocks(default) == 1 and "the first failure in full" in default
+    assert blocks(text(graded["starter"], first=False)) > 5
+    bug = text(graded["bug"])                           # few distinct failures: every one in full
+    assert "the first failure in full" not in bug
+    assert blocks(text(graded["bug"], first=True)) == 1
+
+
+def test_a_legend_explains_the_marks_that_appear(graded):
+    out = text(graded["starter"])
+    assert "✗ failed · ! your code raised, hung or crashed · – not checked (no points)" in out
+    only_fail = text(graded["bug"])
+    assert "✗ failed" in only_fail and "! your code raised" not in only_fail
+
+
+def test_no_worst_rows_advice_when_no_row_was_shown(graded):
+    out = text(graded["starter"])
+    assert "read the worst rows above" not in out and "read the messages above" in out
+
+
+def test_a_full_pass_is_short_and_the_readme_says_so(graded):
+    out = text(graded["pass"])
+    line = "✓ All 26 checks passed — 47/47 points."
+    assert line in out and "public-softmax-example" not in out and "points\n" not in out
+    assert out.splitlines()[1] == line
+    assert f"`{line}`" in README
+
+
+def test_public_runs_print_no_seed(graded):
+    assert "seed" not in text(graded["public"]).lower()
+    failing = grading.grade(graded["starter"].path, grading.Options(public_only=True))
+    assert "seed" not in text(failing).lower()
+
+
+def test_a_wrong_exercise_names_what_the_functions_look_like():
+    with pytest.raises(LoadError, match=r"looks like a kv-cache solution \(it defines `decode_step`\).*--exercise kv-cache"):
+        grading.grade(solutions_dir("kv-cache") / "reference_numpy.py", grading.Options(exercise="mha-screen"))
+
+
+def test_show_suggests_the_dashed_id():
+    result = invoke("show", "mha_screen")
+    assert result.exit_code == 2 and "Did you mean `mha-screen`?" in result.stderr
+
+
+def test_plain_attn_kit_points_to_the_next_step(attn_home, tmp_path):
+    fresh = invoke()
+    assert fresh.exit_code == 0
+    assert "Current exercise: mha-screen (not started)" in fresh.stdout
+    assert "Next: attn-kit start mha-screen mha_screen.py" in fresh.stdout
+    assert not (attn_home / "history.db").exists()
+    with open_store() as store:
+        store.add_check(exercise="kv-cache", file="decode.py", seed=1, passed=False, checks_passed=3,
+                        checks_total=9, points=4, max_points=20, public_only=False, failing=[], bugs=[],
+                        concepts_failed=[])
+    later = invoke()
+    assert "Current exercise: kv-cache (attempted · best 3/9)" in later.stdout
+    assert "Next: attn-kit check decode.py" in later.stdout
+
+
+def test_list_shows_status_and_best_score():
+    with open_store() as store:
+        store.add_check(exercise="mha-screen", file="s.py", seed=1, passed=True, checks_passed=26,
+                        checks_total=26, points=47, max_points=47, public_only=False, failing=[], bugs=[],
+                        concepts_failed=[])
+    out = invoke("list").stdout
+    rows = {line.split()[0]: line for line in out.splitlines() if line and line.split()[0] in catalog.exercises()}
+    assert "passed · best 26/26" in rows["mha-screen"] and "not started" in rows["gqa"]
+
+
+def test_check_first_flag_smoke(tmp_path):
+    path = tmp_path / "solution.py"
+    path.write_text(MHA.starter, encoding="utf-8")
+    result = invoke("check", path, "--first", "--seed", "3")
+    assert result.exit_code == 1 and "the first failure in full" in result.stdout
