@@ -136,6 +136,17 @@ def _window_inputs(rng, T, B, H, d, window):
     return (q, k, v, window), {}
 
 
+def _paged_inputs(rng, T, B, H, d, block_size):
+    """B sequences of T tokens each, their blocks scattered over a shuffled pool with spare blocks."""
+    per_seq = -(-T // block_size)
+    n_blocks = B * per_seq + 4
+    k_pool, v_pool = (rng.normal(0.0, 1.0, size=(n_blocks, block_size, H, d)).round(6) for _ in range(2))
+    ids = rng.permutation(n_blocks)
+    tables = [ids[b * per_seq:(b + 1) * per_seq].tolist() for b in range(B)]
+    q = rng.normal(0.0, 1.0, size=(B, H, d)).round(6)
+    return (q, k_pool, v_pool, tables, [T] * B), {}
+
+
 def _decode_inputs(rng, T, B, D, H):
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
     return (steps, cases.params(rng, D), H), {}
@@ -194,6 +205,19 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
                     if_lower="almost nothing is allocated per call; fine"),
         LADDER + (4096, 8192), arrays_only=True,
         contrast="masking the full T×T scores costs ≈ T^2 in time and memory whatever the window"),
+    Workload(
+        "paged-attention", "paged_attention", {"B": 2, "H": 4, "d": 32, "block_size": 16},
+        "T = context length of every sequence, one query each", "decode step", _paged_inputs,
+        Expectation(1.0, "the new query scores each of the T cached tokens once",
+                    if_higher="work per token that grows with the context, e.g. rebuilding the whole "
+                              "sequence's cache or scanning every pool block for each token",
+                    if_lower="fixed per-step costs (the table walk, call overhead) still dominate at "
+                             "these sizes; a larger --budget or --sizes reaches larger T"),
+        Expectation(1.0, "the gathered T×H×d keys and values of a sequence, or less when read in place",
+                    if_higher="something of size T×T, or a copy of the whole pool per sequence",
+                    if_lower="keys and values are read in place without a gathered copy; fine"),
+        LADDER + (4096, 8192), arrays_only=True,
+        contrast="padding every sequence to the maximum length reads and stores the longest context for all"),
     Workload(
         "kv-cache", "decode_step", {"B": 1, "D": 32, "H": 4}, "one step with T tokens in the cache",
         "decode step", _decode_inputs,
