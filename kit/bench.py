@@ -147,6 +147,11 @@ def _paged_inputs(rng, T, B, H, d, block_size):
     return (q, k_pool, v_pool, tables, [T] * B), {}
 
 
+def _backward_inputs(rng, T, B, H, d):
+    q, k, v, dout = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(4))
+    return (q, k, v, dout), {"mask": cases.causal(B, T)}
+
+
 def _decode_inputs(rng, T, B, D, H):
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
     return (steps, cases.params(rng, D), H), {}
@@ -218,6 +223,20 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
                     if_lower="keys and values are read in place without a gathered copy; fine"),
         LADDER + (4096, 8192), arrays_only=True,
         contrast="padding every sequence to the maximum length reads and stores the longest context for all"),
+    Workload(
+        "attention-backward", "attention_backward", {"B": 1, "H": 2, "d": 16}, "S = T, causal mask", "call",
+        _backward_inputs,
+        Expectation(2.0, "the T×T weights are recomputed and four T×T×d matrix products follow",
+                    if_higher="work per (query, key) pair that loops over more keys, e.g. a Jacobian built "
+                              "per row as a T×T matrix",
+                    if_lower="fixed costs still weigh at these sizes; a larger --budget or --sizes reaches "
+                             "larger T"),
+        Expectation(2.0, "P, dP and dS are T×T per head",
+                    if_higher="more than a few T×T arrays at a time, or a per-row T×T Jacobian",
+                    if_lower="the T×T part may not dominate yet at these sizes, or P is recomputed block "
+                             "by block (flash-style); fine"),
+        LADDER, arrays_only=True,
+        contrast="a per-row softmax Jacobian diag(p) − p pᵀ costs T×T per row: ≈ T^3"),
     Workload(
         "kv-cache", "decode_step", {"B": 1, "D": 32, "H": 4}, "one step with T tokens in the cache",
         "decode step", _decode_inputs,

@@ -26,6 +26,7 @@ EXTRA = {
     "rope": ["more/rope_not_a_rotation.py", "more/rope_no_value_error.py", "more/rope_wrong_shapes.py"],
     "sliding-window": ["more/window_no_value_error.py", "more/window_transposed_output.py"],
     "paged-attention": ["more/paged_flattened_output.py"],
+    "attention-backward": ["more/backward_transposed_dk.py"],
 }
 
 
