@@ -136,6 +136,22 @@ def _window_inputs(rng, T, B, H, d, window):
     return (q, k, v, window), {}
 
 
+def _paged_inputs(rng, T, B, H, d, block_size):
+    """B sequences of T tokens each, their blocks scattered over a shuffled pool with spare blocks."""
+    per_seq = -(-T // block_size)
+    n_blocks = B * per_seq + 4
+    k_pool, v_pool = (rng.normal(0.0, 1.0, size=(n_blocks, block_size, H, d)).round(6) for _ in range(2))
+    ids = rng.permutation(n_blocks)
+    tables = [ids[b * per_seq:(b + 1) * per_seq].tolist() for b in range(B)]
+    q = rng.normal(0.0, 1.0, size=(B, H, d)).round(6)
+    return (q, k_pool, v_pool, tables, [T] * B), {}
+
+
+def _backward_inputs(rng, T, B, H, d):
+    q, k, v, dout = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(4))
+    return (q, k, v, dout), {"mask": cases.causal(B, T)}
+
+
 def _decode_inputs(rng, T, B, D, H):
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
     return (steps, cases.params(rng, D), H), {}
@@ -194,6 +210,33 @@ WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
                     if_lower="almost nothing is allocated per call; fine"),
         LADDER + (4096, 8192), arrays_only=True,
         contrast="masking the full T×T scores costs ≈ T^2 in time and memory whatever the window"),
+    Workload(
+        "paged-attention", "paged_attention", {"B": 2, "H": 4, "d": 32, "block_size": 16},
+        "T = context length of every sequence, one query each", "decode step", _paged_inputs,
+        Expectation(1.0, "the new query scores each of the T cached tokens once",
+                    if_higher="work per token that grows with the context, e.g. rebuilding the whole "
+                              "sequence's cache or scanning every pool block for each token",
+                    if_lower="fixed per-step costs (the table walk, call overhead) still dominate at "
+                             "these sizes; a larger --budget or --sizes reaches larger T"),
+        Expectation(1.0, "the gathered T×H×d keys and values of a sequence, or less when read in place",
+                    if_higher="something of size T×T, or a copy of the whole pool per sequence",
+                    if_lower="keys and values are read in place without a gathered copy; fine"),
+        LADDER + (4096, 8192), arrays_only=True,
+        contrast="padding every sequence to the maximum length reads and stores the longest context for all"),
+    Workload(
+        "attention-backward", "attention_backward", {"B": 1, "H": 2, "d": 16}, "S = T, causal mask", "call",
+        _backward_inputs,
+        Expectation(2.0, "the T×T weights are recomputed and four T×T×d matrix products follow",
+                    if_higher="work per (query, key) pair that loops over more keys, e.g. a Jacobian built "
+                              "per row as a T×T matrix",
+                    if_lower="fixed costs still weigh at these sizes; a larger --budget or --sizes reaches "
+                             "larger T"),
+        Expectation(2.0, "P, dP and dS are T×T per head",
+                    if_higher="more than a few T×T arrays at a time, or a per-row T×T Jacobian",
+                    if_lower="the T×T part may not dominate yet at these sizes, or P is recomputed block "
+                             "by block (flash-style); fine"),
+        LADDER, arrays_only=True,
+        contrast="a per-row softmax Jacobian diag(p) − p pᵀ costs T×T per row: ≈ T^3"),
     Workload(
         "kv-cache", "decode_step", {"B": 1, "D": 32, "H": 4}, "one step with T tokens in the cache",
         "decode step", _decode_inputs,

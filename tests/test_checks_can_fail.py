@@ -25,6 +25,8 @@ EXTRA = {
     "cross-attention": ["followups/cross_flattened_output.py", "followups/cross_no_value_error.py"],
     "rope": ["more/rope_not_a_rotation.py", "more/rope_no_value_error.py", "more/rope_wrong_shapes.py"],
     "sliding-window": ["more/window_no_value_error.py", "more/window_transposed_output.py"],
+    "paged-attention": ["more/paged_flattened_output.py"],
+    "attention-backward": ["more/backward_transposed_dk.py"],
 }
 
 
