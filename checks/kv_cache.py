@@ -61,6 +61,9 @@ def cached_numbers(cache) -> tuple[int, str]:
     if isinstance(cache, float):
         return 1, ""
     if isinstance(cache, dict):
+        length = cache.get("length")
+        if type(length) is int and length >= 0:        # a preallocated buffer: count the filled rows only
+            return _sum([_filled(v, length) for k, v in cache.items() if k != "length"])
         return _sum(list(cache.values()))
     if isinstance(cache, (list, tuple)):
         return _sum(cache)
@@ -68,6 +71,17 @@ def cached_numbers(cache) -> tuple[int, str]:
         return 0, (f"a {cache.type_name} object, which the kit cannot look inside (keep the cache to "
                    "lists, tuples, dicts and arrays)")
     return 0, ""
+
+
+def _filled(value, length: int):
+    """The first `length` positions along axis 1 (the token axis) of the float arrays in `value`."""
+    if isinstance(value, TensorValue):
+        value = value.array
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.ndim >= 2:
+        return value[:, :length]
+    if isinstance(value, (list, tuple)):
+        return [_filled(item, length) for item in value]
+    return value
 
 
 def _sum(items) -> tuple[int, str]:
@@ -259,7 +273,9 @@ def cache_holds_2btd_numbers(ctx):
     """After t steps the cache holds exactly 2·B·t·D numbers: one key and one value per token.
 
     Counted in the kit on the returned cache: every element of a float array and every Python
-    float, through lists, tuples and dict values (ints, bools, strings and None do not count).
+    float, through lists, tuples and dict values (ints, bools, strings and None do not count). A
+    dict with an int "length" is a preallocated buffer: its arrays count up to that many positions
+    along axis 1, the token axis.
     Catches cache-grows-quadratically (a copy of the cache kept at every step) and
     cache-not-updated (the new key and value never reach the returned cache).
     """
@@ -284,7 +300,7 @@ def cache_holds_2btd_numbers(ctx):
             text += ". It did not grow: the new key and value are not being kept"
         elif n > want:
             text += (". It holds more than the keys and values of the tokens so far: a copy per step, "
-                     "queries, scores or a preallocated buffer?")
+                     "queries, scores, or a preallocated buffer without an int 'length' beside it?")
         ctx.fail(text)
     ctx.note(f"cache after {T} steps: {dec.sizes[-1]:,} numbers = 2·B·T·D with B={B}, T={T}, D={D}")
 

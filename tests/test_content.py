@@ -1,0 +1,691 @@
+"""The teaching content is right, calibrated and complete.
+
+Two kinds of tests:
+
+- invariants over every exercise (plain functions returning a list of problems, so
+  `attn-kit dev check` can call them too): every question has key points with one or two marked
+  required; every hint ladder starts gentle (no code at level 1; questions, then concepts, then
+  near-code); every scored rubric has six dimensions with four anchors each;
+- figures: every worked example, cache size, memory figure and overflow threshold quoted in
+  prompts/ is recomputed here with NumPy (and torch, when installed) from the text itself, so a
+  wrong number fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+import numpy as np
+import pytest
+
+from attn_kit import catalog, mock
+from attn_kit.catalog import DIMENSIONS, HINT_STEPS
+
+EXERCISES = list(catalog.exercises().values())
+# the six exercises whose ladders follow the question -> concept -> near-code form
+LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention", "mha-masked-bias")
+
+
+# --- invariants (plain functions: exercise -> list of problems) ---------------------------------
+
+CODE_PATTERNS = (
+    re.compile(r"`"),                                  # inline code or a fence
+    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
+    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
+    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
+    re.compile(r"(?<![<>=!])=(?!=)"),                  # an assignment
+    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
+    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
+)
+
+
+def looks_like_code(text: str) -> str:
+    """The first code-like fragment in `text`, or '' when it reads as plain prose."""
+    for pattern in CODE_PATTERNS:
+        found = pattern.search(text)
+        if found:
+            return found.group(0)
+    return ""
+
+
+def question_problems(exercise: catalog.Exercise) -> list[str]:
+    """Every discussion question has at least two key points, one or two of them required."""
+    problems = []
+    for q in exercise.questions:
+        if len(q.key_points) < 2 or not all(p.strip() for p in q.key_points):
+            problems.append(f"{exercise.id}: question '{q.id}' needs at least two non-empty key points")
+        if not 1 <= len(q.required) <= 2:
+            problems.append(f"{exercise.id}: question '{q.id}' marks {len(q.required)} key points required (1 or 2)")
+        if len(set(q.required)) != len(q.required) or not all(0 <= i < len(q.key_points) for i in q.required):
+            problems.append(f"{exercise.id}: question '{q.id}' has required indexes {q.required} outside its key points")
+    return problems
+
+
+def hint_problems(exercise: catalog.Exercise) -> list[str]:
+    """The ladder climbs from a nudge to near-code.
+
+    Level 1 never contains code. When the hints declare steps (question, concept, code): every
+    question comes before every concept and every concept before every near-code hint, so "gentlest
+    first" holds for the whole ladder; no question contains code; each topic (title) has the three
+    steps in order with one concept and one dimension; and the dimension is a scored one.
+    """
+    hints = exercise.hints
+    if not hints:
+        return []
+    problems = []
+    first = looks_like_code(hints[0].text)
+    if first:
+        problems.append(f"{exercise.id}: hint 1 contains code ({first!r})")
+    if not any(h.step for h in hints):
+        return problems
+    ranks = []
+    for level, hint in enumerate(hints, 1):
+        if hint.step not in HINT_STEPS:
+            problems.append(f"{exercise.id}: hint {level} has step '{hint.step}' (one of {HINT_STEPS})")
+            continue
+        ranks.append(HINT_STEPS.index(hint.step))
+        if hint.dimension not in DIMENSIONS:
+            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
+        if hint.step == "question":
+            code = looks_like_code(hint.text)
+            if code:
+                problems.append(f"{exercise.id}: hint {level} is a question but contains code ({code!r})")
+            if "?" not in hint.text:
+                problems.append(f"{exercise.id}: hint {level} is a question but asks nothing")
+    if ranks != sorted(ranks):
+        problems.append(f"{exercise.id}: hints are not ordered question, concept, code: {[h.step for h in hints]}")
+    topics: dict[str, list[catalog.Hint]] = {}
+    for hint in hints:
+        topics.setdefault(hint.title, []).append(hint)
+    for title, ladder in topics.items():
+        if [h.step for h in ladder] != list(HINT_STEPS):
+            problems.append(f"{exercise.id}: topic '{title}' climbs {[h.step for h in ladder]}, not {list(HINT_STEPS)}")
+        if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
+            problems.append(f"{exercise.id}: topic '{title}' mixes concepts or dimensions across its steps")
+    return problems
+
+
+def scoring_problems(exercise: catalog.Exercise) -> list[str]:
+    """Six scored dimensions with four anchors each, time checkpoints within the screen, seniority."""
+    problems = []
+    dims = [d.dimension for d in exercise.scoring]
+    if sorted(dims) != sorted(DIMENSIONS):
+        problems.append(f"{exercise.id}: scored dimensions {dims}, expected each of {DIMENSIONS} once")
+    for item in exercise.scoring:
+        if len(item.anchors) != 4 or not all(a.strip() for a in item.anchors):
+            problems.append(f"{exercise.id}: dimension '{item.dimension}' needs four non-empty anchors")
+        if len(set(item.anchors)) != len(item.anchors):
+            problems.append(f"{exercise.id}: dimension '{item.dimension}' repeats an anchor")
+    if exercise.rubric:
+        problems.append(f"{exercise.id}: still has the old [[rubric]] (use [[scoring]])")
+    minutes = [c.minute for c in exercise.checkpoints]
+    if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
+        problems.append(f"{exercise.id}: checkpoints {minutes} must rise strictly within {exercise.minutes} minutes")
+    if not exercise.seniority:
+        problems.append(f"{exercise.id}: no seniority expectations")
+    return problems
+
+
+def followup_problems(exercise: catalog.Exercise) -> list[str]:
+    """Every follow-up carries the answer a strong candidate gives."""
+    return [f"{exercise.id}: follow-up '{f.prompt[:40]}…' has no expected answer"
+            for f in exercise.followups if not f.answer.strip()]
+
+
+def content_problems(exercise: catalog.Exercise) -> list[str]:
+    return (question_problems(exercise) + hint_problems(exercise) + scoring_problems(exercise)
+            + followup_problems(exercise))
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_questions_mark_required_key_points(exercise):
+    assert question_problems(exercise) == []
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_level_one_has_no_code_and_ladders_climb(exercise):
+    assert hint_problems(exercise) == []
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_every_dimension_has_four_anchors(exercise):
+    assert scoring_problems(exercise) == []
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_followups_have_answers(exercise):
+    assert followup_problems(exercise) == []
+
+
+@pytest.mark.parametrize("exercise_id", LADDERED)
+def test_the_six_ladders_declare_steps_and_dimensions(exercise_id):
+    hints = catalog.exercise(exercise_id).hints
+    assert all(h.step for h in hints) and all(h.dimension for h in hints)
+    assert hints[0].step == "question"
+
+
+def test_the_invariants_can_fail():
+    """Each invariant names a broken exercise: code at level 1, a ladder out of order, a missing
+    anchor, no required key point, a follow-up without its answer."""
+    import dataclasses
+    good = catalog.exercise("mha-screen")
+    code_first = dataclasses.replace(good, hints=(good.hints[-1],) + good.hints[1:])
+    assert any("hint 1 contains code" in p for p in hint_problems(code_first))
+    reversed_ladder = dataclasses.replace(good, hints=tuple(reversed(good.hints)))
+    assert any("not ordered" in p for p in hint_problems(reversed_ladder))
+    three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
+    assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
+    assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
+    q = dataclasses.replace(good.questions[0], required=())
+    assert any("required" in p for p in question_problems(dataclasses.replace(good, questions=(q,))))
+    f = dataclasses.replace(good.followups[0], answer="")
+    assert followup_problems(dataclasses.replace(good, followups=(f,)))
+    for text in ("Use `np.exp`.", "    x = 1\n", "call exp(x) first", "m = max(s)", "take np.exp of it",
+                 "for j in range(T) do this", "the slice a[2:4] here", "def f"):
+        assert looks_like_code(text), text
+    assert not looks_like_code("What is the largest score whose exponential still fits in a float64?")
+
+
+def test_a_diagnosed_bug_points_at_a_gentle_hint():
+    """grading points a diagnosed bug at the first hint on its concept: that is a question."""
+    from attn_kit import grading
+    for exercise_id in LADDERED:
+        exercise = catalog.exercise(exercise_id)
+        for bug in exercise.bug_ids:
+            level = grading.hint_for_concept(exercise, catalog.bugs()[bug].concept)
+            if level is not None:
+                assert exercise.hints[level - 1].step == "question", (exercise_id, bug, level)
+
+
+def test_hint_help_promises_gentlest_first():
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+    result = CliRunner().invoke(cli, ["hint", "--help"])
+    assert result.exit_code == 0 and "gentlest first" in result.output
+    for exercise in EXERCISES:            # and it is true: level 1 is never code
+        assert not looks_like_code(exercise.hints[0].text), exercise.id
+
+
+def test_the_bank_has_the_new_questions():
+    ids = {q.id for e in EXERCISES for q in e.questions}
+    new = {"softmax-axis", "which-biases-matter", "attention-vs-linear-flops", "variable-length-batches",
+           "decode-bandwidth-bound", "speculative-verify", "gqa-cache-budget", "shrink-cache-beyond-gqa",
+           "gqa-tensor-parallel", "flash-io-model", "flash-decoding", "cross-attention-latent-queries",
+           "cross-attention-padding", "framework-mask-polarity", "low-precision-attention", "causal-alignment",
+           "logit-growth"}
+    assert new <= ids and len(new) >= 15
+
+
+def test_order_and_titles():
+    order = {e.id: e.order for e in EXERCISES}
+    expected = {"mha-screen": 1, "kv-cache": 2, "gqa": 3, "tiled-softmax": 4, "cross-attention": 5, "mha-masked-bias": 6}
+    assert {k: order[k] for k in expected} == expected
+    assert catalog.exercise("mha-masked-bias").title.startswith("Production attention")
+
+
+# --- reading figures out of the text ------------------------------------------------------------
+
+def literal_after(text: str, label: str, nth: int = 0):
+    """The first backticked Python literal after `label` in `text` (e.g. a list of numbers)."""
+    at = text.index(label)
+    found = re.findall(r"`([^`]*)`", text[at + len(label):])
+    return ast.literal_eval(found[nth])
+
+
+def block_value(text: str, name: str):
+    """`name = [...]` from an indented example block (lists may span lines)."""
+    match = re.search(rf"^\s+{re.escape(name)}\s*=\s*(\[.*?\])\s*(?:#.*)?$", text, re.MULTILINE | re.DOTALL)
+    source = match.group(1)
+    depth, end = 0, 0
+    for i, ch in enumerate(source):
+        depth += ch == "["
+        depth -= ch == "]"
+        if depth == 0:
+            end = i + 1
+            break
+    return np.array(ast.literal_eval(re.sub(r"#[^\n]*", "", source[:end])), dtype=float)
+
+
+def masked_softmax(scores, allowed):
+    scores, allowed = np.asarray(scores, float), np.asarray(allowed, bool)
+    m = np.where(allowed, scores, -np.inf).max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.where(allowed, np.exp(np.where(allowed, scores - m, 0.0)), 0.0)
+    total = e.sum(-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def attention(xq, xkv, Wq, Wk, Wv, Wo, bo, H, allowed, kv_heads=None):
+    """An independent loop-free implementation: heads by contiguous columns, K/V head h // g."""
+    B, T, D = xq.shape
+    S = xkv.shape[1]
+    hd = D // H
+    kv_heads = kv_heads or H
+    q = (xq @ Wq).reshape(B, T, H, hd).transpose(0, 2, 1, 3)
+    k = (xkv @ Wk).reshape(B, S, kv_heads, hd).transpose(0, 2, 1, 3)
+    v = (xkv @ Wv).reshape(B, S, kv_heads, hd).transpose(0, 2, 1, 3)
+    g = H // kv_heads
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    w = masked_softmax(q @ k.swapaxes(-1, -2) / math.sqrt(hd), np.asarray(allowed)[:, None])
+    out = (w @ v).transpose(0, 2, 1, 3).reshape(B, T, D) @ Wo + bo
+    return out, w
+
+
+def near(got, want, places=6):
+    np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float), atol=0.6 * 10 ** -places, rtol=0)
+
+
+def example_inputs(text: str):
+    x = block_value(text, "x")
+    eye = np.eye(x.shape[-1])
+    return x, eye, block_value(text, "Wk"), block_value(text, "Wv"), block_value(text, "bo")
+
+
+# --- worked examples ----------------------------------------------------------------------------
+
+def test_mha_screen_worked_example_and_softmax_examples():
+    text = catalog.exercise("mha-screen").statement
+    x, eye, Wk, Wv, bo = example_inputs(text)
+    causal = np.tril(np.ones((3, 3), bool))[None]
+    out, w = attention(x, x, eye, Wk, Wv, eye, bo, 2, causal)
+    near(w[0, 0], literal_after(text, "Weights, head 0:"))
+    near(w[0, 1], literal_after(text, "head 1:"))
+    near(out[0], literal_after(text, "Output:"))
+    got = masked_softmax([1000.0, 999.0, -5.0], [True, True, False])
+    stated = re.search(r"-> \[(0\.7\d+), (0\.2\d+), 0\.0\]", text)
+    near(got, [float(stated.group(1)), float(stated.group(2)), 0.0], places=15)
+    assert "stable_softmax([3.0, 4.0], allowed=[False, False]) -> [0.0, 0.0]" in text
+
+
+def test_kv_cache_table_is_the_causal_layer_row_by_row():
+    text = catalog.exercise("kv-cache").statement
+    x, eye, Wk, Wv, bo = example_inputs(text)
+    out, w = attention(x, x, eye, Wk, Wv, eye, bo, 2, np.tril(np.ones((3, 3), bool))[None])
+    rows = re.findall(r"^\| (\d) [^|]*\| `([^`]*)` \| `([^`]*)` \| (\d+) \|$", text, re.MULTILINE)
+    assert len(rows) == 3
+    for step, x_t, out_t, count in rows:
+        t = int(step)
+        near(ast.literal_eval(x_t), x[:, t])
+        near(ast.literal_eval(out_t), out[:, t])
+        assert int(count) == 2 * 1 * (t + 1) * 4                     # 2·B·t·D after t + 1 calls
+    near(literal_after(text, "head 0 scores `[0, 4] / sqrt(2)` →"), w[0, 0, 1, :2])
+    near(literal_after(text, "`[1, 1] / sqrt(2)` →"), w[0, 1, 1, :2])
+    near(literal_after(text, "cached keys are"), (x @ Wk)[0, 0])
+    near(literal_after(text, "cached keys are", 1), (x @ Wk)[0, 1])
+    first = re.search(r"v₀·Wo \+ bo = `(\[.*?\]) \+ bo`", text).group(1)
+    near(ast.literal_eval(first), (x @ Wv)[0, 0])
+    near(ast.literal_eval(first) + bo, out[0, 0])
+
+
+def test_gqa_worked_example():
+    text = catalog.exercise("gqa").statement
+    x, eye, Wk, Wv, bo = example_inputs(text)
+    out, w = attention(x, x, eye, Wk, Wv, eye, bo, 2, np.tril(np.ones((3, 3), bool))[None], kv_heads=1)
+    near(w[0, 0], literal_after(text, "Weights, head 0:"))
+    near(w[0, 1], literal_after(text, "head 1:"))
+    near(out[0], literal_after(text, "Output:"))
+    keys = [list(r) for r in (x @ Wk)[0]]
+    values = [list(r) for r in (x @ Wv)[0]]
+    stated = re.search(r"Keys `(.*?)`, values `(.*?)`", text).groups()
+    near(ast.literal_eval(f"[{stated[0]}]"), keys)
+    near(ast.literal_eval(f"[{stated[1]}]"), values)
+
+
+def test_cross_attention_worked_example():
+    text = catalog.exercise("cross-attention").statement
+    x = block_value(text, "x")
+    context = block_value(text, "context")
+    eye = np.eye(4)
+    Wk, Wv, bo = block_value(text, "Wk"), block_value(text, "Wv"), block_value(text, "bo")
+    mask = np.array(ast.literal_eval(re.search(r"mask = (\[\[\[.*?\]\]\])", text).group(1)))
+    out, w = attention(x, context, eye, Wk, Wv, eye, bo, 2, mask)
+    near(w[0, 0], literal_after(text, "Weights, head 0:"))
+    near(w[0, 1], literal_after(text, "head 1:"))
+    near(out[0], literal_after(text, "Output:"))
+    keys = re.search(r"The keys are `(.*?)`", text).group(1)
+    near(ast.literal_eval(f"[{keys}]"), (context @ Wk)[0])
+
+
+def tiled_partials(q, k, v, mask, block):
+    """(m, l, acc) per query after each block, by the online softmax."""
+    T, S = len(q), len(k)
+    m, l, acc = np.full(T, -np.inf), np.zeros(T), np.zeros((T, v.shape[1]))
+    history = []
+    for start in range(0, S, block):
+        s = q @ k[start:start + block].T / math.sqrt(q.shape[1])
+        s = np.where(mask[:, start:start + block], s, -np.inf)
+        m_new = np.maximum(m, s.max(1))
+        shift = np.where(np.isfinite(m_new), m_new, 0.0)
+        alpha = np.exp(m - shift)
+        p = np.exp(s - shift[:, None])
+        l, acc, m = alpha * l + p.sum(1), alpha[:, None] * acc + p @ v[start:start + block], m_new
+        history.append((m.copy(), l.copy(), acc.copy(), alpha.copy()))
+    return history
+
+
+def test_tiled_worked_example_and_its_running_quantities():
+    text = catalog.exercise("tiled-softmax").statement
+    q, k, v = (block_value(text, n) for n in ("q", "k", "v"))
+    mask = np.array(ast.literal_eval(re.search(r"mask = (\[\[.*?\]\])\n", text).group(1)))
+    (m1, l1, acc1, _), (m2, l2, acc2, alpha2) = tiled_partials(q, k, v, mask, 2)
+    near(literal_after(text, "Query 0 scores `[1, 0, 2] / sqrt(2)` ="), q[0] @ k.T / math.sqrt(2))
+    stated = re.search(r"m = ([\d.]+), l = 1 \+ exp\(-[\d.]+\) = ([\d.]+), acc = `(.*?)`", text).groups()
+    near([float(stated[0]), float(stated[1])], [m1[0], l1[0]])
+    near(ast.literal_eval(stated[2]), acc1[0])
+    factor = float(re.search(r"multiplied by exp\([\d.]+ - [\d.]+\) =\s+([\d.]+)", text).group(1))
+    near(factor, alpha2[0])
+    final = re.search(r"l = ([\d.]+), acc = `(.*?)`\.", text).groups()
+    near(float(final[0]), l2[0])
+    near(ast.literal_eval(final[1]), acc2[0])
+    out = np.divide(acc2, l2[:, None], out=np.zeros_like(acc2), where=l2[:, None] > 0)
+    near(out, literal_after(text, "Output:"))
+    naive = masked_softmax(q @ k.T / math.sqrt(2), mask) @ v
+    near(out, naive, places=12)
+
+
+def test_tiled_memory_figures():
+    text = catalog.exercise("tiled-softmax").statement
+    T = S = 2048
+    block, dv = 64, 32
+    bound = 64 * T * (block + dv)
+    assert bound == 8 * 8 * T * (block + dv)                          # eight float64 T×(block + dv) arrays
+    assert "For T = S =\n  2048, block_size = 64 and dv = 32 that is 12 MiB" in text or "that is 12 MiB" in text
+    assert bound == 12 * 2 ** 20
+    assert 8 * T * S == 32 * 2 ** 20 and "would be 32 MiB" in text
+    assert 2 * T * S > bound * 0.5 and 2 * T * S == 8 * 2 ** 20       # a float16 T×S is 8 MiB: under 12
+    from attn_kit.checks.tiled_softmax import memory_bound
+    assert memory_bound(T, block, dv) == bound
+
+
+def test_flash_decoding_merge_of_the_worked_example():
+    exercise = catalog.exercise("tiled-softmax")
+    q, k, v = (block_value(exercise.statement, n) for n in ("q", "k", "v"))
+    mask = np.ones((3, 3), bool)
+    [point] = [p for x in exercise.questions if x.id == "flash-decoding" for p in x.key_points if "worked example" in p]
+    nums = [float(n) for n in re.findall(r"-?\d+\.\d+|\b\d+\b", point)]
+    # (m1, l1, [a, b]) and (m2, l2, [c, d]) merge to l and out = [e, f]
+    m1, l1, a1, b1, m2, l2, a2, b2, l, o1, o2 = nums[1:] if nums[0] == 0 else nums
+    first = tiled_partials(q[:1], k[:2], v[:2], mask[:1, :2], 2)[-1]
+    second = tiled_partials(q[:1], k[2:], v[2:], mask[:1, 2:], 1)[-1]
+    near([m1, l1, a1, b1], [first[0][0], first[1][0], *first[2][0]])
+    near([m2, l2, a2, b2], [second[0][0], second[1][0], *second[2][0]])
+    m = max(m1, m2)
+    merged_l = l1 * math.exp(m1 - m) + l2 * math.exp(m2 - m)
+    merged_acc = np.array([a1, b1]) * math.exp(m1 - m) + np.array([a2, b2]) * math.exp(m2 - m)
+    near(merged_l, l, places=5)
+    near(merged_acc / merged_l, [o1, o2], places=5)
+    near([o1, o2], (masked_softmax(q[:1] @ k.T / math.sqrt(2), mask[:1]) @ v)[0], places=6)
+
+
+def test_masked_bias_worked_example_numpy():
+    text = catalog.exercise("mha-masked-bias").statement
+    query, context = block_value(text, "query"), block_value(text, "context")
+    w_q, w_k, w_v, w_o = (block_value(text, n) for n in ("w_q", "w_k", "w_v", "w_o"))
+    b_o = np.array(ast.literal_eval(re.search(r"b_o = (\[.*?\])", text).group(1)), float)
+    key_mask = np.array([[True, True, False]])
+    query_mask = np.array([[True, False]])
+    attn_mask = np.array([[[[True, True, True], [True, True, True]], [[False, True, True], [False, True, True]]]])
+    allowed = key_mask[:, None, None, :] & query_mask[:, None, :, None] & attn_mask
+    q = (query @ w_q).reshape(1, 2, 2, 1).transpose(0, 2, 1, 3)
+    k = (context @ w_k).reshape(1, 3, 2, 1).transpose(0, 2, 1, 3)
+    v = (context @ w_v).reshape(1, 3, 2, 1).transpose(0, 2, 1, 3)
+    w = masked_softmax(q @ k.swapaxes(-1, -2), allowed)
+    summary = (w @ v).transpose(0, 2, 1, 3).reshape(1, 2, 2)
+    out = summary @ w_o + b_o
+    out = np.where(allowed.any(-1).any(1)[..., None], out, 0.0)
+    keys = re.search(r"head 0 sees (\[.*?\]), head 1 sees (\[.*?\]); values are (\[.*?\]) and\s+(\[.*?\])", text).groups()
+    near([ast.literal_eval(s) for s in keys], [k[0, 0, :, 0], k[0, 1, :, 0], v[0, 0, :, 0], v[0, 1, :, 0]])
+    stated = re.search(r"head 0 weights ≈ (\[.*?\]), head 1 weights (\[.*?\]); head summaries\s+≈ (\[.*?\]); "
+                       r"output ≈ (\[.*?\])", text).groups()
+    near(ast.literal_eval(stated[0]), w[0, 0, 0])
+    near(ast.literal_eval(stated[1]), w[0, 1, 0])
+    near(ast.literal_eval(stated[2]), summary[0, 0])
+    near(ast.literal_eval(stated[3]), out[0, 0])
+    assert np.all(out[0, 1] == 0) and np.all(w[0, :, 1] == 0)
+
+
+def test_masked_bias_worked_example_with_the_torch_reference():
+    torch = pytest.importorskip("torch")
+    from attn_kit.diagnose import load_module
+    from attn_kit.paths import solutions_dir
+    ref = load_module(solutions_dir("mha-masked-bias") / "reference_torch.py")
+    text = catalog.exercise("mha-masked-bias").statement
+    t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+    params = {n: t(block_value(text, n)) for n in ("w_q", "w_k", "w_v", "w_o")}
+    params["b_o"] = t(ast.literal_eval(re.search(r"b_o = (\[.*?\])", text).group(1)))
+    masks = {"key_mask": torch.tensor([[True, True, False]]), "query_mask": torch.tensor([[True, False]]),
+             "attention_mask": torch.tensor([[[[True, True, True], [True, True, True]],
+                                              [[False, True, True], [False, True, True]]]])}
+    out, _ = ref.multihead_attention({"query": t(block_value(text, "query")), "context": t(block_value(text, "context"))},
+                                     params, masks, heads=2)
+    stated = re.search(r"output ≈ (\[.*?\])", text).group(1)
+    near(out[0, 0].numpy(), ast.literal_eval(stated))
+    assert out[0, 1].abs().max().item() == 0.0
+
+
+# --- cache sizes, bandwidth, FLOPs ----------------------------------------------------------------
+
+def question(exercise_id: str, question_id: str) -> catalog.Question:
+    return next(q for q in catalog.exercise(exercise_id).questions if q.id == question_id)
+
+
+def test_kv_cache_size_estimate():
+    points = " ".join(question("kv-cache", "kv-cache-size").key_points)
+    per_token_layer = 2 * 4096
+    numbers = per_token_layer * 32 * 8000
+    assert "2·4096 = 8192" in points and per_token_layer == 8192
+    assert round(numbers / 1e9, 1) == 2.1 and "about 2.1 billion" in points
+    size = numbers * 2
+    assert f"about {size / 1e9:.1f} GB ({size / 2 ** 30:.1f} GiB)" in points
+
+
+def test_decode_bandwidth_bound_figures():
+    points = " ".join(question("kv-cache", "decode-bandwidth-bound").key_points)
+    weights, bandwidth = 16e9, 2e12
+    assert f"at least {weights / bandwidth * 1e3:.0f} ms per step" in points
+    assert f"about {2 ** 30 / bandwidth * 1e3:.2f} ms" in points
+
+
+def test_gqa_cache_budget_figures():
+    points = " ".join(question("gqa", "gqa-cache-budget").key_points)
+    per_token = 2 * 32 * 8 * 128 * 2
+    assert f"= {per_token:,} bytes = {per_token // 1024} KiB" in points
+    per_sequence = per_token * 8192
+    assert per_sequence == 2 ** 30 and "per 8,192-token sequence: 1 GiB; a batch of 32: 32 GiB" in points
+    fits = int((80e9 - 16e9) // per_sequence)
+    assert f"fits about {fits} such sequences" in points
+    assert 2 * 32 * 32 * 128 * 2 * 8192 == 4 * 2 ** 30 and "4 GiB" in points
+    assert 16 / 8 == 2 and "replicated on 16 / 8 = 2 GPUs" in " ".join(question("gqa", "gqa-tensor-parallel").key_points)
+
+
+def test_attention_matches_linear_flops_at_six_d():
+    points = " ".join(question("mha-screen", "attention-vs-linear-flops").key_points)
+    for D in (512, 4096):
+        linear = 4 * D * D + 2 * D * (4 * D)            # four projections + a 4×-wide MLP, multiply-adds per token
+        assert linear == 12 * D * D and "12·D²" in points
+        attn = lambda T: 2 * T * D                       # q·kᵀ and weights @ v over T keys  # noqa: E731
+        assert attn(6 * D) == linear and "T = 6·D" in points
+        causal = lambda T: 2 * (T / 2) * D               # on average half the keys  # noqa: E731
+        assert causal(12 * D) == linear and "12·D with a causal mask" in points
+
+
+# --- overflow thresholds and fill values ----------------------------------------------------------
+
+def all_text() -> str:
+    parts = []
+    for e in EXERCISES:
+        parts += [e.statement] + [h.text for h in e.hints] + [p for q in e.questions for p in q.key_points]
+    parts += [b.symptom + " " + b.fix + " " + b.test_idea for b in catalog.bugs().values()]
+    return "\n".join(parts)
+
+
+def test_overflow_thresholds():
+    text = all_text()
+    thresholds = {np.float64: 709.8, np.float32: 88.7, np.float16: 11.1}
+    for dtype, stated in thresholds.items():
+        assert round(float(np.log(np.finfo(dtype).max)), 1) == stated
+        with np.errstate(over="ignore"):
+            assert np.isfinite(np.exp(dtype(stated - 0.1))) and np.isinf(np.exp(dtype(stated + 0.1)))
+    assert "709.8" in text and "88.7" in text and "11.1" in text
+    assert not re.search(r"past about 709(?!\.8)", text)         # the float64-only claim is qualified
+
+
+def test_minus_1e9_claims_depend_on_form_and_dtype():
+    scores = np.array([1.0, 2.0, 3.0])
+    full = masked_softmax(scores, [True] * 3)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for dtype, expect in ((np.float64, "unmasked"), (np.float32, "uniform"), (np.float16, "nan")):
+            s = scores.astype(dtype) + dtype(-1e9)               # an added -1e9 on a fully masked row
+            e = np.exp(s - s.max())
+            got = e / e.sum()
+            if expect == "unmasked":
+                near(got, full, places=9)
+            elif expect == "uniform":
+                near(got, [1 / 3] * 3)
+            else:
+                assert np.isneginf(dtype(-1e9)) and np.isnan(got).all()
+        replaced = np.full(3, -1e9)                              # masked_fill replaces: uniform in every dtype
+        near(np.exp(replaced - replaced.max()) / np.exp(replaced - replaced.max()).sum(), [1 / 3] * 3)
+    point = " ".join(question("mha-screen", "blocked-rows").key_points)
+    assert "float64 gives back the unmasked softmax, float32 a uniform row, float16 rounds -1e9 to -inf" in point
+
+
+def test_minus_1e9_claims_in_torch():
+    torch = pytest.importorskip("torch")
+    s = torch.tensor([1.0, 2.0, 3.0])
+    for dtype, check in ((torch.float64, lambda w: torch.allclose(w, torch.softmax(s.double(), -1))),
+                         (torch.float32, lambda w: torch.allclose(w, torch.full((3,), 1 / 3))),
+                         (torch.float16, lambda w: bool(torch.isnan(w).all()))):
+        assert check(torch.softmax(s.to(dtype) + torch.tensor(-1e9, dtype=dtype), -1)), dtype
+    m = torch.finfo(torch.float32).min
+    assert torch.isinf(torch.tensor(m) + torch.tensor(m))       # two finfo.min masks summed overflow
+
+
+def test_max_over_blocked_test_idea():
+    idea = catalog.bugs()["max-over-blocked"].test_idea
+    got = masked_softmax([-1000.0, 1000.0, -999.0], [True, False, True])
+    stated = [float(n) for n in re.search(r"≈ \[([\d., ]+)\]", idea).group(1).split(",")]
+    near(got, stated, places=3)
+
+
+# --- claims about biases, gradients and PyTorch ---------------------------------------------------
+
+def test_bk_has_no_effect_and_bv_folds_into_bo():
+    rng = np.random.default_rng(0)
+    B, T, D, H = 2, 4, 8, 2
+    x = rng.normal(size=(B, T, D))
+    W = [rng.normal(size=(D, D)) for _ in range(4)]
+    bq, bk, bv, bo = (rng.normal(size=D) for _ in range(4))
+    allowed = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
+    allowed[1, 2] = False                                        # one fully blocked query
+
+    def layer(bq_, bk_, bv_, bo_):
+        hd = D // H
+        split = lambda a: a.reshape(B, T, H, hd).transpose(0, 2, 1, 3)  # noqa: E731
+        q, k, v = split(x @ W[0] + bq_), split(x @ W[1] + bk_), split(x @ W[2] + bv_)
+        w = masked_softmax(q @ k.swapaxes(-1, -2) / math.sqrt(hd), allowed[:, None])
+        return (w @ v).transpose(0, 2, 1, 3).reshape(B, T, D) @ W[3] + bo_
+
+    base = layer(bq, bk, bv, bo)
+    assert np.abs(layer(bq, 0 * bk, bv, bo) - base).max() < 1e-12           # bk: no effect
+    folded = layer(bq, bk, 0 * bv, bo + bv @ W[3])
+    live = allowed.any(-1)
+    assert np.abs(folded - base)[live].max() < 1e-12                        # bv folds into bo ...
+    assert np.abs(folded - base)[~live].max() > 1e-3                        # ... except on blocked rows
+    assert np.abs(layer(0 * bq, bk, bv, bo) - base).max() > 1e-3            # bq matters
+    bug = catalog.bugs()["biases-ignored"]
+    assert "bk" not in bug.test_idea and "Dropping bk alone changes nothing" in bug.symptom
+
+
+def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
+    torch = pytest.importorskip("torch")
+    allowed = torch.tensor([True, False])
+
+    def grad(safe: bool):
+        s = torch.tensor([1.0, 1000.0], dtype=torch.float64, requires_grad=True)
+        m = torch.where(allowed, s, torch.tensor(-math.inf, dtype=s.dtype)).amax().detach()
+        shifted = torch.where(allowed, s - m, torch.zeros_like(s)) if safe else s - m
+        e = torch.where(allowed, torch.exp(shifted), torch.zeros_like(s))
+        (e / e.sum())[0].backward()
+        return s.grad
+
+    assert torch.isnan(grad(False)).any()                       # forward right, gradient NaN
+    assert torch.isfinite(grad(True)).all()
+    hint = next(h for h in catalog.exercise("mha-masked-bias").hints
+                if h.step == "concept" and h.concept == "numerical-stability")
+    assert "0 × inf = NaN" in hint.text and "*shifted* blocked scores" in hint.text
+
+
+def test_sdpa_conventions_quoted_in_the_content():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 2, 4, generator=g), torch.randn(1, 1, 4, 4, generator=g)
+    v = torch.eye(4)[None, None]
+    blocked = torch.tensor([[True, True, False, False], [False, False, False, False]])
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
+    assert torch.all(out[0, 0, 1] == 0)                         # a fully masked row gives 0
+    w = F.scaled_dot_product_attention(q, k, v, is_causal=True)[0, 0]
+    assert torch.all(w[0, 1:] == 0) and torch.all(w[1, 2:] == 0)   # top-left: query i sees keys 0..i
+    statement = catalog.exercise("mha-masked-bias").statement
+    assert "`scaled_dot_product_attention(is_causal=True)` uses when Q ≠ K" in statement
+
+
+# --- the kv-cache preallocation rule ---------------------------------------------------------------
+
+def test_a_preallocated_cache_counts_its_filled_rows():
+    from attn_kit.checks.kv_cache import cached_numbers
+    B, D = 2, 4
+    buffers = {"k": np.zeros((B, 16, D)), "v": np.zeros((B, 16, D))}
+    assert cached_numbers({**buffers, "length": 3}) == (2 * B * 3 * D, "")
+    assert cached_numbers(buffers) == (2 * B * 16 * D, "")     # no length: every number counts
+    assert cached_numbers({**buffers, "length": 3.0})[0] == 2 * B * 16 * D + 1    # a float is not a length
+    assert cached_numbers({"kv": (np.zeros((B, 8, D)), np.zeros((B, 8, D))), "length": 0}) == (0, "")
+    assert "Preallocating is allowed" in catalog.exercise("kv-cache").statement
+
+
+# --- what the interviewer sheet and the mock report show -------------------------------------------
+
+def test_interviewer_sheet_shows_every_anchor_checkpoint_and_answer():
+    from rich.console import Console
+
+    from attn_kit import render_practice
+    for exercise in EXERCISES:
+        out = Console(record=True, width=200, color_system=None)
+        render_practice.interviewer_sheet(exercise, out)
+        flat = " ".join(out.export_text().split())
+        for item in exercise.scoring:
+            assert all(" ".join(a.split())[:50] in flat for a in item.anchors), (exercise.id, item.dimension)
+        assert all(" ".join(c.expect.split())[:50] in flat for c in exercise.checkpoints)
+        assert all(" ".join(f.answer.split())[:50] in flat for f in exercise.followups if f.answer)
+        assert flat.count("– required ") == sum(len(q.required) for q in exercise.questions)
+
+
+class _Result:
+    def __init__(self, status, public=False):
+        self.status, self.public = status, public
+
+
+class _Report:
+    def __init__(self, statuses, public_fails=False):
+        self.results = [_Result("fail" if public_fails else "pass", public=True)]
+        self.results += [_Result(s) for s in statuses]
+
+
+def test_correctness_score_and_hint_caps():
+    assert mock.correctness_score(None) is None
+    assert mock.correctness_score(_Report(["pass"] * 5, public_fails=True)) == 1
+    assert mock.correctness_score(_Report(["fail"] * 3 + ["pass"])) == 2
+    assert mock.correctness_score(_Report(["fail", "error", "pass"])) == 3
+    assert mock.correctness_score(_Report(["pass", "skip"])) == 4
+    exercise = catalog.exercise("mha-screen")
+    correctness_hint = next(n for n, h in enumerate(exercise.hints, 1) if h.dimension == "correctness")
+    rows = {r["dimension"]: r for r in mock.scores(exercise, _Report(["pass"]), {correctness_hint, 99})}
+    assert rows["correctness"]["score"] == 3 and rows["correctness"]["capped_by"] == [correctness_hint]
+    assert rows["robustness"]["score"] is None and rows["robustness"]["cap"] is None
+    assert all(len(r["anchors"]) == 4 for r in rows.values())
+    rows = {r["dimension"]: r for r in mock.scores(exercise, _Report(["pass"]))}
+    assert rows["correctness"]["score"] == 4 and rows["correctness"]["cap"] is None
