@@ -162,3 +162,41 @@ def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     report = grading.grade(path, grading.Options(exercise=exercise_id, seed=5, timeout=10))
     failing = [(r.id, r.message) for r in report.results if r.status not in ("pass", "skip")]
     assert not failing, failing
+
+
+# --- a check named after one property passes a file that gets that property right ---------------
+
+MASK_BUGS = {"blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks", "fill-value-too-weak", "mask-inverted",
+             "max-over-blocked", "causal-off-by-one", "padding-masks-queries", "mask-not-boolean",
+             "b-o-not-suppressed", "b-o-dropped-for-partial", "causal-offset-ignored"}
+BIAS_BUGS = {"biases-ignored", "bias-scaled"}
+ISOLATED = {      # check id -> bugs it must not fail for: its cases have no masks / no biases
+    "heads-use-contiguous-columns": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-head-width": MASK_BUGS | BIAS_BUGS,
+    "single-head-plain-formula": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-key-width": MASK_BUGS | BIAS_BUGS,
+    "heads-split-contiguously": MASK_BUGS | BIAS_BUGS, "value-width-differs-from-key-width": MASK_BUGS | BIAS_BUGS,
+    "lengths-differ-both-ways": MASK_BUGS | BIAS_BUGS, "biases-are-applied": MASK_BUGS,
+}
+
+
+FAST_ISOLATION = {"biases-ignored.py", "blocked-row-nan.py", "mask-inverted.py"}    # the rest: slow
+
+
+def _isolation_cases():
+    for exercise in EXERCISES:
+        for path in bug_files(exercise.id):
+            if bug_id_of(path) in MASK_BUGS | BIAS_BUGS:
+                quick = exercise.id == "mha-screen" and path.name in FAST_ISOLATION
+                marks = [] if quick else [pytest.mark.slow]
+                yield pytest.param(exercise, path, marks=marks, id=f"{exercise.id}/{path.name}")
+
+
+@pytest.mark.parametrize("exercise, path", list(_isolation_cases()))
+def test_property_checks_pass_files_that_get_their_property_right(exercise, path):
+    """A mask or bias mistake must not fail the checks about head split, scaling or biases whose
+    cases carry no masks (and no biases): those files get those properties right."""
+    if not _available(exercise):
+        pytest.skip(f"{exercise.id} needs {exercise.needs}")
+    report = graded(path, exercise.id, SEEDS[0])
+    wrong = [(r.id, r.message) for r in report.results
+             if r.id in ISOLATED and bug_id_of(path) in ISOLATED[r.id] and r.status != "pass"]
+    assert not wrong, wrong
