@@ -115,3 +115,27 @@ WORKED_PARAMS = {
     "Wo": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
     "bo": [0.5, 0.0, 0.0, -0.5],
 }
+
+
+# --- the headline property "stable at large scores, with a blocked score far above" ------------
+
+def hot_blocked_tokens(rng, B: int, T: int, D: int, base: float = 25.0, hot: float = 60.0) -> np.ndarray:
+    """B×T×D tokens near `base` in every feature, except the last token near `hot`.
+
+    With Wq = Wk = identity and head width hd, every score is about hd·base²/sqrt(hd) (in the
+    hundreds: exp of it overflows), and the last key scores about hd·base·hot/sqrt(hd) with every
+    query (far above the others). Under a causal mask that key is blocked for every query but
+    the last, so a max taken over blocked entries too makes the allowed weights underflow to 0.
+    """
+    x = base + rng.normal(0.0, 0.1, size=(B, T, D))
+    x[:, -1] = hot + rng.normal(0.0, 0.1, size=(B, D))
+    return x.round(6)
+
+
+def identity_projections(D: int, kv_width: int | None = None, rng=None) -> dict:
+    """Wq = Wk = identity (Wk's first kv_width columns for grouped K/V heads); random Wv, Wo; no biases."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    kv_width = kv_width or D
+    return {"Wq": np.eye(D), "Wk": np.eye(D)[:, :kv_width],
+            "Wv": rng.normal(0.0, 1 / np.sqrt(D), size=(D, kv_width)).round(6),
+            "Wo": rng.normal(0.0, 1 / np.sqrt(D), size=(D, D)).round(6)}

@@ -13,8 +13,9 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import WORKED_PARAMS, lists, params, random_mask, tokens
-from .verdicts import OUT_AXES, expect_divisibility_error, expect_out_and_weights, expect_untouched
+from .cases import WORKED_PARAMS, causal, hot_blocked_tokens, identity_projections, lists, params, random_mask, tokens
+from .verdicts import (OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights,
+                       expect_untouched)
 
 SUITE = Suite("cross-attention")
 check = SUITE.check
@@ -43,7 +44,8 @@ def compare_cross(ctx, x, c, p, H, mask=None, pass_mask=True, what="", expected=
 
 # --- shapes and the public example -------------------------------------------------------------
 
-@check(points=2, public=True, catches=("kv-from-queries",), concept="cross-attention")
+@check(points=2, public=True, concept="cross-attention",
+       catches=("kv-from-queries", "transpose-reverses-all-axes"))
 def output_shapes(ctx):
     """Output is B×T×D (one row per query); weights are B×H×T×S (queries × context positions).
 
@@ -69,7 +71,9 @@ PUBLIC_MASK = [[[True, True, True], [True, False, True]]]
 
 
 @check(points=2, public=True, after=("output-shapes",),
-       catches=("no-scaling", "mask-inverted", "reshape-without-transpose", "kv-from-queries"))
+       catches=("no-scaling", "mask-inverted", "reshape-without-transpose", "kv-from-queries",
+                "double-scaling", "weights-transposed", "softmax-wrong-axis", "heads-interleaved",
+                "biases-ignored", "no-output-projection", "fill-value-too-weak", "scale-by-model-width"))
 def public_cross_example(ctx):
     """The statement's worked example: 2 queries over a context of 3, two heads, one key masked."""
     x, c = np.array(PUBLIC_X), np.array(PUBLIC_CONTEXT)
@@ -103,11 +107,12 @@ def context_equal_to_x_is_self_attention(ctx):
 def lengths_differ_both_ways(ctx):
     """Works for a context longer than x and for one shorter, with the head split of each by columns."""
     for B, T, S, D, H in ((1, 2, 6, 8, 4), (2, 5, 2, 6, 3)):
-        x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D)
+        x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D, biases=False)
         compare_cross(ctx, x, c, p, H, None, pass_mask=False, what=f"T={T}, S={S}")
 
 
-@check(points=2, after=("output-shapes",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("output-shapes",), concept="scaling",
+       catches=("no-scaling", "double-scaling", "scale-by-model-width"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads)."""
     B, T, S, D, H = 1, 3, 4, 8, 2
@@ -115,17 +120,18 @@ def scores_scaled_by_head_width(ctx):
     compare_cross(ctx, x, c, params(ctx.rng, D, biases=False), H, None, pass_mask=False)
 
 
-@check(points=3, after=("output-shapes",), catches=("reshape-without-transpose",), concept="head-split")
+@check(points=3, after=("output-shapes",), concept="head-split",
+       catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_use_contiguous_columns(ctx):
     """Head h uses projected columns h*hd:(h+1)*hd of the queries, keys and values alike."""
     B, T, S, D, H = 2, 3, 5, 8, 4
-    x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D)
-    compare_cross(ctx, x, c, p, H, None, pass_mask=False)
+    x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D, biases=False)
+    compare_cross(ctx, x, c, p, H, None, pass_mask=False, biases="none")
 
 
 # --- masks ------------------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), catches=("mask-inverted",), concept="masking")
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak"))
 def mask_true_means_allowed(ctx):
     """The B×T×S mask is True where query i may attend to context position j (here: padded contexts)."""
     B, T, S, D, H = 3, 2, 5, 4, 2
@@ -134,7 +140,8 @@ def mask_true_means_allowed(ctx):
     compare_cross(ctx, x, c, p, H, key_padding(lengths, T, S), masking=f"context lengths {lengths}")
 
 
-@check(points=3, after=("output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan"), concept="masking")
+@check(points=3, after=("output-shapes",), concept="masking",
+       catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
 def blocked_rows_output_bo(ctx):
     """A query with no allowed context position gets zero weights in every head; its output is exactly bo."""
     B, T, S, D, H = 2, 4, 3, 4, 2
@@ -167,9 +174,51 @@ def no_overflow_at_large_scores(ctx):
                   masking="random", scale=30)
 
 
+@check(points=2, after=("output-shapes",), concept="numerical-stability",
+       catches=("max-over-blocked", "softmax-overflow"))
+def stable_with_a_blocked_score_far_above(ctx):
+    """Large scores stay finite, and a blocked context position scoring far above the allowed ones takes nothing.
+
+    The last context position scores about 3000 with every query and is blocked for all but the
+    last query; the allowed scores are about 1250, so exp of a raw score overflows, and a max
+    taken over the blocked position too makes every allowed weight underflow to 0. No biases.
+    """
+    B, T, S, D, H = 2, 3, 4, 8, 2
+    x = tokens(ctx.rng, B, T, D, scale=0.1) + 25.0
+    c = hot_blocked_tokens(ctx.rng, B, S, D)
+    mask = np.ones((B, T, S), dtype=bool)
+    mask[:, :-1, -1] = False
+    compare_cross(ctx, x, c, identity_projections(D, rng=ctx.rng), H, mask, Wq="identity", Wk="identity",
+                  masking="the last context position blocked for all but the last query",
+                  scores="about 1250 allowed, about 3000 for the blocked position")
+
+
+@check(points=2, after=("output-shapes",), concept="masking",
+       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+def uniform_when_queries_are_zero(ctx):
+    """With Wq = 0 (and no bq) every score is 0, so each query spreads its weight evenly over its allowed positions.
+
+    Context lengths 5 and 2 (T = 3 queries, S = 5): bk is kept, since q·bk is the same for every key.
+    """
+    B, T, S, D, H = 2, 3, 5, 6, 3
+    x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D)
+    p["Wq"] = np.zeros((D, D))
+    p.pop("bq")
+    compare_cross(ctx, x, c, p, H, key_padding([5, 2], T, S), masking="context lengths [5, 2]", Wq="zeros")
+
+
+@check(points=2, after=("output-shapes",), catches=("mask-inverted",), concept="masking")
+def causal_future_is_ignored(ctx):
+    """With a causal mask over a context as long as x, editing context position t changes no output row before t."""
+    B, T, D, H = 1, 5, 8, 2
+    x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, T, D), params(ctx.rng, D, biases=False)
+    expect_causal_invariance(ctx, lambda cs: ctx.call(FN, lists(x), lists(cs), lists(p), H, lists(causal(B, T))),
+                             c, t=3, describe={"S": T, "D": D, "H": H, "mask": "causal", "edited": "the context"})
+
+
 # --- the rest ---------------------------------------------------------------------------------------
 
-@check(points=1, after=("output-shapes",))
+@check(points=1, after=("output-shapes",), catches=("biases-ignored",))
 def biases_absent_or_none(ctx):
     """Biases are added when given; missing from params or None mean 'no bias'."""
     B, T, S, D, H = 1, 2, 3, 4, 2
@@ -212,7 +261,10 @@ def accepts_lists_and_arrays(ctx):
 
 @check(points=5, after=("output-shapes",),
        catches=("no-scaling", "reshape-without-transpose", "softmax-overflow", "blocked-row-uniform",
-                "blocked-row-nan", "mask-inverted", "kv-from-queries"))
+                "blocked-row-nan", "mask-inverted", "kv-from-queries", "additive-mask-leaks",
+                "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
+                "no-output-projection", "biases-ignored", "softmax-wrong-axis", "weights-transposed",
+                "scale-by-model-width"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: lengths, heads, masks, biases, large scores.
 

@@ -15,8 +15,9 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import WORKED_X, causal, gqa_params, lists, mask_of_kind, padding, random_mask, repeat_kv_heads, tokens
-from .verdicts import expect_out_and_weights, expect_untouched
+from .cases import (WORKED_X, causal, gqa_params, hot_blocked_tokens, identity_projections, lists, mask_of_kind,
+                    padding, random_mask, repeat_kv_heads, tokens)
+from .verdicts import expect_causal_invariance, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("gqa")
 check = SUITE.check
@@ -49,7 +50,7 @@ def compare_gqa(ctx, x, p, H, n_kv, mask=None, pass_mask=True, what="", expected
 
 # --- shapes and the public example -----------------------------------------------------------------
 
-@check(points=2, public=True)
+@check(points=2, public=True, catches=("weights-transposed", "transpose-reverses-all-axes"))
 def output_shapes(ctx):
     """Output is B×T×D; with return_weights=True the weights are B×H×T×T (H query heads).
 
@@ -79,7 +80,9 @@ PUBLIC_PARAMS = {
 
 
 @check(points=2, public=True, after=("output-shapes",),
-       catches=("no-scaling", "scale-by-model-width", "mask-inverted"))
+       catches=("no-scaling", "scale-by-model-width", "mask-inverted", "double-scaling", "softmax-wrong-axis",
+                "heads-interleaved", "reshape-without-transpose", "biases-ignored", "no-output-projection",
+                "fill-value-too-weak"))
 def public_gqa_example(ctx):
     """The statement's worked example: B=1, T=3, D=4, two query heads sharing one K/V head, causal."""
     x = np.array(PUBLIC_X)
@@ -90,7 +93,8 @@ def public_gqa_example(ctx):
 
 # --- what grouped-query attention is ---------------------------------------------------------------
 
-@check(points=4, after=("output-shapes",), catches=("kv-head-mapping-modulo",), concept="grouped-query")
+@check(points=4, after=("output-shapes",), concept="grouped-query",
+       catches=("kv-head-mapping-modulo", "heads-interleaved", "reshape-without-transpose"))
 def equals_mha_with_repeated_kv(ctx):
     """Equals multi-head attention whose key/value heads are each repeated for their group.
 
@@ -133,7 +137,8 @@ def one_kv_head_is_multi_query(ctx):
 
 # --- the attention itself --------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), catches=("no-scaling", "scale-by-model-width"), concept="scaling")
+@check(points=2, after=("output-shapes",), concept="scaling",
+       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(hd) with hd = D / num_heads (not sqrt(D), not 1)."""
     B, T, D, H, n_kv = 1, 4, 8, 4, 2
@@ -141,16 +146,18 @@ def scores_scaled_by_head_width(ctx):
     compare_gqa(ctx, x, p, H, n_kv, None, pass_mask=False)
 
 
-@check(points=2, after=("output-shapes",), catches=("mask-inverted",), concept="masking")
+@check(points=2, after=("output-shapes",), concept="masking",
+       catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis"))
 def mask_true_means_allowed(ctx):
     """Masks are B×T×T with True = allowed: blocked keys get weight exactly 0, allowed ones sum to 1."""
     B, T, D, H, n_kv = 3, 4, 8, 4, 2
-    x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv)
+    x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv, biases=False)
     lengths = [4, 2, 1]
     compare_gqa(ctx, x, p, H, n_kv, padding(lengths, T), masking=f"padding_mask({lengths}, {T})")
 
 
-@check(points=3, after=("output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan"), concept="masking")
+@check(points=3, after=("output-shapes",), concept="masking",
+       catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
 def blocked_rows_output_bo(ctx):
     """A query with no allowed key gets zero weights in every head, so its output row is exactly bo."""
     B, T, D, H, n_kv = 2, 4, 8, 4, 2
@@ -170,14 +177,57 @@ def no_overflow_at_large_scores(ctx):
     compare_gqa(ctx, x, p, H, n_kv, causal(B, T), masking="causal", x_scale=30)
 
 
-@check(points=1, after=("output-shapes",))
+@check(points=2, after=("output-shapes",), concept="numerical-stability",
+       catches=("max-over-blocked", "softmax-overflow"))
+def stable_with_a_blocked_score_far_above(ctx):
+    """Large scores stay finite, and a blocked key scoring far above the allowed ones takes nothing.
+
+    Causal mask; the last token's key scores about 2000 with every query while the allowed
+    scores are about 900, so exp of a raw score overflows, and a max taken over the blocked key
+    too makes every allowed weight underflow to 0. No biases.
+    """
+    B, T, D, H, n_kv = 2, 4, 8, 4, 2
+    x = hot_blocked_tokens(ctx.rng, B, T, D)
+    p = identity_projections(D, n_kv * (D // H), ctx.rng)
+    compare_gqa(ctx, x, p, H, n_kv, causal(B, T), masking="causal", Wq="identity", Wk="identity",
+                scores="about 900 allowed, about 2000 for the blocked last key")
+
+
+@check(points=2, after=("output-shapes",), concept="masking",
+       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+def uniform_when_queries_are_zero(ctx):
+    """With Wq = 0 (and no bq) every score is 0, so each query spreads its weight evenly over its allowed keys.
+
+    Padding mask; bk is kept (it cannot make scores differ: q·bk is the same for every key).
+    """
+    B, T, D, H, n_kv = 2, 5, 8, 4, 2
+    x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv)
+    p["Wq"] = np.zeros((D, D))
+    p.pop("bq")
+    compare_gqa(ctx, x, p, H, n_kv, padding([5, 3], T), masking="padding_mask([5, 3], 5)", Wq="zeros")
+
+
+@check(points=2, after=("output-shapes",), catches=("mask-inverted",), concept="masking")
+def causal_future_is_ignored(ctx):
+    """Under a causal mask, changing token t changes no output row before t (and changes row t)."""
+    B, T, D, H, n_kv = 1, 5, 8, 4, 2
+    x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv, biases=False)
+    expect_causal_invariance(ctx, lambda xs: ctx.call(FN, lists(xs), lists(p), H, n_kv, lists(causal(B, T))),
+                             x, t=3, describe={"num_heads": H, "num_kv_heads": n_kv, "mask": "causal"})
+
+
+@check(points=1, after=("output-shapes",), catches=("biases-ignored",))
 def biases_are_applied(ctx):
-    """bq, bo (length D) and bk, bv (length num_kv_heads·hd) are added after their projections."""
+    """bq, bo (length D) and bv (length num_kv_heads·hd) are each added after their projection (one at a time).
+
+    bk is not tested: q·bk is the same for every key of a row, and softmax ignores a constant.
+    """
     B, T, D, H, n_kv = 2, 3, 8, 4, 2
     x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv)
-    for name in ("bq", "bk", "bv", "bo"):
-        p[name] = p[name] * 4
-    compare_gqa(ctx, x, p, H, n_kv, None, pass_mask=False, biases="all four, large")
+    weights = {k: v for k, v in p.items() if k.startswith("W")}
+    for name in ("bq", "bv", "bo"):
+        compare_gqa(ctx, x, dict(weights, **{name: p[name] * 4}), H, n_kv, None, pass_mask=False,
+                    what=f"only {name}", biases=f"{name} only, large")
     compare_gqa(ctx, x, dict(p, bq=None, bk=None, bv=None, bo=None), H, n_kv, None, pass_mask=False,
                 what="biases = None", biases="None")
 
@@ -223,7 +273,10 @@ def accepts_lists_and_arrays(ctx):
 
 @check(points=5, after=("output-shapes",),
        catches=("kv-head-mapping-modulo", "no-scaling", "scale-by-model-width", "softmax-overflow",
-                "blocked-row-uniform", "blocked-row-nan", "mask-inverted"))
+                "blocked-row-uniform", "blocked-row-nan", "mask-inverted", "additive-mask-leaks",
+                "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
+                "max-over-blocked", "no-output-projection", "biases-ignored", "softmax-wrong-axis",
+                "reshape-without-transpose"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: head counts, masks, biases, large scores.
 

@@ -192,7 +192,7 @@ def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded o
 PUBLIC_X, PUBLIC_PARAMS = WORKED_X, WORKED_PARAMS
 
 
-@check(points=2, public=True)
+@check(points=2, public=True, catches=("transpose-reverses-all-axes",))
 def step_returns_output_and_cache(ctx):
     """decode_step returns a pair (out_t, cache) with out_t B×D, and accepts that cache back.
 
@@ -205,7 +205,8 @@ def step_returns_output_and_cache(ctx):
 
 @check(points=2, public=True, after=("step-returns-output-and-cache",),
        catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose"))
+                "reshape-without-transpose", "double-scaling", "weights-transposed", "heads-interleaved",
+                "biases-ignored", "no-output-projection", "scale-by-model-width"))
 def public_decode_example(ctx):
     """The statement's worked example: mha-screen's example decoded one token at a time."""
     x = np.array(PUBLIC_X)
@@ -217,8 +218,8 @@ def public_decode_example(ctx):
 
 # --- the new token --------------------------------------------------------------------------------
 
-@check(points=2, after=("step-returns-output-and-cache",), catches=("new-token-not-attending-to-itself",),
-       concept="kv-cache")
+@check(points=2, after=("step-returns-output-and-cache",), concept="kv-cache",
+       catches=("new-token-not-attending-to-itself",))
 def first_token_attends_to_itself(ctx):
     """The first step (cache=None) attends to the new token itself: its output is v₀·Wo + bo.
 
@@ -231,8 +232,8 @@ def first_token_attends_to_itself(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H), "output of the first step")
 
 
-@check(points=2, after=("step-returns-output-and-cache",),
-       catches=("new-token-not-attending-to-itself", "cache-not-updated"), concept="kv-cache")
+@check(points=2, after=("step-returns-output-and-cache",), concept="kv-cache",
+       catches=("new-token-not-attending-to-itself", "cache-not-updated"))
 def new_token_joins_the_keys(ctx):
     """Each step attends to every cached token AND the new one: with Wq = Wk = 0 the weights are
     uniform, so out_t is the average of v₀ … v_t (then Wo, bo).
@@ -252,9 +253,9 @@ def new_token_joins_the_keys(ctx):
 
 # --- the whole loop -------------------------------------------------------------------------------
 
-@check(points=4, after=("step-returns-output-and-cache",),
+@check(points=4, after=("step-returns-output-and-cache",), concept="kv-cache",
        catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose", "softmax-overflow"), concept="kv-cache")
+                "reshape-without-transpose", "softmax-overflow", "biases-ignored"))
 def decoding_matches_causal_attention(ctx):
     """Decoding t = 0..T-1 reproduces causal multi_head_attention row by row.
 
@@ -267,8 +268,8 @@ def decoding_matches_causal_attention(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=3, after=("step-returns-output-and-cache",), catches=("cache-grows-quadratically", "cache-not-updated"),
-       concept="kv-cache")
+@check(points=3, after=("step-returns-output-and-cache",), concept="kv-cache",
+       catches=("cache-grows-quadratically", "cache-not-updated"))
 def cache_holds_2btd_numbers(ctx):
     """After t steps the cache holds exactly 2·B·t·D numbers: one key and one value per token.
 
@@ -305,7 +306,8 @@ def cache_holds_2btd_numbers(ctx):
     ctx.note(f"cache after {T} steps: {dec.sizes[-1]:,} numbers = 2·B·T·D with B={B}, T={T}, D={D}")
 
 
-@check(points=2, after=("step-returns-output-and-cache",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("step-returns-output-and-cache",), concept="scaling",
+       catches=("no-scaling", "double-scaling", "scale-by-model-width"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads) in every step."""
     B, T, D, H = 1, 4, 8, 2
@@ -314,8 +316,8 @@ def scores_scaled_by_head_width(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=3, after=("step-returns-output-and-cache",), catches=("reshape-without-transpose",),
-       concept="head-split")
+@check(points=3, after=("step-returns-output-and-cache",), concept="head-split",
+       catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_use_contiguous_columns(ctx):
     """Head h uses the cached columns h*hd:(h+1)*hd of every past token.
 
@@ -323,13 +325,13 @@ def heads_use_contiguous_columns(ctx):
     tokens and heads once two or more tokens are cached.
     """
     B, T, D, H = 2, 4, 8, 4
-    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
+    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D, biases=False)
     dec = decode(ctx, x, p, H)
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=2, after=("step-returns-output-and-cache",), catches=("softmax-overflow",),
-       concept="numerical-stability")
+@check(points=2, after=("step-returns-output-and-cache",), concept="numerical-stability",
+       catches=("softmax-overflow",))
 def no_overflow_at_large_scores(ctx):
     """Steps stay finite and correct when scores reach the thousands (subtract the max)."""
     B, T, D, H = 1, 4, 4, 2
@@ -339,7 +341,7 @@ def no_overflow_at_large_scores(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=1, after=("step-returns-output-and-cache",))
+@check(points=1, after=("step-returns-output-and-cache",), catches=("softmax-across-batch",))
 def batches_are_independent(ctx):
     """Each sequence in the batch decodes as if it were alone (its cache rows are its own)."""
     B, T, D, H = 3, 3, 4, 2
@@ -401,7 +403,9 @@ def accepts_lists_and_arrays(ctx):
 
 @check(points=4, after=("step-returns-output-and-cache",),
        catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose", "softmax-overflow"))
+                "reshape-without-transpose", "softmax-overflow", "biases-ignored", "double-scaling",
+                "heads-interleaved", "no-output-projection", "scale-by-model-width", "softmax-across-batch",
+                "weights-transposed"))
 def randomised_agreement(ctx):
     """Agrees with causal attention on randomised hidden cases: shapes, biases, large scores.
 

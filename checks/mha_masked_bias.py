@@ -27,6 +27,9 @@ import torch
 from attn_kit.registry import CheckSkipped, Suite
 from attn_kit.values import TensorValue
 
+from .cases import hot_blocked_tokens
+from .verdicts import expect_causal_invariance
+
 torch.set_num_threads(1)
 for _type in [t for t in ForkingPickler._extra_reducers if getattr(t, "__module__", "").startswith("torch")]:
     del ForkingPickler._extra_reducers[_type]
@@ -191,7 +194,8 @@ def kind_of(value) -> str:
 
 # --- public examples ---------------------------------------------------------------------------
 
-@check(points=2, public=True)
+@check(points=2, public=True,
+       catches=("no-output-projection", "weights-transposed", "transpose-reverses-all-axes"))
 def output_shapes(ctx):
     """Returns the pair (output [B,Q,Cout], attention [B,H,Q,K]), shapes checked strictly.
 
@@ -360,11 +364,11 @@ def optional_keys_absent_or_none(ctx):
 
 # --- the formula ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), catches=("no-scaling", "scale-by-model-width"),
-       concept="scaling")
+@check(points=2, after=("output-shapes",), concept="scaling",
+       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
 def scores_scaled_by_key_width(ctx):
     """Scores are divided by sqrt(D), the per-head key width: not by sqrt(H·D), not by 1."""
-    case = make_case(ctx.rng, B=2, Q=3, K=4, H=2, D=4, Dv=2, masks=(), scale=1.5)
+    case = make_case(ctx.rng, B=2, Q=3, K=4, H=2, D=4, Dv=2, biases=False, masks=(), scale=1.5)
     compare_case(ctx, case)
 
 
@@ -380,22 +384,23 @@ def additive_bias_broadcasts(ctx):
 @check(points=1, after=("output-shapes",), catches=("reshape-without-transpose",))
 def value_width_differs_from_key_width(ctx):
     """Dv ≠ D, and query, context and output widths all differ: each projection has its own shape."""
-    case = make_case(ctx.rng, B=2, Q=2, K=5, H=2, D=2, Dv=5, Cq=3, Cctx=7, Cout=6)
+    case = make_case(ctx.rng, B=2, Q=2, K=5, H=2, D=2, Dv=5, Cq=3, Cctx=7, Cout=6, biases=False, masks=())
     compare_case(ctx, case)
 
 
-@check(points=2, after=("output-shapes",), catches=("reshape-without-transpose",), concept="head-split")
+@check(points=2, after=("output-shapes",), concept="head-split",
+       catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_split_contiguously(ctx):
     """Head h uses projected columns h·D:(h+1)·D (and h·Dv:(h+1)·Dv), put back in that order.
 
     Catches reshape-without-transpose: [B,T,H·D] reshaped straight to [B,H,T,D] mixes tokens and heads.
     """
-    case = make_case(ctx.rng, B=2, Q=3, K=5, H=3, D=2, Dv=3, masks=())
+    case = make_case(ctx.rng, B=2, Q=3, K=5, H=3, D=2, Dv=3, biases=False, masks=())
     compare_case(ctx, case)
 
 
-@check(points=3, after=("output-shapes",), catches=("causal-offset-ignored", "causal-off-by-one"),
-       concept="masking")
+@check(points=3, after=("output-shapes",), concept="masking",
+       catches=("causal-offset-ignored", "causal-off-by-one"))
 def causal_with_offset(ctx):
     """causal=True allows key j for query i when j <= i + causal_offset, also when Q ≠ K.
 
@@ -407,7 +412,7 @@ def causal_with_offset(ctx):
         compare_case(ctx, case, f"Q={Q}, K={K}, causal_offset={offset}")
 
 
-@check(points=2, after=("output-shapes",), catches=("mask-inverted",), concept="masking")
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak"))
 def masks_are_intersected(ctx):
     """key_mask, query_mask and attention_mask (True = allowed) all apply together, with causal on top."""
     case = make_case(ctx.rng, B=2, Q=4, K=5, H=2, D=2)
@@ -461,8 +466,8 @@ def partially_masked_queries_keep_b_o(ctx):
     compare_case(ctx, case, partial="batch 2, query 0: head 0 empty, head 1 active")
 
 
-@check(points=2, after=("output-shapes",), catches=("blocked-row-nan", "blocked-row-uniform"),
-       concept="masking")
+@check(points=2, after=("output-shapes",), concept="masking",
+       catches=("blocked-row-nan", "blocked-row-uniform", "additive-mask-leaks"))
 def empty_head_rows_are_zero(ctx):
     """An empty (batch, head, query) row has attention exactly 0: never NaN, never uniform."""
     case = masked_rows_case(ctx.rng, bias=(3, 2, 3, 4))
@@ -485,6 +490,61 @@ def stable_at_large_scores(ctx):
         case = with_score_peak(make_case(ctx.rng, B=1, Q=3, K=4, H=2, D=4, biases=False, masks=()), peak)
         compare_case(ctx, case, f"{str(dtype).split('.')[-1]}, largest |score| {peak:g}",
                      dtype=dtype, largest_score=peak)
+
+
+@check(points=2, after=("output-shapes",), concept="numerical-stability",
+       catches=("max-over-blocked", "softmax-overflow"))
+def stable_with_a_blocked_key_far_above(ctx):
+    """Scores near 900 stay finite, and a key blocked by key_mask that scores near 2100 takes nothing.
+
+    w_q = w_k = identity, queries and keys near 25 in every feature, the last key near 60 and
+    blocked: exp of a raw score overflows in float64, and a max taken over the blocked key too
+    makes every allowed weight underflow to 0 (weights [0, 0] instead of [0, 1]). No biases.
+    """
+    B, Q, K, H, D = 2, 3, 4, 2, 2
+    case = make_case(ctx.rng, B=B, Q=Q, K=K, H=H, D=D, Cq=H * D, Cctx=H * D, Cout=3, biases=False,
+                     masks=("key_mask",))
+    case.activations["query"] = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, Q, H * D))).round(6)
+    case.activations["context"] = hot_blocked_tokens(ctx.rng, B, K, H * D)
+    case.parameters["w_q"] = np.eye(H * D)
+    case.parameters["w_k"] = np.eye(H * D)
+    case.masks["key_mask"] = np.ones((B, K), dtype=bool)
+    case.masks["key_mask"][:, -1] = False
+    compare_case(ctx, case, scores="about 900 allowed, about 2100 for the blocked last key")
+
+
+@check(points=2, after=("output-shapes",), concept="masking",
+       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+def uniform_when_queries_are_zero(ctx):
+    """With w_q = 0 (and no b_q) every score is 0, so each query spreads its weight evenly over its allowed keys.
+
+    key_mask only, no additive bias; b_k is kept, since q·b_k is the same for every key.
+    """
+    case = make_case(ctx.rng, B=2, Q=3, K=5, H=2, D=3, masks=("key_mask",))
+    case.parameters["w_q"] = np.zeros_like(case.parameters["w_q"])
+    case.parameters.pop("b_q")
+    compare_case(ctx, case, w_q="zeros")
+
+
+@check(points=2, after=("output-shapes",), catches=("mask-inverted", "causal-off-by-one"), concept="masking")
+def causal_future_is_ignored(ctx):
+    """Changing context token t changes no output row before t: with causal=True, and with a causal attention_mask.
+
+    Q = K = 5, causal_offset 0, no other mask, no biases: the solution's own causal bound, then
+    the kit's lower-triangular attention_mask.
+    """
+    base = make_case(ctx.rng, B=1, Q=5, K=5, H=2, D=2, biases=False, masks=())
+    tril = np.tril(np.ones((5, 5), dtype=bool))[None, None]
+
+    def run(context, own: bool):
+        case = Case(dict(base.activations, context=context), base.parameters,
+                    {} if own else {"attention_mask": tril}, base.heads, causal=own)
+        return pair(ctx, ctx.call(FN, *send(ctx, case), **case.kwargs))[0]
+
+    for own in (True, False):
+        expect_causal_invariance(ctx, lambda c: run(c, own), base.activations["context"], t=3,
+                                 describe={"causal": own, "attention_mask": "none" if own else "lower-triangular"},
+                                 what="output with causal=True" if own else "output with a causal attention_mask")
 
 
 def with_score_peak(case: Case, peak: float) -> Case:
@@ -519,7 +579,9 @@ def inputs_left_unmodified(ctx):
 @check(points=4, after=("output-shapes",),
        catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose", "softmax-wrong-axis",
                 "mask-inverted", "causal-off-by-one", "causal-offset-ignored", "bias-scaled", "biases-ignored",
-                "b-o-not-suppressed", "b-o-dropped-for-partial", "blocked-row-nan", "blocked-row-uniform"))
+                "b-o-not-suppressed", "b-o-dropped-for-partial", "blocked-row-nan", "blocked-row-uniform",
+                "heads-interleaved", "additive-mask-leaks", "fill-value-too-weak", "double-scaling",
+                "softmax-across-batch"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, heads, masks, bias shapes, causal offsets.
 
@@ -579,8 +641,8 @@ def compare_gradients(ctx, case: Case):
                          call=call, float32_ok=False, **GRADS)   # gradients are a float64 property
 
 
-@check(points=3, after=("output-shapes",),
-       catches=("no-scaling", "bias-scaled", "softmax-wrong-axis", "mask-inverted"), concept="gradients")
+@check(points=3, after=("output-shapes",), concept="gradients",
+       catches=("no-scaling", "bias-scaled", "softmax-wrong-axis", "mask-inverted"))
 def gradients_match_reference(ctx):
     """Gradients with respect to query, context, every weight and bias, and the additive bias match autograd.
 
@@ -591,8 +653,7 @@ def gradients_match_reference(ctx):
     compare_gradients(ctx, case)
 
 
-@check(points=3, after=("output-shapes",), catches=("nan-gradient-masked-rows",),
-       concept="gradients")
+@check(points=3, after=("output-shapes",), concept="gradients", catches=("nan-gradient-masked-rows",))
 def gradients_finite_on_masked_rows(ctx):
     """Gradients stay finite and right when queries are fully masked and heads see no key.
 

@@ -96,16 +96,16 @@ def public_tiled_example(ctx):
 
 # --- block sizes ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shape",), catches=("online-softmax-no-rescale", "mask-inverted"),
-       concept="online-softmax")
+@check(points=2, after=("output-shape",), concept="online-softmax",
+       catches=("online-softmax-no-rescale", "mask-inverted"))
 def block_size_one(ctx):
     """block_size=1 (one key per block, the online softmax in its purest form) equals naive attention."""
     q, k, v = qkv(ctx.rng, 6, 9, 4, 3)
     compare_tiled(ctx, q, k, v, random_mask(ctx.rng, 6, 9), 1, masking="random")
 
 
-@check(points=3, after=("output-shape",), catches=("partial-block-dropped", "online-softmax-no-rescale"),
-       concept="online-softmax")
+@check(points=3, after=("output-shape",), concept="online-softmax",
+       catches=("partial-block-dropped", "online-softmax-no-rescale"))
 def block_size_not_dividing(ctx):
     """A block size that divides neither T nor S: the last, shorter block counts like the others."""
     for T, S, bs in ((10, 10, 3), (6, 10, 4)):
@@ -121,7 +121,8 @@ def block_larger_than_keys(ctx):
     compare_tiled(ctx, q, k, v, None, None, what="output with the default block_size=64 > S=7")
 
 
-@check(points=3, after=("output-shape",), catches=("online-softmax-no-rescale",), concept="online-softmax")
+@check(points=3, after=("output-shape",), concept="online-softmax",
+       catches=("online-softmax-no-rescale", "online-softmax-acc-not-rescaled"))
 def rescales_when_the_max_grows(ctx):
     """When a later block holds a larger score, what was summed so far is rescaled by exp(m_old - m_new).
 
@@ -137,7 +138,7 @@ def rescales_when_the_max_grows(ctx):
 
 # --- the softmax ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shape",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·kᵀ / sqrt(d), with d the width of q and k (d=16 here, dv=3)."""
     q, k, v = qkv(ctx.rng, 5, 8, 16, 3, scale=0.8)
@@ -153,7 +154,27 @@ def stable_at_large_scores(ctx):
     compare_tiled(ctx, q, k, v, None, 2, scores="up to ±1000")
 
 
-@check(points=2, after=("output-shape",), catches=("mask-inverted",), concept="masking")
+@check(points=2, after=("output-shape",), concept="numerical-stability",
+       catches=("max-over-blocked", "softmax-overflow"))
+def stable_with_a_blocked_score_far_above(ctx):
+    """Scores near 1250 stay finite, and a blocked key scoring near 3000 takes nothing.
+
+    q and k near 25 in every feature, the last key near 60 and blocked for every query but the
+    last, block_size 2: a block max taken over the blocked key too makes the allowed terms
+    underflow to 0.
+    """
+    T, S, d, dv = 3, 6, 4, 2
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(T, d))).round(6)
+    k = (25.0 + ctx.rng.normal(0.0, 0.1, size=(S, d))).round(6)
+    k[-1] = (60.0 + ctx.rng.normal(0.0, 0.1, size=d)).round(6)
+    v = ctx.rng.normal(0.0, 1.0, size=(S, dv)).round(6)
+    mask = np.ones((T, S), dtype=bool)
+    mask[:-1, -1] = False
+    compare_tiled(ctx, q, k, v, mask, block_size=2, masking="the last key blocked for all but the last query",
+                  scores="about 1250 allowed, about 3000 for the blocked key")
+
+
+@check(points=2, after=("output-shape",), catches=("mask-inverted", "fill-value-too-weak"), concept="masking")
 def mask_true_means_allowed(ctx):
     """The T×S mask is True for allowed keys; blocked keys contribute nothing, in every block."""
     T, S = 6, 11
@@ -161,7 +182,8 @@ def mask_true_means_allowed(ctx):
     compare_tiled(ctx, q, k, v, random_mask(ctx.rng, T, S, blocked_rows=0), 4, masking="random, T×S")
 
 
-@check(points=3, after=("output-shape",), catches=("blocked-row-nan", "mask-inverted"), concept="masking")
+@check(points=3, after=("output-shape",), concept="masking",
+       catches=("blocked-row-nan", "mask-inverted", "additive-mask-leaks", "blocked-row-uniform"))
 def all_blocked_rows_are_zero(ctx):
     """A query with no allowed key outputs zeros (never NaN); one whose first blocks are all blocked
     still attends to its later allowed keys."""
@@ -231,7 +253,8 @@ def memory_stays_within_bound(ctx):
 
 @check(points=4, after=("output-shape",),
        catches=("online-softmax-no-rescale", "partial-block-dropped", "no-scaling", "softmax-overflow",
-                "blocked-row-nan", "mask-inverted"))
+                "blocked-row-nan", "mask-inverted", "additive-mask-leaks", "blocked-row-uniform",
+                "double-scaling", "fill-value-too-weak", "online-softmax-acc-not-rescaled"))
 def randomised_agreement(ctx):
     """Agrees with naive attention on randomised hidden cases: sizes, block sizes, masks, large scores.
 

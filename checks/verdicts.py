@@ -42,3 +42,22 @@ def expect_out_and_weights(ctx, value, expected, what: str = "", weight_dims: st
     weights = ctx.expect_close(value[1], expected[1], f"{prefix}weights", W_AXES, weight_dims, call=call)
     out = ctx.expect_close(value[0], expected[0], f"{prefix}output", OUT_AXES, "B×T×D", call=call)
     return out, weights
+
+
+def expect_causal_invariance(ctx, run, x, t: int, describe: dict, what: str = "output"):
+    """run(x) -> B×T×… outputs under a causal mask: editing token t of x must leave every row
+    before t unchanged and change row t (a token attends to itself)."""
+    import numpy as np
+
+    edited = np.array(x, dtype=float, copy=True)
+    edited[:, t] += ctx.rng.normal(0, 5, size=edited.shape[2:]).round(6)
+    B, T = edited.shape[:2]
+    ctx.describe(B=B, T=T, edited_token=t, **describe)
+    before = ctx.array(run(x), what, None)
+    after = ctx.array(run(edited), f"{what} after editing token {t}", before.shape)
+    changed = [i for i in range(t) if not np.allclose(before[:, i], after[:, i], rtol=1e-9, atol=1e-12)]
+    if changed:
+        ctx.fail(f"editing token {t} changed the {what} of earlier token(s) {changed}: under a causal mask "
+                 "a query may only see keys at or before its own position")
+    if np.allclose(before[:, t], after[:, t]):
+        ctx.fail(f"editing token {t} did not change its own {what}: a token must attend to itself")
