@@ -188,8 +188,10 @@ def reset(exercise, file, yes):
               show_default=True, help="Folder in which the new session folder is created.")
 @click.option("--interviewer", is_flag=True,
               help="Only print the interviewer's sheet: statement, what to watch for, key points.")
+@click.option("--unattended", is_flag=True,
+              help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input).")
 @reports_errors
-def mock(exercise, minutes, parent, interviewer):
+def mock(exercise, minutes, parent, interviewer, unattended):
     """Run a timed mock screen.
 
     Writes a fresh starter into a new session folder, shows the statement and a live
@@ -218,7 +220,7 @@ def mock(exercise, minutes, parent, interviewer):
         from . import render
         render.warning(f"{exc}; this session will not be saved to your history.")
     try:
-        code, _ = mock_module.run(exercise, minutes, parent, store)
+        code, _ = mock_module.run(exercise, minutes, parent, store, unattended=unattended)
     finally:
         if store is not None:
             store.close()

@@ -167,6 +167,28 @@ def live(session: Session, clock: Clock, keys) -> str:
 
 # --- after the live part ------------------------------------------------------------------------
 
+def submit_or_abandon() -> bool:
+    """Ask after Ctrl-C; True to submit. Enter or end of input take the stated default, submit;
+    a second Ctrl-C abandons."""
+    import sys
+    while True:
+        click.echo("Submit this solution now, or abandon the session? (submit, abandon) [submit]: ", nl=False)
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            click.echo()
+            return False
+        if not line:                       # end of input: the default
+            click.echo()
+            return True
+        answer = line.strip().lower()
+        if answer in ("", "submit", "s"):
+            return True
+        if answer in ("abandon", "a"):
+            return False
+        click.echo("Type submit (or s) or abandon (or a).")
+
+
 def pick_questions(exercise: catalog.Exercise, failing_concepts: set[str], seed: int,
                    due_keys: set[str] = frozenset(), count: int = 3) -> list[catalog.Question]:
     """2-3 questions: those on concepts the final run failed first, then cards due for review,
@@ -352,13 +374,20 @@ def _safely(session: Session, action, *args, **kwargs):
         return None
 
 
-def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Store | None) -> tuple[int, Path]:
+def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Store | None,
+        unattended: bool = False) -> tuple[int, Path]:
     """Run one mock screen end to end; returns (exit status, report path)."""
+    import sys
+
     from . import grading, practice, render
     from .watch import Keys
 
     exercise = catalog.exercise(exercise_id) if exercise_id else choose_exercise(store)
     grading.require(exercise)
+    if not unattended and not sys.stdin.isatty():
+        raise UsageError("attn-kit mock is interactive and its input is not a terminal (a pipe, a file or "
+                         "/dev/null). Run it in a terminal, or pass --unattended to run it anyway: no keys are "
+                         "read, the session ends at time-up, and questions take their defaults at end of input.")
     minutes = minutes if minutes is not None else exercise.minutes
     session = create_session(exercise, minutes, parent)
     if store is not None:
@@ -372,12 +401,7 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     render_practice.mock_ended(reason, used)
     status = reason
     if reason == "interrupted":
-        try:
-            choice = click.prompt("Submit this solution now, or abandon the session?",
-                                  type=click.Choice(["submit", "abandon", "s", "a"]), default="submit")
-        except (KeyboardInterrupt, click.Abort, EOFError):
-            choice = "abandon"
-        status = "submitted" if choice in ("submit", "s") else "abandoned"
+        status = "submitted" if submit_or_abandon() else "abandoned"
     ended = now()
     hints_during = set()
     if store is not None:

@@ -7,6 +7,8 @@ Colour is off under NO_COLOR and when output is piped (rich's own rules).
 from __future__ import annotations
 
 import functools
+import io
+import sys
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
@@ -39,8 +41,51 @@ MARK = {"pass": "✓", "fail": "✗", "error": "!", "skip": "–"}
 
 
 @functools.cache
+class Unpadded(io.TextIOBase):
+    """A text stream that drops the spaces rich pads table cells and padded blocks with at the end
+    of each line. Used when stdout is not a terminal, so piped or saved output has no trailing
+    blanks (on a terminal they are invisible and Live redraws need them)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.pending = ""           # spaces at the end of the last write, kept until we see what follows
+
+    def write(self, text: str) -> int:
+        whole = self.pending + text
+        lines = whole.split("\n")
+        last = lines[-1].rstrip(" ")
+        self.pending = lines[-1][len(last):]
+        self.stream.write("\n".join([line.rstrip(" ") for line in lines[:-1]] + [last]))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.stream, "encoding", "utf-8")
+
+
 def console() -> Console:
-    return Console(theme=THEME, highlight=False)
+    stdout = sys.stdout
+    piped = not (hasattr(stdout, "isatty") and stdout.isatty())
+    return Console(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+
+
+def hanging(prefix: Text | str, body: Text) -> Table:
+    """`prefix` then `body`, whose wrapped lines keep the indent of its first line."""
+    prefix = Text(prefix) if isinstance(prefix, str) else prefix
+    grid = Table.grid()
+    grid.add_column(width=prefix.cell_len, no_wrap=True)
+    grid.add_column()
+    grid.add_row(prefix, body)
+    return grid
 
 
 @functools.cache
@@ -196,8 +241,9 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
     for r in failures:
         if r.bug and r.bug in shown_bugs:
             # the same root cause as a failure shown in full above: one line is enough
-            out.print(Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}")
-                      + Text("  same cause: ", style="muted") + Text(r.bug, style="bug.id"))
+            out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
+                              Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted")
+                              + Text(r.bug, style="bug.id")))
             continue
         if compact and full_count >= 1:
             line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
@@ -206,12 +252,12 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
             if r.bug:
                 shown_bugs.add(r.bug)
             continue
-        head = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text(f" — {r.title}")
+        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
         out.print()
         if r.bug:
             head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
             shown_bugs.add(r.bug)
-        out.print(head)
+        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
         out.print(Padding(_failure(r, rep.exercise, rep.public_only), (0, 0, 0, 2), expand=False))
         rows_shown = rows_shown or r.mismatch is not None
         full_count += 1
@@ -223,8 +269,8 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         if rep.diagnosis:
             out.print(Text("Diagnosis", style="label"))
             for d in rep.diagnosis:
-                out.print(Text("  ● ", style="bug.id") + Text("Your output matches ", style="")
-                          + Text(d.bug, style="bug.id") + Text(f" — {d.title}."))
+                out.print(hanging(Text("  ● ", style="bug.id"), Text("Your output matches ")
+                                  + Text(d.bug, style="bug.id") + Text(f" — {d.title}.")))
                 out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
                                         Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
         else:
@@ -259,8 +305,8 @@ def _followups(exercise, out: Console) -> None:
         return
     out.print(Text("Follow-ups an interviewer may ask next:", style="label"))
     for f in available:
-        out.print(Text("  ") + Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py",
-                                    style="command") + Text(f"  {f.prompt}", style="muted"))
+        out.print(hanging("  ", Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py",
+                                     style="command") + Text(f"  {f.prompt}", style="muted")))
 
 
 def repro_written(paths, out: Console | None = None) -> None:

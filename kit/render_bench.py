@@ -121,12 +121,58 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
                        style="muted"))
 
 
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
+SIZE_UNITS = (("GiB", float(1 << 30)), ("MiB", float(1 << 20)), ("KiB", float(1 << 10)), ("B", 1.0))
+
+
+def unit_for(values, units) -> tuple[str, float]:
+    """The largest unit in which the largest value is at least 1 (else the smallest unit)."""
+    high = max(values)
+    return next(((name, scale) for name, scale in units if high >= scale), units[-1])
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks between low and high (positive), at least two of them."""
+    import math
+    ticks = []
+    for exponent in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0 ** exponent
+            if low * 0.999 <= value <= high * 1.001:
+                ticks.append(value)
+    if len(ticks) < 2:
+        ticks = [low, high]
+    while len(ticks) > 6:              # keep the axis readable: every other tick
+        ticks = ticks[::2]
+    return ticks
+
+
+def fitted_curve(sizes: list[int], values: list[float], points: int = 64) -> tuple[list[float], list[float]]:
+    """The least-squares line on log T vs log value over the sizes the exponent is fitted on,
+    sampled densely and evenly in log T so it draws as a straight line, not steps."""
+    import numpy as np
+
+    from .bench import fit_sizes
+    used = fit_sizes(sizes)
+    pairs = [(t, v) for t, v in zip(sizes, values) if t in used and v > 0] or list(zip(sizes, values))
+    x = np.log([t for t, _ in pairs])
+    y = np.log([v for _, v in pairs])
+    slope, intercept = np.polyfit(x, y, 1) if len(pairs) >= 2 else (0.0, float(y[0]))
+    grid = np.exp(np.linspace(np.log(sizes[0]), np.log(sizes[-1]), points))
+    return grid.tolist(), np.exp(intercept + slope * np.log(grid)).tolist()
+
+
 def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True) -> str:
     """Two log-log panels, one above the other: CPU time and peak memory against T.
 
-    The measured points are joined by a line; dots mark the expected slope, drawn through the
-    largest size, so a bend away from the dots shows where the growth differs.
+    Both axes are logarithmic (the panels plot log10 of T and of the value, with ticks labelled
+    in real units): the x ticks are the measured sizes (16, 32, …), the y ticks 1-2-5 steps in a
+    named unit (ms, MiB, …). Measured sizes are `+`; the fitted power law is a straight line in
+    fine braille dots, sampled densely so it never steps; `•` marks the expected slope drawn
+    through the largest size.
     """
+    import math
+
     import plotext as plt
 
     sizes = [s.T for s in result.sizes]
@@ -134,21 +180,30 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
     fig.clear()
     fig.subplots(2, 1)
     fig.plot_size(width, 2 * height)
-    panels = ((1, f"CPU time per {result.unit}", [s.cpu_s for s in result.sizes], result.time),
-              (2, "peak extra memory (bytes)", [max(s.peak_bytes, 1) for s in result.sizes], result.memory))
-    for row, what, values, verdict in panels:
+    time_unit = unit_for([s.cpu_s for s in result.sizes], TIME_UNITS)
+    size_unit = unit_for([max(s.peak_bytes, 1) for s in result.sizes], SIZE_UNITS)
+    panels = ((1, f"CPU time per {result.unit}", [s.cpu_s for s in result.sizes], result.time, time_unit),
+              (2, "peak extra memory", [max(s.peak_bytes, 1) for s in result.sizes], result.memory, size_unit))
+    log = lambda values: [math.log10(v) for v in values]      # noqa: E731
+    for row, what, raw, verdict, (unit, scale) in panels:
+        values = [v / scale for v in raw]
         panel = fig.subplot(row, 1)
-        title = f"{what}: measured {_exponent(verdict.fitted if verdict else None)} (line)"
-        panel.draw(panel.signal(sizes, values).lines())
+        title = f"{what} ({unit}): + measured, line fitted {_exponent(verdict.fitted if verdict else None)}"
+        curve_x, curve_y = fitted_curve(sizes, values)
+        panel.draw(panel.signal(log(curve_x), log(curve_y), marker="braille").lines())
+        shown = values + curve_y
         if verdict is not None:
             anchor_T, anchor_v = sizes[-1], values[-1]
             guide = [anchor_v * (t / anchor_T) ** verdict.expected for t in sizes]
-            panel.draw(panel.signal(sizes, guide, marker="•"))
-            title += f", expected {_expected(verdict.expected)} (dots)"
+            panel.draw(panel.signal(log(sizes), log(guide), marker="•"))
+            shown += guide
+            title += f", • expected {_expected(verdict.expected)}"
+        panel.draw(panel.signal(log(sizes), log(values), marker="+"))
         panel.title(title)
-        panel.ruler("x").scale("log")
-        panel.ruler("y").scale("log")
-        panel.label("T", "x")
+        panel.ruler("x").ticks(log(sizes), [str(t) for t in sizes])
+        ticks = log_ticks(min(shown), max(shown))
+        panel.ruler("y").ticks(log(ticks), [f"{t:g} {unit}" for t in ticks])
+        panel.label("T (log scale)", "x")
     text = fig.build().string(colorless=colorless)
     fig.clear()
     return text

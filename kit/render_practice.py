@@ -156,9 +156,22 @@ def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None)
     out.print(Text("session file: ", style="muted") + Text(str(file)), soft_wrap=True)
 
 
-def mock_status(remaining: float, status) -> Text:
-    """The one live status line."""
-    line = Text("⏱ ", style="label") + Text(f"{clock(remaining)} left", style="label") + Text("  │  ", style="muted")
+def mock_status(remaining: float, status, width: int | None = None) -> Text:
+    """The one live status line, fitted to `width` (the terminal's): the failing check names go
+    first, then the separators shrink, then the save count; it never wraps."""
+    width = width or console().width
+    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (0, "  │  ", True), (0, " │ ", True),
+                              (0, " │ ", False)):
+        line = _mock_status(remaining, status, names, sep, saves)
+        if line.cell_len <= width - 1:
+            return line
+    line.no_wrap, line.overflow = True, "ellipsis"
+    line.truncate(width - 1, overflow="ellipsis")
+    return line
+
+
+def _mock_status(remaining: float, status, names: int, sep: str, saves: bool) -> Text:
+    line = Text("⏱ ", style="label") + Text(f"{clock(remaining)} left", style="label") + Text(sep, style="muted")
     if status.running:
         line += Text("running the public checks…", style="muted")
     elif status.error:
@@ -166,14 +179,17 @@ def mock_status(remaining: float, status) -> Text:
     elif status.total:
         style = "check.pass" if status.passed == status.total else "check.fail"
         line += Text(f"public checks {status.passed}/{status.total}", style=style)
-        if status.failing:
-            names = ", ".join(status.failing[:2]) + (f" +{len(status.failing) - 2} more" if len(status.failing) > 2 else "")
-            line += Text("  failing: " + names, style="muted")
+        if status.failing and names:
+            shown = ", ".join(status.failing[:names])
+            more = f" +{len(status.failing) - names} more" if len(status.failing) > names else ""
+            line += Text("  failing: " + shown + more, style="muted")
+        elif status.failing:
+            line += Text(f", {len(status.failing)} failing", style="muted")
     else:
         line += Text("waiting for the first save", style="muted")
-    if status.saves:
-        line += Text(f"  │  saves {status.saves}", style="muted")
-    line += Text("  │  s submit", style="muted")
+    if status.saves and saves:
+        line += Text(f"{sep}saves {status.saves}", style="muted")
+    line += Text(f"{sep}s submit", style="muted")
     return line
 
 
@@ -221,7 +237,7 @@ def followups(exercise, out: Console | None = None, answers: bool = False) -> No
         return
     out.print(Text("Follow-up prompts an interviewer may ask next:", style="label"))
     for item in exercise.followups:
-        out.print(Text("  • ") + Text(item.prompt), soft_wrap=False)
+        out.print(render.hanging("  • ", Text(item.prompt)))
         if answers and item.answer:
             out.print(Padding(Text("expected: ", style="muted") + Text(item.answer), (0, 0, 0, 4)))
 
@@ -340,6 +356,13 @@ def _score(row) -> str:
     return f"{row['checks_passed']}/{row['checks_total']} ({row['points']}/{row['max_points']} pts)"
 
 
+def _entries() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
 def history(data: dict, out: Console | None = None) -> None:
     out = _out(out)
     if not any(data.values()):
@@ -347,38 +370,45 @@ def history(data: dict, out: Console | None = None) -> None:
                   + Text(", ", style="muted") + Text("attn-kit mock", style="command") + Text(" or ", style="muted")
                   + Text("attn-kit discuss", style="command") + Text(".", style="muted"))
         return
+    # One line per entry: the time in its own column, never wrapped; the rest wraps at word
+    # boundaries under its own indent, so no time, bug id or path is ever cut.
     if data["checks"]:
-        table = Table(title="Check runs", title_justify="left", header_style="label", box=None, pad_edge=False)
-        for column in ("when", "exercise", "result", "score", "bugs diagnosed", "how"):
-            table.add_column(column, no_wrap=column in ("when", "exercise"))
+        out.print(Text("Check runs", style="label"))
+        grid = _entries()
         for row in data["checks"]:
             result = Text("pass", style="check.pass") if row["passed"] else Text("fail", style="check.fail")
             how = row["source"] + (" --public" if row["public_only"] else "")
-            table.add_row(when(row["at"]), row["exercise"], result, _score(row), ", ".join(row["bugs"]) or "–", how)
-        out.print(table)
+            line = Text(f"{row['exercise']}  ") + result + Text(f"  {_score(row)}  {how}", style="")
+            if row["bugs"]:
+                line += Text("  bugs: ", style="muted") + Text(", ".join(row["bugs"]), style="bug.id")
+            grid.add_row(when(row["at"]), line)
+        out.print(grid)
         out.print()
     if data["mocks"]:
-        table = Table(title="Mock screens", title_justify="left", header_style="label", box=None, pad_edge=False)
-        for column in ("when", "exercise", "status", "time used", "score", "discussion", "report"):
-            table.add_column(column, no_wrap=column in ("when", "exercise"))
+        out.print(Text("Mock screens", style="label"))
         for row in data["mocks"]:
             covered = sum(d.get("covered", 0) for d in row["discussion"])
             points = sum(d.get("total", 0) for d in row["discussion"])
             used = f"{clock(row['seconds_used'])} of {row['minutes']:g} min" if row["seconds_used"] is not None else "–"
-            table.add_row(when(row["started_at"]), row["exercise"], row["status"], used, _score(row),
-                          f"{covered}/{points} points" if points else "–", row["report"] or "–")
-        out.print(table)
+            line = Text(f"{row['exercise']}  {row['status']}  {used}  {_score(row)}")
+            if points:
+                line += Text(f"  discussion {covered}/{points} points")
+            grid = _entries()
+            grid.add_row(when(row["started_at"]), line)
+            out.print(grid)
+            if row["report"]:        # the path whole, on its own line: the terminal wraps it, nothing cuts it
+                out.print(Text(" " * 18 + "report: ", style="muted") + Text(row["report"]), soft_wrap=True)
         out.print()
     if data["reviews"]:
-        table = Table(title="Reviews", title_justify="left", header_style="label", box=None, pad_edge=False)
-        for column in ("when", "card", "rating", "by", "next due"):
-            table.add_column(column, no_wrap=column in ("when", "card"))
+        out.print(Text("Reviews", style="label"))
+        grid = _entries()
         names = {1: "again", 2: "hard", 3: "good", 4: "easy"}
         for row in data["reviews"]:
-            by = "you" if row["source"] == "discuss" else f"kit: {row['source']}"
-            table.add_row(when(row["at"]), row["key"], names.get(row["rating"], str(row["rating"])), by,
-                          when(row["due"]))
-        out.print(table)
+            by = "you" if row["source"] == "discuss" else ("you, in a mock" if row["source"] == "mock"
+                                                          else f"kit: {row['source']}")
+            grid.add_row(when(row["at"]), Text(f"{row['key']}  {names.get(row['rating'], str(row['rating']))} "
+                                               f"({by})  next due ") + Text(when(row["due"]).replace(" ", "\u00a0")))
+        out.print(grid)
         out.print()
     extra = [f"{when(r['at'])} hint {r['level']} of {r['exercise']}" for r in data["hints"]]
     extra += [f"{when(r['at'])} solution of {r['exercise']}" + (" (forced)" if r["forced"] else "")
@@ -392,14 +422,18 @@ def history(data: dict, out: Console | None = None) -> None:
 def progress(rows, out: Console | None = None) -> None:
     out = _out(out)
     table = Table(header_style="label", box=None, pad_edge=False)
-    for column in ("exercise", "runs", "best", "last", "bugs seen", "hints", "cards due", "mocks"):
-        table.add_column(column, no_wrap=column == "exercise", overflow="fold")
+    for column in ("exercise", "runs", "best", "last", "hints", "cards due", "mocks"):
+        table.add_column(column, no_wrap=True)
     for row in rows:
         best = (Text(f"{row.best[0]}/{row.best[1]}", style="check.pass" if row.passed else "")
                 if row.best else Text("–", style="muted"))
         last = f"{row.last[0]}/{row.last[1]}" if row.last else "–"
-        table.add_row(row.exercise, str(row.runs), best, last, ", ".join(row.bugs_seen) or "–",
-                      f"{row.hints_used}/{row.hints_total}", f"{row.cards_due}/{row.cards_total}", str(row.mocks))
+        table.add_row(row.exercise, str(row.runs), best, last, f"{row.hints_used}/{row.hints_total}",
+                      f"{row.cards_due}/{row.cards_total}", str(row.mocks))
     out.print(table)
+    for row in rows:                 # bug ids below the table, wrapped between ids, never cut
+        if row.bugs_seen:
+            out.print(render.hanging(f"bugs seen in {row.exercise}: ",
+                                     Text(", ".join(row.bugs_seen), style="bug.id")))
     out.print(Text("best and last count the full graded suite (not --public runs); cards due: "
                    "discussion cards due now, of all the exercise's questions.", style="muted"))

@@ -192,5 +192,5 @@ def test_mock_misuse(tmp_path):
     assert proc.returncode == 2
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    proc = attn_kit("mock", "mha-screen", "--dir", blocker)
+    proc = attn_kit("mock", "mha-screen", "--dir", blocker, "--unattended")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -114,14 +114,20 @@ def test_blocked_softmax_is_zero():
 def test_padding_mask():
     got = padding_mask([1], 2)
     assert [[[bool(v) for v in row] for row in m] for m in got] == [[[True, False], [True, False]]]
+
+
+def test_softmax_length():
+    assert len(stable_softmax([1.0, 2.0])) == 3
 ''')
     proc = attn_kit("check", solution, "--tests", solution, "--json")
     data = json.loads(proc.stdout)
     assert data["passed"] is True
     tests = data["tests"]
-    # `== [0.0, 0.0]` on the NumPy reference's array raises: the test assumes lists come back
-    assert tests["wrong_tests"] == ["test_blocked_softmax_is_zero"]
-    assert "truth value of an array" in tests["wrong"][0]["message"]
+    # `== [0.0, 0.0]` on the NumPy reference's array raises: the test assumes lists come back, so
+    # it is type-sensitive (README rule), not wrong; the length test is wrong on every reference
+    assert [t["test"] for t in tests["type_sensitive"]] == ["test_blocked_softmax_is_zero"]
+    assert "truth value of an array" in tests["type_sensitive"][0]["message"]
+    assert tests["wrong_tests"] == ["test_softmax_length"]
     assert tests["caught"] == ["padding-masks-queries"]
     assert proc.returncode == 1, "a wrong test fails `check --tests` even when every check passes"
 
