@@ -314,7 +314,9 @@ def bench_command(repeats: int) -> list[Row]:
     import json
     rows = []
     for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
-                               ("kv-cache", "time 1, memory 1"), ("mha-masked-bias", "time 2, memory 2")):
+                               ("kv-cache", "time 1, memory 1"), ("mha-masked-bias", "time 2, memory 2"),
+                               ("rope", "time 2, memory 2"), ("sliding-window", "time 1, memory 1"),
+                               ("attention-backward", "time 2, memory 2"), ("paged-attention", "time 1, memory 1")):
         for flavour in ("reference_numpy.py", "reference_lists.py", "reference_torch.py"):
             path = solutions_dir(exercise) / flavour
             if not path.exists():

@@ -18,6 +18,8 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from conftest import CORPUS, check_json
 
+CORPUS_MORE = CORPUS / "more"
+
 REF = load_module(str(solutions_dir("attention-backward") / "reference_numpy.py"))
 
 
@@ -123,3 +125,11 @@ def test_test_tests_scores_the_strong_and_weak_files():
     assert weak.wrong_tests == [] and weak.score < 0.5
     # T ≠ S in its shape test makes both transposition mistakes raise: that is all it catches
     assert weak.caught == ["dv-not-transposed", "dk-from-wrong-operand"]
+
+
+def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
+    from attn_kit import grading
+    report = grading.grade(CORPUS_MORE / "backward_correct_einsum.py", grading.Options(seed=4))
+    assert report.exercise == "attention-backward"
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
+                                                             if r.status != "pass"]

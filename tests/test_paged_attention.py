@@ -17,6 +17,8 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from conftest import CORPUS, check_json
 
+CORPUS_MORE = CORPUS / "more"
+
 REFS = {name: load_module(str(solutions_dir("paged-attention") / f"reference_{name}.py")) for name in ("lists", "numpy")}
 
 
@@ -107,3 +109,22 @@ def test_test_tests_scores_the_strong_and_weak_files():
     assert strong.exercise == "paged-attention" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "paged_weak.py")
     assert weak.wrong_tests == [] and weak.score < 0.5 and "reads-past-context" in weak.missed
+
+
+def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
+    from attn_kit import grading
+    report = grading.grade(CORPUS_MORE / "paged_correct_whole_blocks.py", grading.Options(seed=4))
+    assert report.exercise == "paged-attention"
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
+                                                             if r.status != "pass"]
+
+
+def test_the_statements_kv_budget_figures():
+    """paged-memory-budget: 32 layers, 8 KV heads of width 128, bf16, 8k tokens."""
+    question = next(q for q in catalog.exercise("paged-attention").questions if q.id == "paged-memory-budget")
+    per_token = 2 * 32 * 8 * 128 * 2
+    assert per_token == 131072 and per_token == 128 * 1024
+    assert 8192 * per_token == 2**30
+    text = " ".join(question.key_points)
+    assert "2 (K and V) × 32 layers × 8 heads × 128 × 2 bytes = 131072 bytes = 128 KiB" in text
+    assert "8192 × 128 KiB = 1 GiB" in text

@@ -17,7 +17,9 @@ from attn_kit.checks import rope as rope_checks
 from attn_kit.checks.cases import params, tokens
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
-from conftest import check_json
+from conftest import CORPUS, check_json
+
+CORPUS_MORE = CORPUS / "more"
 
 REFS = {name: load_module(str(solutions_dir("rope") / f"reference_{name}.py")) for name in ("lists", "numpy")}
 
@@ -174,8 +176,21 @@ def test_cli_grades_the_lists_reference():
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
     from attn_kit import testgrade
-    from conftest import CORPUS
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_strong.py")
     assert strong.exercise == "rope" and strong.wrong_tests == [] and strong.missed == [] and strong.score == 1.0
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_weak.py")
     assert weak.wrong_tests == [] and weak.caught == ["rope-positions-ignored"]
+
+
+def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
+    from attn_kit import grading
+    report = grading.grade(CORPUS_MORE / "rope_correct_complex.py", grading.Options(seed=4))
+    assert report.exercise == "rope"
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
+                                                             if r.status != "pass"]
+
+
+def test_the_hints_theta_figure():
+    hint = next(h for h in catalog.exercise("rope").hints if "θ for hd = 4" in h.text)
+    assert "[1, 0.01]" in hint.text
+    assert [10000.0 ** (-2 * i / 4) for i in range(2)] == [1.0, 0.01]

@@ -172,3 +172,25 @@ def test_test_tests_scores_the_strong_and_weak_files():
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_weak.py")
     assert weak.wrong_tests == [] and set(weak.caught) == {"window-excludes-self", "window-off-by-one"}
     assert weak.score < 0.5
+
+
+def test_the_per_query_solution_is_detected_by_its_function(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(PER_QUERY)
+    assert grading.grade(path, grading.Options(seed=6, public_only=True)).exercise == "sliding-window"
+
+
+def test_the_tile_saving_figure_of_window_kernels():
+    """'skips about 1 − 2w/T of the tiles' of causal attention: count 64×64 tiles at T=4096, w=128."""
+    question = next(q for q in catalog.exercise("sliding-window").questions if q.id == "window-kernels")
+    assert any("1 − 2w/T of the tiles" in point for point in question.key_points)
+    T, w, tile = 4096, 128, 64
+    n = T // tile
+    causal = band_tiles = 0
+    for qi in range(n):
+        for kj in range(qi + 1):                      # tiles touching the causal triangle
+            causal += 1
+            lo_q, hi_q, lo_k, hi_k = qi * tile, qi * tile + tile - 1, kj * tile, kj * tile + tile - 1
+            band_tiles += hi_k > lo_q - w and lo_k <= hi_q          # some (i, j) in it has i - w < j <= i
+    skipped = 1 - band_tiles / causal
+    assert 1 - 2 * w / T - 0.05 < skipped < 1 - 2 * w / T

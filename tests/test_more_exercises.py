@@ -1,0 +1,47 @@
+"""The four exercises of issue 14 as a set: complete teaching material (hints climbing from a
+question to near-code, at least five discussion questions with required key points, a scored
+rubric over the six dimensions), their place in the order, the follow-up links that lead to them,
+and `attn-kit list` showing all ten exercises."""
+
+from __future__ import annotations
+
+import pytest
+
+from attn_kit import catalog
+from attn_kit.catalog import DIMENSIONS
+from conftest import attn_kit
+
+NEW = {"rope": 7, "sliding-window": 8, "attention-backward": 9, "paged-attention": 10}
+LINKS = {"kv-cache": "paged-attention", "mha-screen": "rope", "tiled-softmax": "sliding-window",
+         "mha-masked-bias": "attention-backward"}
+
+
+@pytest.mark.parametrize("exercise_id", NEW)
+def test_teaching_material_is_complete(exercise_id):
+    ex = catalog.exercise(exercise_id)
+    assert ex.order == NEW[exercise_id]
+    assert len(ex.hints) >= 4
+    first = ex.hints[0].text
+    assert "?" in first and "np." not in first and "(" not in first, "level 1 nudges with a question, no code"
+    assert "nearly in code" in " ".join(h.title for h in ex.hints[2:]), "a late hint is near-code"
+    assert len(ex.questions) >= 5
+    for q in ex.questions:
+        assert len(q.key_points) >= 3 and 1 <= len(q.required) <= 2
+        assert all(0 <= i < len(q.key_points) for i in q.required)
+    assert sorted(d.dimension for d in ex.scoring) == sorted(DIMENSIONS)
+    assert all(len(d.anchors) == 4 for d in ex.scoring)
+    assert not ex.rubric, "new exercises use [[scoring]] only"
+    assert "## Worked example" in ex.statement and "## How you are graded" in ex.statement
+
+
+@pytest.mark.parametrize("source, target", LINKS.items())
+def test_follow_up_links_lead_to_the_new_exercises(source, target):
+    assert target in [f.exercise for f in catalog.exercise(source).followups]
+
+
+def test_list_shows_ten_exercises():
+    proc = attn_kit("list")
+    assert proc.returncode == 0
+    assert len(catalog.exercises()) == 10
+    for exercise_id in catalog.exercises():
+        assert exercise_id in proc.stdout
