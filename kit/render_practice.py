@@ -260,7 +260,7 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
             out.print(Text(f"{number}. ", style="label") + Text(question.prompt, style="label")
                       + Text(f"  ({question.concept})", style="muted"))
             for index, point in enumerate(question.key_points):
-                mark = Text("required ", style="label") if index in question.required else Text("")
+                mark = Text("(required) ", style="label") if index in question.required else Text("")
                 out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
     followups(exercise, out, answers=True)
 

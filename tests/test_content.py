@@ -661,7 +661,7 @@ def test_interviewer_sheet_shows_every_anchor_checkpoint_and_answer():
             assert all(" ".join(a.split())[:50] in flat for a in item.anchors), (exercise.id, item.dimension)
         assert all(" ".join(c.expect.split())[:50] in flat for c in exercise.checkpoints)
         assert all(" ".join(f.answer.split())[:50] in flat for f in exercise.followups if f.answer)
-        assert flat.count("– required ") == sum(len(q.required) for q in exercise.questions)
+        assert flat.count("– (required) ") == sum(len(q.required) for q in exercise.questions)
 
 
 class _Result:
