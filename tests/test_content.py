@@ -689,3 +689,24 @@ def test_correctness_score_and_hint_caps():
     assert all(len(r["anchors"]) == 4 for r in rows.values())
     rows = {r["dimension"]: r for r in mock.scores(exercise, _Report(["pass"]))}
     assert rows["correctness"]["score"] == 4 and rows["correctness"]["cap"] is None
+
+
+def test_a_hint_names_the_next_step_on_its_topic():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from attn_kit import render_practice
+    exercise = catalog.exercise("mha-screen")
+    first = exercise.hints[0]
+    following = next(n for n, h in enumerate(exercise.hints, 1) if n > 1 and h.title == first.title)
+    out = Console(record=True, width=200, color_system=None)
+    render_practice.hints(exercise, [SimpleNamespace(level=1, hint=first)], 1, out)
+    text = out.export_text()
+    assert "a question to start from" in text
+    assert f"next on this topic: attn-kit hint mha-screen --level {following}" in text
+    out = Console(record=True, width=200, color_system=None)
+    last = len(exercise.hints)
+    render_practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
+    text = out.export_text()
+    assert "next on this topic" not in text and "near-code" in text
