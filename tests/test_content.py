@@ -35,7 +35,8 @@ CODE_PATTERNS = (
     re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
     re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
     re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
-    re.compile(r"(?<![<>=!])=(?!=)"),                  # an assignment
+    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
+    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
     re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
     re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
 )
@@ -108,7 +109,7 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def scoring_problems(exercise: catalog.Exercise) -> list[str]:
-    """Six scored dimensions with four anchors each, time checkpoints within the screen, seniority."""
+    """Six scored dimensions, each once, with four distinct anchors each."""
     problems = []
     dims = [d.dimension for d in exercise.scoring]
     if sorted(dims) != sorted(DIMENSIONS):
@@ -118,6 +119,12 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
             problems.append(f"{exercise.id}: dimension '{item.dimension}' needs four non-empty anchors")
         if len(set(item.anchors)) != len(item.anchors):
             problems.append(f"{exercise.id}: dimension '{item.dimension}' repeats an anchor")
+    return problems
+
+
+def screen_problems(exercise: catalog.Exercise) -> list[str]:
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations."""
+    problems = []
     if exercise.rubric:
         problems.append(f"{exercise.id}: still has the old [[rubric]] (use [[scoring]])")
     minutes = [c.minute for c in exercise.checkpoints]
@@ -134,9 +141,13 @@ def followup_problems(exercise: catalog.Exercise) -> list[str]:
             for f in exercise.followups if not f.answer.strip()]
 
 
-def content_problems(exercise: catalog.Exercise) -> list[str]:
-    return (question_problems(exercise) + hint_problems(exercise) + scoring_problems(exercise)
-            + followup_problems(exercise))
+def content_problems(exercise: catalog.Exercise, complete: bool = True) -> list[str]:
+    """Everything above; `complete=False` keeps to what every exercise must have (required key
+    points, a gentle level 1, six dimensions with four anchors)."""
+    problems = question_problems(exercise) + hint_problems(exercise) + scoring_problems(exercise)
+    if complete:
+        problems += screen_problems(exercise) + followup_problems(exercise)
+    return problems
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
@@ -154,9 +165,11 @@ def test_every_dimension_has_four_anchors(exercise):
     assert scoring_problems(exercise) == []
 
 
-@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
-def test_followups_have_answers(exercise):
-    assert followup_problems(exercise) == []
+@pytest.mark.parametrize("exercise_id", LADDERED)
+def test_checkpoints_seniority_and_followup_answers(exercise_id):
+    exercise = catalog.exercise(exercise_id)
+    assert screen_problems(exercise) == [] and followup_problems(exercise) == []
+    assert content_problems(exercise) == []
 
 
 @pytest.mark.parametrize("exercise_id", LADDERED)
@@ -176,6 +189,8 @@ def test_the_invariants_can_fail():
     reversed_ladder = dataclasses.replace(good, hints=tuple(reversed(good.hints)))
     assert any("not ordered" in p for p in hint_problems(reversed_ladder))
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
+    assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
+    assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
     assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
     q = dataclasses.replace(good.questions[0], required=())
@@ -183,9 +198,11 @@ def test_the_invariants_can_fail():
     f = dataclasses.replace(good.followups[0], answer="")
     assert followup_problems(dataclasses.replace(good, followups=(f,)))
     for text in ("Use `np.exp`.", "    x = 1\n", "call exp(x) first", "m = max(s)", "take np.exp of it",
-                 "for j in range(T) do this", "the slice a[2:4] here", "def f"):
+                 "for j in range(T) do this", "the slice a[2:4] here", "def f", "then q = x @ Wq",
+                 "acc *= alpha", "keys = [k0, k1]"):
         assert looks_like_code(text), text
     assert not looks_like_code("What is the largest score whose exponential still fits in a float64?")
+    assert not looks_like_code("Write the band for window = 2 and T = 4. Is j ≤ i + offset?")
 
 
 def test_a_diagnosed_bug_points_at_a_gentle_hint():
