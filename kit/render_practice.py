@@ -55,11 +55,20 @@ def clock(seconds: float) -> str:
 def hints(exercise, shown, used: int, out: Console | None = None) -> None:
     out = _out(out)
     total = len(exercise.hints)
+    steps = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}
     for item in shown:
-        out.print(Text(f"Hint {item.level}/{total} ", style="hint") + Text(item.hint.title, style="label"))
+        line = Text(f"Hint {item.level}/{total} ", style="hint") + Text(item.hint.title, style="label")
+        if item.hint.step in steps:
+            line += Text(f" · {steps[item.hint.step]}", style="muted")
+        out.print(line)
         out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
+        following = next((n for n, h in enumerate(exercise.hints, 1)
+                          if n > item.level and h.title == item.hint.title), None)
+        if following and not any(s.level == following for s in shown):
+            out.print(Padding(Text("next on this topic: ", style="muted")
+                              + Text(f"attn-kit hint {exercise.id} --level {following}", style="command"), (0, 0, 0, 2)))
         out.print()
     tail = (f"{total - used} more: attn-kit hint {exercise.id}" if used < total
             else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference")
@@ -291,7 +300,7 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
             out.print(Text(f"{number}. ", style="label") + Text(question.prompt, style="label")
                       + Text(f"  ({question.concept})", style="muted"))
             for index, point in enumerate(question.key_points):
-                mark = Text("required ", style="label") if index in question.required else Text("")
+                mark = Text("(required) ", style="label") if index in question.required else Text("")
                 out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
     followups(exercise, out, answers=True)
 

@@ -35,7 +35,8 @@ CODE_PATTERNS = (
     re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
     re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
     re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
-    re.compile(r"(?<![<>=!])=(?!=)"),                  # an assignment
+    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
+    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
     re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
     re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
 )
@@ -108,7 +109,7 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def scoring_problems(exercise: catalog.Exercise) -> list[str]:
-    """Six scored dimensions with four anchors each, time checkpoints within the screen, seniority."""
+    """Six scored dimensions, each once, with four distinct anchors each."""
     problems = []
     dims = [d.dimension for d in exercise.scoring]
     if sorted(dims) != sorted(DIMENSIONS):
@@ -118,6 +119,12 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
             problems.append(f"{exercise.id}: dimension '{item.dimension}' needs four non-empty anchors")
         if len(set(item.anchors)) != len(item.anchors):
             problems.append(f"{exercise.id}: dimension '{item.dimension}' repeats an anchor")
+    return problems
+
+
+def screen_problems(exercise: catalog.Exercise) -> list[str]:
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations."""
+    problems = []
     if exercise.rubric:
         problems.append(f"{exercise.id}: still has the old [[rubric]] (use [[scoring]])")
     minutes = [c.minute for c in exercise.checkpoints]
@@ -134,9 +141,13 @@ def followup_problems(exercise: catalog.Exercise) -> list[str]:
             for f in exercise.followups if not f.answer.strip()]
 
 
-def content_problems(exercise: catalog.Exercise) -> list[str]:
-    return (question_problems(exercise) + hint_problems(exercise) + scoring_problems(exercise)
-            + followup_problems(exercise))
+def content_problems(exercise: catalog.Exercise, complete: bool = True) -> list[str]:
+    """Everything above; `complete=False` keeps to what every exercise must have (required key
+    points, a gentle level 1, six dimensions with four anchors)."""
+    problems = question_problems(exercise) + hint_problems(exercise) + scoring_problems(exercise)
+    if complete:
+        problems += screen_problems(exercise) + followup_problems(exercise)
+    return problems
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
@@ -154,9 +165,11 @@ def test_every_dimension_has_four_anchors(exercise):
     assert scoring_problems(exercise) == []
 
 
-@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
-def test_followups_have_answers(exercise):
-    assert followup_problems(exercise) == []
+@pytest.mark.parametrize("exercise_id", LADDERED)
+def test_checkpoints_seniority_and_followup_answers(exercise_id):
+    exercise = catalog.exercise(exercise_id)
+    assert screen_problems(exercise) == [] and followup_problems(exercise) == []
+    assert content_problems(exercise) == []
 
 
 @pytest.mark.parametrize("exercise_id", LADDERED)
@@ -176,6 +189,8 @@ def test_the_invariants_can_fail():
     reversed_ladder = dataclasses.replace(good, hints=tuple(reversed(good.hints)))
     assert any("not ordered" in p for p in hint_problems(reversed_ladder))
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
+    assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
+    assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
     assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
     q = dataclasses.replace(good.questions[0], required=())
@@ -183,9 +198,11 @@ def test_the_invariants_can_fail():
     f = dataclasses.replace(good.followups[0], answer="")
     assert followup_problems(dataclasses.replace(good, followups=(f,)))
     for text in ("Use `np.exp`.", "    x = 1\n", "call exp(x) first", "m = max(s)", "take np.exp of it",
-                 "for j in range(T) do this", "the slice a[2:4] here", "def f"):
+                 "for j in range(T) do this", "the slice a[2:4] here", "def f", "then q = x @ Wq",
+                 "acc *= alpha", "keys = [k0, k1]"):
         assert looks_like_code(text), text
     assert not looks_like_code("What is the largest score whose exponential still fits in a float64?")
+    assert not looks_like_code("Write the band for window = 2 and T = 4. Is j ≤ i + offset?")
 
 
 def test_a_diagnosed_bug_points_at_a_gentle_hint():
@@ -661,7 +678,7 @@ def test_interviewer_sheet_shows_every_anchor_checkpoint_and_answer():
             assert all(" ".join(a.split())[:50] in flat for a in item.anchors), (exercise.id, item.dimension)
         assert all(" ".join(c.expect.split())[:50] in flat for c in exercise.checkpoints)
         assert all(" ".join(f.answer.split())[:50] in flat for f in exercise.followups if f.answer)
-        assert flat.count("– required ") == sum(len(q.required) for q in exercise.questions)
+        assert flat.count("– (required) ") == sum(len(q.required) for q in exercise.questions)
 
 
 class _Result:
@@ -689,3 +706,24 @@ def test_correctness_score_and_hint_caps():
     assert all(len(r["anchors"]) == 4 for r in rows.values())
     rows = {r["dimension"]: r for r in mock.scores(exercise, _Report(["pass"]))}
     assert rows["correctness"]["score"] == 4 and rows["correctness"]["cap"] is None
+
+
+def test_a_hint_names_the_next_step_on_its_topic():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from attn_kit import render_practice
+    exercise = catalog.exercise("mha-screen")
+    first = exercise.hints[0]
+    following = next(n for n, h in enumerate(exercise.hints, 1) if n > 1 and h.title == first.title)
+    out = Console(record=True, width=200, color_system=None)
+    render_practice.hints(exercise, [SimpleNamespace(level=1, hint=first)], 1, out)
+    text = out.export_text()
+    assert "a question to start from" in text
+    assert f"next on this topic: attn-kit hint mha-screen --level {following}" in text
+    out = Console(record=True, width=200, color_system=None)
+    last = len(exercise.hints)
+    render_practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
+    text = out.export_text()
+    assert "next on this topic" not in text and "near-code" in text

@@ -178,7 +178,7 @@ def test_interviewer_sheet(tmp_path):
         assert item.expect[:40] in flat
     for question in EXERCISE.questions:
         assert question.key_points[0][:40] in flat
-    assert flat.count("– required ") == sum(len(q.required) for q in EXERCISE.questions)
+    assert flat.count("– (required) ") == sum(len(q.required) for q in EXERCISE.questions)
     for item in EXERCISE.followups:
         if item.answer:
             assert item.answer[:40] in flat
