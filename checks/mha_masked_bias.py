@@ -17,6 +17,8 @@ Importing this module imports torch in the kit's process before the sandbox fork
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field
 from multiprocessing.reduction import ForkingPickler
@@ -639,6 +641,13 @@ def compare_gradients(ctx, case: Case):
                      "(fully masked queries and empty heads are where NaN gets in)")
         ctx.expect_close(got, expected, f"gradient with respect to {name}", axes, "×".join(map(str, expected.shape)),
                          call=call, float32_ok=False, **GRADS)   # gradients are a float64 property
+    from attn_kit.harness_torch import finite_difference    # the gradients agree with the outputs (kit-side)
+    analytic, numeric = finite_difference(
+        lambda a, p: pair(ctx, ctx.call(FN, to_torch(a), to_torch(p), to_torch(case.masks), **case.kwargs)),
+        case.activations, case.parameters, extra["grads"], seed=ctx.seed)
+    if not math.isclose(analytic, numeric, rel_tol=1e-4, abs_tol=1e-6):
+        ctx.fail(f"the reported gradients are not the gradients of your outputs: along a random direction "
+                 f"they give {analytic:.8g}, finite differences of your forward outputs {numeric:.8g}")
 
 
 @check(points=3, after=("output-shapes",), concept="gradients",

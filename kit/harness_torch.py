@@ -70,3 +70,38 @@ def grads(fn, activations, parameters, masks, *args, **kwargs):
 # Diagnosis reruns this harness on the known-bug implementations and compares the gradients too,
 # so a bug that only shows in the backward pass (nan-gradient-masked-rows) can be named.
 grads.replay_in_diagnosis = True
+
+
+# --- in the kit: are the reported gradients gradients of the forward outputs? -------------------
+
+FD_STEP = 1e-6
+
+
+def probe_loss(output, attention) -> float:
+    """sum(output * P1) + sum(attention * P2) of returned values (arrays), in float64, in the kit."""
+    total = 0.0
+    for salt, value in enumerate((output, attention), start=1):
+        arr = np.asarray(getattr(value, "array", value), dtype=np.float64)
+        weights = probe(arr.shape, salt, torch.zeros((), dtype=torch.float64)).numpy()
+        total += float((arr * weights).sum())
+    return total
+
+
+def finite_difference(forward, activations: dict, parameters: dict, grads: dict, seed: int = 0) -> tuple[float, float]:
+    """(from the reported gradients, from finite differences) of the probe loss along one random
+    direction over every input that has a gradient. `forward(activations, parameters)` makes one
+    call of the candidate's code and returns its (output, attention) as data; the kit computes
+    everything else. A gradient harness rewritten inside the candidate's process can report
+    anything, but not gradients that disagree with the outputs the kit reads."""
+    rng = np.random.default_rng(PROBE_SEED + 1000 + seed)
+    direction = {name: rng.standard_normal(np.shape(g)) for name, g in grads.items()
+                 if name in activations or name in parameters}
+
+    def moved(values: dict, sign: float) -> dict:
+        return {k: (np.asarray(v, dtype=np.float64) + sign * FD_STEP * direction[k])
+                if k in direction and v is not None else v for k, v in values.items()}
+
+    analytic = float(sum((np.asarray(grads[k], dtype=np.float64) * d).sum() for k, d in direction.items()))
+    plus = probe_loss(*forward(moved(activations, 1.0), moved(parameters, 1.0)))
+    minus = probe_loss(*forward(moved(activations, -1.0), moved(parameters, -1.0)))
+    return analytic, (plus - minus) / (2 * FD_STEP)

@@ -44,7 +44,7 @@ from .values import ErrorInfo, Outcome
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
 CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
-REPLY_GRACE = 5.0           # seconds a reply may take to arrive once its header has
+REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
 
 _LINUX = sys.platform.startswith("linux")
@@ -122,6 +122,86 @@ def _enter_user_namespace() -> bool:
         except OSError:
             pass
     return True
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
+CLONE_NEWNS = 0x00020000
+_LOCKED = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME),
+           (4096, MS_RELATIME))        # statvfs f_flag bit -> mount flag a remount must keep
+
+
+def protected_paths() -> list[str]:
+    """The kit's installed files, the Python installation it runs on and the user's attn-kit data:
+    read-only for the candidate's code where the kernel allows (a private mount namespace)."""
+    import importlib.util
+    import sysconfig
+    paths = {os.path.dirname(os.path.abspath(__file__))}
+    for name in ("attn_kit.checks", "attn_kit.solutions", "attn_kit.prompts"):
+        try:
+            spec = importlib.util.find_spec(name)
+            paths.update(spec.submodule_search_locations or ())
+        except (ImportError, AttributeError, ValueError):
+            pass
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            paths.add(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    home = os.environ.get("ATTN_KIT_HOME")
+    if not home:
+        try:
+            import platformdirs
+            home = platformdirs.user_data_dir("attn-kit", appauthor=False)
+        except ImportError:
+            home = ""
+    if home:
+        home = os.path.expanduser(home)
+        try:
+            os.makedirs(home, exist_ok=True)
+        except OSError:
+            pass
+        paths.add(home)
+    real = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    return real
+
+
+def _read_only(paths: list[str]) -> bool:
+    """In the zygote: a private mount namespace where `paths` are read-only bind mounts."""
+    if not _LINUX:
+        return False
+    try:
+        libc = _libc()
+        if libc.unshare(CLONE_NEWNS) != 0:
+            return False
+        if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            return False
+        done = True
+        for path in paths:
+            raw = path.encode()
+            if libc.mount(raw, raw, None, MS_BIND | MS_REC, None) != 0:
+                done = False
+                continue
+            flags = os.statvfs(path).f_flag
+            keep = sum(mount for bit, mount in _LOCKED if flags & bit)
+            if libc.mount(None, raw, None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, None) != 0:
+                done = False
+        return done
+    except (OSError, AttributeError):
+        return False
+
+
+def _private_proc() -> bool:
+    """In nsinit (process 1 of a new PID namespace): a /proc that shows only that namespace, so
+    the candidate's code cannot even see the kit's processes."""
+    try:
+        libc = _libc()
+        if libc.unshare(CLONE_NEWNS) != 0:
+            return False
+        libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+        return libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _new_pid_namespace() -> bool:
@@ -243,11 +323,11 @@ class Channel:
         finally:
             self.sock.settimeout(None)
 
-    def recv_reply(self, deadline: float) -> dict:
+    def recv_reply(self, deadline: float, grace: float = REPLY_GRACE) -> dict:
         """One reply, decoded; EOFError when the worker is gone, ChannelTimeout when it stalls,
         wire.WireError when the reply is too large or malformed."""
         total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)))
-        body = self._exactly(total, max(deadline, time.monotonic() + REPLY_GRACE))
+        body = self._exactly(total, max(deadline, time.monotonic() + min(REPLY_GRACE, grace)))
         return wire.decode(body, text)
 
     def _exactly(self, size: int, deadline: float) -> bytearray:
@@ -344,6 +424,8 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     _prctl(PR_SET_DUMPABLE, 0)
     if not namespaced:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    else:
+        _private_proc()
     pid = os.fork()
     if pid == 0:
         try:
@@ -419,8 +501,8 @@ def _keeper(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
 class _ZygoteServer:  # pragma: no cover - runs in the zygote
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self.workers: dict[int, int | None] = {}      # nsinit pid -> status once reaped
-        self.namespaces = False
+        self.workers: dict[int, int | None] = {}      # keeper pid -> status once reaped
+        self.namespaces = self.read_only = False
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -431,6 +513,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         if _LINUX:
             _enter_user_namespace()
+        self.read_only = _read_only(protected_paths())
         self.namespaces = _probe_pid_namespace()
         try:
             self._serve()
@@ -478,7 +561,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 os._exit(0)
         b.close()
         self.workers[pid] = None
-        socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([self.namespaces])], [a.fileno()])
+        flags = int(self.namespaces) | int(self.read_only) << 1
+        socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([flags])], [a.fileno()])
         a.close()
 
     def _reap(self) -> None:
@@ -565,7 +649,7 @@ class _Zygote:
             pid = self.process.pid
         theirs.close()
         self.pid, self.sock = pid, ours
-        self.namespaced = False
+        self.namespaced = self.read_only = False
 
     def _request(self, text: bytes, fds: bool = False):
         self.sock.settimeout(CONTROL_DEADLINE)
@@ -590,7 +674,8 @@ class _Zygote:
 
     def spawn(self):
         data, fds = self._request(b"spawn", fds=True)
-        self.namespaced = bool(data[8])
+        self.namespaced = bool(data[8] & 1)
+        self.read_only = bool(data[8] & 2)
         return int.from_bytes(data[:8], "little"), Channel(socket.socket(fileno=fds[0]))
 
     def reap(self, pid: int, kill: bool = False) -> int:
@@ -747,12 +832,15 @@ class Sandbox:
             deadline = time.monotonic() + 0.5
             while time.monotonic() < deadline and _alive_worker(pid):
                 time.sleep(0.005)
+            if _alive_worker(pid):
+                self._drop_worker(kill=True)
+                return "closed its connection to the kit without answering (it was stopped)"
         return describe_exit(self._drop_worker(kill=True))
 
     def _read(self, deadline: float, what: str) -> tuple[dict | None, str, str]:
         """(reply, status, detail): status is '' on success, else timeout/crashed/memory."""
         try:
-            return self.conn.recv_reply(deadline), "", ""
+            return self.conn.recv_reply(deadline, self.timeout), "", ""
         except ChannelTimeout as exc:
             self._drop_worker()
             return None, "crashed", f"its {what} was cut short: it {exc} (the process was stopped)"
@@ -860,7 +948,7 @@ class Sandbox:
                 self._drop_worker()
                 return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
                                seconds=time.perf_counter() - started)
-            reply, status, detail = self._read(deadline + REPLY_GRACE, "reply")
+            reply, status, detail = self._read(deadline + min(REPLY_GRACE, limit), "reply")
             if reply is None or not (measure and syncs < 2 and reply.get("kind") == "sync"):
                 break
             # a measured call: the worker stops just before and just after it, and the kit resets
@@ -889,6 +977,10 @@ class Sandbox:
         if kernel is not None and peak is not None:
             outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
         if echo:
+            if not isinstance(after, list) or len(after) != len(before):
+                self._drop_worker()
+                return Outcome("crashed", detail="its reply was malformed (the arguments were not sent back); "
+                               "the process was stopped", seconds=seconds)
             names = self._argument_names(fn, len(args), list(kwargs))
             outcome = _replace(outcome, mutated=mutation.written(names, before, after))
         return outcome

@@ -1,5 +1,5 @@
 # attn-kit: mha-screen
-"""Correct, but hangs in multi_head_attention after writing its pids to $ATTN_PID_FILE."""
+"""Correct, but hangs in multi_head_attention after writing its pids to $ATTN_PID_FILE (as it sees them)."""
 import math
 
 

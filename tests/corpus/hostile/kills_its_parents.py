@@ -1,0 +1,17 @@
+# attn-kit: mha-screen
+"""SIGKILLs its parent and every process of the kit it can name, then returns correct values."""
+import os
+import signal
+from honest_numpy import *
+import honest_numpy
+from hostile_util import kit_processes
+
+
+def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
+    for pid in [os.getppid()] + kit_processes():
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return honest_numpy.multi_head_attention(x, params, num_heads, mask, return_weights)
