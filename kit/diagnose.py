@@ -77,11 +77,16 @@ class Local:
     raised: str = ""
 
 
-def run_local(module, call: Call, float32: bool = False) -> Local:
+def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = None) -> Local:
+    """Run `module`'s version of the call. `inputs` = (args, kwargs) already prepared by `shared_inputs`
+    (read-only: only implementations that never write into their arguments may use them)."""
     fn = getattr(module, call.fn, None)
     if fn is None:
         return Local(raised="missing")
-    args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+    if inputs is not None and not float32:
+        args, kwargs = inputs
+    else:
+        args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
     if float32:
         args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
@@ -92,6 +97,27 @@ def run_local(module, call: Call, float32: bool = False) -> Local:
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
         return Local(raised=type(exc).__name__)
     return Local(value=value)
+
+
+def shared_inputs(call: Call) -> tuple:
+    """The call's arguments copied once, nested lists of numbers as NumPy arrays (the kit's own
+    implementations accept both and compute the same values), for many read-only runs."""
+    args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+    if call.harness:
+        return args, kwargs
+    return tuple(_as_arrays(a) for a in args), {k: _as_arrays(v) for k, v in kwargs.items()}
+
+
+def _as_arrays(value):
+    if isinstance(value, dict):
+        return {k: _as_arrays(v) for k, v in value.items()}
+    if isinstance(value, list) and value:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):
+            return value
+        return arr if arr.dtype.kind in "fb" else value
+    return value
 
 
 def as_float32(value):
@@ -205,6 +231,7 @@ class _Evidence:
     raised: str = ""                 # the candidate raised (or hung, crashed): one unit
     parts: list[_Part] = field(default_factory=list)
     like: object = None
+    inputs: tuple = ()               # shared read-only arguments for the kit's models
     float32: bool = False
     wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
@@ -226,7 +253,7 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
     ref = run_local(oracle, call)
     if ref.raised:                              # the reference raises here (e.g. ValueError)
         return None
-    ev = _Evidence((result.id, n), result.id, call)
+    ev = _Evidence((result.id, n), result.id, call, inputs=shared_inputs(call))
     cand = _candidate(call)
     if cand.raised:
         ev.raised = cand.raised
@@ -268,8 +295,22 @@ class _Fit:
     differs: np.ndarray              # the model differs from the reference
 
 
+_FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
+
+
 def _fit(ev: _Evidence, model, forms=()) -> _Fit:
-    out = run_local(model, ev.call)
+    key = (id(model), id(ev))
+    if key not in _FITS:
+        _FITS[key] = _fit_now(ev, model, forms)
+    return _FITS[key]
+
+
+def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
+    if forms and not ev.call.harness and not compose.can_change(tuple(forms), ev.call.fn):
+        # the bug does not touch this function: the model answers exactly as the reference
+        return _Fit(~ev.wrong, np.zeros(ev.size, bool))
+    shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
+    out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
         return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]))
     if out.raised:
@@ -341,6 +382,7 @@ def _reproduces(model, evs: list[_Evidence], forms) -> bool:
 def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
     started = time.perf_counter()
+    _FITS.clear()
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
     _name_mutation(failing, finding)
@@ -356,6 +398,7 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
         _search(exercise, failing, evs, finding)
     _attribute_mutation(exercise, failing, evs, finding)
+    _FITS.clear()
     finding.seconds = time.perf_counter() - started
     return finding
 
