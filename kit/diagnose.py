@@ -352,6 +352,8 @@ class Finding:
     near_misses: list[str] = field(default_factory=list)
     models_tried: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0         # process CPU time (the wall time depends on what else runs)
+    considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
 
 
 @dataclass
@@ -381,7 +383,7 @@ def _reproduces(model, evs: list[_Evidence], forms) -> bool:
 
 def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     _FITS.clear()
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
@@ -400,6 +402,7 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     _attribute_mutation(exercise, failing, evs, finding)
     _FITS.clear()
     finding.seconds = time.perf_counter() - started
+    finding.cpu_seconds = time.process_time() - cpu
     return finding
 
 
@@ -580,7 +583,13 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
         agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
         wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
         explained = s.units("agree", touched, "wrong")
-        if differs and agrees / differs >= MIN_AGREEMENT and wrong_there and explained / wrong_there >= MIN_SHARE:
+        passes = bool(differs and agrees / differs >= MIN_AGREEMENT and wrong_there
+                      and explained / wrong_there >= MIN_SHARE)
+        finding.considered.append({"bug": bug, "agreement": agrees / differs if differs else 0.0,
+                                   "share": explained / wrong_there if wrong_there else 0.0,
+                                   "global_share": explained / wrong_total if wrong_total else 0.0,
+                                   "named": passes})
+        if passes:
             named.append((bug, [h[0] for h in hits], explained, agrees, differs))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
     for bug, checks, explained, agrees, differs in named:
