@@ -120,3 +120,46 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     code = compile(compose_source(group), module.__file__, "exec")
     exec(code, module.__dict__)  # noqa: S102 - the kit's own bundled solution files, never the candidate's
     return module
+
+
+def _functions(source: str) -> dict[str, tuple[str, set]]:
+    """Top-level functions: name -> (source text, names it uses)."""
+    tree = ast.parse(source)
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            out[node.name] = (ast.get_source_segment(source, node) or "", used)
+    return out
+
+
+def _top_level_rest(source: str) -> list[str]:
+    tree = ast.parse(source)
+    return [ast.dump(n) for n in tree.body
+            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+
+
+@functools.cache
+def affected(form: BugForm) -> frozenset[str] | None:
+    """Top-level functions whose behaviour the form can change (its edited functions and every
+    function that uses one), or None when it changes module-level code (anything may change)."""
+    base = "".join(_read(form.base))
+    bug = compose_source((form,))
+    if _top_level_rest(base) != _top_level_rest(bug):
+        return None
+    before, after = _functions(base), _functions(bug)
+    if before.keys() != after.keys():
+        return None
+    changed = {name for name in before if before[name][0] != after[name][0]}
+    grew = True
+    while grew:
+        more = {name for name, (_, used) in after.items() if name not in changed and used & changed}
+        grew = bool(more)
+        changed |= more
+    return frozenset(changed)
+
+
+def can_change(group: tuple[BugForm, ...], fn: str) -> bool:
+    """Whether a model built from `group` may answer a call of `fn` differently from the reference."""
+    return any((a := affected(f)) is None or fn in a for f in group)

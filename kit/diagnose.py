@@ -87,11 +87,16 @@ class Local:
     raised: str = ""
 
 
-def run_local(module, call: Call, float32: bool = False) -> Local:
+def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = None) -> Local:
+    """Run `module`'s version of the call. `inputs` = (args, kwargs) already prepared by `shared_inputs`
+    (read-only: only implementations that never write into their arguments may use them)."""
     fn = getattr(module, call.fn, None)
     if fn is None:
         return Local(raised="missing")
-    args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+    if inputs is not None and not float32:
+        args, kwargs = inputs
+    else:
+        args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
     if float32:
         args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
@@ -102,6 +107,27 @@ def run_local(module, call: Call, float32: bool = False) -> Local:
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
         return Local(raised=type(exc).__name__)
     return Local(value=value)
+
+
+def shared_inputs(call: Call) -> tuple:
+    """The call's arguments copied once, nested lists of numbers as NumPy arrays (the kit's own
+    implementations accept both and compute the same values), for many read-only runs."""
+    args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+    if call.harness:
+        return args, kwargs
+    return tuple(_as_arrays(a) for a in args), {k: _as_arrays(v) for k, v in kwargs.items()}
+
+
+def _as_arrays(value):
+    if isinstance(value, dict):
+        return {k: _as_arrays(v) for k, v in value.items()}
+    if isinstance(value, list) and value:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):
+            return value
+        return arr if arr.dtype.kind in "fb" else value
+    return value
 
 
 def as_float32(value):
@@ -215,6 +241,7 @@ class _Evidence:
     raised: str = ""                 # the candidate raised (or hung, crashed): one unit
     parts: list[_Part] = field(default_factory=list)
     like: object = None
+    inputs: tuple = ()               # shared read-only arguments for the kit's models
     float32: bool = False
     wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
@@ -236,7 +263,7 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
     ref = run_local(oracle, call)
     if ref.raised:                              # the reference raises here (e.g. ValueError)
         return None
-    ev = _Evidence((result.id, n), result.id, call)
+    ev = _Evidence((result.id, n), result.id, call, inputs=shared_inputs(call))
     cand = _candidate(call)
     if cand.raised:
         ev.raised = cand.raised
@@ -278,8 +305,22 @@ class _Fit:
     differs: np.ndarray              # the model differs from the reference
 
 
+_FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
+
+
 def _fit(ev: _Evidence, model, forms=()) -> _Fit:
-    out = run_local(model, ev.call)
+    key = (id(model), id(ev))
+    if key not in _FITS:
+        _FITS[key] = _fit_now(ev, model, forms)
+    return _FITS[key]
+
+
+def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
+    if forms and not ev.call.harness and not compose.can_change(tuple(forms), ev.call.fn):
+        # the bug does not touch this function: the model answers exactly as the reference
+        return _Fit(~ev.wrong, np.zeros(ev.size, bool))
+    shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
+    out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
         return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]))
     if out.raised:
@@ -321,6 +362,8 @@ class Finding:
     near_misses: list[str] = field(default_factory=list)
     models_tried: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0         # process CPU time (the wall time depends on what else runs)
+    considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
 
 
 @dataclass
@@ -350,7 +393,8 @@ def _reproduces(model, evs: list[_Evidence], forms) -> bool:
 
 def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
+    _FITS.clear()
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
     _name_mutation(failing, finding)
@@ -366,7 +410,9 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
         _search(exercise, failing, evs, finding)
     _attribute_mutation(exercise, failing, evs, finding)
+    _FITS.clear()
     finding.seconds = time.perf_counter() - started
+    finding.cpu_seconds = time.process_time() - cpu
     return finding
 
 
@@ -547,7 +593,13 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
         agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
         wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
         explained = s.units("agree", touched, "wrong")
-        if differs and agrees / differs >= MIN_AGREEMENT and wrong_there and explained / wrong_there >= MIN_SHARE:
+        passes = bool(differs and agrees / differs >= MIN_AGREEMENT and wrong_there
+                      and explained / wrong_there >= MIN_SHARE)
+        finding.considered.append({"bug": bug, "agreement": agrees / differs if differs else 0.0,
+                                   "share": explained / wrong_there if wrong_there else 0.0,
+                                   "global_share": explained / wrong_total if wrong_total else 0.0,
+                                   "named": passes})
+        if passes:
             named.append((bug, [h[0] for h in hits], explained, agrees, differs))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
     for bug, checks, explained, agrees, differs in named:

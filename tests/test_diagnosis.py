@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import catalog
+from attn_kit import catalog, grading
 
 from conftest import CORPUS, check_json
 
@@ -60,10 +60,17 @@ def test_the_corpus_covers_at_least_eight_distinct_single_bugs():
     assert singles <= set(catalog.exercise("mha-screen").bug_ids)
 
 
+def test_cli_reports_the_diagnosis_as_json():
+    """One end-to-end run through `attn-kit check --json`; the rest grade in-process."""
+    data, code = check_json(INDEPENDENT / "lists_no_scaling_and_uniform_rows.py", "--seed", SEED)
+    assert (data["passed"], code) == (False, 1)
+    assert sorted(d["bug"] for d in data["diagnosis"]) == ["blocked-row-uniform", "no-scaling"]
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_independent_solution_is_diagnosed(name):
-    data, code = check_json(INDEPENDENT / name, "--seed", SEED)
-    assert "error" not in data, data.get("error")
+    report = grading.grade(INDEPENDENT / name, grading.Options(seed=int(SEED)))
+    data, code = report.to_json(), 0 if report.passed else 1
     named = [d["bug"] for d in data["diagnosis"]]
     expected = EXPECTED[name]
     if name in CORRECT:

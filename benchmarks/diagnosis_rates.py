@@ -1,0 +1,126 @@
+"""Measure diagnosis on many seeds: false accusations, naming rates, diagnosis time.
+
+    python benchmarks/diagnosis_rates.py --seeds 20                  # everything
+    python benchmarks/diagnosis_rates.py --seeds 5 --exercise mha-screen
+
+Files graded (in-process, `grading.grade`):
+- every bug file under solutions/*/bugs/ (single-bug: the file's bug must be named, alone);
+- every reference, and tests/corpus/precision's correct float32 files (nothing may be named);
+- tests/corpus/offcatalogue/ (bugs outside the catalogue: nothing may be named);
+- tests/corpus/multibug/ (every listed bug named, nothing else);
+- tests/corpus/independent/ (its expectations from tests/test_diagnosis.py are not imported;
+  only its correct files and off-catalogue files count, as correct and off-catalogue).
+
+A false accusation is any named bug that the file does not contain. Prints a summary and, with
+--json, writes every outcome. Also prints the figures the per-check fallback's naming rule saw
+(agreement and share), named or not, which is how its thresholds were chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from attn_kit import catalog, diagnose, grading  # noqa: E402
+from attn_kit.paths import bug_files, bug_id_of, reference_files  # noqa: E402
+
+CORPUS = ROOT / "tests" / "corpus"
+
+
+def cases(exercises):
+    out = []
+    for ex in exercises:
+        for path in bug_files(ex):
+            out.append(("single", ex, path, {bug_id_of(path)}))
+        for path in reference_files(ex):
+            out.append(("correct", ex, path, set()))
+    for kind, folder in (("offcatalogue", "offcatalogue"), ("multibug", "multibug"), ("correct", "precision")):
+        data = tomllib.loads((CORPUS / folder / "expected.toml").read_text())
+        for name, d in data.items():
+            if d["exercise"] not in exercises:
+                continue
+            if folder == "precision" and not d.get("passes"):
+                kind_here, bugs = "single", set(d["bugs"])
+            else:
+                kind_here, bugs = kind, set(d.get("bugs", []))
+            out.append((kind_here, d["exercise"], CORPUS / folder / name, bugs))
+    if "mha-screen" in exercises:
+        for name in ("lists_correct.py", "einsum_correct.py"):
+            out.append(("correct", "mha-screen", CORPUS / "independent" / name, set()))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--exercise", action="append")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    exercises = args.exercise or [e.id for e in catalog.exercises().values() if _available(e)]
+    rows, times, considered = [], {}, []
+    started = time.perf_counter()
+    for kind, ex, path, bugs in cases(exercises):
+        exercise = catalog.exercise(ex)
+        for seed in range(1, args.seeds + 1):
+            report = grading.grade(path, grading.Options(seed=seed, exercise=ex))
+            finding = diagnose.analyse(exercise, report.results)
+            named = [d.bug for d in report.diagnosis]
+            times.setdefault(ex, []).append((finding.seconds, finding.cpu_seconds))
+            considered += [dict(c, file=path.name, kind=kind, right=c["bug"] in bugs) for c in finding.considered]
+            rows.append({"kind": kind, "exercise": ex, "file": path.name, "seed": seed, "bugs": sorted(bugs),
+                         "named": named, "passed": report.passed,
+                         "false": sorted(set(named) - bugs), "missed": sorted(bugs - set(named)),
+                         "diagnosis_seconds": finding.seconds})
+    print(f"{len(rows)} gradings in {time.perf_counter() - started:.0f} s, seeds 1..{args.seeds}")
+    for kind in ("correct", "offcatalogue", "single", "multibug"):
+        mine = [r for r in rows if r["kind"] == kind]
+        if not mine:
+            continue
+        accused = sum(bool(r["false"]) for r in mine)
+        line = f"{kind:13s} {len(mine):5d} gradings: false accusations {accused} ({accused / len(mine):.2%})"
+        if kind in ("single", "multibug"):
+            exact = sum(not r["false"] and not r["missed"] for r in mine)
+            instances = sum(len(r["bugs"]) for r in mine)
+            found = sum(len(r["bugs"]) - len(r["missed"]) for r in mine)
+            line += f"; all bugs named {exact / len(mine):.2%}; bugs named {found}/{instances} ({found / instances:.2%})"
+        if kind == "correct":
+            line += f"; passed {sum(r['passed'] for r in mine)}/{len(mine)}"
+        print(line)
+        for r in mine:
+            if r["false"] or r["missed"] or (kind == "correct" and not r["passed"]):
+                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}")
+    for ex, ts in times.items():
+        wall, cpu = [t[0] for t in ts], [t[1] for t in ts]
+        print(f"diagnosis time {ex}: wall median {statistics.median(wall) * 1000:.0f} ms, max {max(wall) * 1000:.0f} ms; "
+              f"CPU median {statistics.median(cpu) * 1000:.0f} ms, max {max(cpu) * 1000:.0f} ms")
+    if considered:
+        ok = [c for c in considered if c["right"]]
+        bad = [c for c in considered if not c["right"]]
+        for label, group in (("contained bug", ok), ("not contained", bad)):
+            if group:
+                print(f"fallback candidates, {label}: {len(group)}; named {sum(c['named'] for c in group)}; "
+                      f"agreement min/max {min(c['agreement'] for c in group):.2f}/{max(c['agreement'] for c in group):.2f}; "
+                      f"share min/max {min(c['share'] for c in group):.2f}/{max(c['share'] for c in group):.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "considered": considered}, indent=1))
+    return 0
+
+
+def _available(exercise) -> bool:
+    try:
+        grading.require(exercise)
+    except Exception:  # noqa: BLE001 - DependencyMissing
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
