@@ -11,8 +11,8 @@ import pexpect
 
 from attn_kit import catalog
 
-from conftest import attn_kit
-from test_practice import MASK_INVERTED, NO_SCALING, REFERENCE, STARTER, finish, history_json, plain, spawn
+from helpers import attn_kit
+from test_practice import CHECKS, MASK_INVERTED, NO_SCALING, REFERENCE, STARTER, finish, history_json, plain, spawn
 
 EXERCISE = catalog.exercise("mha-screen")
 PUBLIC = r"public checks (\d+)/(\d+)"
@@ -68,11 +68,11 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert attn_kit("hint", "mha-screen").returncode == 0     # a hint taken in another terminal
     save(sol, REFERENCE)
     child.expect(rf"public checks {total}/{total}")
-    assert "All 26" not in plain(child.before)        # the full suite is not revealed before the end
+    assert f"All {CHECKS}" not in plain(child.before)        # the full suite is not revealed before the end
     child.send("s")
     child.expect("Submitted after")
     child.expect("The full graded suite")
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     asked = answer_questions(child)
     assert 2 <= asked <= 3
     child.expect(r"Report: ")
@@ -152,7 +152,7 @@ def test_ctrl_c_then_submit_grades(tmp_path):
     child.sendintr()
     child.expect(r"\[submit\]")
     child.sendline("")                                           # the default is submit
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     answer_questions(child)
     assert finish(child) == 0
     assert json.loads((sol.parent / "report.json").read_text())["status"] == "submitted"

@@ -19,13 +19,14 @@ import pytest
 
 from attn_kit import catalog
 
-from conftest import attn_kit, solutions_dir
+from helpers import attn_kit, check_count, solutions_dir
 
 REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 NO_SCALING = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
 MASK_INVERTED = solutions_dir("mha-screen") / "bugs" / "mask-inverted.py"
 STARTER = catalog.exercise("mha-screen").starter
 HINTS = len(catalog.exercise("mha-screen").hints)
+CHECKS = check_count("mha-screen")
 
 
 def spawn(*args, env=None, cwd=None, timeout=30) -> pexpect.spawn:
@@ -192,15 +193,15 @@ def test_history_and_progress_tables(tmp_path):
     attn_kit("hint", "mha-screen")
     table = attn_kit("history")
     assert table.returncode == 0
-    assert "Check runs" in table.stdout and "mask-inverted" in table.stdout and "26/26" in table.stdout
+    assert "Check runs" in table.stdout and "mask-inverted" in table.stdout and f"{CHECKS}/{CHECKS}" in table.stdout
     assert "hint 1 of mha-screen" in table.stdout and "Reviews" in table.stdout
     progress = attn_kit("progress")
     assert progress.returncode == 0
     row = next(line for line in progress.stdout.splitlines() if line.startswith("mha-screen"))
-    assert "26/26" in row and "mask-inverted" in row and f"1/{HINTS}" in row
+    assert f"{CHECKS}/{CHECKS}" in row and "mask-inverted" in row and f"1/{HINTS}" in row
     data = json.loads(attn_kit("progress", "--json").stdout)
     mine = next(p for p in data if p["exercise"] == "mha-screen")
-    assert mine["best"] == [26, 26] and mine["passed"] and mine["bugs_seen"] == ["mask-inverted"]
+    assert mine["best"] == [CHECKS, CHECKS] and mine["passed"] and mine["bugs_seen"] == ["mask-inverted"]
     assert mine["hints_used"] == 1 and mine["runs"] == 2
 
 
@@ -234,7 +235,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     assert "matches no-scaling" in before and "Score:" in before
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     child.expect(r"run 3\)")
     if poll == "1":
         child.sendintr()                    # Ctrl-C
@@ -256,7 +257,7 @@ def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     child.expect(r"run 1\)")
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     child.send("q")
     assert finish(child) == 0
 

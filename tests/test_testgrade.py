@@ -17,7 +17,7 @@ from rich.console import Console
 from attn_kit import catalog, render, testgrade
 from attn_kit.paths import bug_files, reference_files, solutions_dir
 
-from conftest import CORPUS, attn_kit
+from helpers import CORPUS, attn_kit
 
 TESTS = CORPUS / "candidate_tests"
 BUGS = catalog.exercise("mha-screen").bug_ids
@@ -79,7 +79,7 @@ def test_rich_output_shows_wrong_tests_table_and_ideas():
     assert "✗ 1 wrong test: it fails on correct code" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
     assert "a token must not attend to itself" in out
     assert " ".join(catalog.bugs()["causal-off-by-one"].test_idea.split()) in " ".join(out.split())
-    assert "Score: 0/15 known bugs caught (0%); 1 wrong test to fix first" in out
+    assert f"Score: 0/{len(BUGS)} known bugs caught (0%); 1 wrong test to fix first" in out
 
 
 def test_hanging_test_is_wrong_on_references_and_never_catches():
@@ -133,7 +133,7 @@ def test_check_with_tests_passes_when_solution_and_tests_are_good(tmp_path):
     proc = attn_kit("check", "solution.py", "--tests", "other_module.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "checks passed" in proc.stdout            # the check report, then the test report
-    assert proc.stdout.index("checks passed") < proc.stdout.index("Score: 2/15 known bugs caught")
+    assert proc.stdout.index("checks passed") < proc.stdout.index(f"Score: 2/{len(BUGS)} known bugs caught")
 
 
 def test_a_crashing_test_is_wrong_and_the_rest_still_run(tmp_path):
@@ -211,7 +211,7 @@ def test_render_to_text():
     assert "no-output-projection" in text and "test_output_projection_matters" in text
     assert "Tests that would catch what you missed" in text
     assert catalog.bugs()["mutates-input"].test_idea in text
-    assert "Score: 2/15 known bugs caught (13%)" in text
+    assert f"Score: 2/{len(BUGS)} known bugs caught ({2 / len(BUGS):.0%})" in text
 
 
 @pytest.mark.parametrize("exercise", list(catalog.exercises()))
