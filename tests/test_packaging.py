@@ -1,0 +1,44 @@
+"""Packaging: one version source, the licence shipped, no requirement nothing uses."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tomllib
+from pathlib import Path
+
+import attn_kit
+from helpers import attn_kit as run_attn_kit
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_version_has_one_source():
+    project = PYPROJECT["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "attn_kit.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+([ab]\d+|rc\d+|\.dev\d+)?", attn_kit.__version__)
+    assert importlib.metadata.version("attn-kit") == attn_kit.__version__
+    proc = run_attn_kit("--version")
+    assert proc.returncode == 0 and attn_kit.__version__ in proc.stdout
+
+
+def test_licence_is_an_spdx_expression_and_ships():
+    assert PYPROJECT["project"]["license"] == "MIT"
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License") and "attn-kit contributors" in text
+    assert not any(c.startswith("License ::") for c in PYPROJECT["project"]["classifiers"])
+
+
+def test_no_unused_dev_or_build_requirements():
+    dev = " ".join(PYPROJECT["project"]["optional-dependencies"]["dev"])
+    tests = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("*.py"))
+    for requirement in PYPROJECT["project"]["optional-dependencies"]["dev"]:
+        module = re.split(r"[<>=!~ \[]", requirement)[0].replace("-", "_")
+        if module.startswith("pytest_"):      # a pytest plugin works without an import
+            continue
+        assert f"import {module}" in tests or f"from {module}" in tests, f"dev extra {requirement} is unused"
+    assert "pytest-benchmark" not in dev
+    assert PYPROJECT["build-system"]["requires"] == ["setuptools>=77"]
