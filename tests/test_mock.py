@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from attn_kit import catalog
 
@@ -52,6 +53,7 @@ def answer_questions(child: pexpect.spawn, covered_pattern=(True, False)) -> int
             return asked
 
 
+@pytest.mark.slow
 def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     child = spawn("mock", "mha-screen", "--minutes", "10", "--dir", tmp_path, timeout=40)
     child.expect("Mock screen")
@@ -102,6 +104,7 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert {r["source"] for r in history["reviews"]} >= {"mock"}      # self-scores rated the cards
 
 
+@pytest.mark.slow
 def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     # mock time runs 30x faster: one mock minute is two real seconds
     child = spawn("mock", "mha-screen", "--minutes", "1", "--dir", tmp_path,
@@ -124,6 +127,7 @@ def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     assert "mask-inverted" in (sol.parent / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
     child = spawn("mock", "--dir", tmp_path, "--minutes", "30")      # no exercise: the first not yet passed
     child.expect(PUBLIC)
@@ -143,6 +147,7 @@ def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
     assert mock["status"] == "abandoned" and mock["ended_at"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_submit_grades(tmp_path):
     child = spawn("mock", "mha-screen", "--dir", tmp_path, "--minutes", "30")
     child.expect(PUBLIC)

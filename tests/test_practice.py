@@ -67,6 +67,7 @@ def test_command_has_help_with_an_example(command):
 
 # --- hints ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hints_go_one_level_at_a_time_and_are_recorded(tmp_path):
     first = attn_kit("hint", "mha-screen")
     second = attn_kit("hint", "mha-screen")
@@ -102,6 +103,7 @@ def test_all_hints_and_bad_levels(attn_home):
 
 # --- solution ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_solution_is_locked_until_pass_or_every_hint(tmp_path):
     locked = attn_kit("solution", "mha-screen")
     assert locked.returncode == 1 and "--force" in locked.stderr and "def stable_softmax" not in locked.stdout
@@ -112,6 +114,7 @@ def test_solution_is_locked_until_pass_or_every_hint(tmp_path):
     assert history_json()["solution_views"][0]["forced"] is False
 
 
+@pytest.mark.slow
 def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
     forced = attn_kit("solution", "mha-screen", "--force")
     assert forced.returncode == 0 and "def multi_head_attention" in forced.stdout and "--force" in forced.stdout
@@ -127,6 +130,7 @@ def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
 
 # --- reset ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_reset_asks_first_and_keeps_a_backup(tmp_path, attn_home):
     sol = tmp_path / "solution.py"
     sol.write_text("# my work in progress\n")
@@ -157,6 +161,7 @@ def test_reset_yes_and_new_file(tmp_path):
 
 # --- history of checks and the kit's own card ratings ------------------------------------------
 
+@pytest.mark.slow
 def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
     sol = tmp_path / "sol.py"
     shutil.copy(NO_SCALING, sol)
@@ -185,6 +190,7 @@ def test_json_check_is_one_object_and_not_recorded():
     assert history_json()["checks"] == []
 
 
+@pytest.mark.slow
 def test_history_and_progress_tables(tmp_path):
     empty = attn_kit("history")
     assert empty.returncode == 0 and "No history yet" in empty.stdout
@@ -219,6 +225,7 @@ def _processes_mentioning(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look for leftover processes")
 @pytest.mark.parametrize("poll", ["0", "1"], ids=["file-events", "polling"])
 def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
@@ -249,6 +256,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     assert sources == ["watch"] * 3
 
 
+@pytest.mark.slow
 def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     sol = tmp_path / "broken.py"
     sol.write_text("# attn-kit: mha-screen\ndef stable_softmax(:\n")
@@ -276,6 +284,7 @@ def _review_due(key: str) -> datetime:
     return parse(rows[0]["due"])
 
 
+@pytest.mark.slow
 def test_discuss_ratings_change_due_dates():
     questions = catalog.exercise("mha-screen").questions
     child = spawn("discuss", "mha-screen", "--new", "2")
@@ -320,6 +329,7 @@ def test_discuss_ratings_change_due_dates():
     assert _review_due(again["key"]) > parse(again["due"])
 
 
+@pytest.mark.slow
 def test_discuss_quit_and_bad_rating_keep_what_was_saved():
     child = spawn("discuss", "mha-screen", "--new", "3")
     child.expect(r"Card 1/3")
