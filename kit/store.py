@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .errors import KitError
+from .errors import StoreError
 
 DB_NAME = "history.db"
 BUSY_TIMEOUT_MS = 15_000
@@ -137,12 +137,6 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-class StoreError(KitError):
-    """The history database cannot be opened or written (disk full, permissions, locked too long)."""
-
-    exit_code = 1
 
 
 # --- time -------------------------------------------------------------------------------------

@@ -42,3 +42,20 @@ def test_no_unused_dev_or_build_requirements():
         assert f"import {module}" in tests or f"from {module}" in tests, f"dev extra {requirement} is unused"
     assert "pytest-benchmark" not in dev
     assert PYPROJECT["build-system"]["requires"] == ["setuptools>=77"]
+
+
+def test_every_kit_error_is_declared_in_errors_py():
+    """errors.py holds every exception the user can see; other modules import them from there."""
+    import ast
+
+    from attn_kit import errors
+    declared = {name for name, value in vars(errors).items()
+                if isinstance(value, type) and issubclass(value, errors.KitError)}
+    assert {"StoreError", "SolutionLocked", "BenchError"} <= declared
+    for path in sorted((ROOT / "kit").glob("*.py")):
+        if path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+                assert not bases & declared, f"{path.name} declares {node.name}: move it to errors.py"
