@@ -4,7 +4,7 @@ every starter fails, every known-bug variant fails and is diagnosed as exactly i
 Parametrised over every exercise, so new exercises and bug files are covered as they land. The
 references and bug variants are graded in-process, once per session (helpers.graded, shared with
 test_checks_can_fail.py); one CLI smoke test per exercise shows `attn-kit check --json` says the
-same. All but the first bug variant of each exercise are marked slow.
+same. Only the first file of each exercise is in the quick run (see _slow).
 """
 
 from __future__ import annotations
@@ -24,10 +24,19 @@ EXERCISES = list(catalog.exercises().values())
 GRADED = graded_exercises()       # torch exercises only where torch is installed (CI installs it)
 
 
+def _slow(exercise, n: int = 0) -> list:
+    """Marks for a test of an exercise's n-th file: only the first of each is in the quick run
+    (`-m "not slow"`), and none of an exercise that needs torch (its imports alone take seconds)."""
+    return [pytest.mark.slow] if n or exercise.needs else []
+
+
 def _cases(files_of) -> list:
-    """(exercise id, path) per file, all but each exercise's first marked slow."""
-    return [pytest.param(e.id, p, marks=[pytest.mark.slow] if n else [], id=f"{e.id}-{p.name}")
+    """(exercise id, path) per file."""
+    return [pytest.param(e.id, p, marks=_slow(e, n), id=f"{e.id}-{p.name}")
             for e in GRADED for n, p in enumerate(files_of(e.id))]
+
+
+EXERCISE_CASES = [pytest.param(e, marks=_slow(e), id=e.id) for e in GRADED]
 
 
 BUG_CASES = _cases(bug_files)
@@ -137,7 +146,7 @@ def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
 
 # --- the CLI, once per exercise -------------------------------------------------------------------
 
-@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.id)
+@pytest.mark.parametrize("exercise", EXERCISE_CASES)
 def test_starter_fails(exercise, tmp_path):
     path = tmp_path / "starter.py"
     assert attn_kit("start", exercise.id, path).returncode == 0
@@ -150,7 +159,7 @@ def _verdicts(data: dict) -> tuple:
             [d["bug"] for d in data["diagnosis"]])
 
 
-@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.id)
+@pytest.mark.parametrize("exercise", EXERCISE_CASES)
 def test_the_cli_says_what_the_library_says(exercise):
     """`attn-kit check --json` in a subprocess gives the verdicts of the in-process grading the
     tests above read (their first bug variant, seed 1), with the exit status it implies."""

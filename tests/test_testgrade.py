@@ -166,6 +166,7 @@ def test_after_the_crash():
     assert grade.caught == ["causal-off-by-one"]
 
 
+@pytest.mark.slow
 def test_nothing_is_written_beside_the_candidates_files(tmp_path):
     shutil.copy(TESTS / "other_module.py", tmp_path)
     shutil.copy(TESTS / "my_attention.py", tmp_path)
