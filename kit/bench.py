@@ -36,7 +36,7 @@ import numpy as np
 from attn_kit.checks import cases
 
 from . import loader
-from .errors import DependencyMissing, KitError, UsageError
+from .errors import BenchError, DependencyMissing, UsageError
 from .harness import measure_quiet
 from .sandbox import DEFAULT_MEMORY, Sandbox
 from .values import Outcome
@@ -51,12 +51,6 @@ MIN_TIMED_SECONDS = 0.05
 TOLERANCE = 0.35              # |fitted - expected| within this reads "as expected"
 FIT_POINTS = 5                # the fit uses the largest sizes measured: fixed costs blur the small ones
 SEED = 20240607               # inputs are random but fixed: bench measures cost, not correctness
-
-
-class BenchError(KitError):
-    """The solution could not be measured at all (it fails, hangs or runs out of memory at once)."""
-
-    exit_code = 1
 
 
 # --- workloads: data + one input builder each -----------------------------------------------------

@@ -1,8 +1,9 @@
 """The `attn-kit` command: a thin click layer over the library.
 
-Each command parses its options, calls one core function, hands the result to render.py and
-picks the exit status. numpy and rich are imported inside commands, so `attn-kit --help` and
-start-up stay fast.
+Each command parses its options, calls the library (grading, catalog, testgrade, ...), hands what
+it returns to the render modules and picks the exit status. The practice commands live in
+cli_practice.py and bench in cli_bench.py; all share cli_common.py's error handling and exit
+statuses. numpy and rich are imported inside commands, so `attn-kit --help` and start-up stay fast.
 """
 
 from __future__ import annotations

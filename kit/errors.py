@@ -1,4 +1,4 @@
-"""The kit's domain exceptions. Only cli.py turns them into `Error: ...` and an exit status."""
+"""The kit's domain exceptions, all of them. Only the CLI turns them into `Error: ...` and an exit status."""
 
 
 class KitError(Exception):
@@ -27,5 +27,23 @@ class LoadError(KitError):
 
 class DependencyMissing(KitError):
     """An optional dependency (torch) is needed for this exercise and is not installed."""
+
+    exit_code = 1
+
+
+class StoreError(KitError):
+    """The history database cannot be opened or written (disk full, permissions, locked too long)."""
+
+    exit_code = 1
+
+
+class SolutionLocked(KitError):
+    """The reference solution is shown only after a pass or once every hint has been used."""
+
+    exit_code = 1
+
+
+class BenchError(KitError):
+    """The solution could not be measured at all (it fails, hangs or runs out of memory at once)."""
 
     exit_code = 1

@@ -13,18 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import catalog
-from .errors import KitError, UsageError
+from .errors import SolutionLocked, UsageError
 from .paths import reference_files
 from .store import Store, now
 
 if TYPE_CHECKING:                 # report imports numpy; history and hint commands do not need it
     from .report import Report
-
-
-class SolutionLocked(KitError):
-    """The reference solution is shown only after a pass or once every hint has been used."""
-
-    exit_code = 1
 
 
 # --- check runs -------------------------------------------------------------------------------

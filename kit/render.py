@@ -1,4 +1,6 @@
-"""Everything the user sees in the terminal. The only module that imports rich.
+"""What `check`, `list`, `start`, `show` and `test-tests` show in the terminal. rich is imported only
+here and in the other render modules (render_practice.py, render_bench.py), which share this
+module's console and theme.
 
 Styles have names that say what they mean (check.fail, not bold red) and live in one Theme.
 Colour is off under NO_COLOR and when output is piped (rich's own rules).

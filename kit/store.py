@@ -6,7 +6,9 @@
 with a busy timeout, so two terminals can write at once and a kill -9 mid-write loses at most
 the transaction that was in flight, never an earlier one. A file SQLite reports as corrupt is
 moved aside to `history.db.corrupt-<timestamp>` and a fresh database is started; the move is
-reported in `Store.warnings` for the caller to show.
+reported in `Store.warnings` for the caller to show. The schema is a list of numbered
+migrations (`MIGRATIONS`); the database records how many it has had (`PRAGMA user_version`), and
+opening it applies the rest, so an existing history is upgraded in place.
 
 Times are stored as ISO-8601 UTC strings of one fixed format, so they sort as text.
 """
@@ -21,16 +23,33 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from .errors import KitError
+from .errors import StoreError
 
-SCHEMA_VERSION = 1
 DB_NAME = "history.db"
 BUSY_TIMEOUT_MS = 15_000
 _CORRUPT_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 
-SCHEMA = """
+
+# --- the schema: numbered migrations ----------------------------------------------------------
+#
+# The database records its schema version in `PRAGMA user_version`: the number of migrations
+# applied. Opening applies the missing ones in order, in one transaction, so an existing database
+# is upgraded in place and a failed upgrade leaves it as it was. To change the schema, append a
+# function decorated with @migration; never edit or reorder one that has shipped.
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register the next schema migration (its number is its position, from 1)."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS checks (
     id INTEGER PRIMARY KEY,
     at TEXT NOT NULL,
@@ -109,10 +128,15 @@ CREATE TABLE IF NOT EXISTS concepts (
 """
 
 
-class StoreError(KitError):
-    """The history database cannot be opened or written (disk full, permissions, locked too long)."""
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    """The first schema: check runs, hints, solution views, mocks, review cards and logs, concepts.
+    IF NOT EXISTS: databases from before migrations were numbered have these tables already."""
+    for statement in filter(str.strip, SCHEMA_1.split(";")):
+        conn.execute(statement)
 
-    exit_code = 1
+
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # --- time -------------------------------------------------------------------------------------
@@ -404,22 +428,34 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         conn.close()
         raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
+    if version < len(MIGRATIONS):
+        version = migrate(conn)
+    if version > len(MIGRATIONS):
         conn.close()
         raise StoreError(f"{path} was written by a newer attn-kit (schema {version}); upgrade attn-kit "
                          f"or point ATTN_KIT_HOME at another folder.")
-    if version < SCHEMA_VERSION:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in filter(str.strip, SCHEMA.split(";")):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
     return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations the database lacks, in order, in one transaction; return the schema
+    version it is at afterwards (higher than ours if a newer attn-kit wrote it: then nothing runs).
+
+    The version is read again inside the transaction: another process may have upgraded the
+    database since it was first read."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+            step(conn)
+            conn.execute(f"PRAGMA user_version = {number}")
+            version = number
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return version
 
 
 def _move_aside(path: Path, inode: int | None) -> Path | None:

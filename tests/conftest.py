@@ -1,18 +1,19 @@
-"""Shared fixtures: user state in a temp folder, the real CLI in a subprocess, bundled solutions."""
+"""Shared fixtures: user state in a temp folder, the real CLI, grading once per session.
+
+The helpers themselves live in tests/helpers.py (read its docstring before adding a test that
+grades files); the names below are re-exported for modules that import them from conftest.
+"""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+from attn_kit.cli_common import one_blas_thread
 
-import pytest
+one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
 
-from attn_kit.paths import bug_files, reference_files, solutions_dir
+import pytest  # noqa: E402 - after the BLAS setting
 
-CORPUS = Path(__file__).parent / "corpus"
+from helpers import (CORPUS, attn_kit, bug_files, check_json, graded,  # noqa: E402
+                     reference_files, solutions_dir)
 
 
 @pytest.fixture(autouse=True)
@@ -22,19 +23,6 @@ def attn_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ATTN_KIT_HOME", str(home))
     monkeypatch.setenv("NO_COLOR", "1")
     return home
-
-
-def attn_kit(*args, cwd=None, timeout=120, env=None, input=None) -> subprocess.CompletedProcess:
-    """Run the installed `attn-kit` command in a subprocess, as a user would."""
-    full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "attn_kit.cli", *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, input=input)
-
-
-def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
-    proc = attn_kit("check", path, "--json", *extra, cwd=cwd)
-    assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}"
-    return json.loads(proc.stdout), proc.returncode
 
 
 @pytest.fixture
@@ -75,4 +63,12 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.OK
 
 
-__all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir", "CORPUS"]
+
+@pytest.fixture(scope="session", name="graded")
+def graded_fixture():
+    """helpers.graded: grade a file in-process, once per session per (file, seed, options)."""
+    return graded
+
+
+__all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir",
+           "CORPUS", "graded"]

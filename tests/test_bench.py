@@ -50,6 +50,7 @@ def write(tmp_path, name: str, text: str) -> Path:
 
 # --- accuracy on the references (the numbers the issue asks for) ------------------------------
 
+@pytest.mark.slow
 def test_naive_mha_numpy_is_quadratic_in_time_and_memory():
     data = within(solutions_dir("mha-screen") / "reference_numpy.py",
                   {"time_exponent": (1.6, 2.4), "memory_exponent": (1.7, 2.3)},
@@ -60,6 +61,7 @@ def test_naive_mha_numpy_is_quadratic_in_time_and_memory():
     assert data["expected"]["time"]["expected"] == 2.0
 
 
+@pytest.mark.slow
 def test_tiled_softmax_memory_is_linear_and_the_materialising_bug_is_not():
     sizes = ("--sizes", "256,512,1024,2048", "--repeats", "1")
     within(solutions_dir("tiled-softmax") / "reference_numpy.py", {"memory_exponent": (0.7, 1.3)}, *sizes)
@@ -70,6 +72,7 @@ def test_tiled_softmax_memory_is_linear_and_the_materialising_bug_is_not():
     assert "T×S" in data["expected"]["memory"]["advice"]
 
 
+@pytest.mark.slow
 def test_kv_cache_step_time_is_linear():
     data = within(solutions_dir("kv-cache") / "reference_numpy.py", {"time_exponent": (0.6, 1.4)},
                   "--sizes", "128,256,512,1024,2048", "--repeats", "3")
@@ -84,6 +87,7 @@ def test_kv_cache_that_recomputes_everything_is_flagged():
     assert "recomputing" in data["expected"]["time"]["advice"]
 
 
+@pytest.mark.slow
 def test_torch_solution_gets_tensors_and_its_memory_is_seen():
     need_torch()
     data = within(solutions_dir("mha-masked-bias") / "reference_torch.py",
@@ -96,6 +100,7 @@ def test_torch_solution_gets_tensors_and_its_memory_is_seen():
     assert code == 0 and numpy_data["inputs"] == "numpy" and numpy_data["memory_method"] == "tracemalloc"
 
 
+@pytest.mark.slow
 def test_plain_lists_answer_within_a_small_budget():
     data, code, err = bench_json(solutions_dir("mha-screen") / "reference_lists.py", "--budget", "3")
     assert code == 0, err
@@ -108,6 +113,7 @@ def test_plain_lists_answer_within_a_small_budget():
 
 # --- bad input: clear message, right exit status, no traceback ---------------------------------
 
+@pytest.mark.slow
 def test_syntax_error(tmp_path):
     path = write(tmp_path, "sol.py", "def multi_head_attention(x, params, num_heads, mask=None):\n    return (\n")
     data, code, _ = bench_json(path)
@@ -131,6 +137,7 @@ def test_raises_at_the_first_size(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
     path = write(tmp_path, "sol.py", """
         # attn-kit: mha-screen
@@ -151,6 +158,7 @@ def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
     assert "IndexError" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
     path = write(tmp_path, "sol.py", """
         # attn-kit: mha-screen
@@ -233,6 +241,7 @@ def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
 
 # --- rendering --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_table_and_plot_through_the_cli():
     path = solutions_dir("mha-screen") / "reference_numpy.py"
     proc = attn_kit("bench", path, "--sizes", "16,32,64", "--repeats", "1")

@@ -1,7 +1,10 @@
 """Content invariants (rustlings' `dev check`) and the catalogue proof: every reference passes,
 every starter fails, every known-bug variant fails and is diagnosed as exactly its own bug first.
 
-Parametrised over every exercise, so new exercises and bug files are covered as they land.
+Parametrised over every exercise, so new exercises and bug files are covered as they land. The
+references and bug variants are graded in-process, once per session (helpers.graded, shared with
+test_checks_can_fail.py); one CLI smoke test per exercise shows `attn-kit check --json` says the
+same. Only the first file of each exercise is in the quick run (see _slow).
 """
 
 from __future__ import annotations
@@ -15,27 +18,31 @@ import pytest
 from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
-from conftest import attn_kit, check_json
+from helpers import attn_kit, check_json, graded_exercises, graded_json
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 EXERCISES = list(catalog.exercises().values())
+GRADED = graded_exercises()       # torch exercises only where torch is installed (CI installs it)
 
 
-def _available(exercise) -> bool:
-    try:
-        grading.require(exercise)
-    except Exception:  # noqa: BLE001 - DependencyMissing: covered by the torch tests in CI
-        return False
-    return True
+def _slow(exercise, n: int = 0) -> list:
+    """Marks for a test of an exercise's n-th file: only the first of each is in the quick run
+    (`-m "not slow"`), and none of an exercise that needs torch (its imports alone take seconds)."""
+    return [pytest.mark.slow] if n or exercise.needs else []
 
 
-def _graded(exercises):
-    return [e for e in exercises if _available(e)]
+def _cases(files_of) -> list:
+    """(exercise id, path) per file."""
+    return [pytest.param(e.id, p, marks=_slow(e, n), id=f"{e.id}-{p.name}")
+            for e in GRADED for n, p in enumerate(files_of(e.id))]
 
 
-BUG_CASES = [(e.id, p) for e in _graded(EXERCISES) for p in bug_files(e.id)]
-REF_CASES = [(e.id, p) for e in _graded(EXERCISES) for p in reference_files(e.id)]
+EXERCISE_CASES = [pytest.param(e, marks=_slow(e), id=e.id) for e in GRADED]
+
+
+BUG_CASES = _cases(bug_files)
+REF_CASES = _cases(reference_files)
 
 
 def test_spec_bug_ids_are_all_in_the_catalogue():
@@ -71,7 +78,7 @@ def test_exercise_content(exercise):
         assert ref.read_text().startswith(f"# attn-kit: {exercise.id}\n")
 
 
-@pytest.mark.parametrize("exercise", _graded(EXERCISES), ids=lambda e: e.id)
+@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.id)
 def test_suite_wiring(exercise):
     suite = grading.suite_for(exercise)
     ids = [c.id for c in suite.checks]
@@ -116,28 +123,21 @@ def test_catalog_rejects_unknown_keys(tmp_path):
         catalog.load_exercise(bad)
 
 
-@pytest.mark.parametrize("exercise_id, path", REF_CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("exercise_id, path", REF_CASES)
 def test_every_reference_passes_every_check(exercise_id, path):
-    for seed in ("1", "2"):
-        data, code = check_json(path, "--seed", seed)
+    for seed in (1, 2):
+        data, code = graded_json(path, seed)
         failing = [(c["id"], c["message"]) for c in data["checks"] if c["status"] not in ("pass", "skip")]
         assert code == 0 and data["passed"] and not failing, failing
+        assert data["exercise"] == exercise_id
         assert data["diagnosis"] == []
 
 
-@pytest.mark.parametrize("exercise", _graded(EXERCISES), ids=lambda e: e.id)
-def test_starter_fails(exercise, tmp_path):
-    path = tmp_path / "starter.py"
-    assert attn_kit("start", exercise.id, path).returncode == 0
-    data, code = check_json(path, "--timeout", "2")
-    assert code == 1 and data["passed"] is False and data["exercise"] == exercise.id
-
-
-@pytest.mark.parametrize("exercise_id, path", BUG_CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("exercise_id, path", BUG_CASES)
 def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
     expected = bug_id_of(path)
-    for seed in ("1", "7"):
-        data, code = check_json(path, "--seed", seed)
+    for seed in (1, 7):
+        data, code = graded_json(path, seed)
         assert code == 1 and data["passed"] is False, f"{path.name} passed with seed {seed}"
         assert data["exercise"] == exercise_id
         found = [d["bug"] for d in data["diagnosis"]]
@@ -147,3 +147,28 @@ def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
         assert found and found[0] == expected, f"seed {seed}: diagnosed {found}, expected {expected} first"
         flagged = {c["bug"] for c in data["checks"] if c["status"] in ("fail", "error")}
         assert expected in flagged
+
+
+# --- the CLI, once per exercise -------------------------------------------------------------------
+
+@pytest.mark.parametrize("exercise", EXERCISE_CASES)
+def test_starter_fails(exercise, tmp_path):
+    path = tmp_path / "starter.py"
+    assert attn_kit("start", exercise.id, path).returncode == 0
+    data, code = check_json(path, "--timeout", "2")
+    assert code == 1 and data["passed"] is False and data["exercise"] == exercise.id
+
+
+def _verdicts(data: dict) -> tuple:
+    return (data["exercise"], data["passed"], data["seed"], [(c["id"], c["status"], c["bug"]) for c in data["checks"]],
+            [d["bug"] for d in data["diagnosis"]])
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_CASES)
+def test_the_cli_says_what_the_library_says(exercise):
+    """`attn-kit check --json` in a subprocess gives the verdicts of the in-process grading the
+    tests above read (their first bug variant, seed 1), with the exit status it implies."""
+    path = bug_files(exercise.id)[0]
+    cli, cli_code = check_json(path, "--seed", "1")
+    library, code = graded_json(path, 1)
+    assert _verdicts(cli) == _verdicts(library) and cli_code == code == 1

@@ -116,6 +116,7 @@ def test_repro_scripts_rebuild_the_failing_call(tmp_path):
     assert "0.035119" in run.stdout and "0.0743" in run.stdout   # no-scaling's weight vs the reference's
 
 
+@pytest.mark.slow
 def test_output_is_plain_when_piped_and_coloured_on_a_terminal():
     proc = attn_kit("check", NO_SCALING, "--seed", "1", env={"NO_COLOR": ""})
     assert "\x1b[" not in proc.stdout

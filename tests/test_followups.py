@@ -380,6 +380,7 @@ def tiled_attention(q, k, v, mask=None, block_size=64):
 '''
 
 
+@pytest.mark.slow
 def test_memory_check_fails_a_materialising_solution_whose_values_pass(tmp_path):
     path = tmp_path / "naive.py"
     path.write_text(NAIVE)

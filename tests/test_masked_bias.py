@@ -27,7 +27,7 @@ from attn_kit import grading  # noqa: E402
 from attn_kit.diagnose import load_module  # noqa: E402
 from attn_kit.harness_torch import grads  # noqa: E402
 from attn_kit.paths import solutions_dir  # noqa: E402
-from conftest import attn_kit, check_json  # noqa: E402
+from helpers import attn_kit, graded_json  # noqa: E402
 
 SOLUTIONS = solutions_dir("mha-masked-bias")
 REF_TORCH = load_module(str(SOLUTIONS / "reference_torch.py"))
@@ -229,14 +229,15 @@ def test_harness_reports_a_graph_cut_instead_of_crashing():
     assert value == "oops" and "pair of tensors" in extra["problem"]
 
 
-# --- through the CLI --------------------------------------------------------------------------
+# --- graded (in-process, cached), and once through the CLI ---------------------------------
 
 def statuses(data) -> dict:
     return {c["id"]: c["status"] for c in data["checks"]}
 
 
+@pytest.mark.slow
 def test_nan_gradient_variant_passes_every_value_check_and_fails_the_gradient_check():
-    data, code = check_json(SOLUTIONS / "bugs" / "nan-gradient-masked-rows.py", "--seed", "3")
+    data, code = graded_json(SOLUTIONS / "bugs" / "nan-gradient-masked-rows.py", seed=1)   # shared with test_catalogue
     status = statuses(data)
     assert code == 1 and not data["passed"]
     assert status["gradients-finite-on-masked-rows"] == "fail"
@@ -244,8 +245,9 @@ def test_nan_gradient_variant_passes_every_value_check_and_fails_the_gradient_ch
     assert [d["bug"] for d in data["diagnosis"]][:1] == ["nan-gradient-masked-rows"]
 
 
+@pytest.mark.slow
 def test_numpy_solution_passes_with_gradient_checks_skipped_and_says_so():
-    data, code = check_json(SOLUTIONS / "reference_numpy.py", "--seed", "4")
+    data, code = graded_json(SOLUTIONS / "reference_numpy.py", seed=1)   # shared with test_catalogue
     status = statuses(data)
     assert code == 0 and data["passed"]
     assert {c for c, s in status.items() if s == "skip"} == GRADIENT_CHECKS | {"device-preserved"}

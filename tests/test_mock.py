@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from attn_kit import catalog
 
-from conftest import attn_kit
-from test_practice import MASK_INVERTED, NO_SCALING, REFERENCE, STARTER, finish, history_json, plain, spawn
+from helpers import attn_kit
+from test_practice import CHECKS, MASK_INVERTED, NO_SCALING, REFERENCE, STARTER, finish, history_json, plain, spawn
 
 EXERCISE = catalog.exercise("mha-screen")
 PUBLIC = r"public checks (\d+)/(\d+)"
@@ -52,6 +53,7 @@ def answer_questions(child: pexpect.spawn, covered_pattern=(True, False)) -> int
             return asked
 
 
+@pytest.mark.slow
 def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     child = spawn("mock", "mha-screen", "--minutes", "10", "--dir", tmp_path, timeout=40)
     child.expect("Mock screen")
@@ -68,11 +70,11 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert attn_kit("hint", "mha-screen").returncode == 0     # a hint taken in another terminal
     save(sol, REFERENCE)
     child.expect(rf"public checks {total}/{total}")
-    assert "All 26" not in plain(child.before)        # the full suite is not revealed before the end
+    assert f"All {CHECKS}" not in plain(child.before)        # the full suite is not revealed before the end
     child.send("s")
     child.expect("Submitted after")
     child.expect("The full graded suite")
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     asked = answer_questions(child)
     assert 2 <= asked <= 3
     child.expect(r"Report: ")
@@ -108,6 +110,7 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert {r["source"] for r in history["reviews"]} >= {"mock"}      # self-scores rated the cards
 
 
+@pytest.mark.slow
 def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     # mock time runs 30x faster: one mock minute is two real seconds
     child = spawn("mock", "mha-screen", "--minutes", "1", "--dir", tmp_path,
@@ -130,6 +133,7 @@ def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     assert "mask-inverted" in (sol.parent / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
     child = spawn("mock", "--dir", tmp_path, "--minutes", "30")      # no exercise: the first not yet passed
     child.expect(PUBLIC)
@@ -149,6 +153,7 @@ def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
     assert mock["status"] == "abandoned" and mock["ended_at"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_submit_grades(tmp_path):
     child = spawn("mock", "mha-screen", "--dir", tmp_path, "--minutes", "30")
     child.expect(PUBLIC)
@@ -158,7 +163,7 @@ def test_ctrl_c_then_submit_grades(tmp_path):
     child.sendintr()
     child.expect(r"\[submit\]")
     child.sendline("")                                           # the default is submit
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     answer_questions(child)
     assert finish(child) == 0
     assert json.loads((sol.parent / "report.json").read_text())["status"] == "submitted"

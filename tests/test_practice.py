@@ -19,13 +19,14 @@ import pytest
 
 from attn_kit import catalog
 
-from conftest import attn_kit, solutions_dir
+from helpers import attn_kit, check_count, solutions_dir
 
 REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 NO_SCALING = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
 MASK_INVERTED = solutions_dir("mha-screen") / "bugs" / "mask-inverted.py"
 STARTER = catalog.exercise("mha-screen").starter
 HINTS = len(catalog.exercise("mha-screen").hints)
+CHECKS = check_count("mha-screen")
 
 
 def spawn(*args, env=None, cwd=None, timeout=30) -> pexpect.spawn:
@@ -66,6 +67,7 @@ def test_command_has_help_with_an_example(command):
 
 # --- hints ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hints_go_one_level_at_a_time_and_are_recorded(tmp_path):
     first = attn_kit("hint", "mha-screen")
     second = attn_kit("hint", "mha-screen")
@@ -101,6 +103,7 @@ def test_all_hints_and_bad_levels(attn_home):
 
 # --- solution ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_solution_is_locked_until_pass_or_every_hint(tmp_path):
     locked = attn_kit("solution", "mha-screen")
     assert locked.returncode == 1 and "--force" in locked.stderr and "def stable_softmax" not in locked.stdout
@@ -111,6 +114,7 @@ def test_solution_is_locked_until_pass_or_every_hint(tmp_path):
     assert history_json()["solution_views"][0]["forced"] is False
 
 
+@pytest.mark.slow
 def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
     forced = attn_kit("solution", "mha-screen", "--force")
     assert forced.returncode == 0 and "def multi_head_attention" in forced.stdout and "--force" in forced.stdout
@@ -128,6 +132,7 @@ def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
 
 # --- reset ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_reset_asks_first_and_keeps_a_backup(tmp_path, attn_home):
     sol = tmp_path / "solution.py"
     sol.write_text("# my work in progress\n")
@@ -158,6 +163,7 @@ def test_reset_yes_and_new_file(tmp_path):
 
 # --- history of checks and the kit's own card ratings ------------------------------------------
 
+@pytest.mark.slow
 def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
     from attn_kit import review
     from attn_kit.store import open_store
@@ -194,6 +200,7 @@ def test_json_check_is_one_object_and_not_recorded():
     assert history_json()["checks"] == []
 
 
+@pytest.mark.slow
 def test_history_and_progress_tables(tmp_path):
     empty = attn_kit("history")
     assert empty.returncode == 0 and "No history yet" in empty.stdout
@@ -203,16 +210,16 @@ def test_history_and_progress_tables(tmp_path):
     attn_kit("hint", "mha-screen")
     table = attn_kit("history")
     assert table.returncode == 0
-    assert "Check runs" in table.stdout and "mask-inverted" in table.stdout and "26/26" in table.stdout
-    assert "hint 1 of mha-screen" in table.stdout
+    assert "Check runs" in table.stdout and "mask-inverted" in table.stdout and f"{CHECKS}/{CHECKS}" in table.stdout
+    assert "hint 1 of mha-screen" in table.stdout and "Reviews" in table.stdout
     progress = attn_kit("progress")
     assert progress.returncode == 0
     row = next(line for line in progress.stdout.splitlines() if line.startswith("mha-screen"))
-    assert "26/26" in row and f"1/{HINTS}" in row
+    assert f"{CHECKS}/{CHECKS}" in row and f"1/{HINTS}" in row
     assert "bugs seen in mha-screen: mask-inverted" in progress.stdout      # ids below the table, never cut
     data = json.loads(attn_kit("progress", "--json").stdout)
     mine = next(p for p in data if p["exercise"] == "mha-screen")
-    assert mine["best"] == [26, 26] and mine["passed"] and mine["bugs_seen"] == ["mask-inverted"]
+    assert mine["best"] == [CHECKS, CHECKS] and mine["passed"] and mine["bugs_seen"] == ["mask-inverted"]
     assert mine["hints_used"] == 1 and mine["runs"] == 2
 
 
@@ -230,6 +237,7 @@ def _processes_mentioning(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look for leftover processes")
 @pytest.mark.parametrize("poll", ["0", "1"], ids=["file-events", "polling"])
 def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
@@ -246,7 +254,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     assert "matches no-scaling" in before and "Score:" in before
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     child.expect(r"run 3\)")
     if poll == "1":
         child.sendintr()                    # Ctrl-C
@@ -260,6 +268,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     assert sources == ["watch"] * 3
 
 
+@pytest.mark.slow
 def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     sol = tmp_path / "broken.py"
     sol.write_text("# attn-kit: mha-screen\ndef stable_softmax(:\n")
@@ -268,7 +277,7 @@ def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     child.expect(r"run 1\)")
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
-    child.expect("All 26 checks passed")
+    child.expect(f"All {CHECKS} checks passed")
     child.send("q")
     assert finish(child) == 0
 
@@ -287,6 +296,7 @@ def _review_due(key: str) -> datetime:
     return parse(rows[0]["due"])
 
 
+@pytest.mark.slow
 def test_discuss_ratings_change_due_dates():
     questions = catalog.exercise("mha-screen").questions
     child = spawn("discuss", "mha-screen", "--new", "2")
@@ -332,6 +342,7 @@ def test_discuss_ratings_change_due_dates():
     assert _review_due(again["key"]) > parse(again["due"])
 
 
+@pytest.mark.slow
 def test_discuss_quit_and_bad_rating_keep_what_was_saved():
     child = spawn("discuss", "mha-screen", "--new", "3")
     child.expect(r"Card 1/3")

@@ -112,6 +112,7 @@ def test_stub_reports_not_implemented(tmp_path):
     assert errors and all("not implemented yet" in c["message"] for c in errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, fragment", [
     ("infinite_loop.py", "did not return within 1 s"),
     ("segfault.py", "SIGSEGV"),
@@ -217,6 +218,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):

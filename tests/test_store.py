@@ -82,6 +82,7 @@ def _writer(count: int, tag: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ))
 
 
+@pytest.mark.slow
 def test_two_writers_at_once_lose_nothing(attn_home):
     writers = [_writer(150, "a"), _writer(150, "b")]
     for w in writers:
@@ -95,6 +96,7 @@ def test_two_writers_at_once_lose_nothing(attn_home):
         assert levels == set(range(150))
 
 
+@pytest.mark.slow
 def test_killed_writer_leaves_every_committed_row(attn_home):
     writer = _writer(100_000, "k")
     committed = -1

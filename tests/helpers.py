@@ -1,0 +1,141 @@
+"""Helpers shared by the test modules: the real CLI in a subprocess, and grading once per session.
+
+Grading a file is the expensive step of most tests (a sandboxed worker per file, diagnosis after).
+Use the CLI (`attn_kit`, `check_json`) only to test the command itself: its output, exit status
+and flags, about one smoke test per feature and exercise. To test what the checks and diagnosis
+say about a file, grade it in-process through the library, cached for the whole session:
+
+    from helpers import graded, graded_json
+
+    report = graded(path, seed=1)            # attn_kit.report.Report, shared: treat as read-only
+    data, code = graded_json(path, seed=7)   # the same dict and exit status as `check --json`
+
+Every test that asks for the same (file, seed, exercise, options) gets the report graded the first
+time, so tests in different modules share the work: test_catalogue.py and test_checks_can_fail.py
+both read the bug variants' reports for seed 1. Prefer the seeds already in use (1 and 7 for
+known-bug files, 1 and 2 for references) to hit the cache. The `graded` fixture in conftest.py
+returns the same function, for tests that prefer fixtures.
+
+Counts that follow the content (checks in a suite, hints, known bugs) come from the content:
+`check_count("mha-screen")`, never a literal that breaks when a check is added.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from attn_kit import catalog, grading
+from attn_kit.cli_common import EXIT_FAIL, EXIT_PASS
+from attn_kit.errors import DependencyMissing
+from attn_kit.paths import bug_files, reference_files, solutions_dir
+from attn_kit.report import Report
+
+TESTS = Path(__file__).resolve().parent
+CORPUS = TESTS / "corpus"
+
+
+# --- the real CLI, as a user runs it --------------------------------------------------------------
+
+def attn_kit(*args, cwd=None, timeout=120, env=None, input=None) -> subprocess.CompletedProcess:
+    """Run the installed `attn-kit` command in a subprocess, as a user would."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "attn_kit.cli", *map(str, args)], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
+    """`attn-kit check PATH --json ...` in a subprocess: (the JSON object, the exit status)."""
+    proc = attn_kit("check", path, "--json", *extra, cwd=cwd)
+    assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}"
+    return json.loads(proc.stdout), proc.returncode
+
+
+# --- grading in-process, once per session ---------------------------------------------------------
+
+def available(exercise: catalog.Exercise) -> bool:
+    """The exercise can be graded here (its optional dependency, e.g. torch, is installed)."""
+    try:
+        grading.require(exercise)
+    except DependencyMissing:
+        return False
+    return True
+
+
+def graded_exercises() -> list[catalog.Exercise]:
+    """The exercises that can be graded here, in catalogue order."""
+    return [e for e in catalog.exercises().values() if available(e)]
+
+
+@functools.lru_cache(maxsize=None)
+def _grade(path: str, seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
+    _warm_up_for(path)
+    return grading.grade(path, grading.Options(exercise=exercise, seed=seed, public_only=public_only,
+                                               timeout=timeout))
+
+
+def graded(path, seed: int = 1, exercise: str | None = None, *, public_only: bool = False,
+           timeout: float = grading.DEFAULT_TIMEOUT) -> Report:
+    """The Report of grading PATH in-process, graded at most once per session for these arguments.
+
+    Without `exercise` the file's header or functions decide, as `attn-kit check` does. The
+    Report is shared between tests: read it, never change it."""
+    return _grade(str(Path(path).resolve()), int(seed), exercise, public_only, float(timeout))
+
+
+def graded_json(path, seed: int = 1, exercise: str | None = None, **options) -> tuple[dict, int]:
+    """(`check --json`'s object, the exit status `check` gives) for the cached report of PATH."""
+    report = graded(path, seed, exercise, **options)
+    return report.to_json(), EXIT_PASS if report.passed else EXIT_FAIL
+
+
+def _warm_up_for(path: str) -> None:
+    """Load PyTorch's meta-device kernels once in this process before grading a torch file.
+
+    mha-masked-bias checks device placement on the `meta` device, whose kernels PyTorch loads on
+    first use (about 2 s). A CLI run pays that once, in its worker. In-process grading forks every
+    worker from this process, so loading them here once saves it on each of the ~40 torch gradings;
+    what each check computes is unchanged."""
+    if _warm_up_for.done or "torch" not in Path(path).read_text(encoding="utf-8", errors="replace"):
+        return
+    _warm_up_for.done = True
+    try:
+        import numpy as np
+        import torch
+
+        from attn_kit.checks import mha_masked_bias as suite
+        from attn_kit.diagnose import load_module
+    except ImportError:
+        return
+    reference = load_module(str(solutions_dir("mha-masked-bias") / "reference_torch.py"))
+    case = suite.make_case(np.random.default_rng(0), bias=(2, 1, 4), causal=True, causal_offset=1)
+
+    def meta(values: dict) -> dict:
+        return {k: None if v is None else torch.tensor(v).to("meta") for k, v in values.items()}
+
+    reference.multihead_attention(meta(case.activations), meta(case.parameters), meta(case.masks), **case.kwargs)
+
+
+_warm_up_for.done = False
+
+
+# --- counts and data that follow the content ------------------------------------------------------
+
+def check_count(exercise_id: str) -> int:
+    """How many graded checks the exercise's suite has (what 'All N checks passed' says)."""
+    return len(grading.suite_for(catalog.exercise(exercise_id)).checks)
+
+
+def corpus_data(name: str) -> dict:
+    """A TOML file of expectations kept beside the corpus files (tests/corpus/NAME)."""
+    with open(CORPUS / name, "rb") as fh:
+        return tomllib.load(fh)
+
+
+__all__ = ["CORPUS", "attn_kit", "available", "bug_files", "check_count", "check_json", "corpus_data",
+           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir"]
