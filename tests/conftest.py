@@ -10,7 +10,9 @@ from attn_kit.cli_common import one_blas_thread
 
 one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
 
-import pytest  # noqa: E402 - after the BLAS setting
+import os  # noqa: E402 - after the BLAS setting
+
+import pytest  # noqa: E402
 
 from helpers import (CORPUS, attn_kit, bug_files, check_json, graded,  # noqa: E402
                      reference_files, solutions_dir)
