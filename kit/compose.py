@@ -144,7 +144,7 @@ def _top_level_rest(source: str) -> list[str]:
 def affected(form: BugForm) -> frozenset[str] | None:
     """Top-level functions whose behaviour the form can change (its edited functions and every
     function that uses one), or None when it changes module-level code (anything may change)."""
-    base = "".join(_read(form.base))
+    base = "".join(read_source(form.base))
     bug = compose_source((form,))
     if _top_level_rest(base) != _top_level_rest(bug):
         return None
