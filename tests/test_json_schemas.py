@@ -53,6 +53,7 @@ def test_check_output_matches_its_schema():
     assert data["diagnosis"] and any(c["bug"] == "no-scaling" for c in data["checks"])
 
 
+@pytest.mark.slow         # 21 implementations under pytest: a few seconds
 def test_test_tests_output_matches_its_schema():
     grade = testgrade.grade_tests(TESTS / "wrong_expectation.py", "mha-screen", timeout=10)
     data = json.loads(json.dumps(grade.to_json()))
