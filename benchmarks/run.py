@@ -1,6 +1,6 @@
 """Benchmarks of the project's references, run on demand (pytest's testpaths do not include this folder).
 
-    python benchmarks/run.py                   # all four, Markdown to stdout
+    python benchmarks/run.py                   # all of them, Markdown to stdout
     python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup, bench-command
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
 

@@ -22,6 +22,7 @@ Run: python {name}
 """
 import importlib.util
 import sys
+from math import inf, nan  # noqa: F401 - non-finite inputs are written as inf and nan
 
 import numpy as np
 

@@ -45,3 +45,23 @@ def test_list_shows_ten_exercises():
     assert len(catalog.exercises()) == 10
     for exercise_id in catalog.exercises():
         assert exercise_id in proc.stdout
+
+
+INDEPENDENT = {"indep_window_symmetric.py": ("sliding-window", "window-not-causal"),
+               "indep_window_plus_one.py": ("sliding-window", "window-off-by-one"),
+               "indep_window_no_self_zero_rows.py": ("sliding-window", "window-excludes-self"),
+               "indep_paged_whole_blocks.py": ("paged-attention", "reads-past-context"),
+               "indep_rope_interleaved_lists.py": ("rope", "rope-pairs-interleaved"),
+               "indep_backward_diag_einsum.py": ("attention-backward", "softmax-jacobian-diagonal")}
+
+
+@pytest.mark.parametrize("name", INDEPENDENT)
+def test_independently_written_mistakes_are_named_first(name):
+    """Files written without the kit's code, each with one classic mistake, are detected by their
+    functions and diagnosed as that mistake first."""
+    from attn_kit import grading
+    from conftest import CORPUS
+    exercise_id, bug = INDEPENDENT[name]
+    report = grading.grade(CORPUS / "more" / name, grading.Options(seed=2))
+    assert report.exercise == exercise_id and not report.passed
+    assert [d.bug for d in report.diagnosis][:1] == [bug]

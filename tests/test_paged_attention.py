@@ -128,3 +128,19 @@ def test_the_statements_kv_budget_figures():
     text = " ".join(question.key_points)
     assert "2 (K and V) × 32 layers × 8 heads × 128 × 2 bytes = 131072 bytes = 128 KiB" in text
     assert "8192 × 128 KiB = 1 GiB" in text
+
+
+def test_repro_scripts_rebuild_inputs_holding_nan(tmp_path):
+    """The garbage checks pass NaN and ±1e30 in the pool: the --repro scripts must still run."""
+    import subprocess
+    import sys
+
+    from attn_kit import grading, repro
+    report = grading.grade(solutions_dir("paged-attention") / "bugs" / "reads-past-context.py",
+                           grading.Options(seed=1))
+    written = repro.write(report, tmp_path)
+    garbage = [p for p in written if "garbage" in p.name]
+    assert garbage and "nan" in garbage[0].read_text()
+    proc = subprocess.run([sys.executable, str(garbage[0])], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "yours:" in proc.stdout and "expected (the reference):" in proc.stdout
