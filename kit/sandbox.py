@@ -710,26 +710,40 @@ class _ForkLauncher:
     def __init__(self, preload: tuple[str, ...] = ()):
         harden_kit()
         self.preload = preload
-        self.zygote = _Zygote(preload)
+        self.zygote: _Zygote | None = _Zygote(preload)
         self.replacements = 0
+        self.failure = ""
 
     def start(self):
+        if self.zygote is None:
+            raise OSError(f"no zygote process could be started ({self.failure})")
         try:
             return self.zygote.spawn()
         except OSError:
             self._replace()
+            if self.zygote is None:
+                raise OSError(f"the zygote process stopped answering and no new one could be started "
+                              f"({self.failure})") from None
             return self.zygote.spawn()
 
     def _replace(self):
-        kill_tree(self.zygote.pid)
-        self.zygote.close()
+        old, self.zygote = self.zygote, None
+        if old is not None:
+            kill_tree(old.pid)
+            old.close()
         self.replacements += 1
-        self.zygote = _Zygote(self.preload)
+        try:
+            self.zygote = _Zygote(self.preload)
+        except OSError as exc:
+            self.failure = str(exc)
 
     def kill(self, pid):
         kill_tree(pid)
 
     def status(self, pid, kill: bool = False) -> int | None:
+        if self.zygote is None:
+            kill_tree(pid)
+            return None
         try:
             return self.zygote.reap(pid, kill)
         except OSError:
@@ -738,7 +752,8 @@ class _ForkLauncher:
             return None
 
     def close(self):
-        self.zygote.close()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
