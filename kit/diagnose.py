@@ -36,14 +36,21 @@ def load_module(path: str):
         "_" + Path(path).parent.parent.name.replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if path in _SOURCES:      # read before the first worker started: what the candidate cannot change
+        exec(compile(_SOURCES[path], path, "exec"), module.__dict__)
+    else:
+        spec.loader.exec_module(module)
     return module
 
 
+_SOURCES: dict[str, bytes] = {}
+
+
 def preload(exercise: catalog.Exercise) -> None:
-    """Import every bug file of the exercise now (the sandbox loads them before its first worker)."""
+    """Read every bug file of the exercise now, before the sandbox's first worker starts; they are
+    compiled from these bytes if diagnosis needs them."""
     for path in bug_files(exercise.id):
-        load_module(str(path))
+        _SOURCES.setdefault(str(path), path.read_bytes())
 
 
 def oracle_for(exercise: catalog.Exercise):

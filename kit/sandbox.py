@@ -253,15 +253,17 @@ def kill_tree(root: int, include_root: bool = True) -> None:
         if include_root:
             _signal(root, signal.SIGKILL)
         return
+    done: set[int] = set()
     for _ in range(3):                     # a child forked between the walk and the kill
-        tree = descendants(root)
-        targets = ([root] if include_root else []) + tree
+        tree = [p for p in descendants(root) if p not in done]
+        targets = ([root] if include_root and not done else []) + tree
+        if not targets:
+            break
         for pid in targets:
             _signal(pid, signal.SIGSTOP)
         for pid in targets:
             _signal(pid, signal.SIGKILL)
-        if not tree:
-            break
+        done.update(targets)
 
 
 def _signal(pid: int, sig) -> None:
@@ -315,6 +317,9 @@ class Channel:
     # kit side
     def send(self, obj, timeout: float | None = None) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) < 32 << 10:           # fits in the socket's buffer: the send cannot block
+            self.sock.sendall(self._HEADER.pack(len(data)) + data)
+            return
         self.sock.settimeout(timeout)
         try:
             self.sock.sendall(self._HEADER.pack(len(data)) + data)
@@ -503,6 +508,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.sock = sock
         self.workers: dict[int, int | None] = {}      # keeper pid -> status once reaped
         self.namespaces = self.read_only = False
+        self.spare: tuple[int, socket.socket] | None = None
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -515,6 +521,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             _enter_user_namespace()
         self.read_only = _read_only(protected_paths())
         self.namespaces = _probe_pid_namespace()
+        self.spare = self._fork_worker()         # the first worker is ready before the kit asks
         try:
             self._serve()
         finally:
@@ -527,7 +534,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             if os.getppid() == 1:                # the kit is gone (PDEATHSIG missed it)
                 return
             if not waiter.poll(200):
-                self._sweep()
+                if not self.namespaces:      # with namespaces nothing can be orphaned to the zygote
+                    self._sweep()
                 continue
             try:
                 request = self.sock.recv(64)
@@ -535,7 +543,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 return
             if not request or request == b"stop":
                 return
-            self._sweep()
+            self._reap()
             if request == b"spawn":
                 self._spawn()
             elif request.startswith(b"wait "):
@@ -543,24 +551,46 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             elif request.startswith(b"kill "):
                 pid = int(request[5:])
                 if pid in self.workers:
-                    kill_tree(pid)
+                    self._kill(pid)
                 self._answer(self._wait(pid))
+                if self.spare is None:           # a killed worker is usually followed by a restart
+                    self.spare = self._fork_worker()
+
+    def _kill(self, pid: int) -> None:
+        """A worker's keeper: with a PID namespace, killing it kills the namespace (nsinit dies with
+        its keeper, and the kernel kills everything in the namespace with nsinit)."""
+        if self.namespaces:
+            _signal(pid, signal.SIGKILL)
+        else:
+            kill_tree(pid)
 
     def _answer(self, status: int) -> None:
         self.sock.sendall(status.to_bytes(8, "little", signed=True))
 
-    def _spawn(self) -> None:
+    def _fork_worker(self) -> tuple[int, socket.socket]:
+        """Start keeper -> nsinit -> worker; the worker waits on its end of a new channel."""
         a, b = socket.socketpair()
         pid = os.fork()
         if pid == 0:
             try:
                 self.sock.close()
                 a.close()
+                if self.spare is not None:
+                    self.spare[1].close()
                 _keeper(b, self.namespaces)
             finally:
                 os._exit(0)
         b.close()
         self.workers[pid] = None
+        return pid, a
+
+    def _spawn(self) -> None:
+        """Hand the kit a worker: the one prepared ahead (its start costs the kit no wait) or a new one."""
+        spare, self.spare = self.spare, None
+        if spare is not None and self.workers.get(spare[0], 0) is not None:   # it died meanwhile
+            spare[1].close()
+            spare = None
+        pid, a = spare or self._fork_worker()
         flags = int(self.namespaces) | int(self.read_only) << 1
         socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([flags])], [a.fileno()])
         a.close()
@@ -585,12 +615,13 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             if self.workers.get(pid) is not None:
                 return self.workers.pop(pid)
             if time.monotonic() > deadline:
-                kill_tree(pid)
+                self._kill(pid)
                 deadline = time.monotonic() + 2.0
-            time.sleep(0.005)
+            time.sleep(0.001)
 
     def _sweep(self) -> None:
-        """Reap, and kill every process orphaned to the zygote (a double fork, a daemon)."""
+        """Reap, and kill every process orphaned to the zygote (a double fork, a daemon); the
+        spare worker is in self.workers, so it is not taken for an orphan."""
         self._reap()
         if not _LINUX:
             return
@@ -601,7 +632,10 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 kill_tree(pid)
 
     def _kill_all(self) -> None:
-        kill_tree(os.getpid(), include_root=False)
+        for pid in list(self.workers):
+            _signal(pid, signal.SIGKILL)
+        if not self.namespaces:
+            kill_tree(os.getpid(), include_root=False)
         self._reap()
 
 
@@ -694,7 +728,7 @@ class _Zygote:
                 done = self.pid
             if done:
                 break
-            time.sleep(0.01)
+            time.sleep(0.002)
         else:
             kill_tree(self.pid)
             try:
@@ -738,7 +772,10 @@ class _ForkLauncher:
             self.failure = str(exc)
 
     def kill(self, pid):
-        kill_tree(pid)
+        if self.zygote is not None and self.zygote.namespaced:
+            _signal(pid, signal.SIGKILL)       # the keeper: its namespace dies with it
+        else:
+            kill_tree(pid)
 
     def status(self, pid, kill: bool = False) -> int | None:
         if self.zygote is None:
@@ -820,6 +857,7 @@ class Sandbox:
         self.info: LoadInfo | None = None
         self.restarts = 0
         self.pure_seen: list[str] = []
+        self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
         self.broken = ""          # why no worker can be started any more
 
     def __enter__(self):
@@ -1024,12 +1062,13 @@ class Sandbox:
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
         """The parameter names the arguments bind to, from the signature the file declared."""
         names = [f"argument {i + 1}" for i in range(positional)] + keywords
-        text = (self.info.functions.get(fn) if self.info else None) or ""
-        from .loader import parameters
-        params = parameters(text) if text.startswith("(") else None
-        if params:
-            plain = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
-            names[:min(positional, len(plain))] = plain[:positional]
+        if fn not in self._positional:
+            text = (self.info.functions.get(fn) if self.info else None) or ""
+            from .loader import parameters
+            params = parameters(text) if text.startswith("(") else None
+            self._positional[fn] = [p.name for p in params or () if p.kind == p.POSITIONAL_OR_KEYWORD]
+        plain = self._positional[fn]
+        names[:min(positional, len(plain))] = plain[:positional]
         return names
 
     def close(self):

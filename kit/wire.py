@@ -83,10 +83,21 @@ def _short_repr(value) -> str:
         return ""
 
 
+_ATOMS = frozenset((type(None), bool, int, float, str))
+
+
 def _plain(value, depth, budget):
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if kind in _ATOMS:
         return value
+    if kind is list and depth < MAX_DEPTH:         # fast paths: plain containers of plain numbers
+        budget.items += 1
+        if all(type(v) in _ATOMS for v in value):
+            budget.items += len(value) // 64
+            return list(value) if budget.items <= MAX_ITEMS else \
+                Opaque("list", f"more than {MAX_ITEMS:,} entries in one reply")
+    if _NUMPY and kind is _NUMPY[0].ndarray and value.dtype.kind in "biufc" and value.dtype.names is None:
+        return value if value.flags.c_contiguous else _NUMPY[0].ascontiguousarray(value)
     if isinstance(value, Opaque | TensorValue | ErrorInfo):
         return value
     if depth >= MAX_DEPTH:
@@ -142,7 +153,7 @@ def _array(value, depth, budget):
     np = _np()
     arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
     if arr.dtype.kind in "biufc" and arr.dtype.names is None:
-        return np.array(arr, copy=True, order="C")
+        return np.ascontiguousarray(arr)      # encoded right away (tobytes copies), never kept
     if arr.dtype.kind == "O":
         return to_plain(arr.tolist(), depth + 1, budget)
     return Opaque("ndarray", f"an array of dtype {arr.dtype}, which the kit does not read")
@@ -172,11 +183,12 @@ def encode(message: dict) -> bytes:
     offset = [0]
 
     def tag(v):
-        if v is None or type(v) in (bool, int, str):
-            return v
-        if type(v) is float:
+        kind = type(v)
+        if kind in _ATOMS:
             return v                            # json writes NaN/Infinity, and reads them back
-        if type(v) is list:
+        if kind is list:
+            if all(type(x) in _ATOMS for x in v):
+                return v
             return [tag(x) for x in v]
         if type(v) is tuple:
             return {_TAG: "tuple", "v": [tag(x) for x in v]}
