@@ -44,6 +44,7 @@ from .values import ErrorInfo, Outcome
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
 CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
+STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
 REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
 
@@ -683,23 +684,34 @@ class _Zygote:
             pid = self.process.pid
         theirs.close()
         self.pid, self.sock = pid, ours
-        self.namespaced = self.read_only = False
+        self.namespaced = self.read_only = self.broken = self.answered = False
 
     def _request(self, text: bytes, fds: bool = False):
-        self.sock.settimeout(CONTROL_DEADLINE)
+        if self.broken:
+            raise OSError("the zygote process is out of step with the kit")
+        # a fresh zygote first imports NumPy (and torch) and sets up its namespaces: its first
+        # answer may take longer than the others
+        deadline = CONTROL_DEADLINE if self.answered else max(CONTROL_DEADLINE, STARTUP_DEADLINE)
+        self.sock.settimeout(deadline)
         try:
             self.sock.sendall(text)
             if fds:
                 data, received, _, _ = socket.recv_fds(self.sock, 16, 1)
                 if not received or len(data) != 9:
                     raise OSError("the zygote process answered nothing")
+                self.answered = True
                 return data, received
             data = self.sock.recv(8)
             if len(data) != 8:
                 raise OSError("the zygote process answered nothing")
+            self.answered = True
             return data
         except socket.timeout:
-            raise OSError(f"the zygote process did not answer within {CONTROL_DEADLINE:g} s") from None
+            self.broken = True
+            raise OSError(f"the zygote process did not answer within {deadline:g} s") from None
+        except BaseException:          # Ctrl-C between a request and its answer: never reused
+            self.broken = True
+            raise
         finally:
             try:
                 self.sock.settimeout(None)
@@ -833,6 +845,45 @@ def make_launcher(preload: tuple[str, ...] = ()):
     return _SpawnLauncher(preload)
 
 
+_SHARED: dict[tuple[str, ...], _ForkLauncher] = {}
+
+
+def shared_launcher(preload: tuple[str, ...] = ()):
+    """One launcher per preload set for the whole kit process, reused by every run in it (watch
+    re-runs, mock re-grades, in-process tests): its zygote was forked while the process held no
+    expected value (or started fresh), so reusing it is as safe as the first time, and later runs
+    need no new interpreter. Closed when the process exits."""
+    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"):
+        return None
+    key = tuple(preload)
+    launcher = _SHARED.get(key)
+    if launcher is None:
+        if not _SHARED:
+            import atexit
+            atexit.register(_close_shared)
+        launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload))
+    elif launcher.zygote is None or launcher.zygote.broken or not _zygote_alive(launcher.zygote.pid):
+        launcher._replace()
+    return launcher
+
+
+def _zygote_alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
+
+
+def _close_shared() -> None:
+    for launcher in _SHARED.values():
+        try:
+            launcher.close()
+        except OSError:
+            pass
+    _SHARED.clear()
+
+
 @dataclass
 class LoadInfo:
     functions: dict[str, str]     # name -> signature text, as the candidate's file defines them
@@ -850,8 +901,9 @@ class Sandbox:
         self.timeout = timeout
         self.memory = memory
         self.pure = pure
-        self.owns_launcher = launcher is None
-        self.launcher = launcher or make_launcher(preload)
+        shared = None if launcher is not None else shared_launcher(preload)
+        self.owns_launcher = launcher is None and shared is None
+        self.launcher = launcher or shared or make_launcher(preload)
         self.pid = None
         self.conn = None
         self.info: LoadInfo | None = None

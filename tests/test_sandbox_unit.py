@@ -155,12 +155,12 @@ def test_a_dead_zygote_is_replaced_and_the_next_call_works():
     with sandbox.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
         assert box.call("causal_mask", (1, 2)).ok
-        first = box.launcher.zygote.pid
+        first, replaced = box.launcher.zygote.pid, box.launcher.replacements
         kill_zygote(box)
         outcome = box.call("causal_mask", (1, 2))         # the worker died with its zygote
         assert outcome.status == "crashed"
         assert box.call("causal_mask", (1, 2)).ok
-        assert box.launcher.zygote.pid != first and box.launcher.replacements == 1
+        assert box.launcher.zygote.pid != first and box.launcher.replacements == replaced + 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
@@ -168,10 +168,11 @@ def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
     monkeypatch.setattr(sandbox, "CONTROL_DEADLINE", 0.5)
     with sandbox.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
+        replaced = box.launcher.replacements
         os.kill(box.launcher.zygote.pid, signal.SIGSTOP)
         box._drop_worker()                       # asks the stopped zygote: no answer, replaced
         assert box.call("causal_mask", (1, 2)).ok
-        assert box.launcher.replacements == 1
+        assert box.launcher.replacements == replaced + 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
