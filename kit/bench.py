@@ -463,7 +463,7 @@ def _measure_size(sandbox: Sandbox, workload: Workload, memory_harness: str, arg
     while len(times) < repeats or (sum(times) < MIN_TIMED_SECONDS and len(times) < MAX_REPEATS):
         left = max(deadline - time.perf_counter(), 0.5)
         outcome = sandbox.call(workload.function, args, timed_kwargs, harness=workload.time_harness,
-                               timeout=left)
+                               timeout=left, echo=False)     # no mutation check: large inputs
         if not outcome.ok:
             return times, cpu_times, {}, outcome
         # a harness that repeats internally (decode steps) reports every run
@@ -473,7 +473,7 @@ def _measure_size(sandbox: Sandbox, workload: Workload, memory_harness: str, arg
     if not memory_harness:                # the time harness measured memory too
         return times, cpu_times, outcome.extra, None
     left = max(deadline - time.perf_counter(), 0.5)
-    outcome = sandbox.call(workload.function, args, kwargs, harness=memory_harness, timeout=left)
+    outcome = sandbox.call(workload.function, args, kwargs, harness=memory_harness, timeout=left, echo=False)
     if not outcome.ok:
         return times, cpu_times, {}, outcome
     return times, cpu_times, outcome.extra, None
