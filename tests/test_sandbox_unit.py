@@ -240,3 +240,38 @@ def test_finite_differences_catch_gradients_that_are_not_the_outputs():
     wrong = {"x": right["x"], "w": np.zeros_like(w)}
     analytic, numeric = finite_difference(forward, {"x": x}, {"w": w}, wrong)
     assert abs(analytic - numeric) > 1e-3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")
+def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypatch):
+    """The fallback where the kernel allows no namespaces (forced with ATTN_KIT_NO_NAMESPACES):
+    a double-forked daemon that cleared its death signal is killed when the worker is stopped."""
+    import time
+    monkeypatch.setenv("ATTN_KIT_NO_NAMESPACES", "1")
+    path = tmp_path / "daemon.py"
+    path.write_text("import ctypes, os, time\n"
+                    "def start():\n"
+                    "    if os.fork() == 0:\n"
+                    "        os.setsid()\n"
+                    "        if os.fork() == 0:\n"
+                    "            ctypes.CDLL(None).prctl(1, 0)\n"
+                    "            time.sleep(600)\n"
+                    "        os._exit(0)\n"
+                    "    time.sleep(0.3)\n"
+                    "    return os.getpid()\n")
+    sandbox.taint()                                   # a fresh zygote that reads the variable
+    launcher = sandbox.make_launcher()
+    try:
+        with sandbox.Sandbox(str(path), timeout=5, launcher=launcher) as box:
+            box.start()
+            assert not launcher.zygote.namespaced
+            outcome = box.call("start")
+            assert outcome.ok
+            tree = [box.pid] + sandbox.descendants(box.pid)
+            assert len(tree) == 4            # keeper, nsinit, worker, and the daemon (orphaned to nsinit)
+        deadline = time.monotonic() + 5
+        while any(sandbox._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(sandbox._alive_worker(p) for p in tree)
+    finally:
+        launcher.close()
