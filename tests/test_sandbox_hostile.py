@@ -30,7 +30,7 @@ HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
 HELPERS = ("honest_numpy.py", "hostile_util.py")
 DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
-THREADS = 3
+THREADS = 4
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls")]
