@@ -136,21 +136,22 @@ def protected_paths() -> list[str]:
     """The kit's installed files, the Python installation it runs on and the user's attn-kit data:
     read-only for the candidate's code where the kernel allows (a private mount namespace)."""
     import importlib.util
-    import sysconfig
-    paths = {os.path.dirname(os.path.abspath(__file__))}
-    for name in ("attn_kit.checks", "attn_kit.solutions", "attn_kit.prompts"):
-        try:
-            spec = importlib.util.find_spec(name)
-            paths.update(spec.submodule_search_locations or ())
-        except (ImportError, AttributeError, ValueError):
-            pass
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            paths.add(sysconfig.get_paths()[key])
-        except KeyError:
-            pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = {here, os.path.dirname(os.__file__)}           # the kit, the standard library
+    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    for name in ("checks", "solutions", "prompts"):
+        if os.path.isdir(os.path.join(here, name)):        # an installed wheel nests them
+            paths.add(os.path.join(here, name))
+        else:
+            try:
+                spec = importlib.util.find_spec(f"attn_kit.{name}")
+                paths.update(spec.submodule_search_locations or ())
+            except (ImportError, AttributeError, ValueError):
+                pass
     home = os.environ.get("ATTN_KIT_HOME")
-    if not home:
+    if not home and _LINUX:                                # platformdirs' answer on Linux
+        home = os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "attn-kit")
+    elif not home:
         try:
             import platformdirs
             home = platformdirs.user_data_dir("attn-kit", appauthor=False)
@@ -458,28 +459,14 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     os._exit(status)          # as process 1, this kills everything left in the namespace
 
 
-def _probe_pid_namespace() -> bool:
-    """Can a child of this process start a PID namespace and a process in it?"""
-    if not _LINUX:
-        return False
-    pid = os.fork()
-    if pid == 0:   # pragma: no cover - the probe
-        code = 1
-        if _new_pid_namespace():
-            inner = os.fork()
-            if inner == 0:
-                os._exit(0)
-            code = 0 if os.waitpid(inner, 0)[0] == inner else 1
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-
-
-def _keeper(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma: no cover - in the child
     """The zygote's child for one worker, outside the worker's PID namespace (so the candidate's
     processes cannot signal it): starts nsinit in a new namespace and exits with its status."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_DUMPABLE, 0)
     namespaced = namespaced and _new_pid_namespace()
+    os.write(tell, b"1" if namespaced else b"0")
+    os.close(tell)
     pid = os.fork()
     if pid == 0:
         try:
@@ -509,7 +496,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.sock = sock
         self.workers: dict[int, int | None] = {}      # keeper pid -> status once reaped
         self.namespaces = self.read_only = False
-        self.spare: tuple[int, socket.socket] | None = None
+        self.spare: tuple[int, socket.socket, int] | None = None
+        self.want_spare = False
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -521,7 +509,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         if _LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):   # set: test the fallback
             _enter_user_namespace()
             self.read_only = _read_only(protected_paths())
-            self.namespaces = _probe_pid_namespace()
+            self.namespaces = True       # tried per worker; each keeper reports whether it worked
         self.spare = self._fork_worker()         # the first worker is ready before the kit asks
         try:
             self._serve()
@@ -534,7 +522,10 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         while True:
             if os.getppid() == 1:                # the kit is gone (PDEATHSIG missed it)
                 return
-            if not waiter.poll(200):
+            if not waiter.poll(20 if self.want_spare else 200):
+                if self.want_spare and self.spare is None:
+                    self.spare = self._fork_worker()
+                self.want_spare = False
                 if not self.namespaces:      # with namespaces nothing can be orphaned to the zygote
                     self._sweep()
                 continue
@@ -554,8 +545,9 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 if pid in self.workers:
                     self._kill(pid)
                 self._answer(self._wait(pid))
-                if self.spare is None:           # a killed worker is usually followed by a restart
-                    self.spare = self._fork_worker()
+                # a killed worker is usually followed by a restart: prepare one once the kit is
+                # quiet for 20 ms (not at the end of a run, when "stop" follows at once)
+                self.want_spare = self.spare is None
 
     def _kill(self, pid: int) -> None:
         """A worker's keeper: with a PID namespace, killing it kills the namespace (nsinit dies with
@@ -568,31 +560,44 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
     def _answer(self, status: int) -> None:
         self.sock.sendall(status.to_bytes(8, "little", signed=True))
 
-    def _fork_worker(self) -> tuple[int, socket.socket]:
-        """Start keeper -> nsinit -> worker; the worker waits on its end of a new channel."""
+    def _fork_worker(self) -> tuple[int, socket.socket, int]:
+        """Start keeper -> nsinit -> worker; the worker waits on its end of a new channel. The
+        keeper writes one byte on a pipe: whether the worker has its own PID namespace."""
         a, b = socket.socketpair()
+        told, tell = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 self.sock.close()
                 a.close()
+                os.close(told)
                 if self.spare is not None:
                     self.spare[1].close()
-                _keeper(b, self.namespaces)
+                    os.close(self.spare[2])
+                _keeper(b, self.namespaces, tell)
             finally:
                 os._exit(0)
         b.close()
+        os.close(tell)
         self.workers[pid] = None
-        return pid, a
+        return pid, a, told
 
     def _spawn(self) -> None:
         """Hand the kit a worker: the one prepared ahead (its start costs the kit no wait) or a new one."""
         spare, self.spare = self.spare, None
         if spare is not None and self.workers.get(spare[0], 0) is not None:   # it died meanwhile
             spare[1].close()
+            os.close(spare[2])
             spare = None
-        pid, a = spare or self._fork_worker()
-        flags = int(self.namespaces) | int(self.read_only) << 1
+        pid, a, told = spare or self._fork_worker()
+        try:
+            namespaced = os.read(told, 1) == b"1"
+        except OSError:
+            namespaced = False
+        os.close(told)
+        if not namespaced:
+            self.namespaces = False      # from now on: /proc walks, orphan sweeps
+        flags = int(namespaced) | int(self.read_only) << 1
         socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([flags])], [a.fileno()])
         a.close()
 
