@@ -110,6 +110,7 @@ def test_read_outcome_checks_every_field():
             wire.read_outcome(dict(message, **bad))
 
 
+@pytest.mark.slow          # imports torch
 def test_tensors_travel_as_arrays_with_their_attributes():
     torch = pytest.importorskip("torch")
     t = torch.ones(2, 3, dtype=torch.float32, requires_grad=True) * 2
