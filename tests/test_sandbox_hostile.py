@@ -91,7 +91,7 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
         path = folder / file
         shutil.copy(HOSTILE / file, path)
     env = dict(os.environ, ATTN_KIT_HOME=str(folder / "home"), ATTN_MARKER_DIR=str(markers),
-               ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path))
+               ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path), **spec.get("env", {}))
     argv = [sys.executable, "-m", "attn_kit.cli", "check", str(path), "--json",
             *spec.get("args", DEFAULT_ARGS)]
     started = time.monotonic()
