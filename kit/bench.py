@@ -536,7 +536,9 @@ def run(path: str | Path, options: Options = Options(), progress: Callable | Non
     result = BenchResult(workload.exercise, str(source.path), workload.function, plan.kind, workload.setting,
                          workload.unit, options.repeats, options.budget, contrast=workload.contrast,
                          notes=list(plan.notes), memory_method=plan.memory_method)
-    with Sandbox(str(source.path), timeout=options.budget, memory=options.memory) as sandbox:
+    uses_torch = "torch" in {name for name, _ in source.imports()}
+    with Sandbox(str(source.path), timeout=options.budget, memory=options.memory,
+                 preload=("torch",) if uses_torch else ()) as sandbox:   # workers start with torch
         info = sandbox.start()
         if info.note:
             result.notes.append(info.note)
