@@ -1086,7 +1086,7 @@ class Sandbox:
         self._note_pure(_names(reply.get("pure")))
         if kernel is not None and peak is not None:
             outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-        if echo:
+        if echo and outcome.status != "crashed":        # crashed: the worker's result was too large
             if not isinstance(after, list) or len(after) != len(before):
                 self._drop_worker()
                 return Outcome("crashed", detail="its reply was malformed (the arguments were not sent back); "

@@ -31,6 +31,7 @@ from typing import Any
 from .values import ErrorInfo, Opaque, Outcome, TensorValue
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
+MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
 MAX_DEPTH = 64                 # nesting of lists/tuples/dicts; deeper parts become Opaque
 MAX_ITEMS = 1 << 20            # list/dict entries in one reply (arrays are not counted)
 HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
@@ -229,6 +230,9 @@ def read_header(data: bytes) -> tuple[int, int]:
                         f"{MAX_REPLY >> 20} MiB per reply")
     if text > total:
         raise WireError("its reply was malformed (a header that does not add up)")
+    if text > MAX_TEXT:
+        raise WireError(f"its reply held {text:,} bytes of lists and numbers as text, more than the kit's "
+                        f"limit of {MAX_TEXT >> 20} MiB (return NumPy arrays for large results)")
     return total, text
 
 

@@ -276,3 +276,15 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
         assert not any(sandbox._alive_worker(p) for p in tree)
     finally:
         launcher.close()
+
+
+def test_a_reply_too_large_is_a_crashed_call_with_the_bound_named(tmp_path):
+    path = tmp_path / "big.py"
+    path.write_text("def f():\n    return \"x\" * (40 << 20)\n\ndef g():\n    return 1\n")
+    with sandbox.Sandbox(str(path), timeout=30) as box:
+        box.start()
+        outcome = box.call("f")
+        assert outcome.status == "crashed" and "MiB" in outcome.detail
+        assert box.call("g").value == 1
+    with pytest.raises(wire.WireError, match="as text"):
+        wire.read_header(wire.HEADER.pack(wire.MAX_TEXT + 1, wire.MAX_TEXT + 1))
