@@ -300,12 +300,47 @@ def check_startup(repeats: int) -> list[Row]:
     check, base, ratio = paired(process("-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"),
                                 numpy_only, repeats * 2)
     helps, base2, ratio2 = paired(process("-m", "attn_kit.cli", "--help"), numpy_only, repeats * 2)
+    wire_s, pickle_s = wire_cost()
     return [
         Row("`attn-kit check --json` on the mha-screen NumPy reference vs `python -c \"import numpy\"` "
             "(whole processes)", ms(check), ms(base), ratio, "≤ 2×", ratio <= 2.0),
         Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(base2),
             ratio2, "-", True),
+        Row("one call's reply, worker to kit: data-only wire format (encode + decode + arguments sent "
+            "back) vs the pickle it replaced (dumps + loads), B=2 T=8 D=16 (out, weights), in-process",
+            f"{wire_s * 1e6:.0f} µs", f"{pickle_s * 1e6:.0f} µs", wire_s / pickle_s, "-", True),
     ]
+
+
+def wire_cost(calls: int = 2000) -> tuple[float, float]:
+    """Seconds per call of the reply's encoding and decoding: the wire format (value, and the
+    arguments echoed for the kit's mutation check) against pickling the value alone, as before."""
+    import pickle
+
+    from attn_kit import wire
+    from attn_kit.values import Outcome
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 8, 16))
+    params = {k: rng.normal(size=(16, 16)) for k in ("Wq", "Wk", "Wv", "Wo")}
+    value = (rng.normal(size=(2, 8, 16)), rng.random((2, 2, 8, 8)))
+
+    def new():
+        message = wire.outcome_message(Outcome("ok", wire.to_plain(value)), wire.to_plain([x, params, 2]))
+        data = wire.encode(message)
+        total, text = wire.read_header(data[:wire.HEADER.size])
+        wire.read_outcome(wire.decode(bytearray(data[wire.HEADER.size:]), text))
+
+    def old():
+        pickle.loads(pickle.dumps(Outcome("ok", value), protocol=pickle.HIGHEST_PROTOCOL))
+
+    timings = []
+    for fn in (new, old, new, old):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        timings.append((time.perf_counter() - start) / calls)
+    return min(timings[0], timings[2]), min(timings[1], timings[3])
 
 
 # --- 5. the bench command on the references: fitted exponents and how long it takes -------------

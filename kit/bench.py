@@ -522,7 +522,7 @@ def _measure_size(sandbox: Sandbox, workload: Workload, memory_harness: str, arg
     while len(times) < repeats or (sum(times) < MIN_TIMED_SECONDS and len(times) < MAX_REPEATS):
         left = max(deadline - time.perf_counter(), 0.5)
         outcome = sandbox.call(workload.function, args, timed_kwargs, harness=workload.time_harness,
-                               timeout=left)
+                               timeout=left, echo=False)     # no mutation check: large inputs
         if not outcome.ok:
             return times, cpu_times, {}, outcome
         # a harness that repeats internally (decode steps) reports every run
@@ -532,7 +532,7 @@ def _measure_size(sandbox: Sandbox, workload: Workload, memory_harness: str, arg
     if not memory_harness:                # the time harness measured memory too
         return times, cpu_times, outcome.extra, None
     left = max(deadline - time.perf_counter(), 0.5)
-    outcome = sandbox.call(workload.function, args, kwargs, harness=memory_harness, timeout=left)
+    outcome = sandbox.call(workload.function, args, kwargs, harness=memory_harness, timeout=left, echo=False)
     if not outcome.ok:
         return times, cpu_times, {}, outcome
     return times, cpu_times, outcome.extra, None
@@ -595,7 +595,9 @@ def run(path: str | Path, options: Options = Options(), progress: Callable | Non
     result = BenchResult(workload.exercise, str(source.path), workload.function, plan.kind, workload.setting,
                          workload.unit, options.repeats, options.budget, contrast=workload.contrast,
                          notes=list(plan.notes), memory_method=plan.memory_method)
-    with Sandbox(str(source.path), timeout=options.budget, memory=options.memory) as sandbox:
+    uses_torch = "torch" in {name for name, _ in source.imports()}
+    with Sandbox(str(source.path), timeout=options.budget, memory=options.memory,
+                 preload=("torch",) if uses_torch else ()) as sandbox:   # workers start with torch
         info = sandbox.start()
         if info.note:
             result.notes.append(info.note)

@@ -243,9 +243,9 @@ def main():
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("\nInterrupted.", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort:        # a declined confirmation, as click itself reports it
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
 

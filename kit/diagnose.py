@@ -61,15 +61,22 @@ def load_module(path: str):
         "_" + Path(path).parent.parent.name.replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if path in _SOURCES:      # read before the first worker started: what the candidate cannot change
+        exec(compile(_SOURCES[path], path, "exec"), module.__dict__)
+    else:
+        spec.loader.exec_module(module)
     return module
 
 
+_SOURCES: dict[str, bytes] = {}
+
+
 def preload(exercise: catalog.Exercise) -> None:
-    """Import every bug file of the exercise now, and keep the sources composed models are built
-    from (the sandbox loads them before its first worker, so candidate code can't swap them)."""
+    """Read every bug and reference file of the exercise now, before the sandbox's first worker
+    starts: bug files are compiled from these bytes if diagnosis needs them, and composed models
+    are built from the cached sources (candidate code can't swap either)."""
     for path in bug_files(exercise.id):
-        load_module(str(path))
+        _SOURCES.setdefault(str(path), path.read_bytes())
         compose.read_source(path)
     for path in reference_files(exercise.id):
         compose.read_source(path)

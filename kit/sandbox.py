@@ -44,6 +44,7 @@ from .values import ErrorInfo, Outcome
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
 CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
+STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
 REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
 
@@ -135,21 +136,22 @@ def protected_paths() -> list[str]:
     """The kit's installed files, the Python installation it runs on and the user's attn-kit data:
     read-only for the candidate's code where the kernel allows (a private mount namespace)."""
     import importlib.util
-    import sysconfig
-    paths = {os.path.dirname(os.path.abspath(__file__))}
-    for name in ("attn_kit.checks", "attn_kit.solutions", "attn_kit.prompts"):
-        try:
-            spec = importlib.util.find_spec(name)
-            paths.update(spec.submodule_search_locations or ())
-        except (ImportError, AttributeError, ValueError):
-            pass
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        try:
-            paths.add(sysconfig.get_paths()[key])
-        except KeyError:
-            pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = {here, os.path.dirname(os.__file__)}           # the kit, the standard library
+    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    for name in ("checks", "solutions", "prompts"):
+        if os.path.isdir(os.path.join(here, name)):        # an installed wheel nests them
+            paths.add(os.path.join(here, name))
+        else:
+            try:
+                spec = importlib.util.find_spec(f"attn_kit.{name}")
+                paths.update(spec.submodule_search_locations or ())
+            except (ImportError, AttributeError, ValueError):
+                pass
     home = os.environ.get("ATTN_KIT_HOME")
-    if not home:
+    if not home and _LINUX:                                # platformdirs' answer on Linux
+        home = os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "attn-kit")
+    elif not home:
         try:
             import platformdirs
             home = platformdirs.user_data_dir("attn-kit", appauthor=False)
@@ -253,15 +255,17 @@ def kill_tree(root: int, include_root: bool = True) -> None:
         if include_root:
             _signal(root, signal.SIGKILL)
         return
+    done: set[int] = set()
     for _ in range(3):                     # a child forked between the walk and the kill
-        tree = descendants(root)
-        targets = ([root] if include_root else []) + tree
+        tree = [p for p in descendants(root) if p not in done]
+        targets = ([root] if include_root and not done else []) + tree
+        if not targets:
+            break
         for pid in targets:
             _signal(pid, signal.SIGSTOP)
         for pid in targets:
             _signal(pid, signal.SIGKILL)
-        if not tree:
-            break
+        done.update(targets)
 
 
 def _signal(pid: int, sig) -> None:
@@ -315,6 +319,9 @@ class Channel:
     # kit side
     def send(self, obj, timeout: float | None = None) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) < 32 << 10:           # fits in the socket's buffer: the send cannot block
+            self.sock.sendall(self._HEADER.pack(len(data)) + data)
+            return
         self.sock.settimeout(timeout)
         try:
             self.sock.sendall(self._HEADER.pack(len(data)) + data)
@@ -452,28 +459,14 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     os._exit(status)          # as process 1, this kills everything left in the namespace
 
 
-def _probe_pid_namespace() -> bool:
-    """Can a child of this process start a PID namespace and a process in it?"""
-    if not _LINUX:
-        return False
-    pid = os.fork()
-    if pid == 0:   # pragma: no cover - the probe
-        code = 1
-        if _new_pid_namespace():
-            inner = os.fork()
-            if inner == 0:
-                os._exit(0)
-            code = 0 if os.waitpid(inner, 0)[0] == inner else 1
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-
-
-def _keeper(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma: no cover - in the child
     """The zygote's child for one worker, outside the worker's PID namespace (so the candidate's
     processes cannot signal it): starts nsinit in a new namespace and exits with its status."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_DUMPABLE, 0)
     namespaced = namespaced and _new_pid_namespace()
+    os.write(tell, b"1" if namespaced else b"0")
+    os.close(tell)
     pid = os.fork()
     if pid == 0:
         try:
@@ -503,6 +496,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.sock = sock
         self.workers: dict[int, int | None] = {}      # keeper pid -> status once reaped
         self.namespaces = self.read_only = False
+        self.spare: tuple[int, socket.socket, int] | None = None
+        self.want_spare = False
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -511,10 +506,11 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _prctl(PR_SET_DUMPABLE, 0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        if _LINUX:
+        if _LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):   # set: test the fallback
             _enter_user_namespace()
-        self.read_only = _read_only(protected_paths())
-        self.namespaces = _probe_pid_namespace()
+            self.read_only = _read_only(protected_paths())
+            self.namespaces = True       # tried per worker; each keeper reports whether it worked
+        self.spare = self._fork_worker()         # the first worker is ready before the kit asks
         try:
             self._serve()
         finally:
@@ -526,8 +522,12 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         while True:
             if os.getppid() == 1:                # the kit is gone (PDEATHSIG missed it)
                 return
-            if not waiter.poll(200):
-                self._sweep()
+            if not waiter.poll(20 if self.want_spare else 200):
+                if self.want_spare and self.spare is None:
+                    self.spare = self._fork_worker()
+                self.want_spare = False
+                if not self.namespaces:      # with namespaces nothing can be orphaned to the zygote
+                    self._sweep()
                 continue
             try:
                 request = self.sock.recv(64)
@@ -535,7 +535,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 return
             if not request or request == b"stop":
                 return
-            self._sweep()
+            self._reap()
             if request == b"spawn":
                 self._spawn()
             elif request.startswith(b"wait "):
@@ -543,25 +543,61 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             elif request.startswith(b"kill "):
                 pid = int(request[5:])
                 if pid in self.workers:
-                    kill_tree(pid)
+                    self._kill(pid)
                 self._answer(self._wait(pid))
+                # a killed worker is usually followed by a restart: prepare one once the kit is
+                # quiet for 20 ms (not at the end of a run, when "stop" follows at once)
+                self.want_spare = self.spare is None
+
+    def _kill(self, pid: int) -> None:
+        """A worker's keeper: with a PID namespace, killing it kills the namespace (nsinit dies with
+        its keeper, and the kernel kills everything in the namespace with nsinit)."""
+        if self.namespaces:
+            _signal(pid, signal.SIGKILL)
+        else:
+            kill_tree(pid)
 
     def _answer(self, status: int) -> None:
         self.sock.sendall(status.to_bytes(8, "little", signed=True))
 
-    def _spawn(self) -> None:
+    def _fork_worker(self) -> tuple[int, socket.socket, int]:
+        """Start keeper -> nsinit -> worker; the worker waits on its end of a new channel. The
+        keeper writes one byte on a pipe: whether the worker has its own PID namespace."""
         a, b = socket.socketpair()
+        told, tell = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 self.sock.close()
                 a.close()
-                _keeper(b, self.namespaces)
+                os.close(told)
+                if self.spare is not None:
+                    self.spare[1].close()
+                    os.close(self.spare[2])
+                _keeper(b, self.namespaces, tell)
             finally:
                 os._exit(0)
         b.close()
+        os.close(tell)
         self.workers[pid] = None
-        flags = int(self.namespaces) | int(self.read_only) << 1
+        return pid, a, told
+
+    def _spawn(self) -> None:
+        """Hand the kit a worker: the one prepared ahead (its start costs the kit no wait) or a new one."""
+        spare, self.spare = self.spare, None
+        if spare is not None and self.workers.get(spare[0], 0) is not None:   # it died meanwhile
+            spare[1].close()
+            os.close(spare[2])
+            spare = None
+        pid, a, told = spare or self._fork_worker()
+        try:
+            namespaced = os.read(told, 1) == b"1"
+        except OSError:
+            namespaced = False
+        os.close(told)
+        if not namespaced:
+            self.namespaces = False      # from now on: /proc walks, orphan sweeps
+        flags = int(namespaced) | int(self.read_only) << 1
         socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([flags])], [a.fileno()])
         a.close()
 
@@ -585,12 +621,13 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             if self.workers.get(pid) is not None:
                 return self.workers.pop(pid)
             if time.monotonic() > deadline:
-                kill_tree(pid)
+                self._kill(pid)
                 deadline = time.monotonic() + 2.0
-            time.sleep(0.005)
+            time.sleep(0.001)
 
     def _sweep(self) -> None:
-        """Reap, and kill every process orphaned to the zygote (a double fork, a daemon)."""
+        """Reap, and kill every process orphaned to the zygote (a double fork, a daemon); the
+        spare worker is in self.workers, so it is not taken for an orphan."""
         self._reap()
         if not _LINUX:
             return
@@ -601,7 +638,10 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 kill_tree(pid)
 
     def _kill_all(self) -> None:
-        kill_tree(os.getpid(), include_root=False)
+        for pid in list(self.workers):
+            _signal(pid, signal.SIGKILL)
+        if not self.namespaces:
+            kill_tree(os.getpid(), include_root=False)
         self._reap()
 
 
@@ -649,23 +689,34 @@ class _Zygote:
             pid = self.process.pid
         theirs.close()
         self.pid, self.sock = pid, ours
-        self.namespaced = self.read_only = False
+        self.namespaced = self.read_only = self.broken = self.answered = False
 
     def _request(self, text: bytes, fds: bool = False):
-        self.sock.settimeout(CONTROL_DEADLINE)
+        if self.broken:
+            raise OSError("the zygote process is out of step with the kit")
+        # a fresh zygote first imports NumPy (and torch) and sets up its namespaces: its first
+        # answer may take longer than the others
+        deadline = CONTROL_DEADLINE if self.answered else max(CONTROL_DEADLINE, STARTUP_DEADLINE)
+        self.sock.settimeout(deadline)
         try:
             self.sock.sendall(text)
             if fds:
                 data, received, _, _ = socket.recv_fds(self.sock, 16, 1)
                 if not received or len(data) != 9:
                     raise OSError("the zygote process answered nothing")
+                self.answered = True
                 return data, received
             data = self.sock.recv(8)
             if len(data) != 8:
                 raise OSError("the zygote process answered nothing")
+            self.answered = True
             return data
         except socket.timeout:
-            raise OSError(f"the zygote process did not answer within {CONTROL_DEADLINE:g} s") from None
+            self.broken = True
+            raise OSError(f"the zygote process did not answer within {deadline:g} s") from None
+        except BaseException:          # Ctrl-C between a request and its answer: never reused
+            self.broken = True
+            raise
         finally:
             try:
                 self.sock.settimeout(None)
@@ -694,7 +745,7 @@ class _Zygote:
                 done = self.pid
             if done:
                 break
-            time.sleep(0.01)
+            time.sleep(0.002)
         else:
             kill_tree(self.pid)
             try:
@@ -710,26 +761,43 @@ class _ForkLauncher:
     def __init__(self, preload: tuple[str, ...] = ()):
         harden_kit()
         self.preload = preload
-        self.zygote = _Zygote(preload)
+        self.zygote: _Zygote | None = _Zygote(preload)
         self.replacements = 0
+        self.failure = ""
 
     def start(self):
+        if self.zygote is None:
+            raise OSError(f"no zygote process could be started ({self.failure})")
         try:
             return self.zygote.spawn()
         except OSError:
             self._replace()
+            if self.zygote is None:
+                raise OSError(f"the zygote process stopped answering and no new one could be started "
+                              f"({self.failure})") from None
             return self.zygote.spawn()
 
     def _replace(self):
-        kill_tree(self.zygote.pid)
-        self.zygote.close()
+        old, self.zygote = self.zygote, None
+        if old is not None:
+            kill_tree(old.pid)
+            old.close()
         self.replacements += 1
-        self.zygote = _Zygote(self.preload)
+        try:
+            self.zygote = _Zygote(self.preload)
+        except OSError as exc:
+            self.failure = str(exc)
 
     def kill(self, pid):
-        kill_tree(pid)
+        if self.zygote is not None and self.zygote.namespaced:
+            _signal(pid, signal.SIGKILL)       # the keeper: its namespace dies with it
+        else:
+            kill_tree(pid)
 
     def status(self, pid, kill: bool = False) -> int | None:
+        if self.zygote is None:
+            kill_tree(pid)
+            return None
         try:
             return self.zygote.reap(pid, kill)
         except OSError:
@@ -738,7 +806,8 @@ class _ForkLauncher:
             return None
 
     def close(self):
-        self.zygote.close()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
@@ -781,6 +850,45 @@ def make_launcher(preload: tuple[str, ...] = ()):
     return _SpawnLauncher(preload)
 
 
+_SHARED: dict[tuple[str, ...], _ForkLauncher] = {}
+
+
+def shared_launcher(preload: tuple[str, ...] = ()):
+    """One launcher per preload set for the whole kit process, reused by every run in it (watch
+    re-runs, mock re-grades, in-process tests): its zygote was forked while the process held no
+    expected value (or started fresh), so reusing it is as safe as the first time, and later runs
+    need no new interpreter. Closed when the process exits."""
+    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"):
+        return None
+    key = tuple(preload)
+    launcher = _SHARED.get(key)
+    if launcher is None:
+        if not _SHARED:
+            import atexit
+            atexit.register(_close_shared)
+        launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload))
+    elif launcher.zygote is None or launcher.zygote.broken or not _zygote_alive(launcher.zygote.pid):
+        launcher._replace()
+    return launcher
+
+
+def _zygote_alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
+
+
+def _close_shared() -> None:
+    for launcher in _SHARED.values():
+        try:
+            launcher.close()
+        except OSError:
+            pass
+    _SHARED.clear()
+
+
 @dataclass
 class LoadInfo:
     functions: dict[str, str]     # name -> signature text, as the candidate's file defines them
@@ -798,13 +906,15 @@ class Sandbox:
         self.timeout = timeout
         self.memory = memory
         self.pure = pure
-        self.owns_launcher = launcher is None
-        self.launcher = launcher or make_launcher(preload)
+        shared = None if launcher is not None else shared_launcher(preload)
+        self.owns_launcher = launcher is None and shared is None
+        self.launcher = launcher or shared or make_launcher(preload)
         self.pid = None
         self.conn = None
         self.info: LoadInfo | None = None
         self.restarts = 0
         self.pure_seen: list[str] = []
+        self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
         self.broken = ""          # why no worker can be started any more
 
     def __enter__(self):
@@ -976,7 +1086,7 @@ class Sandbox:
         self._note_pure(_names(reply.get("pure")))
         if kernel is not None and peak is not None:
             outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-        if echo:
+        if echo and outcome.status != "crashed":        # crashed: the worker's result was too large
             if not isinstance(after, list) or len(after) != len(before):
                 self._drop_worker()
                 return Outcome("crashed", detail="its reply was malformed (the arguments were not sent back); "
@@ -1009,12 +1119,13 @@ class Sandbox:
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
         """The parameter names the arguments bind to, from the signature the file declared."""
         names = [f"argument {i + 1}" for i in range(positional)] + keywords
-        text = (self.info.functions.get(fn) if self.info else None) or ""
-        from .loader import parameters
-        params = parameters(text) if text.startswith("(") else None
-        if params:
-            plain = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
-            names[:min(positional, len(plain))] = plain[:positional]
+        if fn not in self._positional:
+            text = (self.info.functions.get(fn) if self.info else None) or ""
+            from .loader import parameters
+            params = parameters(text) if text.startswith("(") else None
+            self._positional[fn] = [p.name for p in params or () if p.kind == p.POSITIONAL_OR_KEYWORD]
+        plain = self._positional[fn]
+        names[:min(positional, len(plain))] = plain[:positional]
         return names
 
     def close(self):

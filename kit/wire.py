@@ -5,7 +5,8 @@ bytes of the arrays it mentions. `to_plain` (run in the worker) turns any value 
 the format knows:
 
 - None, bool, int, float (NaN and infinities included), str: JSON as they are;
-- list, and tuple / dict as tagged JSON objects (dict keys may be any plain hashable value);
+- list; a dict with string keys as a JSON object; tuples and other dicts as tagged objects (keys
+  may be any plain hashable value);
 - NumPy arrays of booleans or numbers: dtype, shape and the raw bytes (never object arrays);
 - torch tensors: the array plus dtype, device, shape and requires_grad (a TensorValue);
 - everything else: an Opaque description (type name and a short repr).
@@ -30,6 +31,7 @@ from typing import Any
 from .values import ErrorInfo, Opaque, Outcome, TensorValue
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
+MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
 MAX_DEPTH = 64                 # nesting of lists/tuples/dicts; deeper parts become Opaque
 MAX_ITEMS = 1 << 20            # list/dict entries in one reply (arrays are not counted)
 HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
@@ -83,10 +85,21 @@ def _short_repr(value) -> str:
         return ""
 
 
+_ATOMS = frozenset((type(None), bool, int, float, str))
+
+
 def _plain(value, depth, budget):
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if kind in _ATOMS:
         return value
+    if kind is list and depth < MAX_DEPTH:         # fast paths: plain containers of plain numbers
+        budget.items += 1
+        if all(type(v) in _ATOMS for v in value):
+            budget.items += len(value) // 64
+            return list(value) if budget.items <= MAX_ITEMS else \
+                Opaque("list", f"more than {MAX_ITEMS:,} entries in one reply")
+    if _NUMPY and kind is _NUMPY[0].ndarray and value.dtype.kind in "biufc" and value.dtype.names is None:
+        return value if value.flags.c_contiguous else _NUMPY[0].ascontiguousarray(value)
     if isinstance(value, Opaque | TensorValue | ErrorInfo):
         return value
     if depth >= MAX_DEPTH:
@@ -142,7 +155,7 @@ def _array(value, depth, budget):
     np = _np()
     arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
     if arr.dtype.kind in "biufc" and arr.dtype.names is None:
-        return np.array(arr, copy=True, order="C")
+        return np.ascontiguousarray(arr)      # encoded right away (tobytes copies), never kept
     if arr.dtype.kind == "O":
         return to_plain(arr.tolist(), depth + 1, budget)
     return Opaque("ndarray", f"an array of dtype {arr.dtype}, which the kit does not read")
@@ -172,15 +185,18 @@ def encode(message: dict) -> bytes:
     offset = [0]
 
     def tag(v):
-        if v is None or type(v) in (bool, int, str):
-            return v
-        if type(v) is float:
+        kind = type(v)
+        if kind in _ATOMS:
             return v                            # json writes NaN/Infinity, and reads them back
-        if type(v) is list:
+        if kind is list:
+            if all(type(x) in _ATOMS for x in v):
+                return v
             return [tag(x) for x in v]
-        if type(v) is tuple:
+        if kind is tuple:
             return {_TAG: "tuple", "v": [tag(x) for x in v]}
-        if type(v) is dict:
+        if kind is dict:
+            if _TAG not in v and all(type(k) is str for k in v):     # a plain JSON object
+                return {k: tag(x) for k, x in v.items()}
             return {_TAG: "dict", "v": [[tag(k), tag(x)] for k, x in v.items()]}
         if isinstance(v, TensorValue):
             return {_TAG: "tensor", "a": tag(v.array), "dtype": v.dtype, "device": v.device,
@@ -214,22 +230,27 @@ def read_header(data: bytes) -> tuple[int, int]:
                         f"{MAX_REPLY >> 20} MiB per reply")
     if text > total:
         raise WireError("its reply was malformed (a header that does not add up)")
+    if text > MAX_TEXT:
+        raise WireError(f"its reply held {text:,} bytes of lists and numbers as text, more than the kit's "
+                        f"limit of {MAX_TEXT >> 20} MiB (return NumPy arrays for large results)")
     return total, text
 
 
 def decode(body: bytes | bytearray, text_length: int) -> dict:
-    """The reply after the header, as plain values and records; WireError when malformed."""
+    """The reply after the header, as plain values and records; WireError when malformed. The
+    arrays are views of `body` (a bytearray, so they are writable; they never overlap)."""
+    if not isinstance(body, bytearray):
+        body = bytearray(body)
     try:
         tree = json.loads(bytes(body[:text_length]))
     except (ValueError, RecursionError) as exc:
         raise WireError(f"its reply was not valid data ({type(exc).__name__})") from None
-    blobs = memoryview(body)[text_length:]
-    cursor = [0]
+    cursor = [text_length, text_length]      # next array's position in body, where arrays start
     try:
-        value = _untag(tree, blobs, cursor, 0)
+        value = _untag(tree, body, cursor, 0)
     except RecursionError:
         raise WireError("its reply was nested too deeply") from None
-    if cursor[0] != len(blobs):
+    if cursor[0] != len(body):
         raise WireError("its reply carried bytes no value refers to")
     if not isinstance(value, dict):
         raise WireError("its reply was not a record")
@@ -247,13 +268,20 @@ def _text(v, what: str) -> str:
 
 
 def _untag(v, blobs, cursor, depth):
-    _want(depth <= MAX_DEPTH * 2 + 8, "nested too deeply")
-    if v is None or type(v) in (bool, int, float, str):
+    kind = type(v)
+    if kind in _ATOMS:
         return v
-    if type(v) is list:
+    if depth > MAX_DEPTH * 2 + 8:
+        raise WireError("its reply was malformed (nested too deeply)")
+    if kind is list:
+        if all(type(x) in _ATOMS for x in v):
+            return v
         return [_untag(x, blobs, cursor, depth + 1) for x in v]
-    _want(type(v) is dict and isinstance(v.get(_TAG), str), "an untagged object")
-    tag = v[_TAG]
+    _want(kind is dict, "an unknown value")
+    tag = v.get(_TAG)
+    if tag is None:                                  # a dict with string keys, as a JSON object
+        return {k: _untag(x, blobs, cursor, depth + 1) for k, x in v.items()}
+    _want(isinstance(tag, str), "a tag that is not text")
     if tag == "tuple":
         _want(type(v.get("v")) is list, "tuple")
         return tuple(_untag(x, blobs, cursor, depth + 1) for x in v["v"])
@@ -284,24 +312,30 @@ def _untag(v, blobs, cursor, depth):
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
 
 
+_DTYPES: dict[str, object] = {}       # dtype text -> numpy dtype, once validated
+
+
 def _nd(v, blobs, cursor):
     np = _np()
     dtype, shape, offset = v.get("dtype"), v.get("shape"), v.get("o")
-    _want(isinstance(dtype, str) and _DTYPE.fullmatch(dtype) is not None, "array dtype")
+    dt = _DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if dt is None:
+        _want(isinstance(dtype, str) and _DTYPE.fullmatch(dtype) is not None, "array dtype")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise WireError("its reply was malformed (array dtype)") from None
+        _want(dt.kind in "biufc" and not dt.hasobject, "array dtype")
+        _DTYPES[dtype] = dt
     _want(type(shape) is list and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape),
           "array shape")
-    _want(type(offset) is int and offset == cursor[0], "array offset")
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise WireError("its reply was malformed (array dtype)") from None
-    _want(dt.kind in "biufc" and not dt.hasobject, "array dtype")
+    start = cursor[0]
+    _want(type(offset) is int and offset == start - cursor[1], "array offset")
     count = math.prod(shape)
     size = count * dt.itemsize
-    _want(offset + size <= len(blobs), "array bytes missing")
-    cursor[0] = offset + size
-    arr = np.frombuffer(bytearray(blobs[offset:offset + size]), dtype=dt, count=count)
-    return arr.reshape(shape)
+    _want(start + size <= len(blobs), "array bytes missing")
+    cursor[0] = start + size
+    return np.frombuffer(blobs, dtype=dt, count=count, offset=start).reshape(shape)
 
 
 # --- records ------------------------------------------------------------------------------------

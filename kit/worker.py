@@ -309,11 +309,12 @@ class Worker:
                 reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
                 reply["extra"], reply["after"] = {}, None
                 data = wire.encode(reply)
-            if len(data) - wire.HEADER.size > wire.MAX_REPLY:
+            if len(data) - wire.HEADER.size > wire.MAX_REPLY or \
+                    wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT:
                 reply.update(value=Opaque("reply", "the result was too large to send back"), extra={}, after=None)
                 reply["status"] = "crashed" if reply.get("kind") == "outcome" else reply["status"]
                 reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
-                                   "per reply")
+                                   f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
                 data = wire.encode(reply)
             try:
                 self.conn.send_bytes(data)

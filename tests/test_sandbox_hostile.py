@@ -30,7 +30,7 @@ HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
 HELPERS = ("honest_numpy.py", "hostile_util.py")
 DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
-THREADS = 3
+THREADS = 4
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls")]
@@ -91,7 +91,7 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
         path = folder / file
         shutil.copy(HOSTILE / file, path)
     env = dict(os.environ, ATTN_KIT_HOME=str(folder / "home"), ATTN_MARKER_DIR=str(markers),
-               ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path))
+               ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path), **spec.get("env", {}))
     argv = [sys.executable, "-m", "attn_kit.cli", "check", str(path), "--json",
             *spec.get("args", DEFAULT_ARGS)]
     started = time.monotonic()

@@ -130,3 +130,6 @@ def test_arguments_left_unchanged(as_lists):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     for k in p:
         assert np.array_equal(np.asarray(before[1][k]), np.asarray(args[1][k]))
+    weights_only = {k: v for k, v in args[1].items() if k.startswith("W")}   # optional biases omitted
+    multi_head_attention(args[0], weights_only, 2, args[2])
+    assert sorted(weights_only) == ["Wk", "Wo", "Wq", "Wv"], "params gained or lost keys"

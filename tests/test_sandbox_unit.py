@@ -1,0 +1,290 @@
+"""The sandbox's parts, in-process: the data-only wire format, the kit-side mutation comparison,
+source reading, and a zygote that dies or stops answering (killed and replaced, or the remaining
+calls reported as crashed)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from attn_kit import loader, mutation, sandbox, wire
+from attn_kit.errors import LoadError, UsageError
+from attn_kit.values import ErrorInfo, Opaque, Outcome, TensorValue
+
+from conftest import CORPUS
+
+HONEST = CORPUS / "hostile" / "honest_numpy.py"
+
+
+def roundtrip(message: dict) -> dict:
+    data = wire.encode(message)
+    total, text = wire.read_header(data[:wire.HEADER.size])
+    assert total == len(data) - wire.HEADER.size
+    return wire.decode(bytearray(data[wire.HEADER.size:]), text)
+
+
+def test_wire_round_trip_keeps_types_values_and_array_bytes():
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([True, False]), np.zeros((0, 4)),
+              np.array([[1 + 2j]]), np.array(7, dtype=np.int16)]
+    value = {"a": arrays, 3: (1.5, float("nan"), None, "s"), (1, "k"): [True, -2**70]}
+    got = roundtrip({"kind": "x", "value": wire.to_plain(value)})["value"]
+    assert set(got) == {"a", 3, (1, "k")}
+    for sent, back in zip(arrays, got["a"]):
+        assert back.dtype == sent.dtype and back.shape == sent.shape and np.array_equal(back, sent)
+        assert back.flags.writeable
+    assert got[3][0] == 1.5 and got[3][1] != got[3][1] and got[3][2:] == (None, "s")
+    assert got[(1, "k")] == [True, -2**70]
+
+
+def test_to_plain_turns_subclasses_and_namedtuples_into_plain_types():
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class F(float):
+        pass
+
+    class L(list):
+        pass
+
+    class A(np.ndarray):
+        def __reduce__(self):
+            raise AssertionError("never pickled")
+
+    plain = wire.to_plain(Pair(F(1.5), L([np.float64(2.0), np.bool_(True)])))
+    assert type(plain) is tuple and type(plain[0]) is float and type(plain[1]) is list
+    assert plain[1] == [2.0, True] and type(plain[1][1]) is bool
+    arr = wire.to_plain(np.ones(3).view(A))
+    assert type(arr) is np.ndarray
+    assert wire.to_plain(np.array([1.0, 2.0], dtype=object)) == [1.0, 2.0]
+
+
+def test_to_plain_describes_what_it_cannot_send():
+    class Nasty:
+        def __repr__(self):
+            raise RuntimeError("no")
+
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    assert isinstance(wire.to_plain(Nasty()), Opaque)
+    assert isinstance(wire.to_plain(np.array(["x"])), Opaque)
+    assert isinstance(wire.to_plain((x for x in ())), Opaque)
+    level = wire.to_plain(deep)
+    for _ in range(wire.MAX_DEPTH):
+        level = level[0]
+    assert isinstance(level, Opaque)
+
+
+@pytest.mark.parametrize("body", [
+    b"not json",
+    b'{"$": "nd", "o": 0, "dtype": "|O8", "shape": [1]}',             # object arrays never decode
+    b'{"$": "nd", "o": 0, "dtype": "<f8", "shape": [4]}',             # bytes missing
+    b'{"$": "nd", "o": 8, "dtype": "<f8", "shape": [0]}',             # offset out of order
+    b'{"$": "pickle", "v": "gASV"}',                                  # unknown tag
+    b'[1, 2]',                                                        # not a record
+    b'{"$": "dict", "v": [[[1], 2]]}',                                # unhashable key
+    b'{"$": "dict", "v": [["k", 1]]}extra',
+])
+def test_wire_rejects_malformed_replies(body):
+    with pytest.raises(wire.WireError):
+        wire.decode(bytearray(body), len(body) - (5 if body.endswith(b"extra") else 0))
+
+
+def test_wire_rejects_a_reply_announced_over_the_bound():
+    with pytest.raises(wire.WireError, match="MiB per reply"):
+        wire.read_header(wire.HEADER.pack(wire.MAX_REPLY + 1, 10))
+    with pytest.raises(wire.WireError):
+        wire.read_header(wire.HEADER.pack(10, 11))
+
+
+def test_read_outcome_checks_every_field():
+    message = roundtrip(wire.outcome_message(Outcome("raised", error=ErrorInfo("ValueError", "m")), [1]))
+    outcome, after = wire.read_outcome(message)
+    assert outcome.status == "raised" and outcome.error.type == "ValueError" and after == [1]
+    for bad in ({"status": "passed"}, {"seconds": "0"}, {"extra": []}, {"error": "text"}):
+        with pytest.raises(wire.WireError):
+            wire.read_outcome(dict(message, **bad))
+
+
+@pytest.mark.slow          # imports torch
+def test_tensors_travel_as_arrays_with_their_attributes():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(2, 3, dtype=torch.float32, requires_grad=True) * 2
+    got = roundtrip({"v": wire.to_plain([t, torch.zeros(2, device="meta")])})["v"]
+    assert isinstance(got[0], TensorValue) and got[0].dtype == "torch.float32" and got[0].requires_grad
+    assert got[0].shape == (2, 3) and np.array_equal(got[0].array, np.full((2, 3), 2.0, np.float32))
+    assert got[1].device == "meta" and got[1].shape == (2,)
+
+
+def test_mutation_names_written_parts_and_dict_keys_added_or_removed():
+    before = [np.ones(2), {"Wq": [[1.0]], "bq": None, "gone": 1}, [float("nan")]]
+    after = [np.array([1.0, 2.0]), {"Wq": [[1.0]], "bq": None, "new": 0}, [float("nan")]]
+    assert mutation.written(["x", "params", "s"], before, after) == (
+        "x", "params['gone'] (removed)", "params['new'] (added)")
+    assert mutation.written(["x"], [np.ones(2)], [np.ones(2)]) == ()
+    assert mutation.same(np.ones(2, np.float32), np.ones(2, np.float32))
+    assert not mutation.same(np.ones(2, np.float32), np.ones(2, np.float64))
+
+
+def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
+    path = tmp_path / "writes.py"
+    path.write_text("def f(d, xs):\n    d.setdefault('k', 1)\n    xs[0] = 9\n    return 0\n")
+    with sandbox.Sandbox(str(path), timeout=5) as box:
+        box.start()
+        outcome = box.call("f", ({"a": 1}, [1, 2]))
+        assert outcome.ok and outcome.mutated == ("d['k'] (added)", "xs")
+        assert box.call("f", ({"k": 1}, [9]), echo=False).mutated == ()
+
+
+def kill_zygote(box) -> None:
+    """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
+    import time
+    tree = [box.pid] + sandbox.descendants(box.pid)
+    os.kill(box.launcher.zygote.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while any(sandbox._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(sandbox._alive_worker(p) for p in tree)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
+def test_a_dead_zygote_is_replaced_and_the_next_call_works():
+    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+        box.start()
+        assert box.call("causal_mask", (1, 2)).ok
+        first, replaced = box.launcher.zygote.pid, box.launcher.replacements
+        kill_zygote(box)
+        outcome = box.call("causal_mask", (1, 2))         # the worker died with its zygote
+        assert outcome.status == "crashed"
+        assert box.call("causal_mask", (1, 2)).ok
+        assert box.launcher.zygote.pid != first and box.launcher.replacements == replaced + 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
+def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
+    monkeypatch.setattr(sandbox, "CONTROL_DEADLINE", 0.5)
+    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+        box.start()
+        replaced = box.launcher.replacements
+        os.kill(box.launcher.zygote.pid, signal.SIGSTOP)
+        box._drop_worker()                       # asks the stopped zygote: no answer, replaced
+        assert box.call("causal_mask", (1, 2)).ok
+        assert box.launcher.replacements == replaced + 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
+def test_when_no_zygote_can_start_the_remaining_calls_are_errors(monkeypatch):
+    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+        box.start()
+
+        def broken(*args, **kwargs):
+            raise OSError("cannot start")
+        monkeypatch.setattr(sandbox, "_Zygote", broken)
+        kill_zygote(box)
+        outcomes = [box.call("causal_mask", (1, 2)) for _ in range(3)]
+        assert [o.status for o in outcomes] == ["crashed"] * 3
+        assert "could not be restarted" in outcomes[-1].detail
+
+
+def test_sources_are_read_as_python_reads_them(tmp_path):
+    body = "# attn-kit: mha-screen\ndef f():\n    return 'café'\n"
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    assert loader.read_source(bom).header == "mha-screen"
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(("# -*- coding: latin-1 -*-\n" + body).encode("latin-1"))
+    assert "café" in loader.read_source(latin).text
+    wrong = tmp_path / "wrong.py"
+    wrong.write_bytes(b"x = '\xff'\n")
+    with pytest.raises(LoadError, match="decoded"):
+        loader.read_source(wrong)
+    nul = tmp_path / "nul.py"
+    nul.write_bytes(b"x = 1\n\0")
+    with pytest.raises(LoadError, match="NUL byte"):
+        loader.read_source(nul)
+
+
+def test_special_and_oversized_files_are_refused(tmp_path, monkeypatch):
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "pipe.py"
+        os.mkfifo(fifo)
+        with pytest.raises(UsageError, match="named pipe"):
+            loader.read_source(fifo)
+    if os.path.exists("/dev/null"):
+        with pytest.raises(UsageError, match="device"):
+            loader.read_source("/dev/null")
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 100)
+    monkeypatch.setattr(loader, "MAX_SOURCE_BYTES", 100)
+    with pytest.raises(LoadError, match="bytes"):
+        loader.read_source(big)
+
+
+def test_finite_differences_catch_gradients_that_are_not_the_outputs():
+    pytest.importorskip("torch")
+    from attn_kit.harness_torch import finite_difference
+
+    def forward(acts, params):      # output = x @ w, attention = x (a smooth toy)
+        return np.asarray(acts["x"]) @ np.asarray(params["w"]), np.asarray(acts["x"])
+    from attn_kit.harness_torch import probe
+    import torch
+    x, w = np.random.default_rng(0).normal(size=(2, 3)), np.random.default_rng(1).normal(size=(3, 2))
+    p1 = probe((2, 2), 1, torch.zeros((), dtype=torch.float64)).numpy()
+    p2 = probe((2, 3), 2, torch.zeros((), dtype=torch.float64)).numpy()
+    right = {"x": p1 @ w.T + p2, "w": x.T @ p1}
+    analytic, numeric = finite_difference(forward, {"x": x}, {"w": w}, right)
+    assert abs(analytic - numeric) < 1e-6 * (1 + abs(analytic))
+    wrong = {"x": right["x"], "w": np.zeros_like(w)}
+    analytic, numeric = finite_difference(forward, {"x": x}, {"w": w}, wrong)
+    assert abs(analytic - numeric) > 1e-3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")
+def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypatch):
+    """The fallback where the kernel allows no namespaces (forced with ATTN_KIT_NO_NAMESPACES):
+    a double-forked daemon that cleared its death signal is killed when the worker is stopped."""
+    import time
+    monkeypatch.setenv("ATTN_KIT_NO_NAMESPACES", "1")
+    path = tmp_path / "daemon.py"
+    path.write_text("import ctypes, os, time\n"
+                    "def start():\n"
+                    "    if os.fork() == 0:\n"
+                    "        os.setsid()\n"
+                    "        if os.fork() == 0:\n"
+                    "            ctypes.CDLL(None).prctl(1, 0)\n"
+                    "            time.sleep(600)\n"
+                    "        os._exit(0)\n"
+                    "    time.sleep(0.3)\n"
+                    "    return os.getpid()\n")
+    sandbox.taint()                                   # a fresh zygote that reads the variable
+    launcher = sandbox.make_launcher()
+    try:
+        with sandbox.Sandbox(str(path), timeout=5, launcher=launcher) as box:
+            box.start()
+            assert not launcher.zygote.namespaced
+            outcome = box.call("start")
+            assert outcome.ok
+            tree = [box.pid] + sandbox.descendants(box.pid)
+            assert len(tree) >= 4            # keeper, nsinit, worker, the daemon (orphaned to nsinit)
+        deadline = time.monotonic() + 5
+        while any(sandbox._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(sandbox._alive_worker(p) for p in tree)
+    finally:
+        launcher.close()
+
+
+def test_a_reply_too_large_is_a_crashed_call_with_the_bound_named(tmp_path):
+    path = tmp_path / "big.py"
+    path.write_text("def f():\n    return \"x\" * (40 << 20)\n\ndef g():\n    return 1\n")
+    with sandbox.Sandbox(str(path), timeout=30) as box:
+        box.start()
+        outcome = box.call("f")
+        assert outcome.status == "crashed" and "MiB" in outcome.detail
+        assert box.call("g").value == 1
+    with pytest.raises(wire.WireError, match="as text"):
+        wire.read_header(wire.HEADER.pack(wire.MAX_TEXT + 1, wire.MAX_TEXT + 1))
