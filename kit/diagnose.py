@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from . import catalog, compose
-from .compare import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, to_array
+from .compare import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
 from .paths import solutions_dir
 from .report import Call, CheckResult, Diagnosis
 
@@ -264,7 +264,8 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
     ev.like = like
     cparts, rparts = _parts(cand.value, like), _parts(ref.value, like)
     readable = [(c, r) for c, r in zip(cparts, rparts) if c is not None and r is not None and r.dtype != bool]
-    ev.float32 = bool(readable) and all(float32_like(c, r) for c, r in readable)
+    ev.float32 = bool(readable) and (all(float32_like(c, r) for c, r in readable)
+                                     or any(float32_values(c) for c, _ in readable))
     r32parts = _parts(run_local(oracle, call, float32=True).value, like) if ev.float32 else [None] * len(rparts)
     wrong, start = [], 0
     for src, (c, r, r32) in enumerate(zip(cparts, rparts, r32parts)):
