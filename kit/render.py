@@ -180,6 +180,8 @@ def report(rep: Report, exercise=None, out: Console | None = None) -> None:
         else:
             out.print(Text("Diagnosis: ", style="label")
                       + Text("no known bug matches these failures; read the worst rows above."))
+            for line in rep.near_misses:
+                out.print(Padding(Text(line, style="muted"), (0, 0, 0, 2), expand=False))
     passed, total = rep.score
     got, most = rep.points
     out.print()
