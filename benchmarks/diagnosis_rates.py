@@ -78,6 +78,8 @@ def main(argv=None) -> int:
             rows.append({"kind": kind, "exercise": ex, "file": path.name, "seed": seed, "bugs": sorted(bugs),
                          "named": named, "passed": report.passed,
                          "false": sorted(set(named) - bugs), "missed": sorted(bugs - set(named)),
+                         "unattributed": [r.id for r in report.results if r.status in ("fail", "error")
+                                          and kind == "single" and r.bug not in bugs],
                          "diagnosis_seconds": finding.seconds})
     print(f"{len(rows)} gradings in {time.perf_counter() - started:.0f} s, seeds 1..{args.seeds}")
     for kind in ("correct", "offcatalogue", "single", "multibug"):
@@ -91,12 +93,16 @@ def main(argv=None) -> int:
             instances = sum(len(r["bugs"]) for r in mine)
             found = sum(len(r["bugs"]) - len(r["missed"]) for r in mine)
             line += f"; all bugs named {exact / len(mine):.2%}; bugs named {found}/{instances} ({found / instances:.2%})"
+            if kind == "single":
+                checks = sum(len(r["unattributed"]) for r in mine)
+                line += f"; failing checks not attributed to the file's bug: {checks}"
         if kind == "correct":
             line += f"; passed {sum(r['passed'] for r in mine)}/{len(mine)}"
         print(line)
         for r in mine:
-            if r["false"] or r["missed"] or (kind == "correct" and not r["passed"]):
-                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}")
+            if r["false"] or r["missed"] or r.get("unattributed") or (kind == "correct" and not r["passed"]):
+                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}"
+                      + (f", unattributed {r['unattributed']}" if r.get("unattributed") else ""))
     for ex, ts in times.items():
         wall, cpu = [t[0] for t in ts], [t[1] for t in ts]
         print(f"diagnosis time {ex}: wall median {statistics.median(wall) * 1000:.0f} ms, max {max(wall) * 1000:.0f} ms; "

@@ -463,8 +463,10 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
             checks = [c for c, needed in _needed_checks(group, evs).items() if bug in needed]
             single = by_bug[bug]
             together = [f.bug for f in group if f.bug != bug]
-            evidence = (f"explains {single.units('agree', evs, 'wrong')} of your {wrong_total} wrong output rows "
-                        f"or results on its own, in {_listed(checks)}")
+            alone = single.units('agree', evs, 'wrong')
+            evidence = (f"explains {alone} of your {wrong_total} wrong output rows or results on its own"
+                        if alone else f"explains none of your {wrong_total} wrong output rows or results on its own")
+            evidence += f", in {_listed(checks)}"
             evidence += (f"; with {', '.join(together)} it reproduces every failing call" if together
                          else "; it reproduces every failing call")
             finding.diagnoses.append(_diagnosis(bug, evidence, checks))
