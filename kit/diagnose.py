@@ -10,8 +10,10 @@ A model is the reference with one or more known bugs applied (`compose.py` build
 bug files). A model *reproduces* the candidate when it agrees with the candidate on every unit of
 every failing call: where the candidate is wrong and where it is right.
 
-1. Each bug form is run alone. Only forms that change some unit where the candidate is wrong,
-   and none where it is right, can belong to a reproducing combination (pruning).
+1. Each bug form is run alone (skipping calls of functions its hunks cannot reach). Only forms
+   that change some unit where the candidate is wrong, and either none where it is right or match
+   some wrong unit on their own, enter the search (pruning: a bug can be hidden by another one
+   where the candidate is right, as smaller scores hide an overflow).
 2. Combinations of up to MAX_BUGS of those forms are tried, smallest first; each is run call by
    call and dropped at its first disagreement. The smallest reproducing combination names its
    bugs. At most MAX_CANDIDATES forms enter the search, so at most
@@ -376,10 +378,7 @@ class _Single:
 
 
 def _reproduces(model, evs: list[_Evidence], forms) -> bool:
-    for ev in evs:
-        if not _fit(ev, model, forms).agree.all():
-            return False
-    return True
+    return all(_fit(ev, model, forms).agree.all() for ev in evs)
 
 
 def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
@@ -449,7 +448,11 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
         module = load_module(str(form.path))
         singles.append(_Single(form, {ev.key: _fit(ev, module, (form,)) for ev in evs}))
     finding.models_tried = len(singles)
-    relevant = [s for s in singles if s.units("differs", evs, "wrong") and not s.units("differs", evs, "right")]
+    # a form can belong to a reproducing combination when it changes some unit the candidate gets
+    # wrong, and either changes none it gets right or matches some wrong unit on its own (another bug
+    # of the combination can hide it where the candidate is right: smaller scores do not overflow)
+    relevant = [s for s in singles if s.units("differs", evs, "wrong")
+                and (not s.units("differs", evs, "right") or _alone(s, evs))]
     relevant.sort(key=lambda s: -s.units("agree", evs, "wrong"))
     relevant = relevant[:MAX_CANDIDATES]
     groups = _reproducing_groups(relevant, evs, finding)
@@ -482,6 +485,11 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     _per_check(failing, evs, singles, finding, wrong_total, order)
 
 
+def _alone(single: _Single, evs) -> int:
+    """Wrong units this form changes and matches on its own."""
+    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs)
+
+
 def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[tuple]:
     """Smallest combinations of relevant forms whose composed model agrees on every unit."""
     for size in range(1, MAX_BUGS + 1):
@@ -489,11 +497,10 @@ def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[
         for combo in itertools.combinations(relevant, size):
             group = tuple(s.form for s in combo)
             if size == 1:
-                ok = all(s.fits[ev.key].agree.all() for s in combo for ev in evs)
+                ok = all(combo[0].fits[ev.key].agree.all() for ev in evs)
             else:
                 if not compose.composable(group):
                     continue
-                # each member must account for units the others leave unexplained
                 finding.models_tried += 1
                 try:
                     model = compose.load_composed(group)
