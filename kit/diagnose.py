@@ -575,42 +575,55 @@ def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
 
 def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_total: int, order) -> None:
     """No combination reproduces everything: name a bug where it alone reproduces a whole check."""
+    winners = _whole_check_matches(failing, evs, singles)
+    named = []
+    for bug, hits in winners.items():
+        single = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
+        figures = _rule_figures(single, evs, wrong_total)
+        finding.considered.append(dict(figures, bug=bug))
+        if figures["named"]:
+            named.append((bug, sorted({h[0] for h in hits}), figures["explained"]))
+    named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
+    for bug, checks, explained in named:
+        evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
+                    f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
+                    "reproduces all failing calls (something outside the catalogue is wrong too)")
+        finding.diagnoses.append(_diagnosis(bug, evidence, checks))
+        for cid in checks:
+            finding.check_bug.setdefault(cid, bug)
+    if not named:
+        finding.near_misses.extend(_closest(singles, evs, wrong_total))
+
+
+def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list]:
+    """bug id -> [(failing check, form)] where the form alone reproduces every call of the check."""
+    ids = {r.id for r in failing}
     by_check: dict[str, list] = {}
     for ev in evs:
-        by_check.setdefault(ev.check, []).append(ev)
-    winners: dict[str, list[_Single]] = {}
+        if ev.check in ids:
+            by_check.setdefault(ev.check, []).append(ev)
+    winners: dict[str, list] = {}
     for cid, mine in by_check.items():
         if not any(ev.wrong.any() for ev in mine):
             continue
         for s in singles:
             if all(s.fits[ev.key].agree.all() for ev in mine) and s.units("differs", mine, "wrong"):
                 winners.setdefault(s.form.bug, []).append((cid, s))
-    named = []
-    for bug, hits in winners.items():
-        s = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
-        touched = [ev for ev in evs if s.fits[ev.key].differs.any()]
-        differs = s.units("differs", evs)
-        agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
-        wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
-        explained = s.units("agree", touched, "wrong")
-        passes = bool(differs and agrees / differs >= MIN_AGREEMENT and wrong_there
-                      and explained / wrong_there >= MIN_SHARE)
-        finding.considered.append({"bug": bug, "agreement": agrees / differs if differs else 0.0,
-                                   "share": explained / wrong_there if wrong_there else 0.0,
-                                   "global_share": explained / wrong_total if wrong_total else 0.0,
-                                   "named": passes})
-        if passes:
-            named.append((bug, [h[0] for h in hits], explained, agrees, differs))
-    named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
-    for bug, checks, explained, agrees, differs in named:
-        evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
-                    f"reproduces every call of {_listed(sorted(checks))}, but no combination of known bugs "
-                    "reproduces all failing calls (something outside the catalogue is wrong too)")
-        finding.diagnoses.append(_diagnosis(bug, evidence, sorted(checks)))
-        for cid in checks:
-            finding.check_bug.setdefault(cid, bug)
-    if not named:
-        finding.near_misses.extend(_closest(singles, evs, wrong_total))
+    return winners
+
+
+def _rule_figures(single: _Single, evs, wrong_total: int) -> dict:
+    """The naming rule's figures for one form over every call, and whether it passes."""
+    touched = [ev for ev in evs if single.fits[ev.key].differs.any()]
+    differs = single.units("differs", evs)
+    agrees = sum(int((single.fits[ev.key].differs & single.fits[ev.key].agree).sum()) for ev in evs)
+    wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
+    explained = single.units("agree", touched, "wrong")
+    agreement = agrees / differs if differs else 0.0
+    share = explained / wrong_there if wrong_there else 0.0
+    return {"agreement": agreement, "share": share, "explained": explained,
+            "global_share": explained / wrong_total if wrong_total else 0.0,
+            "named": agreement >= MIN_AGREEMENT and share >= MIN_SHARE}
 
 
 def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -> list[str]:
