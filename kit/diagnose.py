@@ -440,6 +440,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
 
 
 def _search(exercise, failing, evs, finding: Finding) -> None:
+    failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
     singles = []
     for form in compose.forms(exercise.id):
@@ -463,7 +464,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
         by_bug = {s.form.bug: s for s in singles if s.form in group}
         check_bug = _attribute_with_group(group, failing, evs, by_bug)
         for bug in sorted(named, key=lambda b: order.index(b) if b in order else len(order)):
-            checks = [c for c, needed in _needed_checks(group, evs).items() if bug in needed]
+            checks = [c for c, needed in _needed_checks(group, evs, failing_ids).items() if bug in needed]
             single = by_bug[bug]
             together = [f.bug for f in group if f.bug != bug]
             alone = single.units('agree', evs, 'wrong')
@@ -514,10 +515,10 @@ def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[
     return []
 
 
-def _needed_checks(group: tuple, evs) -> dict[str, set]:
+def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:
     """For each failing check, the bugs of `group` without which its calls are not reproduced."""
     needed: dict[str, set] = {}
-    checks = sorted({ev.check for ev in evs if ev.wrong.any()})
+    checks = sorted({ev.check for ev in evs if ev.wrong.any() and ev.check in failing_ids})
     for cid in checks:
         mine = [ev for ev in evs if ev.check == cid]
         needed[cid] = set()
@@ -551,7 +552,7 @@ def _worst_unit(result: CheckResult, evs) -> tuple | None:
 
 def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
     """Each failing check's bug: the one that alone reproduces the row its message shows."""
-    needed = _needed_checks(group, evs)
+    needed = _needed_checks(group, evs, {r.id for r in failing})
     out = {}
     for r in failing:
         worst = _worst_unit(r, evs)
