@@ -13,7 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values, to_array, within_float32
+from .compare import (ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values,
+                      to_array, within_float32)
 from .report import Call
 from .values import Outcome
 
