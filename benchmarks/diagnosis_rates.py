@@ -74,10 +74,13 @@ def main(argv=None) -> int:
             finding = diagnose.analyse(exercise, report.results)
             named = [d.bug for d in report.diagnosis]
             times.setdefault(ex, []).append((finding.seconds, finding.cpu_seconds))
-            considered += [dict(c, file=path.name, kind=kind, right=c["bug"] in bugs) for c in finding.considered]
+            considered += [dict(c, file=path.name, kind=kind, right=c["bug"] in bugs)
+                           for c in finding.considered]
             rows.append({"kind": kind, "exercise": ex, "file": path.name, "seed": seed, "bugs": sorted(bugs),
                          "named": named, "passed": report.passed,
                          "false": sorted(set(named) - bugs), "missed": sorted(bugs - set(named)),
+                         "unattributed": [r.id for r in report.results if r.status in ("fail", "error")
+                                          and kind == "single" and r.bug not in bugs],
                          "diagnosis_seconds": finding.seconds})
     print(f"{len(rows)} gradings in {time.perf_counter() - started:.0f} s, seeds 1..{args.seeds}")
     for kind in ("correct", "offcatalogue", "single", "multibug"):
@@ -85,18 +88,24 @@ def main(argv=None) -> int:
         if not mine:
             continue
         accused = sum(bool(r["false"]) for r in mine)
-        line = f"{kind:13s} {len(mine):5d} gradings: false accusations {accused} ({accused / len(mine):.2%})"
+        line = f"{kind:13s} {len(mine):5d} gradings: false accusations {accused} "
+        line += f"({accused / len(mine):.2%})"
         if kind in ("single", "multibug"):
             exact = sum(not r["false"] and not r["missed"] for r in mine)
             instances = sum(len(r["bugs"]) for r in mine)
             found = sum(len(r["bugs"]) - len(r["missed"]) for r in mine)
-            line += f"; all bugs named {exact / len(mine):.2%}; bugs named {found}/{instances} ({found / instances:.2%})"
+            line += f"; all bugs named {exact / len(mine):.2%}; bugs named {found}/{instances} "
+            line += f"({found / instances:.2%})"
+            if kind == "single":
+                checks = sum(len(r["unattributed"]) for r in mine)
+                line += f"; failing checks not attributed to the file's bug: {checks}"
         if kind == "correct":
             line += f"; passed {sum(r['passed'] for r in mine)}/{len(mine)}"
         print(line)
         for r in mine:
-            if r["false"] or r["missed"] or (kind == "correct" and not r["passed"]):
-                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}")
+            if r["false"] or r["missed"] or r["unattributed"] or (kind == "correct" and not r["passed"]):
+                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}"
+                      + (f", unattributed {r['unattributed']}" if r.get("unattributed") else ""))
     for ex, ts in times.items():
         wall, cpu = [t[0] for t in ts], [t[1] for t in ts]
         print(f"diagnosis time {ex}: wall median {statistics.median(wall) * 1000:.0f} ms, max {max(wall) * 1000:.0f} ms; "
@@ -106,9 +115,11 @@ def main(argv=None) -> int:
         bad = [c for c in considered if not c["right"]]
         for label, group in (("contained bug", ok), ("not contained", bad)):
             if group:
+                agree = [c["agreement"] for c in group]
+                share = [c["share"] for c in group]
                 print(f"fallback candidates, {label}: {len(group)}; named {sum(c['named'] for c in group)}; "
-                      f"agreement min/max {min(c['agreement'] for c in group):.2f}/{max(c['agreement'] for c in group):.2f}; "
-                      f"share min/max {min(c['share'] for c in group):.2f}/{max(c['share'] for c in group):.2f}")
+                      f"agreement min/max {min(agree):.2f}/{max(agree):.2f}; "
+                      f"share min/max {min(share):.2f}/{max(share):.2f}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "considered": considered}, indent=1))
     return 0

@@ -191,6 +191,20 @@ def float32_like(actual: np.ndarray, expected: np.ndarray) -> bool:
             bool(np.any(e != e.astype(np.float32)))
 
 
+def float32_values(value) -> bool:
+    """True when a returned float array holds only float32 values, some of them not integers: a
+    float64 computation essentially never lands on float32 values, a float32 one always does."""
+    try:
+        arr = np.asarray(value.array if hasattr(value, "array") else value)
+    except (ValueError, TypeError):
+        return False
+    if arr.dtype.kind != "f" or not arr.size:
+        return False
+    with np.errstate(all="ignore"):
+        a = arr[np.isfinite(arr)]
+        return bool(a.size) and bool(np.all(a == a.astype(np.float32))) and bool(np.any(a != np.round(a)))
+
+
 def float32_tolerance(expected_rows: np.ndarray, float32_rows: np.ndarray | None = None) -> np.ndarray:
     """Per-entry absolute tolerance for a float32 computation of `expected_rows` (rows × width)."""
     with np.errstate(all="ignore"):

@@ -211,8 +211,8 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
     written = report_mutation(results, getattr(suite, "mutable", ()))
     float32 = max((r.float32 for r in results), default=0.0)
     if float32:
-        notes.append(f"your code computes in float32: its results differ from the float64 reference by up to "
-                     f"{float32:.2g}, within float32 rounding, so they are accepted (compute in float64 to "
+        notes.append(f"your code computes in float32: differences from the float64 reference of up to "
+                     f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
                      "match the reference exactly)")
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
     finding = diagnose.analyse(exercise, results)

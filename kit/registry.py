@@ -13,7 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, to_array, within_float32
+from .compare import (ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values,
+                      to_array, within_float32)
 from .report import Call
 from .values import Outcome
 
@@ -160,7 +161,8 @@ class CheckContext:
 
     def _float32_rounding(self, actual, expected, call, rtol, atol) -> bool:
         """A float32 solution whose every difference is within float32 rounding of the reference."""
-        if not float32_like(actual, expected):
+        parts = call.outcome.value if call is not None and isinstance(call.outcome.value, (tuple, list)) else ()
+        if not (float32_like(actual, expected) or any(float32_values(p) for p in parts[:4])):
             return False
         from .diagnose import float32_reference    # runs the oracle in float32 on the same call
         ref32 = float32_reference(self.oracle, call, expected) if call is not None else None

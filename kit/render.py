@@ -279,6 +279,8 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
             advice = "read the worst rows above." if rows_shown else "read the messages above."
             out.print(Text("Diagnosis: ", style="label")
                       + Text(f"no known bug matches these failures; {advice}"))
+            for line in rep.near_misses:
+                out.print(Padding(Text(line, style="muted"), (0, 0, 0, 2), expand=False))
     passed, total = rep.score
     got, most = rep.points
     if not rep.passed:
