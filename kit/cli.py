@@ -16,6 +16,7 @@ import click
 
 from .cli_bench import bench
 from .cli_common import EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors
+from .cli_dev import dev
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 from .errors import KitError
 
@@ -194,6 +195,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
 
 
 cli.add_command(bench)
+cli.add_command(dev)
 
 
 def main():
