@@ -14,10 +14,10 @@ import pytest
 
 from attn_kit import catalog
 
-from conftest import CORPUS, check_json
+from helpers import CORPUS, graded_json
 
 INDEPENDENT = CORPUS / "independent"
-SEED = "7"
+SEED = 7
 
 EXPECTED = {
     # one bug each
@@ -62,7 +62,7 @@ def test_the_corpus_covers_at_least_eight_distinct_single_bugs():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_independent_solution_is_diagnosed(name):
-    data, code = check_json(INDEPENDENT / name, "--seed", SEED)
+    data, code = graded_json(INDEPENDENT / name, seed=SEED)     # in-process, as `check --json` reports it
     assert "error" not in data, data.get("error")
     named = [d["bug"] for d in data["diagnosis"]]
     expected = EXPECTED[name]
