@@ -9,6 +9,7 @@ say about a file, grade it in-process through the library, cached for the whole 
 
     report = graded(path, seed=1)            # attn_kit.report.Report, shared: treat as read-only
     data, code = graded_json(path, seed=7)   # the same dict and exit status as `check --json`
+    grade = tests_graded(tests_file)         # `test-tests` in-process, also cached
 
 Every test that asks for the same (file, seed, exercise, options) gets the report graded the first
 time, so tests in different modules share the work: test_catalogue.py and test_checks_can_fail.py
@@ -124,6 +125,24 @@ def _warm_up_for(path: str) -> None:
 _warm_up_for.done = False
 
 
+@functools.lru_cache(maxsize=None)
+def _grade_tests(path: str, exercise: str | None):
+    from attn_kit import testgrade
+    return testgrade.grade_tests(path, exercise)
+
+
+def tests_graded(path, exercise: str | None = None):
+    """`attn-kit test-tests PATH` in-process (a testgrade.TestGrade), run at most once per session
+    for these arguments and shared between tests: read it, never change it."""
+    return _grade_tests(str(Path(path).resolve()), exercise)
+
+
+def tests_graded_json(path, exercise: str | None = None) -> tuple[dict, int]:
+    """(`test-tests --json`'s object, the exit status without --min-score) for the cached grade."""
+    grade = tests_graded(path, exercise)
+    return grade.to_json(), EXIT_PASS if grade.ok else EXIT_FAIL
+
+
 # --- counts and data that follow the content ------------------------------------------------------
 
 def check_count(exercise_id: str) -> int:
@@ -138,4 +157,5 @@ def corpus_data(name: str) -> dict:
 
 
 __all__ = ["CORPUS", "attn_kit", "available", "bug_files", "check_count", "check_json", "corpus_data",
-           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir"]
+           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir", "tests_graded",
+           "tests_graded_json"]
