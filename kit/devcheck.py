@@ -167,8 +167,8 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
 
 
 @validator
-def exercise_fields(content: Content) -> Iterable[Problem]:
-    """Each exercise's ids and cross-references within its own TOML hold together."""
+def exercise_ids_and_order(content: Content) -> Iterable[Problem]:
+    """Exercise ids are lowercase-dashed words and no two exercises share an `order`."""
     orders: dict[int, str] = {}
     for exercise in content.exercises.values():
         where = content.relative(exercise.path)
@@ -177,12 +177,27 @@ def exercise_fields(content: Content) -> Iterable[Problem]:
         if exercise.order in orders:
             yield Problem(where, f"order {exercise.order} is also {orders[exercise.order]}'s")
         orders[exercise.order] = exercise.id
+
+
+@validator
+def exercise_code_fields(content: Content) -> Iterable[Problem]:
+    """The starter's header names the exercise, `main` is one of its functions, `oracle` exists."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
         if not exercise.starter.startswith(f"# attn-kit: {exercise.id}\n"):
             yield Problem(where, f"the starter must begin with '# attn-kit: {exercise.id}'")
         if exercise.main not in exercise.function_names:
             yield Problem(where, f"main = '{exercise.main}' is not one of its [[functions]]")
         if not (content.solutions / exercise.id / exercise.oracle).is_file():
             yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
+
+
+@validator
+def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
+    """Question ids are unique, `required` names existing key points, the rubric has four anchors
+    per known dimension."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
         ids = [q.id for q in exercise.questions]
         for dup in sorted({i for i in ids if ids.count(i) > 1}):
             yield Problem(where, f"question id '{dup}' is used twice")
@@ -194,12 +209,20 @@ def exercise_fields(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
             if len(d.anchors) != 4:
                 yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+
+
+@validator
+def exercise_links(content: Content) -> Iterable[Problem]:
+    """Follow-ups name existing exercises; hint concepts are concepts of some bug or question."""
+    concepts = {b.concept for b in content.bugs.values()}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
         for f in exercise.followups:
             if f.exercise and f.exercise not in content.exercises:
                 yield Problem(where, f"follow-up names unknown exercise '{f.exercise}'")
         if content.bugs:
-            for concept in sorted({h.concept for h in exercise.hints if h.concept}
-                                  - {b.concept for b in content.bugs.values()} - {q.concept for q in exercise.questions}):
+            known = concepts | {q.concept for q in exercise.questions}
+            for concept in sorted({h.concept for h in exercise.hints if h.concept} - known):
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
@@ -352,33 +375,42 @@ def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
 
 # --- files ----------------------------------------------------------------------------------------
 
-@validator
-def no_unexpected_files(content: Content) -> Iterable[Problem]:
-    """solutions/ and prompts/ hold only what the kit reads: a stray file is a typo or a leftover."""
-    def entries(folder: Path) -> list[Path]:
-        return sorted(p for p in folder.iterdir() if p.name not in IGNORED) if folder.is_dir() else []
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name not in IGNORED) if folder.is_dir() else []
 
-    exercise_ids = set(content.exercises)
-    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
-    for path in entries(content.prompts):
+
+@validator
+def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
+    """prompts/ holds bugs.toml and exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    for path in _entries(content.prompts):
         if path.name not in ("__init__.py", "bugs.toml", "exercises"):
             yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, exercises/)")
-    for path in entries(content.prompts / "exercises"):
+    for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
-    for path in entries(content.solutions):
+
+
+def _unexpected_in_exercise_folder(content: Content, folder: Path) -> Iterable[Problem]:
+    for inner in _entries(folder):
+        if inner.name == "bugs" and inner.is_dir():
+            for bug in _entries(inner):
+                if bug.suffix != ".py":
+                    yield Problem(content.relative(bug), "unexpected in bugs/ (only <bug-id>[@<form>].py)")
+        elif not (inner.is_file() and (re.fullmatch(r"reference_\w+\.py", inner.name) or inner.suffix == ".md")):
+            yield Problem(content.relative(inner), "unexpected (expected reference_*.py, *.md and bugs/)")
+
+
+@validator
+def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
+    """solutions/ holds one folder per exercise (references, *.md, bugs/*.py) and nothing else."""
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for path in _entries(content.solutions):
         if path.name == "__init__.py":
             continue
         if not path.is_dir() or path.name not in toml_stems:
             yield Problem(content.relative(path), "unexpected in solutions/ (one folder per exercise id)")
-            continue
-        for inner in entries(path):
-            if inner.name == "bugs" and inner.is_dir():
-                for bug in entries(inner):
-                    if bug.suffix != ".py":
-                        yield Problem(content.relative(bug), "unexpected in bugs/ (only <bug-id>[@<form>].py)")
-            elif not (inner.is_file() and (re.fullmatch(r"reference_\w+\.py", inner.name) or inner.suffix == ".md")):
-                yield Problem(content.relative(inner), "unexpected (expected reference_*.py, *.md and bugs/)")
-    for exercise_id in sorted(exercise_ids):
+        else:
+            yield from _unexpected_in_exercise_folder(content, path)
+    for exercise_id in sorted(content.exercises):
         if not (content.solutions / exercise_id).is_dir():
             yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")
