@@ -20,6 +20,7 @@ from .cli_dev import dev
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 from .errors import KitError
 
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="attn-kit")
 def cli():

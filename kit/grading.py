@@ -18,7 +18,6 @@ from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped
 from .report import CheckResult, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
-
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
 
 

@@ -12,8 +12,7 @@ one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: 
 
 import pytest  # noqa: E402 - after the BLAS setting
 
-from helpers import (CORPUS, attn_kit, bug_files, check_json, graded,  # noqa: E402
-                     reference_files, solutions_dir)
+from helpers import CORPUS, attn_kit, bug_files, check_json, graded, reference_files, solutions_dir  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

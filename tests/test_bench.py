@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from attn_kit import bench, render, render_bench
+
 from conftest import attn_kit, solutions_dir
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from attn_kit import devcheck
 from attn_kit.cli import cli
 from attn_kit.paths import package_dir
+
 from helpers import attn_kit
 
 

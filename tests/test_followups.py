@@ -30,6 +30,7 @@ from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import solutions_dir
 from attn_kit.values import Opaque, TensorValue
+
 from conftest import attn_kit, check_json
 
 FOLLOW_UPS = ("kv-cache", "gqa", "tiled-softmax", "cross-attention")
@@ -51,7 +52,7 @@ def as_lists(p: dict) -> dict:
 @pytest.fixture(scope="module")
 def torch():
     if os.environ.get("CI"):
-        import torch as module   # CI installs torch: a missing torch must fail there, not skip
+        import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
     return pytest.importorskip("torch")
 
