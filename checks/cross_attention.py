@@ -5,7 +5,6 @@ also compares with mha-screen's reference (x attending to itself is self-attenti
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from attn_kit.compare import exactly

@@ -7,7 +7,6 @@ line instead of fifteen.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from attn_kit.compare import exactly

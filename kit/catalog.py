@@ -175,13 +175,19 @@ def exercises() -> dict[str, Exercise]:
     return {e.id: e for e in sorted(found, key=lambda e: (e.order, e.id))}
 
 
+def load_bugs(path: Path) -> dict[str, Bug]:
+    """A known-bug catalogue file by id, in file order."""
+    data = _read_toml(path)
+    items = [_build(Bug, item, f"{path.name} [bugs] #{i + 1}") for i, item in enumerate(data.pop("bugs", []))]
+    if data:
+        raise CatalogError(f"{path.name}: unknown key '{sorted(data)[0]}' (allowed: format, bugs)")
+    return {b.id: b for b in items}
+
+
 @functools.cache
 def bugs() -> dict[str, Bug]:
     """The known-bug catalogue by id, in file order."""
-    path = package_dir("prompts") / "bugs.toml"
-    data = _read_toml(path)
-    items = [_build(Bug, item, f"bugs.toml [bugs] #{i + 1}") for i, item in enumerate(data.get("bugs", []))]
-    return {b.id: b for b in items}
+    return load_bugs(package_dir("prompts") / "bugs.toml")
 
 
 def exercise(exercise_id: str) -> Exercise:

@@ -18,6 +18,7 @@ import click
 from .cli_bench import bench
 from .cli_common import (EXIT_FAIL, EXIT_PASS, EXIT_USAGE, SEED, SIZE, json_context, one_blas_thread, parse_size,
                          reports_errors, stop_on_sigterm, timeout_option_type)
+from .cli_dev import dev
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
@@ -225,6 +226,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
 
 
 cli.add_command(bench)
+cli.add_command(dev)
 
 
 def main():

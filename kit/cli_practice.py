@@ -207,7 +207,8 @@ def mock(exercise, minutes, parent, interviewer, unattended):
       attn-kit mock --dir ~/screens
       attn-kit mock mha-screen --interviewer
     """
-    from . import catalog, mock as mock_module, render_practice
+    from . import catalog, render_practice
+    from . import mock as mock_module
     from .store import StoreError
     if interviewer:
         ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)

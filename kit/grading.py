@@ -20,7 +20,6 @@ from . import sandbox as sandbox_module
 from .report import Diagnosis
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
-
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
 
 

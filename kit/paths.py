@@ -10,7 +10,10 @@ def package_dir(name: str) -> Path:
     Plain packages on disk (the wheel is never zipped), so the package's __file__ says where;
     importlib.resources would cost more start-up time than the rest of this module.
     """
-    return Path(importlib.import_module(f"attn_kit.{name}").__file__).parent
+    file = importlib.import_module(f"attn_kit.{name}").__file__
+    if file is None:
+        raise RuntimeError(f"attn_kit.{name} is not a package on disk")
+    return Path(file).parent
 
 
 def solutions_dir(exercise_id: str) -> Path:

@@ -33,7 +33,7 @@ class CallFailed(Exception):
     def __init__(self, call: Call):
         outcome = call.outcome
         text = f"`{call.fn}` {outcome.describe_failure()}"
-        if outcome.status == "raised" and outcome.error.type == "NotImplementedError":
+        if outcome.status == "raised" and outcome.error is not None and outcome.error.type == "NotImplementedError":
             text = f"`{call.fn}` is not implemented yet (it raised NotImplementedError)"
         super().__init__(text)
         self.call = call
@@ -71,7 +71,7 @@ class Suite:
             check_id = func.__name__.replace("_", "-")
             if any(c.id == check_id for c in self.checks):
                 raise ValueError(f"duplicate check id {check_id}")
-            self.checks.append(Check(check_id, doc[0].strip(), " ".join(l.strip() for l in doc[1:]).strip(),
+            self.checks.append(Check(check_id, doc[0].strip(), " ".join(line.strip() for line in doc[1:]).strip(),
                                      func, points, tuple(catches), public, tuple(after), hint, concept))
             return func
         return register

@@ -812,7 +812,7 @@ class _ForkLauncher:
 
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
     def __init__(self, preload: tuple[str, ...] = ()):
-        import multiprocessing        # only here: the fork path does not need it
+        import multiprocessing  # only here: the fork path does not need it
         self.context = multiprocessing.get_context("spawn")
         self.processes = {}
 

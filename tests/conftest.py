@@ -14,8 +14,7 @@ import os  # noqa: E402 - after the BLAS setting
 
 import pytest  # noqa: E402
 
-from helpers import (CORPUS, attn_kit, bug_files, check_json, graded,  # noqa: E402
-                     reference_files, solutions_dir)
+from helpers import CORPUS, attn_kit, bug_files, check_json, graded, reference_files, solutions_dir  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

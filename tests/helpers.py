@@ -5,14 +5,16 @@ Use the CLI (`attn_kit`, `check_json`) only to test the command itself: its outp
 and flags, about one smoke test per feature and exercise. To test what the checks and diagnosis
 say about a file, grade it in-process through the library, cached for the whole session:
 
-    from helpers import graded, graded_json
+    from helpers import graded, graded_json, graded_tests
 
     report = graded(path, seed=1)            # attn_kit.report.Report, shared: treat as read-only
     data, code = graded_json(path, seed=7)   # the same dict and exit status as `check --json`
+    grade = graded_tests(tests_file)         # `test-tests` in-process, also cached
 
 Every test that asks for the same (file, seed, exercise, options) gets the report graded the first
 time, so tests in different modules share the work: test_catalogue.py and test_checks_can_fail.py
-both read the bug variants' reports for seed 1. Prefer the seeds already in use (1 and 7 for
+both read the bug variants' reports for seed 1. A file rewritten since is graded again (the cache
+key holds its modification time and size). Prefer the seeds already in use (1 and 7 for
 known-bug files, 1 and 2 for references) to hit the cache. The `graded` fixture in conftest.py
 returns the same function, for tests that prefer fixtures.
 
@@ -72,8 +74,17 @@ def graded_exercises() -> list[catalog.Exercise]:
     return [e for e in catalog.exercises().values() if available(e)]
 
 
+def _version(path) -> tuple[str, int, int]:
+    """The file's absolute path, modification time and size: a file rewritten during a test is
+    graded again, never answered from the cache."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    return str(resolved), stat.st_mtime_ns, stat.st_size
+
+
 @functools.lru_cache(maxsize=None)
-def _grade(path: str, seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
+def _grade(file: tuple[str, int, int], seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
+    path = file[0]
     _warm_up_for(path)
     return grading.grade(path, grading.Options(exercise=exercise, seed=seed, public_only=public_only,
                                                timeout=timeout))
@@ -85,7 +96,7 @@ def graded(path, seed: int = 1, exercise: str | None = None, *, public_only: boo
 
     Without `exercise` the file's header or functions decide, as `attn-kit check` does. The
     Report is shared between tests: read it, never change it."""
-    return _grade(str(Path(path).resolve()), int(seed), exercise, public_only, float(timeout))
+    return _grade(_version(path), int(seed), exercise, public_only, float(timeout))
 
 
 def graded_json(path, seed: int = 1, exercise: str | None = None, **options) -> tuple[dict, int]:
@@ -124,6 +135,24 @@ def _warm_up_for(path: str) -> None:
 _warm_up_for.done = False
 
 
+@functools.lru_cache(maxsize=None)
+def _grade_tests(file: tuple[str, int, int], exercise: str | None):
+    from attn_kit import testgrade
+    return testgrade.grade_tests(file[0], exercise)
+
+
+def graded_tests(path, exercise: str | None = None):
+    """`attn-kit test-tests PATH` in-process (a testgrade.TestGrade), run at most once per session
+    for these arguments and shared between tests: read it, never change it."""
+    return _grade_tests(_version(path), exercise)
+
+
+def graded_tests_json(path, exercise: str | None = None) -> tuple[dict, int]:
+    """(`test-tests --json`'s object, the exit status without --min-score) for the cached grade."""
+    grade = graded_tests(path, exercise)
+    return grade.to_json(), EXIT_PASS if grade.ok else EXIT_FAIL
+
+
 # --- counts and data that follow the content ------------------------------------------------------
 
 def check_count(exercise_id: str) -> int:
@@ -138,4 +167,5 @@ def corpus_data(name: str) -> dict:
 
 
 __all__ = ["CORPUS", "attn_kit", "available", "bug_files", "check_count", "check_json", "corpus_data",
-           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir"]
+           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir", "graded_tests",
+           "graded_tests_json"]

@@ -16,7 +16,8 @@ import pytest
 from rich.console import Console
 
 from attn_kit import bench, render, render_bench
-from conftest import need_torch, attn_kit, solutions_dir
+
+from conftest import attn_kit, need_torch, solutions_dir
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"
 ATTEMPTS = 3

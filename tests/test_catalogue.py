@@ -18,6 +18,7 @@ import pytest
 from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
+
 from helpers import attn_kit, check_json, graded_exercises, graded_json
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from attn_kit import catalog, grading
+
 from helpers import CORPUS, bug_files, corpus_data, graded, graded_exercises
 
 EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")

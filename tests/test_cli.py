@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from attn_kit import catalog, grading
 from attn_kit.cli import cli
 from attn_kit.paths import bug_files, solutions_dir
+
 from conftest import CORPUS, attn_kit, check_json
 
 NUMPY_REF = solutions_dir("mha-screen") / "reference_numpy.py"
@@ -152,6 +153,7 @@ def test_checking_mha_screen_does_not_import_torch_or_rich_in_json_mode():
 
 def test_render_report_as_text():
     from rich.console import Console
+
     from attn_kit import render
     report = grading.grade(NO_SCALING, grading.Options(seed=4))
     buffer = io.StringIO()
@@ -167,6 +169,7 @@ def test_render_report_as_text():
 
 def test_passing_report_says_so_in_one_line():
     from rich.console import Console
+
     from attn_kit import render
     report = grading.grade(NUMPY_REF, grading.Options(seed=4))
     buffer = io.StringIO()

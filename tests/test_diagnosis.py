@@ -14,10 +14,10 @@ import pytest
 
 from attn_kit import catalog, grading
 
-from conftest import CORPUS, check_json
+from helpers import CORPUS, check_json, graded_json
 
 INDEPENDENT = CORPUS / "independent"
-SEED = "7"
+SEED = 7
 
 EXPECTED = {
     # one bug each
@@ -62,15 +62,15 @@ def test_the_corpus_covers_at_least_eight_distinct_single_bugs():
 
 def test_cli_reports_the_diagnosis_as_json():
     """One end-to-end run through `attn-kit check --json`; the rest grade in-process."""
-    data, code = check_json(INDEPENDENT / "lists_no_scaling_and_uniform_rows.py", "--seed", SEED)
+    data, code = check_json(INDEPENDENT / "lists_no_scaling_and_uniform_rows.py", "--seed", str(SEED))
     assert (data["passed"], code) == (False, 1)
     assert sorted(d["bug"] for d in data["diagnosis"]) == ["blocked-row-uniform", "no-scaling"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_independent_solution_is_diagnosed(name):
-    report = grading.grade(INDEPENDENT / name, grading.Options(seed=int(SEED)))
-    data, code = report.to_json(), 0 if report.passed else 1
+    data, code = graded_json(INDEPENDENT / name, seed=SEED)     # in-process, as `check --json` reports it
+    assert "error" not in data, data.get("error")
     named = [d["bug"] for d in data["diagnosis"]]
     expected = EXPECTED[name]
     if name in CORRECT:

@@ -29,6 +29,7 @@ from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import solutions_dir
 from attn_kit.values import Opaque, TensorValue
+
 from conftest import attn_kit, check_json, need_torch
 
 FOLLOW_UPS = ("kv-cache", "gqa", "tiled-softmax", "cross-attention")

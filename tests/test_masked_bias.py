@@ -27,6 +27,7 @@ from attn_kit import grading  # noqa: E402
 from attn_kit.diagnose import load_module  # noqa: E402
 from attn_kit.harness_torch import grads  # noqa: E402
 from attn_kit.paths import solutions_dir  # noqa: E402
+
 from helpers import attn_kit, graded_json  # noqa: E402
 
 SOLUTIONS = solutions_dir("mha-masked-bias")
@@ -130,7 +131,8 @@ def test_references_match_scaled_dot_product_attention_on_random_cases():
 
 def test_reference_matches_multi_head_attention_forward_whose_masks_mean_ignore():
     rng = np.random.default_rng(5)
-    B, Q, K, H, D, E = 2, 3, 4, 2, 3, 6                      # E = H*D: the model width torch needs
+    B, Q, K, H, D = 2, 3, 4, 2, 3
+    E = H * D                                                # the model width torch needs
     acts = {"query": rng.normal(size=(B, Q, E)), "context": rng.normal(size=(B, K, E))}
     params = {n: rng.normal(size=(E, E)) / 2 for n in ("w_q", "w_k", "w_v", "w_o")}
     params.update({n: rng.normal(size=E) for n in ("b_q", "b_k", "b_v", "b_o")})

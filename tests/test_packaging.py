@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import attn_kit
+
 from helpers import attn_kit as run_attn_kit
 
 ROOT = Path(__file__).resolve().parents[1]

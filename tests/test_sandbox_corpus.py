@@ -48,7 +48,7 @@ def test_syntax_error_shows_file_line_and_caret(name, line, fragment):
     no_kit_traceback(proc)
     assert f"{name}:{line}: SyntaxError" in proc.stderr and fragment in proc.stderr
     lines = proc.stderr.splitlines()
-    caret = next(i for i, l in enumerate(lines) if l.strip() == "^")
+    caret = next(i for i, text in enumerate(lines) if text.strip() == "^")
     assert lines[caret - 1].strip().startswith(("return [1.0", "def multi_head_attention"))
 
 

@@ -17,8 +17,8 @@ from rich.console import Console
 from attn_kit import catalog, render, testgrade
 from attn_kit.paths import bug_files, reference_files, solutions_dir
 
-from helpers import CORPUS, attn_kit
 from conftest import need_torch
+from helpers import CORPUS, attn_kit, graded_tests, graded_tests_json
 
 TESTS = CORPUS / "candidate_tests"
 BUGS = catalog.exercise("mha-screen").bug_ids
@@ -67,7 +67,7 @@ def test_shapes_only_file_catches_only_the_overflow_that_raises():
 
 @pytest.mark.slow
 def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
-    data, code = test_tests_json(TESTS / "wrong_expectation.py")
+    data, code = graded_tests_json(TESTS / "wrong_expectation.py")          # shared with the rendering test
     assert code == 1
     assert data["wrong_tests"] == ["test_causal_mask_excludes_diagonal"]
     wrong = data["wrong"][0]
@@ -82,7 +82,7 @@ def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
 
 @pytest.mark.slow
 def test_rich_output_shows_wrong_tests_table_and_ideas():
-    grade = testgrade.grade_tests(TESTS / "wrong_expectation.py")
+    grade = graded_tests(TESTS / "wrong_expectation.py")
     buffer = io.StringIO()
     render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
     out = buffer.getvalue()
@@ -109,7 +109,7 @@ def test_hanging_test_is_wrong_on_references_and_never_catches():
 
 @pytest.mark.slow
 def test_functions_imported_from_another_module_name_with_a_helper():
-    data, code = test_tests_json(TESTS / "other_module.py")
+    data, code = graded_tests_json(TESTS / "other_module.py")               # shared with test_render_to_text
     assert code == 0, "missed bugs alone do not fail the command"
     assert data["wrong_tests"] == []
     assert data["caught"] == OTHER_MODULE_CATCHES
@@ -227,7 +227,7 @@ def test_misuse_exits_2(tmp_path):
 
 @pytest.mark.slow
 def test_render_to_text():
-    grade = testgrade.grade_tests(TESTS / "other_module.py")
+    grade = graded_tests(TESTS / "other_module.py")
     buffer = io.StringIO()
     render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
     text = buffer.getvalue()

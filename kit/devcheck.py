@@ -1,0 +1,416 @@
+"""`attn-kit dev check`: every invariant of the bundled content, checked in one pass.
+
+The content is data (prompts/*.toml, solutions/<exercise>/...) joined by ids: an exercise names
+its checks module and oracle, a hint names check ids, a bug file is named after a catalogue id and
+marked `# BUG(id)`, a check declares the bugs it `catches`. A mistake in any of these joins shows
+up late and far away (a diagnosis that never fires, a hint that points nowhere), so this module
+checks them all at once. The test suite calls `run()`; CI and contributors run the command.
+
+Each validator is a small function `validator(content) -> Iterable[Problem]`, registered with
+@validator in the order they run. To add an invariant, add one; it should say what is wrong, where,
+and what to do. `Content` says where the content lives, so tests can point it at a broken copy.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Iterable
+
+from . import catalog
+from .errors import CatalogError, DependencyMissing
+from .paths import bug_id_of, package_dir
+
+ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
+MARKER_WINDOW = 10      # lines a change may reach from its BUG(id) marker (one change can span a few statements)
+IGNORED = {"__pycache__", ".DS_Store"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str          # a path relative to the package data, or an id
+    message: str        # what is wrong and what to do
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class Content:
+    """Where the content lives (the installed package by default) and what loads from it."""
+
+    prompts: Path
+    solutions: Path
+    notes: list[str] = field(default_factory=list)      # things not checked here, and why
+
+    @classmethod
+    def installed(cls) -> "Content":
+        return cls(package_dir("prompts"), package_dir("solutions"))
+
+    def relative(self, path: Path) -> str:
+        for root in (self.prompts, self.solutions):
+            if path.is_relative_to(root):
+                return f"{root.name}/{path.relative_to(root)}"
+        return str(path)
+
+    @cached_property
+    def exercises(self) -> dict[str, catalog.Exercise]:
+        """The exercises that load (a file that does not is reported by `toml_files_load`)."""
+        found = {}
+        for path in sorted((self.prompts / "exercises").glob("*.toml")):
+            try:
+                exercise = catalog.load_exercise(path)
+            except CatalogError:
+                continue
+            found[exercise.id] = exercise
+        return found
+
+    @cached_property
+    def bugs(self) -> dict[str, catalog.Bug]:
+        try:
+            return catalog.load_bugs(self.prompts / "bugs.toml")
+        except (CatalogError, OSError):
+            return {}
+
+    def suite(self, exercise: catalog.Exercise):
+        """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
+        from . import grading
+        try:
+            return grading.suite_for(exercise)
+        except DependencyMissing as exc:
+            note = f"{exercise.id}: suite not checked: {exc}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+
+    def bug_files(self, exercise_id: str) -> list[Path]:
+        return sorted((self.solutions / exercise_id / "bugs").glob("*.py"))
+
+    def reference_files(self, exercise_id: str) -> list[Path]:
+        return sorted((self.solutions / exercise_id).glob("reference_*.py"))
+
+
+Validator = Callable[[Content], Iterable[Problem]]
+VALIDATORS: list[Validator] = []
+
+
+def validator(fn: Validator) -> Validator:
+    """Register an invariant of the content; validators run in the order they are declared."""
+    VALIDATORS.append(fn)
+    return fn
+
+
+@dataclass
+class Result:
+    problems: list[Problem]
+    notes: list[str]
+    checked: list[str]          # validator names, in order
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def run(content: Content | None = None, validators: Iterable[Validator] | None = None) -> Result:
+    """Run every validator (or the given ones) over the content; never raises for bad content."""
+    content = content or Content.installed()
+    chosen = list(VALIDATORS if validators is None else validators)
+    problems: list[Problem] = []
+    for check in chosen:
+        problems.extend(check(content))
+    return Result(problems, list(content.notes), [v.__name__ for v in chosen])
+
+
+# --- TOML files, fields and ids -------------------------------------------------------------------
+
+@validator
+def toml_files_load(content: Content) -> Iterable[Problem]:
+    """Every TOML file parses, has `format = 1`, and has no unknown or missing key."""
+    for path in sorted((content.prompts / "exercises").glob("*.toml")):
+        try:
+            catalog.load_exercise(path)
+        except CatalogError as exc:
+            yield Problem(content.relative(path), str(exc))
+    path = content.prompts / "bugs.toml"
+    try:
+        catalog.load_bugs(path)
+    except (CatalogError, OSError) as exc:
+        yield Problem(content.relative(path), str(exc))
+
+
+@validator
+def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
+    """Bug ids are unique lowercase-dashed words, and every entry's texts are filled in."""
+    path = content.prompts / "bugs.toml"
+    try:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("bugs", [])
+    except (tomllib.TOMLDecodeError, OSError):
+        return              # reported by toml_files_load
+    seen: set[str] = set()
+    for n, entry in enumerate(entries, 1):
+        bug_id = str(entry.get("id", ""))
+        where = f"{content.relative(path)} [bugs] #{n}"
+        if not ID.fullmatch(bug_id):
+            yield Problem(where, f"id '{bug_id}' is not lowercase words joined by dashes")
+        if bug_id in seen:
+            yield Problem(where, f"id '{bug_id}' is declared twice")
+        seen.add(bug_id)
+        for key in ("title", "symptom", "fix", "test_idea", "concept"):
+            if not str(entry.get(key, "")).strip():
+                yield Problem(where, f"'{key}' is empty")
+
+
+@validator
+def exercise_ids_and_order(content: Content) -> Iterable[Problem]:
+    """Exercise ids are lowercase-dashed words and no two exercises share an `order`."""
+    orders: dict[int, str] = {}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        if not ID.fullmatch(exercise.id):
+            yield Problem(where, f"id '{exercise.id}' is not lowercase words joined by dashes")
+        if exercise.order in orders:
+            yield Problem(where, f"order {exercise.order} is also {orders[exercise.order]}'s")
+        orders[exercise.order] = exercise.id
+
+
+@validator
+def exercise_code_fields(content: Content) -> Iterable[Problem]:
+    """The starter's header names the exercise, `main` is one of its functions, `oracle` exists."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        if not exercise.starter.startswith(f"# attn-kit: {exercise.id}\n"):
+            yield Problem(where, f"the starter must begin with '# attn-kit: {exercise.id}'")
+        if exercise.main not in exercise.function_names:
+            yield Problem(where, f"main = '{exercise.main}' is not one of its [[functions]]")
+        if not (content.solutions / exercise.id / exercise.oracle).is_file():
+            yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
+
+
+@validator
+def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
+    """Question ids are unique, `required` names existing key points, the rubric has four anchors
+    per known dimension."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        ids = [q.id for q in exercise.questions]
+        for dup in sorted({i for i in ids if ids.count(i) > 1}):
+            yield Problem(where, f"question id '{dup}' is used twice")
+        for q in exercise.questions:
+            if any(not 0 <= i < len(q.key_points) for i in q.required):
+                yield Problem(where, f"question '{q.id}': required = {list(q.required)} names a key point it lacks")
+        for d in exercise.scoring:
+            if d.dimension not in catalog.DIMENSIONS:
+                yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
+            if len(d.anchors) != 4:
+                yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+
+
+@validator
+def exercise_links(content: Content) -> Iterable[Problem]:
+    """Follow-ups name existing exercises; hint concepts are concepts of some bug or question."""
+    concepts = {b.concept for b in content.bugs.values()}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for f in exercise.followups:
+            if f.exercise and f.exercise not in content.exercises:
+                yield Problem(where, f"follow-up names unknown exercise '{f.exercise}'")
+        if content.bugs:
+            known = concepts | {q.concept for q in exercise.questions}
+            for concept in sorted({h.concept for h in exercise.hints if h.concept} - known):
+                yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
+
+
+@validator
+def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem]:
+    """Each exercise has a reference, and every reference and bug file starts `# attn-kit: <id>`."""
+    for exercise in content.exercises.values():
+        references = content.reference_files(exercise.id)
+        if not references:
+            yield Problem(f"solutions/{exercise.id}", "has no reference_*.py")
+        for path in references + content.bug_files(exercise.id):
+            if not path.read_text(encoding="utf-8").startswith(f"# attn-kit: {exercise.id}\n"):
+                yield Problem(content.relative(path), f"must begin with '# attn-kit: {exercise.id}'")
+
+
+# --- bug files ------------------------------------------------------------------------------------
+
+def _code_lines(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of the file's lines outside the module docstring, which
+    describes the bug in prose and so always differs from the reference's."""
+    lines = text.splitlines()
+    skip: set[int] = set()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        tree = None
+    first = tree.body[0] if tree and tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        skip = set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return [(n, line) for n, line in enumerate(lines, 1) if n not in skip]
+
+
+def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[int]:
+    """Lines of the bug file that differ from the reference more than MARKER_WINDOW lines away
+    from a `BUG(bug_id)` marker (module docstrings aside). A deletion counts at the line where it
+    happened. Empty when every change is marked."""
+    bug, ref = _code_lines(bug_text), _code_lines(reference_text)
+    markers = [n for n, line in bug if f"BUG({bug_id})" in line]
+    far = []
+    matcher = difflib.SequenceMatcher(None, [t for _, t in ref], [t for _, t in bug], autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for j in range(j1, max(j2, j1 + 1)):
+            line = bug[min(j, len(bug) - 1)][0] if bug else 1
+            if not any(abs(line - m) <= MARKER_WINDOW for m in markers):
+                far.append(line)
+    return far
+
+
+@validator
+def bug_files_are_one_marked_change(content: Content) -> Iterable[Problem]:
+    """Every bug file is named <bug-id>[@<form>].py after a catalogue id, carries its BUG(id)
+    marker, and differs from one of the references only around that marker."""
+    for exercise in content.exercises.values():
+        references = {p.name: p.read_text(encoding="utf-8") for p in content.reference_files(exercise.id)}
+        texts: dict[str, str] = {}
+        for path in content.bug_files(exercise.id):
+            where = content.relative(path)
+            if not BUG_FILE.fullmatch(path.name):
+                yield Problem(where, "a bug file is named <bug-id>.py or <bug-id>@<form>.py")
+                continue
+            bug_id = bug_id_of(path)
+            text = path.read_text(encoding="utf-8")
+            if content.bugs and bug_id not in content.bugs:
+                yield Problem(where, f"'{bug_id}' is not in prompts/bugs.toml")
+            if not any(f"BUG({bug_id})" in line for _, line in _code_lines(text)):
+                yield Problem(where, f"no '# BUG({bug_id})' marker in the code")
+                continue
+            if text in texts.values():
+                yield Problem(where, "is a copy of another bug file")
+            texts[path.name] = text
+            if not references:
+                continue
+            if text in references.values():
+                yield Problem(where, "is identical to a reference")
+                continue
+            scored = sorted((len(unmarked_changes(text, ref, bug_id)), name) for name, ref in references.items())
+            count, closest = scored[0]
+            if count:
+                lines = unmarked_changes(text, references[closest], bug_id)
+                shown = ", ".join(map(str, lines[:5])) + (" ..." if len(lines) > 5 else "")
+                yield Problem(where, f"differs from {closest} away from its BUG({bug_id}) marker "
+                                     f"(line {shown}): a bug file is the reference with one marked change")
+
+
+# --- checks, hints, bugs --------------------------------------------------------------------------
+
+@validator
+def hints_name_existing_checks(content: Content) -> Iterable[Problem]:
+    """Every check id a hint names is a check of the exercise's suite."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        ids = {c.id for c in suite.checks}
+        for n, hint in enumerate(exercise.hints, 1):
+            for check_id in hint.checks:
+                if check_id not in ids:
+                    yield Problem(content.relative(exercise.path), f"hint {n} ('{hint.title}') names unknown check "
+                                                                   f"'{check_id}'")
+
+
+@validator
+def suites_match_their_exercise(content: Content) -> Iterable[Problem]:
+    """The suite's exercise id is the exercise's, and its checks declare only catalogue bugs."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        where = f"checks/{exercise.checks}.py"
+        if suite.exercise != exercise.id:
+            yield Problem(where, f"Suite('{suite.exercise}') is used by exercise '{exercise.id}'")
+        for check in suite.checks:
+            for bug_id in check.catches:
+                if content.bugs and bug_id not in content.bugs:
+                    yield Problem(where, f"check '{check.id}' catches '{bug_id}', which is not in prompts/bugs.toml")
+
+
+@validator
+def every_bug_is_caught_by_a_declared_check(content: Content) -> Iterable[Problem]:
+    """Each bug with a bug file is declared in catches= by a check of that exercise's suite, and
+    each catalogue bug by some check."""
+    declared: set[str] = set()
+    complete = len(content.exercises) == len(list((content.prompts / "exercises").glob("*.toml")))
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            complete = False
+            continue
+        caught = {b for c in suite.checks for b in c.catches}
+        declared |= caught
+        for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} - caught):
+            yield Problem(f"checks/{exercise.checks}.py", f"no check declares catches=('{bug_id}', ...), "
+                                                          f"though solutions/{exercise.id}/bugs/ implements it")
+    if complete:
+        for bug_id in content.bugs:
+            if bug_id not in declared:
+                yield Problem("prompts/bugs.toml", f"no check of any exercise declares that it catches '{bug_id}'")
+
+
+@validator
+def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
+    """`attn-kit bench` can measure every exercise."""
+    from .bench import WORKLOADS
+    for exercise in content.exercises.values():
+        if exercise.id not in WORKLOADS:
+            yield Problem(content.relative(exercise.path), "has no bench workload (kit/bench.py WORKLOADS)")
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name not in IGNORED) if folder.is_dir() else []
+
+
+@validator
+def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
+    """prompts/ holds bugs.toml and exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    for path in _entries(content.prompts):
+        if path.name not in ("__init__.py", "bugs.toml", "exercises"):
+            yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, exercises/)")
+    for path in _entries(content.prompts / "exercises"):
+        if path.suffix != ".toml":
+            yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
+
+
+def _unexpected_in_exercise_folder(content: Content, folder: Path) -> Iterable[Problem]:
+    for inner in _entries(folder):
+        if inner.name == "bugs" and inner.is_dir():
+            for bug in _entries(inner):
+                if bug.suffix != ".py":
+                    yield Problem(content.relative(bug), "unexpected in bugs/ (only <bug-id>[@<form>].py)")
+        elif not (inner.is_file() and (re.fullmatch(r"reference_\w+\.py", inner.name) or inner.suffix == ".md")):
+            yield Problem(content.relative(inner), "unexpected (expected reference_*.py, *.md and bugs/)")
+
+
+@validator
+def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
+    """solutions/ holds one folder per exercise (references, *.md, bugs/*.py) and nothing else."""
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for path in _entries(content.solutions):
+        if path.name == "__init__.py":
+            continue
+        if not path.is_dir() or path.name not in toml_stems:
+            yield Problem(content.relative(path), "unexpected in solutions/ (one folder per exercise id)")
+        else:
+            yield from _unexpected_in_exercise_folder(content, path)
+    for exercise_id in sorted(content.exercises):
+        if not (content.solutions / exercise_id).is_dir():
+            yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")

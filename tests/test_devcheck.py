@@ -1,0 +1,123 @@
+"""`attn-kit dev check`: the bundled content passes, and a deliberately broken copy of it fails,
+with one problem per kind of breakage, each naming the file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from attn_kit import devcheck
+from attn_kit.cli import cli
+from attn_kit.paths import package_dir
+
+from helpers import attn_kit
+
+
+@pytest.fixture(scope="module")
+def installed_result():
+    return devcheck.run()
+
+
+def test_the_bundled_content_passes(installed_result):
+    assert installed_result.ok, "\n".join(map(str, installed_result.problems))
+    assert installed_result.checked == [v.__name__ for v in devcheck.VALIDATORS]
+    assert len(installed_result.checked) >= 10
+
+
+@pytest.mark.slow
+def test_the_command_passes_on_the_bundled_content():
+    proc = attn_kit("dev", "check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "✓ content is consistent" in proc.stdout and "✗" not in proc.stdout
+
+
+@pytest.fixture
+def copy(tmp_path) -> devcheck.Content:
+    """A copy of the bundled prompts/ and solutions/ to break."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    prompts = shutil.copytree(package_dir("prompts"), tmp_path / "prompts", ignore=ignore)
+    solutions = shutil.copytree(package_dir("solutions"), tmp_path / "solutions", ignore=ignore)
+    assert devcheck.run(devcheck.Content(prompts, solutions)).ok, "the untouched copy passes"
+    return devcheck.Content(prompts, solutions)        # a fresh one: Content caches what it loads
+
+
+def edit(path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def problems(content: devcheck.Content) -> list[str]:
+    return [str(p) for p in devcheck.run(content).problems]
+
+
+def assert_found(found: list[str], where: str, pattern: str) -> None:
+    assert any(p.startswith(where) and re.search(pattern, p) for p in found), \
+        f"no problem at {where} matching {pattern!r} in:\n" + "\n".join(found)
+
+
+def test_a_broken_copy_fails_once_per_breakage(copy):
+    exercises, solutions = copy.prompts / "exercises", copy.solutions
+    # TOML fields and ids
+    edit(exercises / "tiled-softmax.toml", "format = 1\n", "format = 1\nminutez = 3\n")
+    edit(exercises / "mha-screen.toml", 'main = "multi_head_attention"', 'main = "multi_head_attn"')
+    bugs = copy.prompts / "bugs.toml"
+    first = bugs.read_text(encoding="utf-8").split("[[bugs]]")[1]
+    bugs.write_text(bugs.read_text(encoding="utf-8") + "\n[[bugs]]" + first, encoding="utf-8")
+    # a bug file changed away from its marker, and one named after no catalogue bug
+    no_scaling = solutions / "mha-screen" / "bugs" / "no-scaling.py"
+    edit(no_scaling, "def padding_mask(lengths, T):", "def padding_mask(lengths, T, pad=0):")
+    shutil.copy(solutions / "gqa" / "reference_numpy.py", solutions / "gqa" / "bugs" / "not-a-bug.py")
+    # a hint naming a check that does not exist
+    edit(exercises / "kv-cache.toml", 'checks = ["step-returns-output-and-cache"',
+         'checks = ["step-returns-output-and-cach"')
+    # a bug file whose bug no check of the exercise declares
+    heads = solutions / "gqa" / "bugs" / "heads-interleaved.py"
+    shutil.copy(solutions / "gqa" / "bugs" / "no-scaling.py", heads)
+    edit(heads, "BUG(no-scaling)", "BUG(heads-interleaved)", count=-1)
+    # stray files
+    (solutions / "gqa" / "notes.txt").write_text("todo\n")
+    (exercises / "README.md").write_text("# notes\n")
+
+    found = problems(copy)
+    assert_found(found, "prompts/exercises/tiled-softmax.toml", "unknown key 'minutez'")
+    assert_found(found, "prompts/exercises/mha-screen.toml", "main = 'multi_head_attn' is not one of its")
+    assert_found(found, "prompts/bugs.toml [bugs] #", "is declared twice")
+    assert_found(found, "solutions/mha-screen/bugs/no-scaling.py", r"differs from reference_\w+\.py away from its "
+                                                                  r"BUG\(no-scaling\) marker")
+    assert_found(found, "solutions/gqa/bugs/not-a-bug.py", "'not-a-bug' is not in prompts/bugs.toml")
+    assert_found(found, "solutions/gqa/bugs/not-a-bug.py", r"no '# BUG\(not-a-bug\)' marker")
+    assert_found(found, "prompts/exercises/kv-cache.toml", "names unknown check 'step-returns-output-and-cach'")
+    assert_found(found, "checks/gqa.py", r"no check declares catches=\('heads-interleaved'")
+    assert_found(found, "solutions/gqa/notes.txt", "unexpected")
+    assert_found(found, "prompts/exercises/README.md", "unexpected")
+
+
+def test_an_exercise_without_bench_workload_or_solutions_fails(copy):
+    text = (copy.prompts / "exercises" / "gqa.toml").read_text(encoding="utf-8")
+    text = text.replace('id = "gqa"', 'id = "gqa-two"').replace("order = 4", "order = 99")
+    (copy.prompts / "exercises" / "gqa-two.toml").write_text(text.replace("# attn-kit: gqa\n", "# attn-kit: gqa-two\n"),
+                                                              encoding="utf-8")
+    found = problems(copy)
+    assert_found(found, "prompts/exercises/gqa-two.toml", "has no bench workload")
+    assert_found(found, "solutions/gqa-two", "missing: every exercise has a solutions folder")
+
+
+def test_the_command_exits_1_and_lists_the_problems(copy, monkeypatch):
+    (copy.solutions / "mha-screen" / "scratch.py").write_text("x = 1\n")
+    monkeypatch.setattr(devcheck.Content, "installed", classmethod(lambda cls: copy))
+    result = CliRunner().invoke(cli, ["dev", "check"])
+    assert result.exit_code == 1
+    assert "✗ solutions/mha-screen/scratch.py: unexpected" in result.output
+    assert "1 problem(s) in the bundled content." in result.output
+
+
+def test_unmarked_changes_finds_the_changed_lines():
+    reference = '"""Reference."""\nimport math\n\n\ndef f(x):\n    return math.sqrt(x)\n' + "\n" * 20 + "def g():\n    return 1\n"
+    marked = reference.replace("math.sqrt(x)", "x  # BUG(no-sqrt): the root is missing")
+    assert devcheck.unmarked_changes(marked.replace('"""Reference."""', '"""Known bug."""'), reference, "no-sqrt") == []
+    stray = marked.replace("return 1", "return 2")
+    assert devcheck.unmarked_changes(stray, reference, "no-sqrt") == [28]
