@@ -13,8 +13,7 @@ from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
 from .cases import WORKED_PARAMS, causal, hot_blocked_tokens, identity_projections, lists, params, random_mask, tokens
-from .verdicts import (OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights,
-                       expect_untouched)
+from .verdicts import OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("cross-attention")
 check = SUITE.check

@@ -15,8 +15,19 @@ from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
 
-from .cases import (WORKED_X, causal, gqa_params, hot_blocked_tokens, identity_projections, lists, mask_of_kind,
-                    padding, random_mask, repeat_kv_heads, tokens)
+from .cases import (
+    WORKED_X,
+    causal,
+    gqa_params,
+    hot_blocked_tokens,
+    identity_projections,
+    lists,
+    mask_of_kind,
+    padding,
+    random_mask,
+    repeat_kv_heads,
+    tokens,
+)
 from .verdicts import expect_causal_invariance, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("gqa")

@@ -18,7 +18,6 @@ Importing this module imports torch in the kit's process before the sandbox fork
 from __future__ import annotations
 
 import math
-
 import re
 from dataclasses import dataclass, field
 from multiprocessing.reduction import ForkingPickler
@@ -544,7 +543,7 @@ def causal_future_is_ignored(ctx):
         return pair(ctx, ctx.call(FN, *send(ctx, case), **case.kwargs))[0]
 
     for own in (True, False):
-        expect_causal_invariance(ctx, lambda c: run(c, own), base.activations["context"], t=3,
+        expect_causal_invariance(ctx, lambda c, own=own: run(c, own), base.activations["context"], t=3,
                                  describe={"causal": own, "attention_mask": "none" if own else "lower-triangular"},
                                  what="output with causal=True" if own else "output with a causal attention_mask")
 
@@ -644,7 +643,7 @@ def compare_gradients(ctx, case: Case):
                      "(fully masked queries and empty heads are where NaN gets in)")
         ctx.expect_close(got, expected, f"gradient with respect to {name}", axes, "×".join(map(str, expected.shape)),
                          call=call, float32_ok=False, **GRADS)   # gradients are a float64 property
-    from attn_kit.harness_torch import finite_difference    # the gradients agree with the outputs (kit-side)
+    from attn_kit.harness_torch import finite_difference  # the gradients agree with the outputs (kit-side)
     analytic, numeric = finite_difference(
         lambda a, p: pair(ctx, ctx.call(FN, to_torch(a), to_torch(p), to_torch(case.masks), **case.kwargs)),
         case.activations, case.parameters, extra["grads"], seed=ctx.seed)

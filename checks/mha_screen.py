@@ -13,8 +13,7 @@ from attn_kit.compare import exactly
 from attn_kit.registry import Suite
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, mask_of_kind, padding, params, random_mask, tokens
-from .verdicts import (OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights,
-                       expect_untouched)
+from .verdicts import OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("mha-screen")
 check = SUITE.check

@@ -16,10 +16,22 @@ from pathlib import Path
 import click
 
 from .cli_bench import bench
-from .cli_common import (EXIT_FAIL, EXIT_PASS, EXIT_USAGE, SEED, SIZE, json_context, one_blas_thread, parse_size,
-                         reports_errors, stop_on_sigterm, timeout_option_type)
+from .cli_common import (
+    EXIT_FAIL,
+    EXIT_PASS,
+    EXIT_USAGE,
+    SEED,
+    SIZE,
+    json_context,
+    one_blas_thread,
+    parse_size,
+    reports_errors,
+    stop_on_sigterm,
+    timeout_option_type,
+)
 from .cli_dev import dev
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(package_name="attn-kit", prog_name="attn-kit")
@@ -116,7 +128,8 @@ def show(exercise):
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
 @click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
@@ -237,8 +250,9 @@ def main():
     except click.BadParameter as exc:     # a bad option value: one line, exit 2
         message = exc.format_message()
         if "--json" in sys.argv[1:]:
-            from .report import error_json
-            click.echo(json.dumps(error_json(message)))
+            from .jsonout import error_json
+            words = [a for a in sys.argv[1:] if not a.startswith("-")]
+            click.echo(json.dumps(error_json(words[0] if words else "attn-kit", message)))
         else:
             click.echo(f"Error: {message}", err=True)
         sys.exit(EXIT_USAGE)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from .cli_common import SIZE, EXIT_FAIL, EXIT_PASS, one_blas_thread, parse_size, reports_errors, timeout_option_type
-from .errors import KitError
+from .cli_common import EXIT_FAIL, EXIT_PASS, SIZE, one_blas_thread, parse_size, reports_errors, timeout_option_type
 
 
 def _sizes(ctx, param, value):

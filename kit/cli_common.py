@@ -132,8 +132,9 @@ def reports_errors(func):
                 raise
             message = f"cannot use {exc.filename}: {exc.strerror or exc}"
             if kwargs.get("as_json"):
-                from .report import error_json
-                click.echo(json.dumps(error_json(message, kwargs.get("exercise"))))
+                from .jsonout import error_json
+                click.echo(json.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), message,
+                                                 exercise=kwargs.get("exercise"), path=kwargs.get("file"))))
             else:
                 from . import render
                 render.error(message)

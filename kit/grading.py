@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import catalog, loader
+from . import sandbox as sandbox_module
 from .errors import DependencyMissing, LoadError
 from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped, Suite
-from .report import CheckResult, Report
-from . import sandbox as sandbox_module
-from .report import Diagnosis
+from .report import CheckResult, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message

@@ -13,8 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import (ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values,
-                      to_array, within_float32)
+from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values, to_array, within_float32
 from .report import Call
 from .values import Outcome
 
@@ -151,7 +150,8 @@ class CheckContext:
             call.tolerance = (min(rtol, old_rtol), min(atol, old_atol))
         actual = self.array(value, what, expected.shape, dims, kind)
         mismatch = compare(actual, expected, what, axes, rtol, atol)
-        if mismatch is not None and float32_ok and kind == "float" and rtol > 0 and self._float32_rounding(actual, expected, call, rtol, atol):
+        if (mismatch is not None and float32_ok and kind == "float" and rtol > 0
+                and self._float32_rounding(actual, expected, call, rtol, atol)):
             mismatch = None
         if mismatch is not None:
             if call is not None:
@@ -164,7 +164,7 @@ class CheckContext:
         parts = call.outcome.value if call is not None and isinstance(call.outcome.value, (tuple, list)) else ()
         if not (float32_like(actual, expected) or any(float32_values(p) for p in parts[:4])):
             return False
-        from .diagnose import float32_reference    # runs the oracle in float32 on the same call
+        from .diagnose import float32_reference  # runs the oracle in float32 on the same call
         ref32 = float32_reference(self.oracle, call, expected) if call is not None else None
         ok, worst = within_float32(actual, np.asarray(expected, float), ref32, rtol, atol)
         if ok:

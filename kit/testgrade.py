@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalog, loader
+from . import sandbox as sandbox_module
 from .errors import LoadError
 from .paths import bug_files, bug_id_of, reference_files
-from . import sandbox as sandbox_module
 from .sandbox import DEFAULT_MEMORY, Sandbox, make_launcher
 
 DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation

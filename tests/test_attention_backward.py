@@ -16,6 +16,7 @@ from attn_kit import catalog
 from attn_kit.checks import attention_backward as bw_checks
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
+
 from conftest import CORPUS, check_json
 
 CORPUS_MORE = CORPUS / "more"
@@ -26,7 +27,7 @@ REF = load_module(str(solutions_dir("attention-backward") / "reference_numpy.py"
 @pytest.fixture(scope="module")
 def torch():
     if os.environ.get("CI"):
-        import torch as module   # CI installs torch: a missing torch must fail there, not skip
+        import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
     return pytest.importorskip("torch")
 

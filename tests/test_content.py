@@ -523,9 +523,9 @@ def test_attention_matches_linear_flops_at_six_d():
     for D in (512, 4096):
         linear = 4 * D * D + 2 * D * (4 * D)            # four projections + a 4×-wide MLP, multiply-adds per token
         assert linear == 12 * D * D and "12·D²" in points
-        attn = lambda T: 2 * T * D                       # q·kᵀ and weights @ v over T keys  # noqa: E731
+        attn = lambda T, D=D: 2 * T * D                       # q·kᵀ and weights @ v over T keys  # noqa: E731
         assert attn(6 * D) == linear and "T = 6·D" in points
-        causal = lambda T: 2 * (T / 2) * D               # on average half the keys  # noqa: E731
+        causal = lambda T, D=D: 2 * (T / 2) * D               # on average half the keys  # noqa: E731
         assert causal(12 * D) == linear and "12·D with a causal mask" in points
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import catalog, grading
+from attn_kit import catalog
 
 from helpers import CORPUS, check_json, graded_json
 

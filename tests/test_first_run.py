@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from attn_kit.cli import cli
 from attn_kit.paths import solutions_dir
+
 from conftest import attn_kit
 
 REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import attn_kit
 from test_mock import PUBLIC, session_file
+
+from conftest import attn_kit
 from test_practice import finish, spawn
 
 

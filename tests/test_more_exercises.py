@@ -9,6 +9,7 @@ import pytest
 
 from attn_kit import catalog
 from attn_kit.catalog import DIMENSIONS
+
 from conftest import attn_kit
 
 NEW = {"rope": 7, "sliding-window": 8, "attention-backward": 9, "paged-attention": 10}
@@ -60,6 +61,7 @@ def test_independently_written_mistakes_are_named_first(name):
     """Files written without the kit's code, each with one classic mistake, are detected by their
     functions and diagnosed as that mistake first."""
     from attn_kit import grading
+
     from conftest import CORPUS
     exercise_id, bug = INDEPENDENT[name]
     report = grading.grade(CORPUS / "more" / name, grading.Options(seed=2))

@@ -40,7 +40,8 @@ def test_no_unused_dev_or_build_requirements():
         module = re.split(r"[<>=!~ \[]", requirement)[0].replace("-", "_")
         if module.startswith("pytest_"):      # a pytest plugin works without an import
             continue
-        assert f"import {module}" in tests or f"from {module}" in tests or f"importorskip(\"{module}\"" in tests, f"dev extra {requirement} is unused"
+        used = f"import {module}" in tests or f"from {module}" in tests or f"importorskip(\"{module}\"" in tests
+        assert used, f"dev extra {requirement} is unused"
     assert "pytest-benchmark" not in dev
     assert PYPROJECT["build-system"]["requires"] == ["setuptools>=77"]
 

@@ -50,7 +50,8 @@ def test_the_untouched_starter_earns_no_points(graded):
 
 
 def test_many_failures_are_compact_by_default_and_first_or_full_choose(graded):
-    blocks = lambda out: sum(1 for line in out.splitlines() if line.startswith(("! ", "✗ ")) and " — " in line)
+    def blocks(out):
+        return sum(1 for line in out.splitlines() if line.startswith(("! ", "✗ ")) and " — " in line)
     default = text(graded["starter"])
     assert blocks(default) == 1 and "the first failure in full" in default
     assert blocks(text(graded["starter"], first=False)) > 5

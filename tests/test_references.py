@@ -7,7 +7,6 @@ applied by hand. In CI (CI=true) a missing torch fails these tests instead of sk
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

@@ -17,6 +17,7 @@ from attn_kit.checks import rope as rope_checks
 from attn_kit.checks.cases import params, tokens
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
+
 from conftest import CORPUS, check_json
 
 CORPUS_MORE = CORPUS / "more"
@@ -27,7 +28,7 @@ REFS = {name: load_module(str(solutions_dir("rope") / f"reference_{name}.py")) f
 @pytest.fixture(scope="module")
 def torch():
     if os.environ.get("CI"):
-        import torch as module   # CI installs torch: a missing torch must fail there, not skip
+        import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
     return pytest.importorskip("torch")
 

@@ -230,8 +230,9 @@ def test_finite_differences_catch_gradients_that_are_not_the_outputs():
 
     def forward(acts, params):      # output = x @ w, attention = x (a smooth toy)
         return np.asarray(acts["x"]) @ np.asarray(params["w"]), np.asarray(acts["x"])
-    from attn_kit.harness_torch import probe
     import torch
+
+    from attn_kit.harness_torch import probe
     x, w = np.random.default_rng(0).normal(size=(2, 3)), np.random.default_rng(1).normal(size=(3, 2))
     p1 = probe((2, 2), 1, torch.zeros((), dtype=torch.float64)).numpy()
     p2 = probe((2, 3), 2, torch.zeros((), dtype=torch.float64)).numpy()

@@ -17,6 +17,7 @@ from attn_kit.checks import sliding_window as sw_checks
 from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import solutions_dir
+
 from conftest import CORPUS, check_json
 
 REF = load_module(str(solutions_dir("sliding-window") / "reference_numpy.py"))
@@ -25,7 +26,7 @@ REF = load_module(str(solutions_dir("sliding-window") / "reference_numpy.py"))
 @pytest.fixture(scope="module")
 def torch():
     if os.environ.get("CI"):
-        import torch as module   # CI installs torch: a missing torch must fail there, not skip
+        import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
     return pytest.importorskip("torch")
 
