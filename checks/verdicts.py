@@ -58,6 +58,6 @@ def expect_causal_invariance(ctx, run, x, t: int, describe: dict, what: str = "o
     changed = [i for i in range(t) if not np.allclose(before[:, i], after[:, i], rtol=1e-9, atol=1e-12)]
     if changed:
         ctx.fail(f"editing token {t} changed the {what} of earlier token(s) {changed}: under a causal mask "
-                 "a query may only see keys at or before its own position")
+                 "a query may only see keys at or before its own position, so it must not depend on any later token")
     if np.allclose(before[:, t], after[:, t]):
         ctx.fail(f"editing token {t} did not change its own {what}: a token must attend to itself")

@@ -56,12 +56,12 @@ def _project(x, params, w, b):
     return y
 
 
-def _scale_in_place(value, factor):
+def _scale_in_place(value, factor):  # BUG(mutates-input): a helper that writes into what it is given
     """Multiply an array or a (nested) list by factor, writing into it."""
     if isinstance(value, np.ndarray):
-        value *= value.dtype.type(factor)
+        value *= value.dtype.type(factor)  # BUG(mutates-input): in place
         return
-    for i, item in enumerate(value):
+    for i, item in enumerate(value):  # BUG(mutates-input): nested lists, item by item
         if isinstance(item, list):
             _scale_in_place(item, factor)
         else:
