@@ -84,6 +84,13 @@ def test_causal_mask_exact():
     assert np.array_equal(causal_mask(2, 3), [[[True, False, False], [True, True, False], [True, True, True]]] * 2)
 
 
+def test_masks_are_booleans():
+    """True = allowed: 0/1 integers read as indices by masked code, so masks must be bool."""
+    for mask in (causal_mask(2, 3), padding_mask([1, 3], 3)):
+        values = np.asarray(mask)
+        assert values.dtype == np.bool_, values.dtype
+
+
 def test_padding_mask_exact():
     assert np.array_equal(padding_mask([1, 3], 3), [[[True, False, False]] * 3, [[True, True, True]] * 3])
 
