@@ -210,10 +210,14 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def file_exercise(path: Path) -> str | None:
-    """The exercise named by a file's `# attn-kit: ID` header, if it has one."""
+    """The exercise named by a file's `# attn-kit: ID` header, if it has one. Only a regular file
+    is opened, and only its first 200 bytes are read: a FIFO, a device or a huge one-line file
+    names nothing (and never blocks, which matters on the error paths that ask)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            first = handle.readline()
+        if not path.is_file():
+            return None
+        with path.open("rb") as handle:
+            first = handle.read(200).decode("utf-8", errors="replace").split("\n", 1)[0]
     except OSError:
         return None
     if first.startswith("# attn-kit:"):

@@ -103,3 +103,24 @@ def test_users_are_pointed_at_shipped_docs_not_spec_md():
     assert "schemas/check.schema.json" in re.sub(r"\s+", "", help_text).replace("attn_kit/", "")
     for name in ("check", "test-tests", "bench", "error"):
         assert f"{name}.schema.json" in readme
+
+
+@pytest.mark.parametrize("command, option", [("check", ["--seed", "abc"]), ("bench", ["--budget", "-1"])])
+def test_a_bad_option_value_under_json_is_the_commands_error_object(broken, command, option):
+    """Option parsing fails in attn-kit's main(), before the command runs: still one JSON object,
+    in the command's shape, exit 2 (a usage error), and no traceback."""
+    from helpers import attn_kit
+    proc = attn_kit(command, broken, "--json", *option)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert option[0] in data["error"]
+    valid(command, data)
+    valid("error", data)
+
+
+def test_a_device_under_json_is_an_error_object_without_reading_it():
+    """The error object looks for the file's `# attn-kit:` header: never in a device or a FIFO."""
+    from helpers import attn_kit
+    proc = attn_kit("check", "/dev/zero", "--json", timeout=30)
+    assert proc.returncode == 2 and "a device" in json.loads(proc.stdout)["error"]
