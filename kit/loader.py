@@ -7,6 +7,7 @@ imports (for --pure). Running the file is the worker's job.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import io
 import os
@@ -33,6 +34,10 @@ class SourceFile:
 
     def imports(self) -> list[tuple[str, int]]:
         """Top-level module names imported anywhere in the file, with the line of first use."""
+        return list(self._imports)
+
+    @functools.cached_property
+    def _imports(self) -> tuple[tuple[str, int], ...]:    # checks ask for every call: walk the tree once
         found: dict[str, int] = {}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
@@ -40,7 +45,7 @@ class SourceFile:
                     found.setdefault(alias.name.split(".")[0], node.lineno)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.setdefault(node.module.split(".")[0], node.lineno)
-        return sorted(found.items(), key=lambda item: item[1])
+        return tuple(sorted(found.items(), key=lambda item: item[1]))
 
     def dynamic_imports(self) -> list[tuple[str, int]]:
         """Modules named by a string constant in `__import__("x")`, `importlib.import_module("x")`,

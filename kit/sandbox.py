@@ -645,8 +645,25 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self._reap()
 
 
+def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
+    """Load PyTorch's meta-device kernels once, in the zygote, so every worker inherits them: the
+    first meta-device operation of a process costs about a second, and mha-masked-bias checks
+    device placement on `meta` in every run. Kit-owned shapes only; nothing of a check's."""
+    torch = sys.modules["torch"]
+    try:
+        m = torch.empty((1, 2, 3, 4), dtype=torch.float64, device="meta")
+        s = m @ m.transpose(-1, -2)
+        allowed = torch.ones(3, 3, dtype=torch.bool, device="meta")
+        s = torch.where(allowed, s.masked_fill(~allowed, float("-inf")), torch.zeros((), dtype=s.dtype, device="meta"))
+        (torch.softmax(s - s.amax(-1, keepdim=True), -1) @ m).sum()
+    except Exception:  # noqa: BLE001 - an optimisation only: a torch without meta support just runs slower
+        pass
+
+
 def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
     try:
+        if "torch" in sys.modules:
+            _warm_torch()
         _ZygoteServer(sock).run()
     finally:
         os._exit(0)

@@ -4,14 +4,14 @@ pair that gives, there is a bug file, a check declaring that it catches the id, 
 fails and is named first by the diagnosis. Also: the headline properties of the README's table
 are checks that exist.
 
-Graded in-process (grading.grade, no CLI), each (file, seed) once per session, on a seed that
-test_catalogue.py (seeds 1 and 7, through the CLI) does not use; marked slow, since every file
-is graded with its diagnosis. The data checks are fast.
+Graded in-process through the session cache (helpers.graded) on test_catalogue.py's seeds 1 and
+7, so each (file, seed) is graded once for both modules; marked slow, since every file is graded
+with its diagnosis. The data checks are fast. benchmarks/diagnosis_rates.py measures naming over
+many more seeds.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import tomllib
 from pathlib import Path
@@ -21,7 +21,9 @@ import pytest
 from attn_kit import catalog, coverage, grading
 from attn_kit.paths import bug_files, bug_id_of
 
-SEEDS = (13,)                # test_catalogue.py grades every bug file with seeds 1 and 7 through the CLI
+import helpers
+
+SEEDS = (1, 7)               # test_catalogue.py's seeds: the reports come from the session cache (helpers.graded)
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXERCISES = list(catalog.exercises().values())
@@ -43,9 +45,10 @@ def _files_in_table():
                 yield pytest.param(exercise, path, id=f"{exercise.id}/{path.name}")
 
 
-@functools.cache
 def graded(path: Path, exercise_id: str, seed: int):
-    return grading.grade(path, grading.Options(exercise=exercise_id, seed=seed, timeout=10))
+    report = helpers.graded(path, seed)          # as test_catalogue.py asks: one grading per (file, seed)
+    assert report.exercise == exercise_id, f"{path.name} is graded as {report.exercise}"
+    return report
 
 
 def test_every_catalogue_id_says_what_it_needs():
