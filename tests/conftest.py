@@ -23,6 +23,10 @@ def attn_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("attn-home")
     monkeypatch.setenv("ATTN_KIT_HOME", str(home))
     monkeypatch.setenv("NO_COLOR", "1")
+    # pytest-xdist's workers export COLUMNS=80 and LINES=24, which rich prefers over a pseudo-
+    # terminal's real size: a test that wants a width sets it itself
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     return home
 
 

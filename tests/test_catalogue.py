@@ -21,6 +21,9 @@ from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
 
 from helpers import attn_kit, check_json, graded_exercises, graded_json
 
+# with pytest-xdist, these modules run in one worker: they read the same cached gradings (helpers.graded)
+pytestmark = pytest.mark.xdist_group("graded-bug-files")
+
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 EXERCISES = list(catalog.exercises().values())

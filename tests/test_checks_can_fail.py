@@ -14,6 +14,9 @@ from attn_kit import catalog, grading
 
 from helpers import CORPUS, bug_files, corpus_data, graded, graded_exercises
 
+# with pytest-xdist, these modules run in one worker: they read the same cached gradings (helpers.graded)
+pytestmark = pytest.mark.xdist_group("graded-bug-files")
+
 EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")
 
 

@@ -23,6 +23,9 @@ from attn_kit.paths import bug_files, bug_id_of
 
 import helpers
 
+# with pytest-xdist, these modules run in one worker: they read the same cached gradings (helpers.graded)
+pytestmark = pytest.mark.xdist_group("graded-bug-files")
+
 SEEDS = (1, 7)               # test_catalogue.py's seeds: the reports come from the session cache (helpers.graded)
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 README = Path(__file__).resolve().parents[1] / "README.md"

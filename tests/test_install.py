@@ -35,12 +35,18 @@ def test_tests_needing_torch_skip_with_one_summary_line(tmp_path):
     (fake / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'torch\'", name="torch")\n')
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
     env["PYTHONPATH"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_references.py", "tests/test_masked_bias.py"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    def run(*options):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options,
+                               "tests/test_references.py", "tests/test_masked_bias.py"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = run("-n", "0")                  # one process: every skipped module is counted
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [line for line in proc.stdout.splitlines() if TORCH_MISSING in line]
     assert lines == [f"2 skipped because {TORCH_MISSING}."], proc.stdout
+    proc = run()                           # the default, pytest-xdist's workers: still one line
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if TORCH_MISSING in line]
+    assert len(lines) == 1 and lines[0].endswith(f"skipped because {TORCH_MISSING}."), proc.stdout
 
 
 def test_python_dash_m_runs_the_program_named_attn_kit():
