@@ -86,7 +86,7 @@ def public_window_example(ctx):
 
 @check(points=3, after=("output-shape",),
        catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling",
-                "fill-value-too-weak", "softmax-across-batch"),
+                "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"),
        concept="sliding-window")
 def matches_banded_attention(ctx):
     """Equals softmax(q kᵀ / sqrt(d)) @ v with allowed[i][j] = (i - window < j <= i), for several windows (B=2, H=2)."""
@@ -95,7 +95,8 @@ def matches_banded_attention(ctx):
         compare_window(ctx, q, k, v, window, what=f"output with window={window}")
 
 
-@check(points=2, after=("output-shape",), catches=("window-not-causal", "fill-value-too-weak"), concept="sliding-window")
+@check(points=2, after=("output-shape",), catches=("window-not-causal", "fill-value-too-weak", "softmax-wrong-axis"),
+       concept="sliding-window")
 def causal_future_is_ignored(ctx):
     """Changing token t (its query, key and value) changes no output before t."""
     B, H, T, d, window, t = 1, 2, 8, 4, 3, 5
@@ -247,7 +248,7 @@ def memory_stays_within_bound(ctx):
 
 @check(points=4, after=("output-shape",),
        catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow",
-                "double-scaling", "fill-value-too-weak", "softmax-across-batch"))
+                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"))
 def randomised_agreement(ctx):
     """Agrees with banded attention on randomised hidden cases: sizes, windows from 1 to beyond T, large scores.
 
