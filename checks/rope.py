@@ -15,7 +15,7 @@ import numpy as np
 
 from attn_kit.registry import Suite
 
-from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, params, random_mask, tokens
+from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, padding, params, random_mask, tokens
 from .verdicts import expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("rope")
@@ -281,6 +281,27 @@ def causal_future_is_ignored(ctx):
                  "queries see the future (is True treated as blocked?)")
     if np.allclose(before[0, t], after[0, t]):
         ctx.fail(f"editing token {t} did not change its own output: a token must attend to itself")
+
+
+@check(points=2, after=("attention-output-shapes",), concept="masking",
+       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+def uniform_when_queries_are_zero(ctx):
+    """With Wq = 0 (and no bq) every query is 0 at any position, so every score is 0 and each query
+    spreads its weight evenly over its allowed keys.
+
+    Padding mask, random positions; the weights are compared with 1 / (number of allowed keys).
+    """
+    B, T, D, H = 2, 5, 8, 2
+    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
+    p["Wq"] = np.zeros((D, D))
+    p.pop("bq")
+    mask = padding([5, 3], T)
+    positions = random_positions(ctx.rng, T, 0, 100)
+    ctx.describe(B=B, T=T, D=D, H=H, positions=positions, masking="padding_mask([5, 3], 5)", Wq="zeros")
+    _, weights = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, positions, lists(mask), True), B, H, T, D)
+    uniform = np.broadcast_to((mask / mask.sum(axis=-1, keepdims=True))[:, None], (B, H, T, T))
+    ctx.expect_close(weights, uniform, "weights with Wq = 0 (uniform over the allowed keys)",
+                     ("batch", "head", "query", "key"), "B×H×T×T")
 
 
 @check(points=3, after=("attention-output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"),
