@@ -101,7 +101,7 @@ PUBLIC_DOUT = [[[[1.0], [-1.0]]]]
 
 @check(points=2, public=True, after=("output-shapes",),
        catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
-                "no-scaling"))
+                "no-scaling", "double-scaling", "softmax-wrong-axis"))
 def public_backward_example(ctx):
     """The statement's worked example: T = S = 2, d = 2, dv = 1, no mask."""
     q, k, v, dout = (np.array(a) for a in (PUBLIC_Q, PUBLIC_K, PUBLIC_V, PUBLIC_DOUT))
@@ -111,10 +111,11 @@ def public_backward_example(ctx):
 # --- agreement ----------------------------------------------------------------------------------
 
 @check(points=3, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "no-scaling", "mask-inverted"),
+       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "no-scaling", "mask-inverted", "double-scaling",
+                "softmax-wrong-axis", "softmax-across-batch", "fill-value-too-weak"),
        concept="backward")
 def matches_kit_gradients_when_t_differs_from_s(ctx):
-    """Equals the kit's own gradients with T ≠ S (T=3 queries, S=6 keys, d=4, dv=5), masked and unmasked."""
+    """Equals the kit's own gradients with T ≠ S (B=2, T=3 queries, S=6 keys, d=4, dv=5), masked and unmasked."""
     q, k, v, dout = case(ctx.rng, 2, 2, 3, 6, 4, 5)
     compare_gradients(ctx, q, k, v, dout, None, what="no mask")
     compare_gradients(ctx, q, k, v, dout, random_mask(ctx.rng, 2, 3, 6, blocked_rows=0), what="random mask")
@@ -157,8 +158,8 @@ def directional_finite_differences(ctx):
 
 # --- masks and stability -----------------------------------------------------------------------
 
-@check(points=3, after=("output-shapes",), catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted"),
-       concept="masking")
+@check(points=3, after=("output-shapes",),
+       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks"), concept="masking")
 def blocked_rows_get_zero_gradient(ctx):
     """A query with no allowed key has output 0 whatever q, k, v are: its dq row is exactly 0 and it adds nothing to dk, dv."""
     q, k, v, dout = case(ctx.rng, 2, 2, 5, 4, 3, 3)
@@ -182,10 +183,15 @@ def finite_at_large_scores(ctx):
         ctx.fail("gradients must be finite at scores of ±1000")
 
 
-@check(points=2, after=("output-shapes",), catches=("mask-inverted", "softmax-overflow"), concept="masking")
+@check(points=2, after=("output-shapes",),
+       catches=("mask-inverted", "softmax-overflow", "max-over-blocked", "fill-value-too-weak"), concept="masking")
 def dv_ignores_q_scale_with_one_allowed_key(ctx):
     """When each query may see exactly one key, its weight on it is 1 whatever the scores: dv must not
-    change when q is multiplied by 1, 30 or 1000."""
+    change when q is multiplied by 1, 30 or 1000.
+
+    At × 1000 blocked scores lie far above or below the allowed one: a max taken over blocked
+    entries too makes the allowed weight underflow, and a weak fill value leaves blocked keys weight.
+    """
     B, H, T, S = 1, 2, 4, 4
     q, k, v, dout = case(ctx.rng, B, H, T, S, 3, 2)
     mask = np.zeros((B, T, S), bool)
@@ -212,7 +218,9 @@ def inputs_left_unmodified(ctx):
 
 @check(points=4, after=("output-shapes",),
        catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
-                "no-scaling", "softmax-overflow", "blocked-row-nan", "blocked-row-uniform", "mask-inverted"))
+                "no-scaling", "softmax-overflow", "blocked-row-nan", "blocked-row-uniform", "mask-inverted",
+                "additive-mask-leaks", "fill-value-too-weak", "softmax-wrong-axis", "double-scaling",
+                "softmax-across-batch"))
 def randomised_agreement(ctx):
     """Agrees with the kit's gradients on randomised hidden cases: sizes, T = S or not, masks, large scores.
 

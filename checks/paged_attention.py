@@ -122,7 +122,7 @@ PUBLIC_LENS = [3, 1]
 
 
 @check(points=2, public=True, after=("output-shape",),
-       catches=("reads-past-context", "block-table-order", "no-scaling"))
+       catches=("reads-past-context", "block-table-order", "no-scaling", "double-scaling"))
 def public_paged_example(ctx):
     """The statement's worked example: two sequences, blocks of 2 slots, a 99 in every unused slot."""
     q, kp, vp = np.array(PUBLIC_Q), np.array(PUBLIC_K_POOL), np.array(PUBLIC_V_POOL)
@@ -182,7 +182,7 @@ def shared_and_overlong_tables(ctx):
     compare_paged(ctx, case, tables_note="two spare blocks each; sequences 0 and 1 share their first block")
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) per head (d=16 here)."""
     case = build(ctx.rng, [5, 7], d=16, garbage=(0.0,))
@@ -215,7 +215,8 @@ def inputs_left_unmodified(ctx):
 
 
 @check(points=4, after=("output-shape",),
-       catches=("reads-past-context", "block-table-order", "slot-index-swapped", "no-scaling", "softmax-overflow"))
+       catches=("reads-past-context", "block-table-order", "slot-index-swapped", "no-scaling", "softmax-overflow",
+                "double-scaling"))
 def randomised_agreement(ctx):
     """Agrees with dense attention on randomised hidden cases: block sizes, lengths, heads, large scores.
 

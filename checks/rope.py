@@ -15,7 +15,7 @@ import numpy as np
 
 from attn_kit.registry import Suite
 
-from .cases import causal, lists, mask_of_kind, params, random_mask, tokens
+from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, padding, params, random_mask, tokens
 from .verdicts import expect_divisibility_error, expect_out_and_weights, expect_untouched
 
 SUITE = Suite("rope")
@@ -170,7 +170,7 @@ def out_and_weights(ctx, value, B, H, T, D):
 
 # --- rope_attention ----------------------------------------------------------------------------
 
-@check(points=2, public=True)
+@check(points=2, public=True, catches=("transpose-reverses-all-axes",))
 def attention_output_shapes(ctx):
     """rope_attention returns out B×T×D, or (out, weights B×H×T×T) with return_weights=True."""
     B, T, D, H = 2, 3, 8, 2
@@ -192,7 +192,7 @@ PUBLIC_PARAMS = {"Wq": EYE4, "Wk": EYE4, "Wv": EYE4, "Wo": EYE4}
 
 @check(points=2, public=True, after=("attention-output-shapes",),
        catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped", "rope-on-values",
-                "no-scaling", "mask-inverted"))
+                "no-scaling", "mask-inverted", "double-scaling", "softmax-wrong-axis"))
 def public_attention_example(ctx):
     """The statement's rope_attention example: T=3, D=4, one head, identity weights, causal mask."""
     compare_attention(ctx, np.array(PUBLIC_X), {k: np.array(v) for k, v in PUBLIC_PARAMS.items()}, 1,
@@ -232,23 +232,30 @@ def positions_argument_is_honoured(ctx):
     compare_attention(ctx, x, p, H, np.array(positions), None, what="positions as an array", arrays=True)
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("rope-before-head-split",), concept="head-split")
+@check(points=2, after=("attention-output-shapes",),
+       catches=("rope-before-head-split", "reshape-without-transpose", "heads-interleaved"), concept="head-split")
 def each_head_rotated_on_its_own(ctx):
-    """The rotation pairs columns within each head (width hd), after the head split, not across D."""
+    """Head h owns columns h*hd:(h+1)*hd and the rotation pairs columns within each head, after the split.
+
+    Catches a rotation across the whole width D, a bare reshape that mixes tokens and heads, and
+    heads taking strided columns.
+    """
     B, T, D, H = 1, 4, 16, 4
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     compare_attention(ctx, x, p, H, None, None, heads="4 heads of width 4")
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("weights-transposed",))
+@check(points=2, after=("attention-output-shapes",), catches=("weights-transposed", "biases-ignored",
+                                                               "no-output-projection"))
 def projections_are_x_at_w(ctx):
-    """Every projection is x @ W + b with W[d_in][d_out] (rows are tokens), not x @ Wᵀ."""
+    """Every projection is x @ W + b with W[d_in][d_out] (rows are tokens), not x @ Wᵀ: q, k, v and the output's Wo, bo."""
     B, T, D, H = 1, 3, 4, 2
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D, scale=2.0)
     compare_attention(ctx, x, p, H, None, None, weights="random, not symmetric")
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("attention-output-shapes",), catches=("no-scaling", "scale-by-model-width", "double-scaling"),
+       concept="scaling")
 def scores_scaled_by_head_width(ctx):
     """Scores are the rotated q·k divided by sqrt(hd), the head width."""
     B, T, D, H = 1, 4, 8, 2
@@ -256,7 +263,8 @@ def scores_scaled_by_head_width(ctx):
     compare_attention(ctx, x, p, H, None, None)
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("mask-inverted",), concept="masking")
+@check(points=2, after=("attention-output-shapes",), catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis"),
+       concept="masking")
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t, and changes row t."""
     B, T, D, H = 1, 5, 4, 2
@@ -275,7 +283,28 @@ def causal_future_is_ignored(ctx):
         ctx.fail(f"editing token {t} did not change its own output: a token must attend to itself")
 
 
-@check(points=3, after=("attention-output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan"),
+@check(points=2, after=("attention-output-shapes",), concept="masking",
+       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+def uniform_when_queries_are_zero(ctx):
+    """With Wq = 0 (and no bq) every query is 0 at any position, so every score is 0 and each query
+    spreads its weight evenly over its allowed keys.
+
+    Padding mask, random positions; the weights are compared with 1 / (number of allowed keys).
+    """
+    B, T, D, H = 2, 5, 8, 2
+    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
+    p["Wq"] = np.zeros((D, D))
+    p.pop("bq")
+    mask = padding([5, 3], T)
+    positions = random_positions(ctx.rng, T, 0, 100)
+    ctx.describe(B=B, T=T, D=D, H=H, positions=positions, masking="padding_mask([5, 3], 5)", Wq="zeros")
+    _, weights = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, positions, lists(mask), True), B, H, T, D)
+    uniform = np.broadcast_to((mask / mask.sum(axis=-1, keepdims=True))[:, None], (B, H, T, T))
+    ctx.expect_close(weights, uniform, "weights with Wq = 0 (uniform over the allowed keys)",
+                     ("batch", "head", "query", "key"), "B×H×T×T")
+
+
+@check(points=3, after=("attention-output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"),
        concept="masking")
 def blocked_rows_output_bo(ctx):
     """A query with no allowed key gets zero weights in every head, so its output row is exactly bo."""
@@ -294,6 +323,41 @@ def stable_at_large_scores(ctx):
     B, T, D, H = 1, 4, 4, 2
     x, p = tokens(ctx.rng, B, T, D, scale=30.0), params(ctx.rng, D, scale=3.0)
     compare_attention(ctx, x, p, H, None, causal(B, T), masking="causal", x_scale=30)
+
+
+@check(points=2, after=("attention-output-shapes",), concept="numerical-stability",
+       catches=("max-over-blocked", "softmax-overflow"))
+def stable_with_a_blocked_score_far_above(ctx):
+    """Large scores stay finite, and a blocked key scoring far above the allowed ones takes nothing.
+
+    Every position 0 (so no rotation), Wq = Wk = identity, causal mask: the last token's key scores
+    about 2000 with every query while the allowed scores are about 900, so exp of a raw score
+    overflows, and a max taken over the blocked key too makes every allowed weight underflow to 0.
+    No biases.
+    """
+    B, T, D, H = 2, 4, 8, 2
+    x = hot_blocked_tokens(ctx.rng, B, T, D)
+    p = identity_projections(D, rng=ctx.rng)
+    compare_attention(ctx, x, p, H, [0] * T, causal(B, T), masking="causal", Wq="identity", Wk="identity",
+                      scores="about 900 allowed, about 2000 for the blocked last key")
+
+
+@check(points=1, after=("attention-output-shapes",), catches=("softmax-across-batch",))
+def batches_are_independent(ctx):
+    """Each batch element's output and weights depend on that element only."""
+    B, T, D, H = 3, 3, 4, 2
+    x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
+    mask = random_mask(ctx.rng, B, T, blocked_rows=0)
+    ctx.describe(B=B, T=T, D=D, H=H)
+    together = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, None, lists(mask), True), B, H, T, D)
+    for b in range(B):
+        ctx.describe(batch=b)
+        alone = out_and_weights(ctx, ctx.call(FN, lists(x[b:b + 1]), lists(p), H, None, lists(mask[b:b + 1]), True),
+                                1, H, T, D)
+        ctx.expect_close(together[0][b:b + 1], alone[0], f"output of batch {b} run with the others vs alone",
+                         ("batch", "query", "feature"), "1×T×D")
+        ctx.expect_close(together[1][b:b + 1], alone[1], f"weights of batch {b} run with the others vs alone",
+                         ("batch", "head", "query", "key"), "1×H×T×T")
 
 
 @check(points=2, catches=("mutates-input",))
@@ -315,7 +379,10 @@ def inputs_left_unmodified(ctx):
 @check(points=4, after=("attention-output-shapes",),
        catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-on-values", "rope-before-head-split",
                 "rope-sign-flipped", "rope-positions-ignored", "weights-transposed", "no-scaling",
-                "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted"))
+                "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
+                "scale-by-model-width", "reshape-without-transpose", "heads-interleaved", "additive-mask-leaks",
+                "fill-value-too-weak", "softmax-wrong-axis", "no-output-projection", "biases-ignored",
+                "double-scaling", "softmax-across-batch"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: sizes, positions, masks, large scores.
 

@@ -77,7 +77,7 @@ PUBLIC_WINDOW = 2
 
 
 @check(points=2, public=True, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling"))
+       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling"))
 def public_window_example(ctx):
     """The statement's worked example: T=4, d=2, window=2."""
     compare_window(ctx, np.array(PUBLIC_Q), np.array(PUBLIC_K), np.array(PUBLIC_V), PUBLIC_WINDOW,
@@ -85,16 +85,18 @@ def public_window_example(ctx):
 
 
 @check(points=3, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling"),
+       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling",
+                "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"),
        concept="sliding-window")
 def matches_banded_attention(ctx):
-    """Equals softmax(q kᵀ / sqrt(d)) @ v with allowed[i][j] = (i - window < j <= i), for several windows."""
+    """Equals softmax(q kᵀ / sqrt(d)) @ v with allowed[i][j] = (i - window < j <= i), for several windows (B=2, H=2)."""
     q, k, v = qkv(ctx.rng, 2, 2, 11, 4)
     for window in (2, 3, 5):
         compare_window(ctx, q, k, v, window, what=f"output with window={window}")
 
 
-@check(points=2, after=("output-shape",), catches=("window-not-causal",), concept="sliding-window")
+@check(points=2, after=("output-shape",), catches=("window-not-causal", "fill-value-too-weak", "softmax-wrong-axis"),
+       concept="sliding-window")
 def causal_future_is_ignored(ctx):
     """Changing token t (its query, key and value) changes no output before t."""
     B, H, T, d, window, t = 1, 2, 8, 4, 3, 5
@@ -111,7 +113,7 @@ def causal_future_is_ignored(ctx):
                  f"them (the band must stop at j <= i)")
 
 
-@check(points=3, after=("output-shape",), catches=("window-off-by-one",), concept="sliding-window")
+@check(points=3, after=("output-shape",), catches=("window-off-by-one", "fill-value-too-weak"), concept="sliding-window")
 def keys_outside_the_window_change_nothing(ctx):
     """Changing key/value t changes queries t .. t+window-1 only: query t+window no longer sees it.
 
@@ -156,7 +158,7 @@ def window_at_least_t_is_causal_attention(ctx):
                          AXES, DIMS)
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling",), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) with d the width of q and k (d=16 here)."""
     q, k, v = qkv(ctx.rng, 1, 2, 6, 16, scale=0.8)
@@ -171,6 +173,23 @@ def stable_at_large_scores(ctx):
     k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0        # |score| up to 45·45/2 ≈ 1000
     k[..., ::2, :] = q[..., ::2, :]                                  # every other query scores itself 1012
     compare_window(ctx, q, k, v, 3, scores="up to ±1000 (every other key equals its query)")
+
+
+@check(points=2, after=("output-shape",), catches=("max-over-blocked", "softmax-overflow"),
+       concept="numerical-stability")
+def stable_with_a_blocked_score_far_above(ctx):
+    """A key outside the band scoring far above the allowed ones takes nothing, and nothing overflows.
+
+    q and k near 25 in every feature (allowed scores about 1250), the last key near 60 (about 3000
+    with every query), window = T: that key is blocked for every query but the last, since it is in
+    their future. A max taken over the blocked key too makes the allowed weights underflow to 0.
+    """
+    B, H, T, d = 1, 2, 5, 4
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k[:, :, -1] = (60.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, d))).round(6)
+    v = ctx.rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6)
+    compare_window(ctx, q, k, v, T, scores="about 1250 allowed, about 3000 for the last key (blocked but for the last query)")
 
 
 @check(points=1)
@@ -228,7 +247,8 @@ def memory_stays_within_bound(ctx):
 
 
 @check(points=4, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow"))
+       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow",
+                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"))
 def randomised_agreement(ctx):
     """Agrees with banded attention on randomised hidden cases: sizes, windows from 1 to beyond T, large scores.
 

@@ -57,6 +57,30 @@ def test_blocked_rows_have_zero_gradient():
     check_fd(q, k, v, dout, mask, (dq, dk, dv), seed=3)
 
 
+
+def test_batch_rows_are_independent():
+    rng = np.random.default_rng(12)
+    q, k = rng.normal(size=(2, 2, 3, 4)), rng.normal(size=(2, 2, 5, 4))
+    v, dout = rng.normal(size=(2, 2, 5, 2)), rng.normal(size=(2, 2, 3, 2))
+    mask = rng.random((2, 3, 5)) < 0.7
+    mask[:, :, 0] = True
+    together = attention_backward(q, k, v, dout, mask)
+    for b in range(2):
+        alone = attention_backward(q[b:b + 1], k[b:b + 1], v[b:b + 1], dout[b:b + 1], mask[b:b + 1])
+        for g, a in zip(together, alone):
+            np.testing.assert_allclose(np.asarray(g)[b:b + 1], a, atol=1e-12)
+    check_fd(q, k, v, dout, mask, together, seed=4)
+
+
+def test_one_allowed_key_takes_all_the_weight_even_far_below_the_blocked_ones():
+    q, k, v, dout = make(4, 4, 3, 2, seed=13)
+    mask = np.eye(4, dtype=bool)[None]                 # query i sees key i only
+    dq, dk, dv = attention_backward(q * 1000.0, k, v, dout, mask)
+    np.testing.assert_allclose(dv, dout, atol=1e-9)     # weight 1 on its own key, whatever the scores
+    np.testing.assert_allclose(dq, 0.0, atol=1e-9)
+    np.testing.assert_allclose(dk, 0.0, atol=1e-9)
+
+
 def test_large_scores_are_finite():
     q, _, v, dout = make(3, 3, 4, 2, seed=10, scale=25.0)
     k = q.copy()                                       # q·k = |q|² for matching rows: scores in the thousands

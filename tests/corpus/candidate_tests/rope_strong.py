@@ -125,6 +125,19 @@ def test_large_scores_stay_finite():
     np.testing.assert_allclose(out, oracle(x, p, 2)[0], rtol=1e-7, atol=1e-7)
 
 
+
+def test_a_blocked_key_far_above_the_allowed_ones_takes_nothing():
+    rng = np.random.default_rng(10)
+    x = 25.0 + rng.normal(0.0, 0.1, size=(1, 4, 4))
+    x[0, -1] = 60.0 + rng.normal(0.0, 0.1, size=4)     # its key scores ~2000, the others ~1250
+    p = {"Wq": np.eye(4), "Wk": np.eye(4), "Wv": rng.normal(size=(4, 4)), "Wo": rng.normal(size=(4, 4))}
+    mask = np.tril(np.ones((1, 4, 4), bool))             # the hot key is blocked for queries 0..2
+    out, w = rope_attention(x, p, 2, [0, 0, 0, 0], mask, return_weights=True)
+    want_out, want_w = oracle(x, p, 2, [0, 0, 0, 0], mask)
+    np.testing.assert_allclose(np.asarray(w, float), want_w, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(out, float), want_out, rtol=1e-7, atol=1e-7)
+
+
 def test_inputs_are_not_modified():
     x, p = make(1, 3, 4, seed=8)
     heads = np.random.default_rng(9).normal(size=(1, 2, 3, 4))

@@ -50,6 +50,17 @@ def test_editing_one_key_moves_exactly_the_window():
     assert moved == [2, 3, 4]
 
 
+
+def test_batch_rows_are_independent():
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.normal(size=(3, 2, 7, 4)) for _ in range(3))
+    together = np.asarray(sliding_window_attention(q, k, v, 3), float)
+    for b in range(3):
+        alone = sliding_window_attention(q[b:b + 1], k[b:b + 1], v[b:b + 1], 3)
+        np.testing.assert_allclose(together[b:b + 1], alone, atol=1e-12)
+    np.testing.assert_allclose(together, oracle(q, k, v, 3), atol=1e-10)
+
+
 def test_large_scores_are_finite():
     q, k, v = qkv(6, seed=5, scale=40.0)
     out = sliding_window_attention(q, k, v, 3)
