@@ -404,17 +404,21 @@ def test_tiled_worked_example_and_its_running_quantities():
 
 
 def test_tiled_memory_figures():
-    text = catalog.exercise("tiled-softmax").statement
-    T = S = 2048
-    block, dv = 64, 32
+    """The statement's figures for the memory check, recomputed: the bound, the float64 and float16
+    score matrices, and the sizes the check really uses."""
+    from attn_kit.checks.tiled_softmax import MEMORY_S, MEMORY_T, MEMORY_WIDTH, memory_bound
+    text = " ".join(catalog.exercise("tiled-softmax").statement.split())
+    T, S, block, dv = 1024, 4096, 64, 32
+    assert (MEMORY_T, MEMORY_S, MEMORY_WIDTH) == (T, S, dv)
     bound = 64 * T * (block + dv)
-    assert bound == 8 * 8 * T * (block + dv)                          # eight float64 T×(block + dv) arrays
-    assert "For T = S =\n  2048, block_size = 64 and dv = 32 that is 12 MiB" in text or "that is 12 MiB" in text
-    assert bound == 12 * 2 ** 20
-    assert 8 * T * S == 32 * 2 ** 20 and "would be 32 MiB" in text
-    assert 2 * T * S > bound * 0.5 and 2 * T * S == 8 * 2 ** 20       # a float16 T×S is 8 MiB: under 12
-    from attn_kit.checks.tiled_softmax import memory_bound
-    assert memory_bound(T, block, dv) == bound
+    assert bound == 8 * 8 * T * (block + dv) == memory_bound(T, block, dv)   # eight float64 T×(block + dv)
+    assert "T = 1024 queries against S = 4096 keys with block_size = 64 and dv = 32: the bound is 6 MiB" in text
+    assert bound == 6 * 2 ** 20
+    assert 8 * T * S == 32 * 2 ** 20 and "the float64 score matrix alone would be 32 MiB" in text
+    assert 2 * T * S == 8 * 2 ** 20 and "even a float16 one 8 MiB" in text
+    assert 2 * T * S > bound                          # a float16 T×S matrix cannot pass any more ...
+    assert 2 * 2048 * 2048 < memory_bound(2048, block, dv)   # ... while at T = S = 2048 it fitted
+    assert "one call at T = 1024, S = 4096 (block_size = 64, dv = 32)" in text
 
 
 def test_flash_decoding_merge_of_the_worked_example():
