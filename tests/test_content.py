@@ -636,7 +636,7 @@ def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
     assert torch.isnan(grad(False)).any()                       # forward right, gradient NaN
     assert torch.isfinite(grad(True)).all()
     hint = next(h for h in catalog.exercise("mha-masked-bias").hints
-                if h.step == "concept" and h.concept == "numerical-stability")
+                if h.step == "concept" and h.title == "Empty rows, forward and backward")
     assert "0 × inf = NaN" in hint.text and "*shifted* blocked scores" in hint.text
 
 
