@@ -731,3 +731,20 @@ def test_a_hint_names_the_next_step_on_its_topic():
     render_practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
     text = out.export_text()
     assert "next on this topic" not in text and "near-code" in text
+
+
+def test_framework_conventions_quoted_in_the_new_questions():
+    """weight-layout: nn.Linear stores out × in and computes x @ weightᵀ; cross-attention-padding:
+    nn.MultiheadAttention's key_padding_mask marks padding with True (those keys get weight 0)."""
+    torch = pytest.importorskip("torch")
+    linear = torch.nn.Linear(3, 5)
+    x = torch.randn(2, 3, dtype=linear.weight.dtype)
+    assert tuple(linear.weight.shape) == (5, 3)
+    assert torch.allclose(linear(x), x @ linear.weight.T + linear.bias)
+    layer = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+    q, kv = torch.randn(1, 2, 4), torch.randn(1, 3, 4)
+    _, weights = layer(q, kv, kv, key_padding_mask=torch.tensor([[False, True, False]]))
+    assert torch.all(weights[0, :, 1] == 0) and torch.all(weights[0, :, 0] > 0)
+    texts = {q.id: " ".join((q.prompt, *q.key_points)) for e in EXERCISES for q in e.questions}
+    assert "nn.Linear stores its weight as out × in" in texts["weight-layout"]
+    assert "key_padding_mask marks padding with True" in texts["cross-attention-padding"]
