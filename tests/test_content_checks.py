@@ -68,3 +68,28 @@ def test_masked_bias_heads_that_do_not_divide_must_raise():
         assert status(report, "value-error-when-heads-do-not-divide")[0] == "pass", path.name
     check = next(c for c in masked.SUITE.checks if c.id == "value-error-when-heads-do-not-divide")
     assert check.points == 1
+
+
+# --- kv-cache: one preallocation rule everywhere --------------------------------------------------
+
+def test_kv_cache_preallocation_rule_is_the_same_in_checks_statement_hints_question_and_rubric():
+    """Issue 15 item 2: count only the filled rows, allow a preallocated buffer with an int length.
+    A solution written that way passes the cache count, and every text that states the rule
+    states this one."""
+    import re
+
+    from attn_kit import catalog
+    report = graded(CORPUS / "followups" / "kv_cache_preallocated.py", seed=1)
+    assert report.passed and status(report, "cache-holds-2btd-numbers")[0] == "pass"
+    exercise = catalog.exercise("kv-cache")
+    flat = {"statement": exercise.statement, "starter": exercise.starter}
+    flat |= {f"hint {n} ({h.step})": h.text for n, h in enumerate(exercise.hints, 1) if h.title == "What the cache holds"}
+    flat |= {f"question {q.id}": " ".join(q.key_points) for q in exercise.questions if q.id == "cache-layout"}
+    flat |= {f"rubric {d.dimension}": " ".join(d.anchors) for d in exercise.scoring if d.dimension == "systems"}
+    flat = {k: " ".join(v.split()) for k, v in flat.items()}
+    assert "The reading we chose" in flat["statement"] and "counts the *filled* rows" in flat["statement"]
+    for where in ("statement", "starter", "hint 6 (concept)", "hint 10 (code)", "question cache-layout",
+                  "rubric systems"):
+        assert re.search(r"length", flat[where]), where             # the buffer says how much is filled
+    for where, text in flat.items():
+        assert not re.search(r"\b(no|never|not|without)\s+(a\s+)?prealloc", text, re.IGNORECASE), where
