@@ -389,6 +389,28 @@ def value_width_differs_from_key_width(ctx):
     compare_case(ctx, case)
 
 
+@check(points=1, after=("output-shapes",), concept="head-split")
+def value_error_when_heads_do_not_divide(ctx):
+    """heads < 1, or heads that does not divide the columns of w_q or of w_v, raises ValueError.
+
+    Three calls, as the statement lists them: heads=0; w_q and w_v 6 columns wide with heads=4;
+    w_q 4 columns wide (heads=4 divides it) and w_v 6 (it does not).
+    """
+    cases = ((make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 0, "heads=0"),
+             (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 4, "heads=4 with w_q and w_v 6 columns wide"),
+             (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=2, Dv=3, masks=()), 4,
+              "heads=4 with w_q 4 columns wide but w_v 6"))
+    for case, heads, what in cases:
+        ctx.describe(heads=heads, w_q_columns=case.parameters["w_q"].shape[1],
+                     w_v_columns=case.parameters["w_v"].shape[1])
+        outcome = ctx.outcome(FN, *send(ctx, case), heads=heads, causal=False, causal_offset=0)
+        if outcome.status == "raised" and outcome.error.type == "ValueError":
+            continue
+        happened = outcome.describe_failure() if not outcome.ok else "returned normally"
+        ctx.fail(f"{what} should raise ValueError (heads must be at least 1 and divide the columns of both "
+                 f"w_q and w_v); the call {happened}")
+
+
 @check(points=2, after=("output-shapes",), concept="head-split",
        catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_split_contiguously(ctx):

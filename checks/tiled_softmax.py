@@ -2,9 +2,11 @@
 
 Values are compared with plain, naive masked softmax attention computed here in the kit's
 process (`naive_attention`, which shares no code with the tiled reference). The memory check
-calls the candidate once at T = S = 2048 inside the worker under tracemalloc
-(`attn_kit.harness:measure_quiet`) and compares the peak with SPEC.md's bound
-64·T·(block_size + dv) bytes.
+calls the candidate once at T = 1024 queries and S = 4T = 4096 keys inside the worker under
+tracemalloc (`attn_kit.harness:measure_quiet`) and compares the peak with SPEC.md's bound
+64·T·(block_size + dv) bytes (6 MiB there). With S = 4T a T×S array of any floating dtype is over
+the bound, float16 included (2·T·S = 8 MiB); at S = T (T = 2048, a 12 MiB bound) a float16 one
+(8 MiB) fitted. T·S stays 4M, so the call and the diagnosis's re-runs cost what they did at S = T.
 
 Values cannot tell a tiled solution from one that builds the T×S scores, so the memory check
 records its call for the diagnosis as `peak_over_bound(q, k, v, mask, block_size)` with the
@@ -27,7 +29,8 @@ check = SUITE.check
 
 AXES = ("query", "feature")
 FN = "tiled_attention"
-MEMORY_T = 2048                      # T = S for the memory check
+MEMORY_T = 1024                      # queries in the memory check
+MEMORY_S = 4 * MEMORY_T              # keys: 4T, so even a float16 T×S array (2·T·S bytes) exceeds the bound
 MEMORY_WIDTH = 32                    # d = dv for the memory check
 
 
@@ -198,6 +201,21 @@ def all_blocked_rows_are_zero(ctx):
         ctx.fail("the fully blocked query 1 must output exactly zeros")
 
 
+@check(points=1, after=("output-shape",), concept="online-softmax")
+def value_error_when_block_size_below_one(ctx):
+    """block_size < 1 raises ValueError (block_size=0 and block_size=-2), instead of looping
+    forever or returning zeros from a loop that never runs."""
+    q, k, v = qkv(ctx.rng, 3, 5, 2, 2)
+    for block_size in (0, -2):
+        ctx.describe(T=3, S=5, d=2, dv=2, block_size=block_size)
+        outcome = ctx.outcome(FN, q, k, v, None, block_size=block_size)
+        if outcome.status == "raised" and outcome.error.type == "ValueError":
+            continue
+        happened = outcome.describe_failure() if not outcome.ok else "returned normally"
+        ctx.fail(f"block_size={block_size} should raise ValueError (the statement asks for one whenever "
+                 f"block_size < 1); the call {happened}")
+
+
 @check(points=2, catches=("mutates-input",))
 def inputs_left_unmodified(ctx):
     """tiled_attention writes into none of q, k, v and mask (e.g. no `q *= scale` on the caller's array)."""
@@ -214,13 +232,15 @@ def inputs_left_unmodified(ctx):
 
 @check(points=4, after=("output-shape",), catches=("materialises-scores",), concept="memory")
 def memory_stays_within_bound(ctx):
-    """At T = S = 2048 the peak memory allocated during the call stays within 64·T·(block_size + dv) bytes.
+    """At T = 1024 queries and S = 4096 keys the peak memory allocated during the call stays within
+    64·T·(block_size + dv) bytes (6 MiB).
 
     Measured in your process with tracemalloc (NumPy reports its arrays to it), from the start of
     the call: inputs do not count, your output does. A solution that builds the T×S score matrix
-    (8·T·S bytes in float64) fails even though its values are right: that is what tiling avoids.
+    fails even though its values are right, in any floating dtype: 8·T·S bytes in float64, and
+    even a float16 copy (2·T·S = 8 MiB) is over the 6 MiB bound. That is what tiling avoids.
     """
-    T = S = MEMORY_T
+    T, S = MEMORY_T, MEMORY_S
     d = dv = MEMORY_WIDTH
     block_size = 64
     q, k, v = qkv(ctx.rng, T, S, d, dv)
@@ -241,14 +261,15 @@ def memory_stays_within_bound(ctx):
                           Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
                                   output=real.outcome.output, seconds=real.outcome.seconds)))
     figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
-               f"{bound / 2**20:.2f} MiB; the T×S float64 score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB")
+               f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
+               f"float64 and {naive / 4 / 2**20:.0f} MiB in float16")
     if not over:
         ctx.note(f"memory: {figures} (the call took {real.outcome.seconds:.2f} s under tracemalloc)")
         return
     # raised directly, not with ctx.fail: no --repro script (its inputs would be megabytes of literals)
-    raise CheckFailed(f"at T = S = {T}, block_size={block_size}, dv={dv}: {figures}. Something of "
-                      f"T×S size is built (scores, weights, a float mask or exp of the whole matrix); "
-                      f"keep only one T×block_size block at a time")
+    raise CheckFailed(f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}: {figures}. Something of "
+                      f"T×S size is built (scores, weights, a float mask or exp of the whole matrix, in "
+                      f"any dtype); keep only one T×block_size block at a time")
 
 
 @check(points=4, after=("output-shape",),

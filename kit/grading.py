@@ -56,6 +56,18 @@ def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
     return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
 
 
+def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
+    """The one hint every check diagnosed as `bug_id` points at: the first hint on the bug's
+    concept, else the hint of the check that catches the bug most narrowly (fewest declared
+    catches, then suite order), so one mistake never scatters over several topics."""
+    bug = catalog.bugs().get(bug_id)
+    level = hint_for_concept(exercise, bug.concept) if bug else None
+    if level is not None:
+        return level
+    narrow = sorted((len(c.catches), i) for i, c in enumerate(checks) if bug_id in c.catches)
+    return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
+
+
 def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str],
               exercise: catalog.Exercise, source: loader.SourceFile | None = None) -> CheckResult:
     result = CheckResult(check.id, check.title, "pass", 0, check.points, public=check.public,
@@ -221,8 +233,8 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
     for result in results:
         result.bug = finding.check_bug.get(result.id) if result.status in ("fail", "error") else None
-        if result.bug:      # point at the hint about the diagnosed mistake's concept
-            result.hint = hint_for_concept(exercise, catalog.bugs()[result.bug].concept) or result.hint
+        if result.bug:      # point at the hint about the diagnosed mistake
+            result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
     report.seconds = time.perf_counter() - started
     return report
 

@@ -404,17 +404,21 @@ def test_tiled_worked_example_and_its_running_quantities():
 
 
 def test_tiled_memory_figures():
-    text = catalog.exercise("tiled-softmax").statement
-    T = S = 2048
-    block, dv = 64, 32
+    """The statement's figures for the memory check, recomputed: the bound, the float64 and float16
+    score matrices, and the sizes the check really uses."""
+    from attn_kit.checks.tiled_softmax import MEMORY_S, MEMORY_T, MEMORY_WIDTH, memory_bound
+    text = " ".join(catalog.exercise("tiled-softmax").statement.split())
+    T, S, block, dv = 1024, 4096, 64, 32
+    assert (MEMORY_T, MEMORY_S, MEMORY_WIDTH) == (T, S, dv)
     bound = 64 * T * (block + dv)
-    assert bound == 8 * 8 * T * (block + dv)                          # eight float64 T×(block + dv) arrays
-    assert "For T = S =\n  2048, block_size = 64 and dv = 32 that is 12 MiB" in text or "that is 12 MiB" in text
-    assert bound == 12 * 2 ** 20
-    assert 8 * T * S == 32 * 2 ** 20 and "would be 32 MiB" in text
-    assert 2 * T * S > bound * 0.5 and 2 * T * S == 8 * 2 ** 20       # a float16 T×S is 8 MiB: under 12
-    from attn_kit.checks.tiled_softmax import memory_bound
-    assert memory_bound(T, block, dv) == bound
+    assert bound == 8 * 8 * T * (block + dv) == memory_bound(T, block, dv)   # eight float64 T×(block + dv)
+    assert "T = 1024 queries against S = 4096 keys with block_size = 64 and dv = 32: the bound is 6 MiB" in text
+    assert bound == 6 * 2 ** 20
+    assert 8 * T * S == 32 * 2 ** 20 and "the float64 score matrix alone would be 32 MiB" in text
+    assert 2 * T * S == 8 * 2 ** 20 and "even a float16 one 8 MiB" in text
+    assert 2 * T * S > bound                          # a float16 T×S matrix cannot pass any more ...
+    assert 2 * 2048 * 2048 < memory_bound(2048, block, dv)   # ... while at T = S = 2048 it fitted
+    assert "one call at T = 1024, S = 4096 (block_size = 64, dv = 32)" in text
 
 
 def test_flash_decoding_merge_of_the_worked_example():
@@ -632,7 +636,7 @@ def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
     assert torch.isnan(grad(False)).any()                       # forward right, gradient NaN
     assert torch.isfinite(grad(True)).all()
     hint = next(h for h in catalog.exercise("mha-masked-bias").hints
-                if h.step == "concept" and h.concept == "numerical-stability")
+                if h.step == "concept" and h.title == "Empty rows, forward and backward")
     assert "0 × inf = NaN" in hint.text and "*shifted* blocked scores" in hint.text
 
 
@@ -727,3 +731,20 @@ def test_a_hint_names_the_next_step_on_its_topic():
     render_practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
     text = out.export_text()
     assert "next on this topic" not in text and "near-code" in text
+
+
+def test_framework_conventions_quoted_in_the_new_questions():
+    """weight-layout: nn.Linear stores out × in and computes x @ weightᵀ; cross-attention-padding:
+    nn.MultiheadAttention's key_padding_mask marks padding with True (those keys get weight 0)."""
+    torch = pytest.importorskip("torch")
+    linear = torch.nn.Linear(3, 5)
+    x = torch.randn(2, 3, dtype=linear.weight.dtype)
+    assert tuple(linear.weight.shape) == (5, 3)
+    assert torch.allclose(linear(x), x @ linear.weight.T + linear.bias)
+    layer = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+    q, kv = torch.randn(1, 2, 4), torch.randn(1, 3, 4)
+    _, weights = layer(q, kv, kv, key_padding_mask=torch.tensor([[False, True, False]]))
+    assert torch.all(weights[0, :, 1] == 0) and torch.all(weights[0, :, 0] > 0)
+    texts = {q.id: " ".join((q.prompt, *q.key_points)) for e in EXERCISES for q in e.questions}
+    assert "nn.Linear stores its weight as out × in" in texts["weight-layout"]
+    assert "key_padding_mask marks padding with True" in texts["cross-attention-padding"]

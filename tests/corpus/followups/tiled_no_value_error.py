@@ -1,0 +1,46 @@
+# attn-kit: tiled-softmax
+# Pathological candidate for tiled-softmax: the reference without its ValueError for block_size < 1
+# (block_size=0 still fails inside range(), block_size=-2 returns zeros from a loop that never runs).
+"""Derived from the reference solution for tiled-softmax: one head of attention, key block by key block.
+
+The T×S score matrix is never held. For each block of block_size keys the code scores every
+query against that block only (T×block_size) and folds the block into three running
+quantities per query: m, the largest allowed score seen so far; l, the sum of exp(score - m);
+and acc, the sum of exp(score - m)·v (T×dv). When a block raises m, the old l and acc were
+computed with the smaller max, so both are first multiplied by exp(m_old - m_new): that
+rescaling is the "online" part of the online softmax. At the end out = acc / l, and a query with
+no allowed key (l = 0) gets zeros.
+"""
+import numpy as np
+
+
+def tiled_attention(q, k, v, mask=None, block_size=64):
+    q = np.asarray(q, dtype=np.float64)               # T×d   (no copy when already float64)
+    k = np.asarray(k, dtype=np.float64)               # S×d
+    v = np.asarray(v, dtype=np.float64)               # S×dv
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)           # T×S, True = allowed (no copy when already bool)
+    T, d = q.shape
+    S, dv = v.shape
+    scale = 1.0 / np.sqrt(d)
+    m = np.full(T, -np.inf)                           # running max of the allowed scores
+    l = np.zeros(T)                                   # running sum of exp(score - m)
+    acc = np.zeros((T, dv))                           # running sum of exp(score - m) · v
+    for start in range(0, S, block_size):
+        stop = min(start + block_size, S)
+        s = q @ k[start:stop].T                       # T×b: this block's scores only
+        s *= scale
+        if mask is not None:
+            s[~mask[:, start:stop]] = -np.inf         # blocked keys: exp(-inf) = 0 below
+        m_new = np.maximum(m, s.max(axis=1))          # still -inf for a query with nothing allowed yet
+        shift = np.where(np.isfinite(m_new), m_new, 0.0)
+        alpha = np.exp(m - shift)                     # rescales what was summed with the old max
+        s -= shift[:, None]
+        np.exp(s, out=s)                              # s now holds p = exp(score - m_new)
+        l = l * alpha + s.sum(axis=1)
+        acc *= alpha[:, None]
+        acc += s @ v[start:stop]
+        m = m_new
+    out = np.zeros((T, dv))
+    np.divide(acc, l[:, None], out=out, where=l[:, None] > 0)     # no allowed key: stays 0
+    return out

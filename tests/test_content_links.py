@@ -1,0 +1,220 @@
+"""A diagnosed bug leads somewhere that teaches it (issue 15).
+
+Two links start from a bug's catalogue concept:
+- review: `review.concept_questions(exercise, concept)` are the cards a run that shows the bug
+  rates; every one of them must be about that concept, and one about the bug itself (the old
+  single "masking" concept sent causal-off-by-one to the empty-rows question);
+- hints: grading points a failing check diagnosed as the bug at `hint_for_concept`, else at the
+  check's own hint; for the newer catalogue bugs, the topic reached must name the mistake at its
+  nudging question and explain it at its concept step.
+
+The checks are plain functions returning problems, so the tests below also run them on a broken
+copy of the catalogue and see them fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from attn_kit import catalog, grading, review
+from attn_kit.paths import bug_id_of
+
+from helpers import available, bug_files, graded
+
+# what a question on each concept talks about (prompt and key points, case-insensitive)
+CONCEPT_WORDS = {
+    "scaling": r"sqrt|scal",
+    "head-split": r"head|reshape|transpose",
+    "numerical-stability": r"overflow|NaN|inf\b|precision|stab",
+    "blocking": r"blocked|masked|no allowed key|fill",
+    "masking": r"mask",
+    "causal-mask": r"causal",
+    "masked-query-output": r"b_o|fully masked",
+    "softmax-axis": r"axis|sum to 1",
+    "projections": r"bias|projection|weight|\bW",
+    "hygiene": r"in place|argument",
+    "kv-cache": r"cache",
+    "grouped-query": r"K/V|key/value|kv|group",
+    "online-softmax": r"online|running|rescal|partial",
+    "block-edges": r"block",
+    "memory": r"memory|bytes|HBM|GiB|MiB|cache|T×T|T×S",
+    "cross-attention": r"context|cross",
+    "positions": r"position|RoPE|rotat",
+    "sliding-window": r"window",
+    "backward": r"gradient|backward|\bd[QKVSP]\b",
+    "paged-cache": r"page|block",
+}
+
+# what at least one of the questions a bug reaches must mention: the bug itself
+BUG_WORDS = {
+    "causal-off-by-one": r"causal",
+    "causal-offset-ignored": r"offset|bottom-right",
+    "mask-inverted": r"True",
+    "mask-not-boolean": r"0/1|boolean",
+    "padding-masks-queries": r"padd",
+    "blocked-row-uniform": r"uniform",
+    "blocked-row-nan": r"NaN",
+    "additive-mask-leaks": r"adding|added",
+    "fill-value-too-weak": r"fill",
+    "weights-transposed": r"transpose|nn\.Linear",
+    "b-o-not-suppressed": r"b_o",
+    "b-o-dropped-for-partial": r"b_o",
+    "partial-block-dropped": r"last block|shorter",
+    "mutates-input": r"in place",
+    "materialises-scores": r"T×S|T×T|T²",
+    "online-softmax-acc-not-rescaled": r"acc",
+}
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def question_text(question: catalog.Question) -> str:
+    return flat(" ".join((question.prompt, *question.key_points)))
+
+
+def review_link_problems(bugs: dict[str, catalog.Bug]) -> list[str]:
+    """Every bug of every exercise reaches review questions on its concept, one of them on the bug."""
+    problems = []
+    for exercise in catalog.exercises().values():
+        for bug_id in exercise.bug_ids:
+            concept = bugs[bug_id].concept
+            words = CONCEPT_WORDS.get(concept)
+            if words is None:
+                problems.append(f"{bug_id}: concept '{concept}' has no entry in CONCEPT_WORDS")
+                continue
+            reached = review.concept_questions(exercise.id, concept)
+            where = f"{exercise.id}: {bug_id} ({concept})"
+            if not reached:
+                problems.append(f"{where} reaches no question")
+            for owner, question in reached:
+                if not re.search(words, question_text(question), re.IGNORECASE):
+                    problems.append(f"{where} reaches {owner}/{question.id}, which is not about {concept}")
+            own = BUG_WORDS.get(bug_id)
+            if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
+                problems.append(f"{where} reaches {[q.id for _, q in reached]}, none of which mentions the bug")
+    return problems
+
+
+# a link in a file this module's authors do not own, reported to its owner: attention-backward's
+# only "masking" question, backward-blocked, is about blocked entries (the "blocking" concept),
+# so mask-inverted there reaches no question about mask polarity. Allowed, never required.
+PENDING = {"attention-backward: mask-inverted (masking) reaches ['backward-blocked'], none of which mentions the bug"}
+
+
+def test_each_bug_reaches_review_questions_that_teach_it():
+    assert set(review_link_problems(catalog.bugs())) <= PENDING
+
+
+def test_causal_off_by_one_no_longer_reaches_the_empty_rows_question():
+    for exercise_id in ("mha-screen", "mha-masked-bias"):
+        reached = {q.id for _, q in review.concept_questions(exercise_id, catalog.bugs()["causal-off-by-one"].concept)}
+        assert reached and "blocked-rows" not in reached and "masked-query-output" not in reached, reached
+        assert all("causal" in question_text(q) for _, q in review.concept_questions(
+            exercise_id, catalog.bugs()["causal-off-by-one"].concept))
+
+
+def test_the_review_links_can_fail():
+    """The old catalogue, with one 'masking' concept for every mask bug, fails the check."""
+    old = {bug_id: dataclasses.replace(bug, concept="masking") if bug.concept in
+           ("blocking", "causal-mask", "masked-query-output") else bug for bug_id, bug in catalog.bugs().items()}
+    problems = review_link_problems(old)
+    assert any(p.startswith("mha-screen: causal-off-by-one (masking)") and "none of which mentions the bug" in p
+               for p in problems), problems
+    assert any(p.startswith("mha-screen: blocked-row-uniform (masking)") for p in problems), problems
+    unknown = dict(catalog.bugs(), **{"no-scaling": dataclasses.replace(catalog.bugs()["no-scaling"], concept="vibes")})
+    assert any("'vibes' has no entry" in p for p in review_link_problems(unknown))
+    wrong = dict(catalog.bugs(), **{"causal-off-by-one": dataclasses.replace(catalog.bugs()["causal-off-by-one"],
+                                                                             concept="blocking")})
+    assert any("causal-off-by-one" in p and "none of which mentions the bug" in p for p in review_link_problems(wrong))
+
+
+# --- hints for the newer catalogue bugs ---------------------------------------------------------
+
+NEWER = ("additive-mask-leaks", "fill-value-too-weak", "weights-transposed", "double-scaling", "softmax-across-batch",
+         "transpose-reverses-all-axes", "online-softmax-acc-not-rescaled", "mask-not-boolean")
+# (words of the nudging question, words of the concept step) that name each mistake
+HINT_WORDS = {
+    "additive-mask-leaks": (r"\badding\b", r"\badd(ing|ed)?\b.*(large negative|-1e9)|shifts? (every|all|the whole)"),
+    "fill-value-too-weak": (r"minus ten|exactly nothing|weigh exactly", r"-10|weak fill|finite fill"),
+    "weights-transposed": (r"which way round|\[d_in\]\[d_out\]", r"transpose"),
+    "double-scaling": (r"how many times|second scaling", r"\bonce\b"),
+    "softmax-across-batch": (r"sequences?|batch", r"sequence|batch"),
+    "transpose-reverses-all-axes": (r"two (of the four )?axes", r"last two axes"),
+    "online-softmax-acc-not-rescaled": (r"accumulated output", r"l but not acc"),
+    "mask-not-boolean": (r"0s and 1s", r"0/1"),
+}
+LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention", "mha-masked-bias")
+
+
+def reached_hint(exercise: catalog.Exercise, suite, bug_id: str) -> int | None:
+    """The hint level every failing check diagnosed as bug_id points at, as grading computes it."""
+    return grading.hint_for_bug(exercise, suite.checks, bug_id)
+
+
+def topic_teaches(exercise: catalog.Exercise, level: int, bug_id: str) -> bool:
+    """The topic of hint `level` names the bug in its question and explains it in its concept step."""
+    title = exercise.hints[level - 1].title
+    ladder = {h.step: flat(h.text) for h in exercise.hints if h.title == title}
+    question, concept = HINT_WORDS[bug_id]
+    return bool(re.search(question, ladder.get("question", ""), re.IGNORECASE | re.DOTALL) and
+                re.search(concept, ladder.get("concept", ""), re.IGNORECASE | re.DOTALL))
+
+
+def hint_link_problems(exercise: catalog.Exercise) -> list[str]:
+    suite = grading.suite_for(exercise)
+    problems = []
+    for bug_id in NEWER:
+        if bug_id not in exercise.bug_ids:
+            continue
+        level = reached_hint(exercise, suite, bug_id)
+        if level is None:
+            problems.append(f"{exercise.id}: {bug_id} reaches no hint")
+        elif exercise.hints[level - 1].step != "question":
+            problems.append(f"{exercise.id}: {bug_id} reaches hint {level}, not the gentle question first")
+        elif not topic_teaches(exercise, level, bug_id):
+            problems.append(f"{exercise.id}: {bug_id} reaches '{exercise.hints[level - 1].title}', whose question "
+                            "and concept do not name it")
+    return problems
+
+
+@pytest.mark.parametrize("exercise_id", LADDERED)
+def test_the_newer_bugs_reach_a_hint_that_names_them(exercise_id):
+    exercise = catalog.exercise(exercise_id)
+    if not available(exercise):
+        pytest.skip(f"{exercise_id} needs {exercise.needs}")
+    assert hint_link_problems(exercise) == []
+
+
+def test_the_hint_links_can_fail():
+    exercise = catalog.exercise("mha-screen")
+    stripped = tuple(dataclasses.replace(h, text=h.text.replace("0/1", "small").replace("0s and 1s", "numbers"))
+                     for h in exercise.hints)
+    assert any("mask-not-boolean" in p for p in hint_link_problems(dataclasses.replace(exercise, hints=stripped)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise_id", LADDERED)
+def test_graded_bug_files_point_at_those_hints(exercise_id):
+    """End to end: grade each newer bug's file (seed 1, shared with test_catalogue.py); every check
+    the diagnosis attributes to the bug carries a hint, a question, and one of them names the bug."""
+    exercise = catalog.exercise(exercise_id)
+    if not available(exercise):
+        pytest.skip(f"{exercise_id} needs {exercise.needs}")
+    for path in bug_files(exercise_id):
+        bug_id = bug_id_of(path)
+        if bug_id not in NEWER:
+            continue
+        report = graded(path, seed=1)
+        mine = [r for r in report.results if r.bug == bug_id]
+        if mine:                                   # named: one hint for the one mistake
+            levels = {r.hint for r in mine}
+            assert len(levels) == 1 and None not in levels, (path.name, {r.id: r.hint for r in mine})
+            [level] = levels
+            assert exercise.hints[level - 1].step == "question" and topic_teaches(exercise, level, bug_id), path.name
+        else:                                      # not named (its calls raised): the checks' own hints
+            levels = {r.hint for r in report.results if r.status in ("fail", "error") and r.hint}
+            assert any(topic_teaches(exercise, n, bug_id) for n in levels), (path.name, levels)
