@@ -114,26 +114,31 @@ def test_known_gaps_name_existing_files():
 # --- the headline properties: the README's table names checks that exist ----------------------
 
 def _readme_property_table() -> dict[str, dict[str, str]]:
-    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' table."""
-    text = README.read_text(encoding="utf-8").split("### Headline properties by exercise", 1)[1]
-    lines = text.splitlines()
-    start = next(n for n, line in enumerate(lines) if line.startswith("|"))
-    rows = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        rows.append(line)
-    header = [c.strip() for c in rows[0].strip("|").split("|")]
-    table = {}
-    for line in rows[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        table[cells[0]] = dict(zip(header[1:], cells[1:]))
+    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
+    (every table of that section: the first six exercises, then the four later ones)."""
+    section = README.read_text(encoding="utf-8").split("### Headline properties by exercise", 1)[1]
+    section = section.split("\n#", 1)[0]
+    tables, rows = [], []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            tables.append(rows)
+            rows = []
+    table: dict[str, dict[str, str]] = {}
+    for rows in tables:
+        header = [c.strip() for c in rows[0].strip("|").split("|")]
+        for line in rows[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
     return table
 
 
 def test_readme_property_table_names_real_checks():
     table = _readme_property_table()
     assert len(table) >= 4
+    for prop, cells in table.items():
+        assert set(cells) == set(catalog.exercises()), f"{prop}: a column for every exercise"
     for prop, cells in table.items():
         for exercise_id, cell in cells.items():
             exercise = catalog.exercise(exercise_id)
