@@ -203,8 +203,10 @@ def all_blocked_rows_are_zero(ctx):
 
 @check(points=1, after=("output-shape",), concept="online-softmax")
 def value_error_when_block_size_below_one(ctx):
-    """block_size < 1 raises ValueError (block_size=0 and block_size=-2), instead of looping
-    forever or returning zeros from a loop that never runs."""
+    """block_size < 1 raises ValueError (tried with block_size=0 and block_size=-2).
+
+    Without the check, 0 fails inside range() or loops forever, and -2 returns zeros from a loop
+    that never runs."""
     q, k, v = qkv(ctx.rng, 3, 5, 2, 2)
     for block_size in (0, -2):
         ctx.describe(T=3, S=5, d=2, dv=2, block_size=block_size)
@@ -232,8 +234,9 @@ def inputs_left_unmodified(ctx):
 
 @check(points=4, after=("output-shape",), catches=("materialises-scores",), concept="memory")
 def memory_stays_within_bound(ctx):
-    """At T = 1024 queries and S = 4096 keys the peak memory allocated during the call stays within
-    64·T·(block_size + dv) bytes (6 MiB).
+    """At T = 1024 and S = 4096 the peak memory allocated during the call stays within 64·T·(block_size + dv) bytes.
+
+    The bound is 6 MiB at these sizes (T queries, S = 4T keys, block_size = 64, dv = 32).
 
     Measured in your process with tracemalloc (NumPy reports its arrays to it), from the start of
     the call: inputs do not count, your output does. A solution that builds the T×S score matrix

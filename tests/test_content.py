@@ -206,14 +206,19 @@ def test_the_invariants_can_fail():
 
 
 def test_a_diagnosed_bug_points_at_a_gentle_hint():
-    """grading points a diagnosed bug at the first hint on its concept: that is a question."""
+    """grading points a diagnosed bug at one hint (its concept's, else the hint of the check that
+    catches it most narrowly): always a question, and every known bug of a laddered exercise has one."""
     from attn_kit import grading
+    from attn_kit.errors import DependencyMissing
     for exercise_id in LADDERED:
         exercise = catalog.exercise(exercise_id)
+        try:
+            checks = grading.suite_for(exercise).checks
+        except DependencyMissing:
+            continue
         for bug in exercise.bug_ids:
-            level = grading.hint_for_concept(exercise, catalog.bugs()[bug].concept)
-            if level is not None:
-                assert exercise.hints[level - 1].step == "question", (exercise_id, bug, level)
+            level = grading.hint_for_bug(exercise, checks, bug)
+            assert level is not None and exercise.hints[level - 1].step == "question", (exercise_id, bug, level)
 
 
 def test_hint_help_promises_gentlest_first():
@@ -748,3 +753,23 @@ def test_framework_conventions_quoted_in_the_new_questions():
     texts = {q.id: " ".join((q.prompt, *q.key_points)) for e in EXERCISES for q in e.questions}
     assert "nn.Linear stores its weight as out × in" in texts["weight-layout"]
     assert "key_padding_mask marks padding with True" in texts["cross-attention-padding"]
+
+
+def test_claims_the_reworked_hints_make():
+    """What the hints now say about integer masks, a full transpose, weak and added fills, and
+    double scaling, recomputed."""
+    ints = np.array([0, 1])
+    assert list(~ints) == [-1, -2] and all(bool(v) for v in ~ints)    # ~0 is -1, ~1 is -2: both truthy
+    assert np.zeros((2, 3, 4, 5)).T.shape == (5, 4, 3, 2)               # B×H×T×hd -> hd×T×H×B
+    scores = np.array([1.0, 2.0, -10.0])                                # a fill of -10 beside unit scores
+    weak = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    assert 0 < weak[2] < 1e-4                                           # small, not zero: not blocked
+    added = scores[:2] - 1e9                                            # a fully blocked row, -1e9 added
+    near(np.exp(added - added.max()) / np.exp(added - added.max()).sum(), masked_softmax(scores[:2], [True, True]),
+         places=6)
+    q, k = np.array([2.0, 0.0, 0.0, 0.0]), np.eye(4)                    # hd = 4: double scaling divides by hd
+    once, twice = q @ k.T / math.sqrt(4), (q / math.sqrt(4)) @ k.T / math.sqrt(4)
+    near(twice, q @ k.T / 4)
+    assert np.ptp(twice) < np.ptp(once)                                 # flatter scores, flatter weights
+    hints = " ".join(h.text for h in catalog.exercise("mha-screen").hints)
+    assert "`~1` is -2 and `~0` is -1" in hints and "hd×T×H×B" in hints and "weak fill such as -10" in hints
