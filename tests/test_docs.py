@@ -34,3 +34,17 @@ def test_readme_lists_every_exercise_and_command():
         assert re.search(rf"`{re.escape(exercise_id)}`", README), exercise_id
     for name in cli.commands:
         assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
+
+
+def test_readme_memory_example_is_what_the_check_says():
+    """The README's tiled-softmax memory failure quotes the check: same sizes, bound and matrix
+    sizes (the measured peak varies with the machine's allocator and is not compared)."""
+    from helpers import graded
+    from attn_kit.paths import solutions_dir
+    report = graded(solutions_dir("tiled-softmax") / "bugs" / "materialises-scores.py", 1)
+    result = next(r for r in report.results if r.id == "memory-stays-within-bound")
+    example = README.split("A tiled solution whose values are right", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    flat_example, flat_message = " ".join(example.split()), " ".join(result.message.split())
+    for fact in ("at T = 1024, S = 4096, block_size=64, dv=32", "64·T·(block_size + dv) = 6.00 MiB",
+                 "8·T·S = 32 MiB in float64 and 8 MiB in float16"):
+        assert fact in flat_example and fact in flat_message, fact
