@@ -39,8 +39,9 @@ def test_readme_lists_every_exercise_and_command():
 def test_readme_memory_example_is_what_the_check_says():
     """The README's tiled-softmax memory failure quotes the check: same sizes, bound and matrix
     sizes (the measured peak varies with the machine's allocator and is not compared)."""
-    from helpers import graded
     from attn_kit.paths import solutions_dir
+
+    from helpers import graded
     report = graded(solutions_dir("tiled-softmax") / "bugs" / "materialises-scores.py", 1)
     result = next(r for r in report.results if r.id == "memory-stays-within-bound")
     example = README.split("A tiled solution whose values are right", 1)[1].split("```text", 1)[1].split("```", 1)[0]
