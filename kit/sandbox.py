@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 
 from . import mutation, wire, worker
-from .errors import LoadError
+from .errors import ChannelTimeout, LoadError
 from .values import ErrorInfo, Outcome
 
 DEFAULT_TIMEOUT = 10.0
@@ -299,10 +299,6 @@ def status_field(pid: int, field: str) -> int | None:
 
 
 # --- the channels ---------------------------------------------------------------------------------
-
-class ChannelTimeout(Exception):
-    """The other end did not send what it announced in time."""
-
 
 class Channel:
     """Kit -> worker: length-prefixed pickles (the kit's own data, read by the worker).
@@ -660,8 +656,16 @@ def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
         pass
 
 
+def _settle_torch() -> None:
+    """PyTorch's process-wide settings (harness_torch.settle_process), when torch is loaded."""
+    if "torch" in sys.modules:
+        from . import harness_torch
+        harness_torch.settle_process()
+
+
 def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
     try:
+        _settle_torch()
         if "torch" in sys.modules:
             _warm_torch()
         _ZygoteServer(sock).run()
@@ -691,6 +695,7 @@ class _Zygote:
                     __import__(name)
                 except ImportError:
                     pass
+            _settle_torch()
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -699,6 +704,7 @@ class _Zygote:
                 _zygote_child(theirs)
             self.process = None
         else:              # a fresh interpreter: nothing of the kit's memory
+            _settle_torch()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
