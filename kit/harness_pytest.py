@@ -29,17 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from .errors import TestTimedOut
+
 GRACE_SECONDS = 2.0        # after the timeout exception, how long a test may take to give up
 OUTPUT_LIMIT = 1500        # characters of a test's captured output kept in its record
 MESSAGE_LIMIT = 1200
 _IMPLEMENTATION = "_attn_kit_implementation"
-
-
-class TestTimedOut(BaseException):
-    """Raised inside a candidate test that ran past its time budget (not an Exception, so
-    `except Exception:` in the test does not swallow it)."""
-
-    __test__ = False        # not a test class, whatever pytest's naming rules say
 
 
 def preload() -> None:

@@ -28,6 +28,7 @@ import re
 import struct
 from typing import Any
 
+from .errors import WireError
 from .values import ErrorInfo, Opaque, Outcome, TensorValue
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
@@ -45,10 +46,6 @@ def _np():
         import numpy
         _NUMPY.append(numpy)
     return _NUMPY[0]
-
-
-class WireError(Exception):
-    """A reply the kit cannot read: too large, malformed or truncated."""
 
 
 # --- worker side: any value -> plain data -----------------------------------------------------
