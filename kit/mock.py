@@ -20,11 +20,13 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Protocol
 
 from . import catalog
 from .errors import KitError, UsageError
+from .report import FAILED, CheckStatus
 from .store import Store, StoreError, iso, now
 
 LIVE_TIMEOUT = 5.0          # seconds one call may take during the live public runs
@@ -44,6 +46,15 @@ class Clock:
 
     def elapsed(self) -> float:
         return (time.monotonic() - self.start) * self.scale
+
+
+class MockStatus(StrEnum):
+    """How the live part of a session ended, then how the session ended (report.json, history)."""
+
+    SUBMITTED = "submitted"       # `s`, or submit after Ctrl-C
+    TIME_UP = "time-up"
+    INTERRUPTED = "interrupted"   # Ctrl-C: the user is asked to submit or abandon
+    ABANDONED = "abandoned"
 
 
 @dataclass
@@ -84,7 +95,7 @@ class Terminal(Protocol):
         """The live status display: the entered callable shows (seconds left, status)."""
         ...
 
-    def ended(self, reason: str, used: float) -> None: ...
+    def ended(self, reason: MockStatus, used: float) -> None: ...
 
     def submit_or_abandon(self) -> bool:
         """Asked after Ctrl-C: True to submit, False to abandon."""
@@ -109,7 +120,7 @@ class Terminal(Protocol):
         """report.md's text for report_data's dict."""
         ...
 
-    def finished(self, path: Path, status: str, report, discussion: list[Discussion]) -> None:
+    def finished(self, path: Path, status: MockStatus, report, discussion: list[Discussion]) -> None:
         """The last lines: the outcome and where the report is."""
         ...
 
@@ -171,11 +182,11 @@ def public_status(session: Session, status: Status) -> Status:
     except KitError as exc:
         return Status(error=str(exc).splitlines()[0][:160], saves=status.saves)
     passed, total = report.score
-    failing = [r.id for r in report.results if r.status in ("fail", "error")]
+    failing = [r.id for r in report.results if r.status in FAILED]
     return Status(passed=passed, total=total, failing=failing, saves=status.saves)
 
 
-def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractContextManager]) -> str:
+def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractContextManager]) -> MockStatus:
     """Countdown + status line until submit ('submitted'), time-up ('time-up') or Ctrl-C
     ('interrupted'). `display()` (Terminal.live) gives `show(seconds_left, status)`, which draws
     the status line; `keys.read()` returns the keys pressed since the last read."""
@@ -190,19 +201,19 @@ def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractCon
             while True:
                 show(total - clock.elapsed(), status)
                 if ctrl_c.seen:
-                    return "interrupted"
+                    return MockStatus.INTERRUPTED
                 if clock.elapsed() >= total:
-                    return "time-up"
+                    return MockStatus.TIME_UP
                 changed = watcher.wait()
                 if "s" in keys.read():
-                    return "submitted"
+                    return MockStatus.SUBMITTED
                 if changed and not ctrl_c.seen:
                     status.saves += 1
                     status.running = True
                     show(total - clock.elapsed(), status)
                     status = public_status(session, status)
     except KeyboardInterrupt:
-        return "interrupted"
+        return MockStatus.INTERRUPTED
     finally:
         watcher.close()
 
@@ -250,10 +261,10 @@ def correctness_score(report) -> int | None:
     more checks fail, 3 one or two fail, 4 every check passes (skipped checks do not count)."""
     if report is None:
         return None
-    ran = [r for r in report.results if r.status != "skip"]
-    if not ran or any(r.public and r.status != "pass" for r in ran):
+    ran = [r for r in report.results if r.status != CheckStatus.SKIP]
+    if not ran or any(r.public and r.status != CheckStatus.PASS for r in ran):
         return 1
-    failing = sum(r.status != "pass" for r in ran)
+    failing = sum(r.status != CheckStatus.PASS for r in ran)
     return 4 if failing == 0 else 3 if failing <= 2 else 2
 
 
@@ -284,7 +295,7 @@ def scores(exercise: catalog.Exercise, report=None, hints_used=()) -> list[dict]
 
 # --- the report ---------------------------------------------------------------------------------
 
-def report_data(session: Session, status: str, used: float, ended: datetime, report=None,
+def report_data(session: Session, status: MockStatus, used: float, ended: datetime, report=None,
                 discussion: list[Discussion] = (), hints_during: set[int] = frozenset(),
                 hints_total_used: int = 0) -> dict:
     exercise = session.exercise
@@ -350,8 +361,8 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     used = min(clock.elapsed(), minutes * 60)
     ui.ended(reason, used)
     status = reason
-    if reason == "interrupted":
-        status = "submitted" if ui.submit_or_abandon() else "abandoned"
+    if reason == MockStatus.INTERRUPTED:
+        status = MockStatus.SUBMITTED if ui.submit_or_abandon() else MockStatus.ABANDONED
     ended = now()
     hints_during: set[int] = set()
     hints_total = 0
@@ -359,7 +370,7 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
         hints_during = _safely(session, store.hint_levels, exercise.id, since=session.started,
                                until=ended + timedelta(seconds=1)) or set()
         hints_total = _safely(session, practice.hints_used, store, exercise.id) or 0
-    if status == "abandoned":
+    if status == MockStatus.ABANDONED:
         data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total)
         path = _finish(session, store, ui, data, ended, used)
         ui.finished(path, status, None, [])
@@ -425,7 +436,7 @@ def _finish(session: Session, store: Store | None, ui: Terminal, data: dict, end
     path = write_report(session, data, ui.report_markdown(data))
     if store is not None and session.mock_id:
         score = data["score"] or {}
-        graded = {} if data["status"] == "abandoned" else dict(
+        graded = {} if data["status"] == MockStatus.ABANDONED else dict(
             passed=data["passed"], checks_passed=score.get("passed"), checks_total=score.get("total"),
             points=score.get("points"), max_points=score.get("max_points"),
             discussion=[{"question": d["question"], "covered": d["covered"], "total": d["total"]}

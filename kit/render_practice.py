@@ -210,8 +210,10 @@ def mock_live(out: Console | None = None):
         yield lambda renderable: live.update(renderable, refresh=True)
 
 
-def mock_ended(reason: str, used: float, out: Console | None = None) -> None:
-    words = {"submitted": "Submitted", "time-up": "Time is up", "interrupted": "Stopped"}
+def mock_ended(reason, used: float, out: Console | None = None) -> None:
+    from .mock import MockStatus
+    words: dict[str, str] = {MockStatus.SUBMITTED: "Submitted", MockStatus.TIME_UP: "Time is up",
+                             MockStatus.INTERRUPTED: "Stopped"}
     _out(out).print(Text(f"{words.get(reason, reason)} after {clock(used)}.", style="label"))
 
 
@@ -260,7 +262,8 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
 
 def mock_finished(path: Path, status: str, report, discussion, out: Console | None = None) -> None:
     """The last lines of a mock screen: its outcome (checks, points, key points covered) and the report."""
-    if status == "abandoned":
+    from .mock import MockStatus
+    if status == MockStatus.ABANDONED:
         summary = "Session abandoned (recorded as abandoned)."
     elif report is not None:
         got, most = report.points
