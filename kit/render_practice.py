@@ -1,6 +1,8 @@
-"""Rendering for hints, solutions, watch mode, mock screens, discussion review, history, progress.
+"""Rendering for hints, solutions, watch mode, mock screens (the live status line, the closing
+summary and report.md's Markdown), discussion review, history, progress.
 
-A render-only module beside render.py (same Theme and consoles); nothing else here imports rich.
+A render-only module beside render.py (same Theme and consoles): it formats what the library
+returns and computes nothing.
 """
 
 from __future__ import annotations
