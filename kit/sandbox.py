@@ -836,6 +836,7 @@ class _ForkLauncher:
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
     def __init__(self, preload: tuple[str, ...] = ()):
         import multiprocessing  # only here: the fork path does not need it
+        _settle_torch()         # the kit's side of torch's settings, as before a zygote starts
         self.context = multiprocessing.get_context("spawn")
         self.processes = {}
 
