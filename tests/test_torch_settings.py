@@ -25,6 +25,7 @@ print("after-launcher", torch.get_num_threads(), len(torch_reducers()))
 """
 
 
+@pytest.mark.slow
 def test_the_sandbox_settles_torch_not_the_checks_module():
     pytest.importorskip("torch")
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
