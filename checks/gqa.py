@@ -14,6 +14,7 @@ from attn_kit.compare import exactly
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 from attn_kit.registry import Suite
+from attn_kit.values import CallStatus
 
 from .cases import (
     WORKED_X,
@@ -254,7 +255,7 @@ def value_errors(ctx):
         p = gqa_params(ctx.rng, D, 4 if D % 4 == 0 else 2, max(n_kv, 1))
         ctx.describe(D=D, num_heads=H, num_kv_heads=n_kv)
         outcome = ctx.outcome(FN, lists(x), lists(p), H, n_kv)
-        if outcome.status == "raised" and outcome.error.type == "ValueError":
+        if outcome.status == CallStatus.RAISED and outcome.error.type == "ValueError":
             continue
         what = outcome.describe_failure() if not outcome.ok else "returned normally"
         ctx.fail(f"{why}: the call should raise ValueError; it {what}")

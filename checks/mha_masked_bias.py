@@ -6,7 +6,8 @@ and the report says so). Expected values come from reference_torch.py in the kit
 float64. Gradients are taken in the candidate's process by kit/harness_torch.py.
 
 Importing this module imports torch in the kit's process before the sandbox forks its zygote
-(grading imports the checks first) and makes two process-wide settings:
+(grading imports the checks first); the sandbox then makes two process-wide settings
+(kit/harness_torch.settle_process):
 - torch.set_num_threads(1): the tensors here are tiny, and a process forked after torch's OpenMP
   pool has started hangs at its first parallel op (reproduced: a matmul in the kit, then a fork,
   then a matmul in the worker never returns). Workers inherit the setting.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import torch
@@ -30,10 +30,6 @@ from attn_kit.values import TensorValue
 
 from .cases import hot_blocked_tokens
 from .verdicts import expect_causal_invariance
-
-torch.set_num_threads(1)
-for _type in [t for t in ForkingPickler._extra_reducers if getattr(t, "__module__", "").startswith("torch")]:
-    del ForkingPickler._extra_reducers[_type]
 
 SUITE = Suite("mha-masked-bias")
 check = SUITE.check

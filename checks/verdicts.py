@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 
+from attn_kit.values import CallStatus
+
 
 def expect_divisibility_error(ctx, fn: str, args_for, D: int = 6, heads=(4, 0)) -> None:
     """fn(*args_for(h)) must raise ValueError mentioning divisibility for each bad head count h."""
     for h in heads:
         ctx.describe(D=D, num_heads=h)
         outcome = ctx.outcome(fn, *args_for(h))
-        if outcome.status == "raised" and outcome.error.type == "ValueError":
+        if outcome.status == CallStatus.RAISED and outcome.error.type == "ValueError":
             if not re.search(r"divis|divid", outcome.error.message, re.IGNORECASE):
                 ctx.fail(f"num_heads={h} with D={D} raised ValueError, but its message "
                          f"({outcome.error.message!r}) should say that D must be divisible by num_heads")

@@ -1,12 +1,15 @@
 """The practice commands: hint, solution, reset, mock, discuss, history, progress; plus the two
 hooks `check` uses (recording a run, and --watch).
 
-Thin click layer like cli.py: parse, call one core function (practice, mock, review), render
-(render_practice), pick the exit status.
+Thin click layer like cli.py: parse, call the library (practice, mock, review), hand what it
+returns to the render modules (render_practice), pick the exit status. For `mock` the library
+drives the session and this layer supplies its user-facing steps (MockTerminal: prompts, keys,
+the live display).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -180,6 +183,107 @@ def reset(exercise, file, yes):
 
 # --- mock ---------------------------------------------------------------------------------------
 
+class MockTerminal:
+    """mock.Terminal for a real terminal: what a mock screen shows, asks and reads, through click
+    and the render modules."""
+
+    def intro(self, exercise, file: Path, minutes: float) -> None:
+        from . import render_practice
+        render_practice.mock_intro(exercise, file, minutes)
+
+    def keys(self):
+        from .watch import Keys
+        return Keys()
+
+    @contextlib.contextmanager
+    def live(self):
+        from . import render_practice
+        with render_practice.mock_live() as update:
+            shown = ""
+
+            def show(remaining: float, status) -> None:
+                nonlocal shown
+                line = render_practice.mock_status(remaining, status)
+                if line.plain != shown:          # redraw only when the second or the status changes
+                    shown = line.plain
+                    update(line)
+            yield show
+
+    def ended(self, reason: str, used: float) -> None:
+        from . import render_practice
+        render_practice.mock_ended(reason, used)
+
+    def submit_or_abandon(self) -> bool:
+        """Ask after Ctrl-C; True to submit. Enter or end of input take the stated default, submit;
+        a second Ctrl-C abandons."""
+        while True:
+            click.echo("Submit this solution now, or abandon the session? (submit, abandon) [submit]: ", nl=False)
+            try:
+                line = sys.stdin.readline()
+            except KeyboardInterrupt:
+                click.echo()
+                return False
+            if not line:                       # end of input: the default
+                click.echo()
+                return True
+            answer = line.strip().lower()
+            if answer in ("", "submit", "s"):
+                return True
+            if answer in ("abandon", "a"):
+                return False
+            click.echo("Type submit (or s) or abandon (or a).")
+
+    def heading(self, text: str) -> None:
+        from . import render_practice
+        render_practice.mock_heading(text)
+
+    def graded(self, report, exercise) -> None:
+        from . import render
+        render.report(report, exercise)
+
+    def error(self, message: str) -> None:
+        from . import render
+        render.error(message)
+
+    def warning(self, message: str) -> None:
+        from . import render
+        render.warning(message)
+
+    def ask(self, question, index: int, count: int) -> tuple[str, list[bool]] | None:
+        """The question, a free answer ended by an empty line, then each key point: covered?
+        None when Ctrl-C or end of input cuts it short."""
+        from . import render_practice
+        try:
+            render_practice.discussion_question(index, count, question)
+            lines = []
+            while True:
+                line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
+                if not line.strip():
+                    break
+                lines.append(line)
+            render_practice.key_points_intro()
+            covered = []
+            for number, point in enumerate(question.key_points, 1):
+                render_practice.key_point(number, point, required=number - 1 in question.required)
+                covered.append(click.confirm("     covered?", default=False))
+            render_practice.discussion_score(sum(covered), len(covered))
+        except (click.Abort, EOFError, KeyboardInterrupt):
+            return None
+        return "\n".join(lines), covered
+
+    def followups(self, exercise) -> None:
+        from . import render_practice
+        render_practice.followups(exercise)
+
+    def report_markdown(self, data: dict) -> str:
+        from . import render_practice
+        return render_practice.mock_report_markdown(data)
+
+    def finished(self, path: Path, status: str, report, discussion) -> None:
+        from . import render_practice
+        render_practice.mock_finished(path, status, report, discussion)
+
+
 @click.command()
 @click.argument("exercise", required=False)
 @click.option("--minutes", type=FiniteFloat(min=0.05, max=24 * 60), metavar="N",
@@ -221,7 +325,8 @@ def mock(exercise, minutes, parent, interviewer, unattended):
         from . import render
         render.warning(f"{exc}; this session will not be saved to your history.")
     try:
-        code, _ = mock_module.run(exercise, minutes, parent, store, unattended=unattended)
+        code, _ = mock_module.run(exercise, minutes, parent, store, MockTerminal(), unattended=unattended,
+                                  terminal=sys.stdin.isatty())
     finally:
         if store is not None:
             store.close()

@@ -10,14 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import ValueProblem
 from .values import Opaque, TensorValue
 
 RTOL = 1e-6
 ATOL = 1e-8
-
-
-class ValueProblem(Exception):
-    """A returned value is not an array of the expected shape and kind."""
 
 
 def _describe(value) -> str:

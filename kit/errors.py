@@ -1,4 +1,11 @@
-"""The kit's domain exceptions, all of them. Only the CLI turns them into `Error: ...` and an exit status."""
+"""The kit's exceptions, all of them. The KitError family is what the user sees: only the CLI turns
+them into `Error: ...` and an exit status. The rest are internal signals between the kit's own
+layers (a check that failed, a value that is not an array, a reply the kit cannot read); they are
+declared here too, so one module holds every exception class (a test checks it)."""
+
+from __future__ import annotations
+
+from typing import Any
 
 
 class KitError(Exception):
@@ -47,3 +54,49 @@ class BenchError(KitError):
     """The solution could not be measured at all (it fails, hangs or runs out of memory at once)."""
 
     exit_code = 1
+
+
+# --- internal signals (caught inside the kit; never shown as `Error: ...`) -----------------------
+
+class CheckFailed(Exception):
+    """The candidate's code ran but broke the property the check states."""
+
+    def __init__(self, message: str, mismatch: Any = None):      # mismatch: a compare.Mismatch
+        super().__init__(message)
+        self.mismatch = mismatch
+
+
+class CallFailed(Exception):
+    """The candidate's code raised, hung, crashed or ran out of memory during a call."""
+
+    def __init__(self, call: Any):                                 # call: a report.Call
+        outcome = call.outcome
+        text = f"`{call.fn}` {outcome.describe_failure()}"
+        # only a call that raised carries an error of this type (errors.py imports nothing of the kit's)
+        if outcome.error is not None and outcome.error.type == "NotImplementedError":
+            text = f"`{call.fn}` is not implemented yet (it raised NotImplementedError)"
+        super().__init__(text)
+        self.call = call
+
+
+class CheckSkipped(Exception):
+    """The check does not apply here (e.g. gradients of a NumPy solution)."""
+
+
+class ValueProblem(Exception):
+    """A returned value is not an array of the expected shape and kind."""
+
+
+class WireError(Exception):
+    """A reply the kit cannot read: too large, malformed or truncated."""
+
+
+class ChannelTimeout(Exception):
+    """The other end did not send what it announced in time."""
+
+
+class TestTimedOut(BaseException):
+    """Raised inside a candidate test that ran past its time budget (not an Exception, so
+    `except Exception:` in the test does not swallow it)."""
+
+    __test__ = False        # not a test class, whatever pytest's naming rules say

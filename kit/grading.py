@@ -16,7 +16,7 @@ from . import catalog, loader
 from . import sandbox as sandbox_module
 from .errors import DependencyMissing, LoadError
 from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped, Suite
-from .report import CheckResult, Diagnosis, Report
+from .report import FAILED, CheckResult, CheckStatus, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
@@ -68,13 +68,13 @@ def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
     return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
 
 
-def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str],
+def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, CheckStatus],
               exercise: catalog.Exercise, source: loader.SourceFile | None = None) -> CheckResult:
-    result = CheckResult(check.id, check.title, "pass", 0, check.points, public=check.public,
+    result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
                          catches=check.catches, hint=hint_for(exercise, check))
-    blocker = next((a for a in check.after if statuses.get(a, "pass") != "pass"), None)
+    blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
     if blocker:
-        result.status = "skip"
+        result.status = CheckStatus.SKIP
         result.message = f"{BLOCKED} `{blocker}` did not pass; fix that first"
         return result
     ctx = CheckContext(sandbox, oracle, seed, check, source=source)
@@ -82,19 +82,19 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, str]
         check.func(ctx)
         result.points = check.points
         if unimplemented(ctx.calls):      # e.g. inputs-left-unmodified on the untouched starter
-            result.status, result.points = "error", 0
+            result.status, result.points = CheckStatus.ERROR, 0
             names = ", ".join(dict.fromkeys(f"`{c.fn}`" for c in ctx.calls))
             result.message = (f"{names} is not implemented yet (every call raised NotImplementedError), so this "
                               f"check earns nothing")
     except CheckFailed as exc:
-        result.status, result.message, result.mismatch = "fail", str(exc), exc.mismatch
+        result.status, result.message, result.mismatch = CheckStatus.FAIL, str(exc), exc.mismatch
     except CallFailed as exc:
-        result.status, result.message = "error", str(exc)
+        result.status, result.message = CheckStatus.ERROR, str(exc)
         error = exc.call.outcome.error
         if error and error.traceback and error.type != "NotImplementedError":
             result.notes += (error.traceback.rstrip(),)
     except CheckSkipped as exc:
-        result.status, result.message, result.points = "skip", str(exc), 0
+        result.status, result.message, result.points = CheckStatus.SKIP, str(exc), 0
     result.calls = ctx.calls
     result.float32 = ctx.float32
     result.failing_call = ctx.failing_call
@@ -121,7 +121,7 @@ def not_checked(results: list[CheckResult]) -> list[str]:
     """Report notes for checks that did not apply (CheckSkipped), one per reason, naming them."""
     reasons: dict[str, list[str]] = {}
     for r in results:
-        if r.status == "skip" and not r.message.startswith(BLOCKED):
+        if r.status == CheckStatus.SKIP and not r.message.startswith(BLOCKED):
             reasons.setdefault(r.message, []).append(r.id)
     return [f"{', '.join(ids)} not checked (no points): {reason}" for reason, ids in reasons.items()]
 
@@ -133,11 +133,11 @@ def pure_check(source: loader.SourceFile, seen: tuple[str, ...] = ()) -> CheckRe
     listed = {name for name, _ in outside}
     outside = outside + [(name, None) for name in seen if name not in listed]
     result = CheckResult("standard-library-only", "The file imports only Python's standard library",
-                         "pass", 1, 1)
+                         CheckStatus.PASS, 1, 1)
     if outside:
         listing = ", ".join(f"{name} (line {line})" if line else f"{name} (imported while running)"
                             for name, line in outside)
-        result.status, result.points = "fail", 0
+        result.status, result.points = CheckStatus.FAIL, 0
         result.message = (f"--pure forbids imports outside the standard library; this file imports "
                           f"{listing}. On-device screens often allow no framework: use lists and math.")
     return result
@@ -168,8 +168,8 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
     if not found:
         return found
     owner = next((r for r in results if MUTATION_BUG in r.catches), None)
-    if owner is not None and owner.status == "pass":
-        owner.status, owner.points = "fail", 0
+    if owner is not None and owner.status == CheckStatus.PASS:
+        owner.status, owner.points = CheckStatus.FAIL, 0
         owner.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
                          (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
                          ". Work on copies or build new values; never write into what you were given.")
@@ -206,7 +206,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
                 f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
                 f"`# attn-kit: {other.id}`.")
         loader.check_functions(exercise, info.functions, source.path)
-        statuses: dict[str, str] = {}
+        statuses: dict[str, CheckStatus] = {}
         for check in suite.checks:
             if options.public_only and not check.public:
                 continue
@@ -232,7 +232,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         report.diagnosis.append(_mutation_diagnosis(written, results))
         finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
     for result in results:
-        result.bug = finding.check_bug.get(result.id) if result.status in ("fail", "error") else None
+        result.bug = finding.check_bug.get(result.id) if result.status in FAILED else None
         if result.bug:      # point at the hint about the diagnosed mistake
             result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
     report.seconds = time.perf_counter() - started
@@ -242,7 +242,7 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:
     """mutates-input, named from the evidence itself: the arguments the calls wrote into."""
     bug = catalog.bugs().get(MUTATION_BUG)
-    checks = tuple(r.id for r in results if r.status in ("fail", "error") and
+    checks = tuple(r.id for r in results if r.status in FAILED and
                    (MUTATION_BUG in r.catches or any(c.outcome.mutated for c in r.calls)))
     evidence = "; ".join(written[:3]) + (f"; and {len(written) - 3} more" if len(written) > 3 else "")
     return Diagnosis(MUTATION_BUG, bug.title if bug else MUTATION_BUG, evidence,

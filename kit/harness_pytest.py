@@ -29,17 +29,13 @@ from pathlib import Path
 
 import pytest
 
+from .errors import TestTimedOut
+from .values import TestOutcome
+
 GRACE_SECONDS = 2.0        # after the timeout exception, how long a test may take to give up
 OUTPUT_LIMIT = 1500        # characters of a test's captured output kept in its record
 MESSAGE_LIMIT = 1200
 _IMPLEMENTATION = "_attn_kit_implementation"
-
-
-class TestTimedOut(BaseException):
-    """Raised inside a candidate test that ran past its time budget (not an Exception, so
-    `except Exception:` in the test does not swallow it)."""
-
-    __test__ = False        # not a test class, whatever pytest's naming rules say
 
 
 def preload() -> None:
@@ -155,7 +151,7 @@ class Recorder:
             raise TestTimedOut(f"the test did not finish within its budget of {self.budget:g} s")
         # the test swallowed the first one: record it and stop this process for good
         if self.current is not None:
-            self.current.update(outcome="timeout", message=f"did not finish within {self.budget:g} s "
+            self.current.update(outcome=TestOutcome.TIMEOUT, message=f"did not finish within {self.budget:g} s "
                                 "(and kept running after it was told to stop)")
             self.write(self.current)
         self.sink.flush()
@@ -208,7 +204,7 @@ class Recorder:
     # --- running ---------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        self.current = {"event": "result", "name": _name(item.nodeid), "outcome": "passed",
+        self.current = {"event": "result", "name": _name(item.nodeid), "outcome": TestOutcome.PASSED,
                         "message": "", "where": "", "output": "", "seconds": 0.0}
         self.timed_out = False
         self.deadline = time.monotonic() + self.budget
@@ -216,8 +212,8 @@ class Recorder:
         try:
             return (yield)
         except BaseException as exc:         # KeyboardInterrupt or pytest.exit() ends the session
-            if self.current["outcome"] == "passed":
-                self.current.update(outcome="error", message=f"{type(exc).__name__}: {exc} (this stops "
+            if self.current["outcome"] == TestOutcome.PASSED:
+                self.current.update(outcome=TestOutcome.ERROR, message=f"{type(exc).__name__}: {exc} (this stops "
                                     "pytest itself; the kit resumed with the next test)")
             raise
         finally:
@@ -255,19 +251,19 @@ class Recorder:
         output = (report.capstdout + report.capstderr).strip()
         if output and not record["output"]:
             record["output"] = output[:OUTPUT_LIMIT] + (" …" if len(output) > OUTPUT_LIMIT else "")
-        if record["outcome"] != "passed":
+        if record["outcome"] != TestOutcome.PASSED:
             return                                   # keep the first problem
         if report.failed:
             message, where = _crash_text(report, self.test_name)
             if self.timed_out:
-                record.update(outcome="timeout", where=where,
+                record.update(outcome=TestOutcome.TIMEOUT, where=where,
                               message=f"did not finish within {self.budget:g} s")
             else:
-                record.update(outcome="failed" if report.when == "call" else "error",
+                record.update(outcome=TestOutcome.FAILED if report.when == "call" else TestOutcome.ERROR,
                               message=message, where=where)
         elif report.skipped:
             message, where = _crash_text(report)
-            record.update(outcome="skipped", message=message, where=where)
+            record.update(outcome=TestOutcome.SKIPPED, message=message, where=where)
 
 
 def _name(nodeid: str) -> str:

@@ -67,6 +67,25 @@ def grads(fn, activations, parameters, masks, *args, **kwargs):
     return detached, {"grads": result, "disconnected": disconnected, "problem": ""}
 
 
+
+def settle_process() -> None:
+    """PyTorch's process-wide settings, made by the sandbox wherever torch is loaded: in the kit's
+    process before it starts a zygote, and in the zygote before it forks any worker.
+
+    - torch.set_num_threads(1): the tensors the checks use are tiny, and a process forked after
+      torch's OpenMP pool has started hangs at its first parallel op (reproduced: a matmul in the
+      kit, then a fork, then a matmul in the worker never returns). Workers inherit the setting.
+    - tensors cross to the candidate's process by value, like NumPy arrays: `import torch`
+      registers shared-memory reducers with multiprocessing's pickler, so an in-place write in the
+      candidate's process would land in the kit's own tensors. Those reducers are removed.
+    """
+    from multiprocessing.reduction import ForkingPickler
+
+    torch.set_num_threads(1)
+    reducers = ForkingPickler._extra_reducers
+    for _type in [t for t in reducers if getattr(t, "__module__", "").startswith("torch")]:
+        del reducers[_type]
+
 # Diagnosis reruns this harness on the known-bug implementations and compares the gradients too,
 # so a bug that only shows in the backward pass (nan-gradient-masked-rows) can be named.
 grads.replay_in_diagnosis = True

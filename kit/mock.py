@@ -3,6 +3,11 @@ full graded suite, discussion questions, follow-ups and a report in the session 
 
 Time comes from a `Clock`; `ATTN_KIT_CLOCK_SCALE=N` makes mock time run N times faster than
 real time (tests use it, so nobody waits 45 minutes for a time-up).
+
+This module holds the session's logic and data (the folder, the live public runs, the graded
+run, the chosen questions, the scores, report.json) and never talks to the user itself: `run`
+takes a `Terminal`, the CLI's implementation of the user-facing steps (cli_practice.MockTerminal:
+showing, prompting, reading keys, and the Markdown report from render_practice).
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ import json
 import os
 import random
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
+from typing import Callable, Protocol
 
-import click
-
-from . import catalog, render_practice
+from . import catalog
 from .errors import KitError, UsageError
+from .report import FAILED, CheckStatus
 from .store import Store, StoreError, iso, now
 
 LIVE_TIMEOUT = 5.0          # seconds one call may take during the live public runs
@@ -39,6 +46,15 @@ class Clock:
 
     def elapsed(self) -> float:
         return (time.monotonic() - self.start) * self.scale
+
+
+class MockStatus(StrEnum):
+    """How the live part of a session ended, then how the session ended (report.json, history)."""
+
+    SUBMITTED = "submitted"       # `s`, or submit after Ctrl-C
+    TIME_UP = "time-up"
+    INTERRUPTED = "interrupted"   # Ctrl-C: the user is asked to submit or abandon
+    ABANDONED = "abandoned"
 
 
 @dataclass
@@ -63,6 +79,50 @@ class Session:
     started: datetime
     mock_id: int | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+class Terminal(Protocol):
+    """The user-facing steps of a mock screen, supplied by the CLI (cli_practice.MockTerminal)."""
+
+    def intro(self, exercise: catalog.Exercise, file: Path, minutes: float) -> None: ...
+
+    def keys(self) -> AbstractContextManager:
+        """Key presses during the live part: the entered object's read() returns the keys since
+        the last read (lower-cased); `s` submits."""
+        ...
+
+    def live(self) -> AbstractContextManager[Callable[[float, Status], None]]:
+        """The live status display: the entered callable shows (seconds left, status)."""
+        ...
+
+    def ended(self, reason: MockStatus, used: float) -> None: ...
+
+    def submit_or_abandon(self) -> bool:
+        """Asked after Ctrl-C: True to submit, False to abandon."""
+        ...
+
+    def heading(self, text: str) -> None: ...
+
+    def graded(self, report, exercise: catalog.Exercise) -> None: ...
+
+    def error(self, message: str) -> None: ...
+
+    def warning(self, message: str) -> None: ...
+
+    def ask(self, question: catalog.Question, index: int, count: int) -> tuple[str, list[bool]] | None:
+        """One discussion question: (the answer, covered flag per key point), or None when the
+        user cut the discussion short (Ctrl-C, end of input)."""
+        ...
+
+    def followups(self, exercise: catalog.Exercise) -> None: ...
+
+    def report_markdown(self, data: dict) -> str:
+        """report.md's text for report_data's dict."""
+        ...
+
+    def finished(self, path: Path, status: MockStatus, report, discussion: list[Discussion]) -> None:
+        """The last lines: the outcome and where the report is."""
+        ...
 
 
 # --- choosing and creating ----------------------------------------------------------------------
@@ -122,72 +182,43 @@ def public_status(session: Session, status: Status) -> Status:
     except KitError as exc:
         return Status(error=str(exc).splitlines()[0][:160], saves=status.saves)
     passed, total = report.score
-    failing = [r.id for r in report.results if r.status in ("fail", "error")]
+    failing = [r.id for r in report.results if r.status in FAILED]
     return Status(passed=passed, total=total, failing=failing, saves=status.saves)
 
 
-def live(session: Session, clock: Clock, keys) -> str:
+def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractContextManager]) -> MockStatus:
     """Countdown + status line until submit ('submitted'), time-up ('time-up') or Ctrl-C
-    ('interrupted')."""
+    ('interrupted'). `display()` (Terminal.live) gives `show(seconds_left, status)`, which draws
+    the status line; `keys.read()` returns the keys pressed since the last read."""
     from .watch import FileWatcher, Interrupts
     total = session.minutes * 60
     watcher = FileWatcher(session.file, tick=0.2)
     status = Status(running=True)
     try:
-        with Interrupts() as ctrl_c, render_practice.mock_live() as show:
-            shown = ""
-
-            def draw():
-                nonlocal shown
-                line = render_practice.mock_status(total - clock.elapsed(), status)
-                if line.plain != shown:          # redraw only when the second or the status changes
-                    shown = line.plain
-                    show(line)
-            draw()
+        with Interrupts() as ctrl_c, display() as show:
+            show(total - clock.elapsed(), status)
             status = public_status(session, status)
             while True:
-                draw()
+                show(total - clock.elapsed(), status)
                 if ctrl_c.seen:
-                    return "interrupted"
+                    return MockStatus.INTERRUPTED
                 if clock.elapsed() >= total:
-                    return "time-up"
+                    return MockStatus.TIME_UP
                 changed = watcher.wait()
                 if "s" in keys.read():
-                    return "submitted"
+                    return MockStatus.SUBMITTED
                 if changed and not ctrl_c.seen:
                     status.saves += 1
                     status.running = True
-                    draw()
+                    show(total - clock.elapsed(), status)
                     status = public_status(session, status)
     except KeyboardInterrupt:
-        return "interrupted"
+        return MockStatus.INTERRUPTED
     finally:
         watcher.close()
 
 
 # --- after the live part ------------------------------------------------------------------------
-
-def submit_or_abandon() -> bool:
-    """Ask after Ctrl-C; True to submit. Enter or end of input take the stated default, submit;
-    a second Ctrl-C abandons."""
-    import sys
-    while True:
-        click.echo("Submit this solution now, or abandon the session? (submit, abandon) [submit]: ", nl=False)
-        try:
-            line = sys.stdin.readline()
-        except KeyboardInterrupt:
-            click.echo()
-            return False
-        if not line:                       # end of input: the default
-            click.echo()
-            return True
-        answer = line.strip().lower()
-        if answer in ("", "submit", "s"):
-            return True
-        if answer in ("abandon", "a"):
-            return False
-        click.echo("Type submit (or s) or abandon (or a).")
-
 
 def pick_questions(exercise: catalog.Exercise, failing_concepts: set[str], seed: int,
                    due_keys: set[str] = frozenset(), count: int = 3) -> list[catalog.Question]:
@@ -213,23 +244,6 @@ class Discussion:
                                for i, (text, flag) in enumerate(zip(self.question.key_points, self.covered))]}
 
 
-def ask(question: catalog.Question, index: int, count: int) -> Discussion:
-    render_practice.discussion_question(index, count, question)
-    lines = []
-    while True:
-        line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
-        if not line.strip():
-            break
-        lines.append(line)
-    render_practice.key_points_intro()
-    covered = []
-    for number, point in enumerate(question.key_points, 1):
-        render_practice.key_point(number, point, required=number - 1 in question.required)
-        covered.append(click.confirm("     covered?", default=False))
-    render_practice.discussion_score(sum(covered), len(covered))
-    return Discussion(question, "\n".join(lines), covered)
-
-
 def discussion_rating(item: Discussion):
     """A self-scored mock answer reviews its card: all points -> Good, half or more -> Hard,
     fewer -> Again."""
@@ -247,10 +261,10 @@ def correctness_score(report) -> int | None:
     more checks fail, 3 one or two fail, 4 every check passes (skipped checks do not count)."""
     if report is None:
         return None
-    ran = [r for r in report.results if r.status != "skip"]
-    if not ran or any(r.public and r.status != "pass" for r in ran):
+    ran = [r for r in report.results if r.status != CheckStatus.SKIP]
+    if not ran or any(r.public and r.status != CheckStatus.PASS for r in ran):
         return 1
-    failing = sum(r.status != "pass" for r in ran)
+    failing = sum(r.status != CheckStatus.PASS for r in ran)
     return 4 if failing == 0 else 3 if failing <= 2 else 2
 
 
@@ -281,7 +295,7 @@ def scores(exercise: catalog.Exercise, report=None, hints_used=()) -> list[dict]
 
 # --- the report ---------------------------------------------------------------------------------
 
-def report_data(session: Session, status: str, used: float, ended: datetime, report=None,
+def report_data(session: Session, status: MockStatus, used: float, ended: datetime, report=None,
                 discussion: list[Discussion] = (), hints_during: set[int] = frozenset(),
                 hints_total_used: int = 0) -> dict:
     exercise = session.exercise
@@ -304,61 +318,10 @@ def report_data(session: Session, status: str, used: float, ended: datetime, rep
     return data
 
 
-def report_markdown(data: dict) -> str:
-    used = render_practice.clock(data["seconds_used"])
-    lines = [f"# Mock screen: {data['title']} (`{data['exercise']}`)", "",
-             f"- Status: **{data['status']}**",
-             f"- Started: {data['started_at']}",
-             f"- Time used: {used} of {data['minutes']:g}:00",
-             f"- Seed: {data['seed']} (replay with `attn-kit check solution.py --seed {data['seed']}`)"]
-    score = data["score"]
-    if score:
-        verdict = "passed" if data["passed"] else "not passed"
-        lines.append(f"- Score: {score['passed']}/{score['total']} checks, "
-                     f"{score.get('points', '?')}/{score.get('max_points', '?')} points ({verdict})")
-    hints = data["hints"]
-    lines.append(f"- Hints used during the session: {len(hints['used_during_session'])} "
-                 f"({hints['used_in_total']} of {hints['available']} used in total)")
-    if data.get("scoring"):
-        lines += ["", "## Scores (1-4 per dimension)", "",
-                  "Correctness is read off the graded checks; score the other dimensions against their "
-                  "anchors. Each hint used caps its dimension at 3.", "",
-                  "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
-        for row in data["scoring"]:
-            score = "–" if row["score"] is None else f"{row['score']}/4"
-            cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
-            anchors = [a.replace("|", "\\|") for a in row["anchors"]]
-            lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
-    if data["checks"]:
-        lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
-        for c in data["checks"]:
-            lines.append(f"| {c['id']} | {c['status']} | {c['points']}/{c['max_points']} | {c['bug'] or ''} |")
-    if data["diagnosis"]:
-        lines += ["", "## Bugs diagnosed", ""]
-        lines += [f"- `{d['bug']}`: {d['title']}. {d['evidence']}" for d in data["diagnosis"]]
-    if data["discussion"]:
-        lines += ["", "## Discussion (self-scored)", ""]
-        for d in data["discussion"]:
-            required = [p for p in d["key_points"] if p.get("required")]
-            got = sum(p["covered"] for p in required)
-            lines += [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
-                      + (f" ({got} of {len(required)} required)." if required else "."), ""]
-            if d["answer"]:
-                lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
-            lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
-                      for p in d["key_points"]]
-            lines.append("")
-    if data["followups"]:
-        lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]
-    if data["solution"] is not None:
-        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python",
-                  data["solution"].rstrip("\n"), "```"]
-    return "\n".join(lines) + "\n"
-
-
-def write_report(session: Session, data: dict) -> Path:
+def write_report(session: Session, data: dict, markdown: str) -> Path:
+    """report.md (`markdown`, the render layer's text for `data`) and report.json in the session folder."""
     md = session.folder / "report.md"
-    md.write_text(report_markdown(data), encoding="utf-8")
+    md.write_text(markdown, encoding="utf-8")
     (session.folder / "report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return md
 
@@ -374,17 +337,15 @@ def _safely(session: Session, action, *args, **kwargs):
         return None
 
 
-def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Store | None,
-        unattended: bool = False) -> tuple[int, Path]:
-    """Run one mock screen end to end; returns (exit status, report path)."""
-    import sys
-
-    from . import grading, practice, render
-    from .watch import Keys
+def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Store | None, ui: Terminal,
+        unattended: bool = False, terminal: bool = True) -> tuple[int, Path]:
+    """Run one mock screen end to end through `ui`; returns (exit status, report path). `terminal`
+    says whether input is a terminal: without one the session needs `unattended`."""
+    from . import grading, practice
 
     exercise = catalog.exercise(exercise_id) if exercise_id else choose_exercise(store)
     grading.require(exercise)
-    if not unattended and not sys.stdin.isatty():
+    if not unattended and not terminal:
         raise UsageError("attn-kit mock is interactive and its input is not a terminal (a pipe, a file or "
                          "/dev/null). Run it in a terminal, or pass --unattended to run it anyway: no keys are "
                          "read, the session ends at time-up, and questions take their defaults at end of input.")
@@ -393,87 +354,95 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     if store is not None:
         session.mock_id = _safely(session, store.start_mock, exercise.id, str(session.folder), minutes,
                                   at=session.started)
-    render_practice.mock_intro(exercise, session.file, minutes)
+    ui.intro(exercise, session.file, minutes)
     clock = Clock()
-    with Keys() as keys:
-        reason = live(session, clock, keys)
+    with ui.keys() as keys:
+        reason = live(session, clock, keys, ui.live)
     used = min(clock.elapsed(), minutes * 60)
-    render_practice.mock_ended(reason, used)
+    ui.ended(reason, used)
     status = reason
-    if reason == "interrupted":
-        status = "submitted" if submit_or_abandon() else "abandoned"
+    if reason == MockStatus.INTERRUPTED:
+        status = MockStatus.SUBMITTED if ui.submit_or_abandon() else MockStatus.ABANDONED
     ended = now()
-    hints_during = set()
+    hints_during: set[int] = set()
+    hints_total = 0
     if store is not None:
         hints_during = _safely(session, store.hint_levels, exercise.id, since=session.started,
                                until=ended + timedelta(seconds=1)) or set()
-    hints_total = (_safely(session, practice.hints_used, store, exercise.id) or 0) if store is not None else 0
-    if status == "abandoned":
+        hints_total = _safely(session, practice.hints_used, store, exercise.id) or 0
+    if status == MockStatus.ABANDONED:
         data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total)
-        path = write_report(session, data)
-        if store is not None and session.mock_id:
-            _safely(session, store.finish_mock, session.mock_id, ended_at=ended, status=status, seconds_used=used,
-                    hints_used=len(hints_during), report=str(path))
-        _flush_warnings(session)
-        render_practice.mock_report_written(path, "Session abandoned (recorded as abandoned).")
+        path = _finish(session, store, ui, data, ended, used)
+        ui.finished(path, status, None, [])
         return 130, path
 
-    render_practice.mock_heading("The full graded suite")
+    report = _graded_run(session, store, ui)
+    discussion = _discussion(session, store, ui, report)
+    ui.heading("Follow-ups")
+    ui.followups(exercise)
+    data = report_data(session, status, used, ended, report, discussion, hints_during, hints_total)
+    path = _finish(session, store, ui, data, ended, used)
+    ui.finished(path, status, report, discussion)
+    return 0, path
+
+
+def _graded_run(session: Session, store: Store | None, ui: Terminal):
+    """The full graded suite on the final file, shown and recorded; None when it cannot be graded."""
+    from . import grading, practice
+    ui.heading("The full graded suite")
     report = None
     try:
-        report = grading.grade(session.file, grading.Options(exercise=exercise.id, seed=session.seed))
-        render.report(report, exercise)
+        report = grading.grade(session.file, grading.Options(exercise=session.exercise.id, seed=session.seed))
+        ui.graded(report, session.exercise)
     except KitError as exc:
-        render.error(str(exc))
-    failing = set()
-    if report is not None:
-        failing = practice.concepts_of(report)[1]
-        if store is not None:
-            _safely(session, practice.record_check, store, report, "mock")
+        ui.error(str(exc))
+    if report is not None and store is not None:
+        _safely(session, practice.record_check, store, report, "mock")
+    return report
+
+
+def _discussion(session: Session, store: Store | None, ui: Terminal, report) -> list[Discussion]:
+    """2-3 questions, self-scored; the answers given rate their review cards."""
+    from . import practice
+    exercise = session.exercise
+    failing = practice.concepts_of(report)[1] if report is not None else set()
     due_keys = set()
     if store is not None:
         from .review import queue
         due_keys = {e.key for e in (_safely(session, queue, store, exercise.id, True) or [])}
     chosen = pick_questions(exercise, failing, session.seed, due_keys)
     discussion: list[Discussion] = []
-    if chosen:
-        render_practice.mock_heading("Discussion")
-        try:
-            for index, question in enumerate(chosen, 1):
-                discussion.append(ask(question, index, len(chosen)))
-        except (click.Abort, EOFError, KeyboardInterrupt):
-            render.warning("discussion cut short; the report keeps the answers given so far.")
-        if store is not None:
-            from .review import review
-            for item in discussion:
-                _safely(session, review, store, exercise.id, item.question, discussion_rating(item), "mock")
-    render_practice.mock_heading("Follow-ups")
-    render_practice.followups(exercise)
-    data = report_data(session, status, used, ended, report, discussion, hints_during, hints_total)
-    path = write_report(session, data)
+    if not chosen:
+        return discussion
+    ui.heading("Discussion")
+    try:
+        for index, question in enumerate(chosen, 1):
+            answered = ui.ask(question, index, len(chosen))
+            if answered is None:
+                ui.warning("discussion cut short; the report keeps the answers given so far.")
+                break
+            discussion.append(Discussion(question, *answered))
+    except (EOFError, KeyboardInterrupt):
+        ui.warning("discussion cut short; the report keeps the answers given so far.")
+    if store is not None:
+        from .review import review
+        for item in discussion:
+            _safely(session, review, store, exercise.id, item.question, discussion_rating(item), "mock")
+    return discussion
+
+
+def _finish(session: Session, store: Store | None, ui: Terminal, data: dict, ended: datetime, used: float) -> Path:
+    """Write the report, record the mock's end in history, show any storage warnings."""
+    path = write_report(session, data, ui.report_markdown(data))
     if store is not None and session.mock_id:
         score = data["score"] or {}
-        _safely(session, store.finish_mock, session.mock_id, ended_at=ended, status=status, seconds_used=used,
-                passed=data["passed"], checks_passed=score.get("passed"), checks_total=score.get("total"),
-                points=score.get("points"), max_points=score.get("max_points"), hints_used=len(hints_during),
-                discussion=[{"question": d["question"], "covered": d["covered"], "total": d["total"]}
-                            for d in data["discussion"]], report=str(path))
-    _flush_warnings(session)
-    if report is not None:
-        got, most = report.points
-        summary = (f"Mock {status}: {report.score[0]}/{report.score[1]} checks, {got}/{most} points"
-                   + (", passed." if report.passed else "."))
-    else:
-        summary = f"Mock {status}: the file could not be graded."
-    if discussion:
-        covered = sum(sum(d.covered) for d in discussion)
-        total = sum(len(d.covered) for d in discussion)
-        summary += f" Discussion: {covered}/{total} key points."
-    render_practice.mock_report_written(path, summary)
-    return 0, path
-
-
-def _flush_warnings(session: Session) -> None:
-    from . import render
+        graded = {} if data["status"] == MockStatus.ABANDONED else dict(
+            passed=data["passed"], checks_passed=score.get("passed"), checks_total=score.get("total"),
+            points=score.get("points"), max_points=score.get("max_points"),
+            discussion=[{"question": d["question"], "covered": d["covered"], "total": d["total"]}
+                        for d in data["discussion"]])
+        _safely(session, store.finish_mock, session.mock_id, ended_at=ended, status=data["status"], seconds_used=used,
+                hints_used=len(data["hints"]["used_during_session"]), report=str(path), **graded)
     for text in dict.fromkeys(session.warnings):
-        render.warning(text)
+        ui.warning(text)
+    return path

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import catalog
 from .errors import SolutionLocked, UsageError
 from .paths import reference_files
+from .report import FAILED, CheckStatus
 from .store import Store, now
 
 if TYPE_CHECKING:                 # report imports numpy; history and hint commands do not need it
@@ -51,11 +53,11 @@ def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
     suite = suite_for(catalog.exercise(report.exercise))
     concept = {c.id: c.concept for c in suite.checks}
     bugs = catalog.bugs()
-    tested = {concept.get(r.id, "") for r in report.results if r.status != "skip"}
+    tested = {concept.get(r.id, "") for r in report.results if r.status != CheckStatus.SKIP}
     # a failure the diagnosis explains counts against the bug's concept (no-scaling breaks the
     # masking checks too, but the concept to review is scaling); an unexplained one, its check's
     failing = {bugs[r.bug].concept if r.bug in bugs else concept.get(r.id, "")
-               for r in report.results if r.status in ("fail", "error")}
+               for r in report.results if r.status in FAILED}
     failing |= {bugs[d.bug].concept for d in report.diagnosis if d.bug in bugs}
     tested.discard("")
     failing.discard("")
@@ -68,7 +70,7 @@ def rated_bugs(report: "Report") -> list[str]:
     everywhere, or a --public run rates nothing)."""
     if report.public_only:
         return []
-    ran = [r for r in report.results if r.status in ("pass", "fail")]
+    ran = [r for r in report.results if r.status in (CheckStatus.PASS, CheckStatus.FAIL)]
     return [d.bug for d in report.diagnosis] if ran else []
 
 
@@ -93,7 +95,7 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
         check_id = store.add_check(
             exercise=report.exercise, file=str(report.path), seed=report.seed, passed=report.passed,
             checks_passed=passed, checks_total=total, points=got, max_points=most,
-            public_only=report.public_only, failing=[r.id for r in report.results if r.status in ("fail", "error")],
+            public_only=report.public_only, failing=[r.id for r in report.results if r.status in FAILED],
             bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
         ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
@@ -281,10 +283,18 @@ def progress(store: Store) -> list[Progress]:
 
 # --- where am I: plain `attn-kit` and `attn-kit list` ------------------------------------------
 
+class ExerciseState(StrEnum):
+    """Where the user is with an exercise, from the history."""
+
+    NOT_STARTED = "not started"
+    ATTEMPTED = "attempted"         # graded at least once, never passed
+    PASSED = "passed"               # a full graded run passed
+
+
 @dataclass(frozen=True)
 class Status:
     exercise: str
-    state: str                      # "not started" | "attempted" | "passed"
+    state: ExerciseState
     best: tuple[int, int] | None    # (checks passed, total) of the best full graded run
     last_file: str | None
 
@@ -298,10 +308,11 @@ def statuses(store: Store | None) -> dict[str, Status]:
     result = {}
     for row in (progress(store) if store is not None else []):
         runs = store.checks(row.exercise, limit=1)
-        state = "passed" if row.passed else ("attempted" if row.runs else "not started")
+        state = (ExerciseState.PASSED if row.passed else
+                 ExerciseState.ATTEMPTED if row.runs else ExerciseState.NOT_STARTED)
         result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
     for exercise_id in catalog.exercises():
-        result.setdefault(exercise_id, Status(exercise_id, "not started", None, None))
+        result.setdefault(exercise_id, Status(exercise_id, ExerciseState.NOT_STARTED, None, None))
     return result
 
 
@@ -310,13 +321,13 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     states = statuses(store)
     current = (store.current_exercise() if store is not None else None) or next(iter(catalog.exercises()))
     status = states[current]
-    if status.state == "attempted":
+    if status.state == ExerciseState.ATTEMPTED:
         return status, f"attn-kit check {status.last_file}"
-    if status.state == "not started":
+    if status.state == ExerciseState.NOT_STARTED:
         return status, f"attn-kit start {current} {current.replace('-', '_')}.py"
-    ahead = [s for s in states.values() if s.state != "passed"]
+    ahead = [s for s in states.values() if s.state != ExerciseState.PASSED]
     if not ahead:
         return status, "attn-kit discuss"
     nxt = ahead[0].exercise
-    return status, (f"attn-kit check {ahead[0].last_file}" if ahead[0].state == "attempted"
+    return status, (f"attn-kit check {ahead[0].last_file}" if ahead[0].state == ExerciseState.ATTEMPTED
                     else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py")

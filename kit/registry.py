@@ -13,33 +13,11 @@ from typing import Callable
 
 import numpy as np
 
-from .compare import ATOL, RTOL, Mismatch, ValueProblem, check_shape, compare, float32_like, float32_values, to_array, within_float32
+from .compare import ATOL, RTOL, Mismatch, check_shape, compare, float32_like, float32_values, to_array, within_float32
+from .errors import CallFailed, CheckFailed, ValueProblem
+from .errors import CheckSkipped as CheckSkipped  # the checks modules import it from here
 from .report import Call
 from .values import Outcome
-
-
-class CheckFailed(Exception):
-    """The candidate's code ran but broke the property the check states."""
-
-    def __init__(self, message: str, mismatch: Mismatch | None = None):
-        super().__init__(message)
-        self.mismatch = mismatch
-
-
-class CallFailed(Exception):
-    """The candidate's code raised, hung, crashed or ran out of memory during a call."""
-
-    def __init__(self, call: Call):
-        outcome = call.outcome
-        text = f"`{call.fn}` {outcome.describe_failure()}"
-        if outcome.status == "raised" and outcome.error is not None and outcome.error.type == "NotImplementedError":
-            text = f"`{call.fn}` is not implemented yet (it raised NotImplementedError)"
-        super().__init__(text)
-        self.call = call
-
-
-class CheckSkipped(Exception):
-    """The check does not apply here (e.g. gradients of a NumPy solution)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.theme import Theme
 
-from .report import CheckResult, Report
+from .report import FAILED, CheckResult, CheckStatus, Report
+from .values import TestOutcome
 
 THEME = Theme({
     "check.pass": "green",
@@ -39,7 +40,7 @@ THEME = Theme({
     "command": "bold cyan",
 })
 
-MARK = {"pass": "✓", "fail": "✗", "error": "!", "skip": "–"}
+MARK = {CheckStatus.PASS: "✓", CheckStatus.FAIL: "✗", CheckStatus.ERROR: "!", CheckStatus.SKIP: "–"}
 
 
 @functools.cache
@@ -113,6 +114,7 @@ def info(message: str) -> None:
 def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Console | None = None) -> None:
     """One row per exercise: id, your status (not started / attempted / passed, best score), what
     you build, what it needs."""
+    from .practice import ExerciseState
     out = out or console()
     statuses = statuses or {}
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False)
@@ -121,8 +123,9 @@ def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Consol
     table.add_column("what you build")
     table.add_column("needs", style="muted")
     for e in exercises:
-        state = statuses.get(e.id, "not started")
-        style = "check.pass" if state.startswith("passed") else ("warning" if state.startswith("attempted") else "muted")
+        state = statuses.get(e.id, ExerciseState.NOT_STARTED)       # a Status.label: the state, then the best score
+        style = ("check.pass" if state.startswith(ExerciseState.PASSED) else
+                 "warning" if state.startswith(ExerciseState.ATTEMPTED) else "muted")
         table.add_row(e.id, Text(state, style=style), e.summary, e.needs or "")
     out.print(table)
     out.print(Text("Start one with: ", style="muted") + Text("attn-kit start EXERCISE FILE", style="command"))
@@ -194,7 +197,8 @@ def _failure(result: CheckResult, exercise_id: str, public_only: bool = False) -
     return Group(*parts)
 
 
-LEGEND = {"fail": "✗ failed", "error": "! your code raised, hung or crashed", "skip": "– not checked (no points)"}
+LEGEND = {CheckStatus.FAIL: "✗ failed", CheckStatus.ERROR: "! your code raised, hung or crashed",
+          CheckStatus.SKIP: "– not checked (no points)"}
 COMPACT_AFTER = 5      # more failures shown in full than this, and the report goes compact (as --first)
 
 
@@ -222,19 +226,19 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         table.add_column("points", justify="right")
         for r in rep.results:
             style = f"check.{r.status}"
-            table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != "pass" else ""),
+            table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
                           Text(f"{r.points}/{r.max_points}", style="muted"))
         out.print(table)
         key = legend(rep.results)
         if key is not None:
             out.print(key)
     for r in rep.results:          # measured figures of passing checks (peak memory, cache saving, ...)
-        if r.status == "pass":
+        if r.status == CheckStatus.PASS:
             for note in r.notes:
                 out.print(Text(f"{r.id}: ", style="muted") + Text(note))
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"))
-    failures = [r for r in rep.results if r.status in ("fail", "error")]
+    failures = [r for r in rep.results if r.status in FAILED]
     in_full = [r for i, r in enumerate(failures) if not (r.bug and r.bug in {f.bug for f in failures[:i]})]
     compact = first if first is not None else len(in_full) > COMPACT_AFTER
     shown_bugs: set[str] = set()
@@ -286,7 +290,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
     if not rep.passed:
         out.print()
     if rep.passed:
-        skipped = sum(r.status == "skip" for r in rep.results)
+        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
         verdict = (f"✓ All {total} checks passed" if not skipped
                    else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)")
         out.print(Text(verdict, style="score.good")
@@ -295,7 +299,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         if exercise is not None and not rep.public_only:
             _followups(exercise, out)
     else:
-        skipped = sum(r.status == "skip" for r in rep.results)
+        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
         tail = f", {skipped} skipped" if skipped else ""
         rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
         out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
@@ -335,7 +339,7 @@ def test_grade(grade, out: Console | None = None) -> None:
                        f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
-            verb = {"failed": "fails", "error": "errors", "timeout": "hangs"}.get(w.outcome, w.outcome)
+            verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
             out.print(Text(f"  ✗ {w.name}", style="check.fail")
                       + Text(f"{where} — {verb} on {w.implementation}", style="muted"))
             body = [Text(w.message.rstrip())]

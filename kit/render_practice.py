@@ -1,6 +1,8 @@
-"""Rendering for hints, solutions, watch mode, mock screens, discussion review, history, progress.
+"""Rendering for hints, solutions, watch mode, mock screens (the live status line, the closing
+summary and report.md's Markdown), discussion review, history, progress.
 
-A render-only module beside render.py (same Theme and consoles); nothing else here imports rich.
+A render-only module beside render.py (same Theme and consoles): it formats what the library
+returns and computes nothing.
 """
 
 from __future__ import annotations
@@ -210,8 +212,10 @@ def mock_live(out: Console | None = None):
         yield lambda renderable: live.update(renderable, refresh=True)
 
 
-def mock_ended(reason: str, used: float, out: Console | None = None) -> None:
-    words = {"submitted": "Submitted", "time-up": "Time is up", "interrupted": "Stopped"}
+def mock_ended(reason, used: float, out: Console | None = None) -> None:
+    from .mock import MockStatus
+    words: dict[str, str] = {MockStatus.SUBMITTED: "Submitted", MockStatus.TIME_UP: "Time is up",
+                             MockStatus.INTERRUPTED: "Stopped"}
     _out(out).print(Text(f"{words.get(reason, reason)} after {clock(used)}.", style="label"))
 
 
@@ -256,6 +260,78 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
     out.print()
     out.print(Text(summary, style="label"))
     out.print(Text("Report: ", style="muted") + Text(str(path), style="command"), soft_wrap=True)
+
+
+def mock_finished(path: Path, status: str, report, discussion, out: Console | None = None) -> None:
+    """The last lines of a mock screen: its outcome (checks, points, key points covered) and the report."""
+    from .mock import MockStatus
+    if status == MockStatus.ABANDONED:
+        summary = "Session abandoned (recorded as abandoned)."
+    elif report is not None:
+        got, most = report.points
+        summary = (f"Mock {status}: {report.score[0]}/{report.score[1]} checks, {got}/{most} points"
+                   + (", passed." if report.passed else "."))
+    else:
+        summary = f"Mock {status}: the file could not be graded."
+    if discussion:
+        covered = sum(sum(d.covered) for d in discussion)
+        total = sum(len(d.covered) for d in discussion)
+        summary += f" Discussion: {covered}/{total} key points."
+    mock_report_written(path, summary, out)
+
+
+def mock_report_markdown(data: dict) -> str:
+    """report.md of a mock screen, from mock.report_data's dict (the same data as report.json)."""
+    used = clock(data["seconds_used"])
+    lines = [f"# Mock screen: {data['title']} (`{data['exercise']}`)", "",
+             f"- Status: **{data['status']}**",
+             f"- Started: {data['started_at']}",
+             f"- Time used: {used} of {data['minutes']:g}:00",
+             f"- Seed: {data['seed']} (replay with `attn-kit check solution.py --seed {data['seed']}`)"]
+    score = data["score"]
+    if score:
+        verdict = "passed" if data["passed"] else "not passed"
+        lines.append(f"- Score: {score['passed']}/{score['total']} checks, "
+                     f"{score.get('points', '?')}/{score.get('max_points', '?')} points ({verdict})")
+    hints = data["hints"]
+    lines.append(f"- Hints used during the session: {len(hints['used_during_session'])} "
+                 f"({hints['used_in_total']} of {hints['available']} used in total)")
+    if data.get("scoring"):
+        lines += ["", "## Scores (1-4 per dimension)", "",
+                  "Correctness is read off the graded checks; score the other dimensions against their "
+                  "anchors. Each hint used caps its dimension at 3.", "",
+                  "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
+        for row in data["scoring"]:
+            score = "–" if row["score"] is None else f"{row['score']}/4"
+            cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
+            anchors = [a.replace("|", "\\|") for a in row["anchors"]]
+            lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
+    if data["checks"]:
+        lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
+        for c in data["checks"]:
+            lines.append(f"| {c['id']} | {c['status']} | {c['points']}/{c['max_points']} | {c['bug'] or ''} |")
+    if data["diagnosis"]:
+        lines += ["", "## Bugs diagnosed", ""]
+        lines += [f"- `{d['bug']}`: {d['title']}. {d['evidence']}" for d in data["diagnosis"]]
+    if data["discussion"]:
+        lines += ["", "## Discussion (self-scored)", ""]
+        for d in data["discussion"]:
+            required = [p for p in d["key_points"] if p.get("required")]
+            got = sum(p["covered"] for p in required)
+            lines += [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
+                      + (f" ({got} of {len(required)} required)." if required else "."), ""]
+            if d["answer"]:
+                lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
+            lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
+                      for p in d["key_points"]]
+            lines.append("")
+    if data["followups"]:
+        lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]
+    if data["solution"] is not None:
+        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python",
+                  data["solution"].rstrip("\n"), "```"]
+    return "\n".join(lines) + "\n"
+
 
 
 def _scoring(exercise, out: Console) -> None:

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
-from .compare import Mismatch
 from .values import Outcome
+
+if TYPE_CHECKING:                  # an annotation only: importing report (practice, mock) needs no NumPy
+    from .compare import Mismatch
+
+
+class CheckStatus(StrEnum):
+    """A check's result. StrEnum: `check --json` and the history keep the same strings."""
+
+    PASS = "pass"
+    FAIL = "fail"                 # the code ran and broke the property
+    ERROR = "error"               # the code raised, hung, crashed or ran out of memory
+    SKIP = "skip"                 # not checked (does not apply, or a check it depends on failed)
+
+
+FAILED = (CheckStatus.FAIL, CheckStatus.ERROR)     # the statuses that count as a failing check
 
 
 @dataclass
@@ -26,7 +41,7 @@ class Call:
 class CheckResult:
     id: str
     title: str
-    status: str                   # pass | fail | error | skip
+    status: CheckStatus
     points: int                   # points awarded
     max_points: int
     message: str = ""
@@ -76,12 +91,12 @@ class Report:
     @property
     def passed(self) -> bool:
         """Every graded check that ran passed (a skipped check is neither passed nor failed)."""
-        ran = [r for r in self.results if r.status != "skip"]
-        return bool(ran) and all(r.status == "pass" for r in ran)
+        ran = [r for r in self.results if r.status != CheckStatus.SKIP]
+        return bool(ran) and all(r.status == CheckStatus.PASS for r in ran)
 
     @property
     def score(self) -> tuple[int, int]:
-        return (sum(r.status == "pass" for r in self.results), len(self.results))
+        return (sum(r.status == CheckStatus.PASS for r in self.results), len(self.results))
 
     @property
     def points(self) -> tuple[int, int]:

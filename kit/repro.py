@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report import Report
+from .report import FAILED, Report
 
 TEMPLATE = '''"""attn-kit repro for check `{check}` (exercise {exercise}, seed {seed}).
 
@@ -88,7 +88,7 @@ def write(report: Report, folder: str | Path) -> list[Path]:
     written = []
     for result in report.results:
         call = result.failing_call
-        if result.status not in ("fail", "error") or call is None:
+        if result.status not in FAILED or call is None:
             continue
         names = _parameter_names(report.exercise, call.fn, len(call.args))
         lines = [f"{n} = {literal(v)}" for n, v in zip(names, call.args)]

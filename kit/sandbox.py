@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass
 
 from . import mutation, wire, worker
-from .errors import LoadError
-from .values import ErrorInfo, Outcome
+from .errors import ChannelTimeout, LoadError
+from .values import CallStatus, ErrorInfo, Outcome
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
@@ -299,10 +299,6 @@ def status_field(pid: int, field: str) -> int | None:
 
 
 # --- the channels ---------------------------------------------------------------------------------
-
-class ChannelTimeout(Exception):
-    """The other end did not send what it announced in time."""
-
 
 class Channel:
     """Kit -> worker: length-prefixed pickles (the kit's own data, read by the worker).
@@ -660,8 +656,16 @@ def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
         pass
 
 
+def _settle_torch() -> None:
+    """PyTorch's process-wide settings (harness_torch.settle_process), when torch is loaded."""
+    if "torch" in sys.modules:
+        from . import harness_torch
+        harness_torch.settle_process()
+
+
 def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
     try:
+        _settle_torch()
         if "torch" in sys.modules:
             _warm_torch()
         _ZygoteServer(sock).run()
@@ -691,6 +695,7 @@ class _Zygote:
                     __import__(name)
                 except ImportError:
                     pass
+            _settle_torch()
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -699,6 +704,7 @@ class _Zygote:
                 _zygote_child(theirs)
             self.process = None
         else:              # a fresh interpreter: nothing of the kit's memory
+            _settle_torch()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -830,6 +836,7 @@ class _ForkLauncher:
 class _SpawnLauncher:   # pragma: no cover - used where fork is missing
     def __init__(self, preload: tuple[str, ...] = ()):
         import multiprocessing  # only here: the fork path does not need it
+        _settle_torch()         # the kit's side of torch's settings, as before a zygote starts
         self.context = multiprocessing.get_context("spawn")
         self.processes = {}
 
@@ -970,15 +977,15 @@ class Sandbox:
             return self.conn.recv_reply(deadline, self.timeout), "", ""
         except ChannelTimeout as exc:
             self._drop_worker()
-            return None, "crashed", f"its {what} was cut short: it {exc} (the process was stopped)"
+            return None, CallStatus.CRASHED, f"its {what} was cut short: it {exc} (the process was stopped)"
         except wire.WireError as exc:
             self._drop_worker()
-            return None, "crashed", f"{exc}; the process was stopped"
+            return None, CallStatus.CRASHED, f"{exc}; the process was stopped"
         except (EOFError, OSError):
             how = self._ended()
-            detail, status = f"the process {how}", "crashed"
+            detail, status = f"the process {how}", CallStatus.CRASHED
             if "SIGKILL" in how and self.memory:
-                status = "memory"
+                status = CallStatus.MEMORY
                 detail += f"; it may have exceeded the memory cap of {self.memory / 2**30:g} GiB"
             return None, status, detail
 
@@ -1010,7 +1017,7 @@ class Sandbox:
             self._drop_worker()
             raise LoadError(f"loading {self.path}: {exc}.") from None
         self._note_pure(info.pure)
-        if reply["status"] == "raised":
+        if reply["status"] == CallStatus.RAISED:
             self._drop_worker()
             raise LoadError(_load_failure_text(self.path, reply["error"], info.output))
         self.info = info
@@ -1056,7 +1063,7 @@ class Sandbox:
             try:
                 self.start()
             except LoadError as exc:
-                return Outcome("crashed", detail=f"the worker could not be restarted: {exc}")
+                return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
@@ -1067,13 +1074,13 @@ class Sandbox:
         try:
             self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
-            return Outcome("crashed", detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
+            return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
         syncs = 0
         while True:
             if not self._wait(deadline):
                 self._drop_worker()
-                return Outcome("timeout", detail=f"did not return within {limit:g} s (the call was stopped)",
+                return Outcome(CallStatus.TIMEOUT, detail=f"did not return within {limit:g} s (the call was stopped)",
                                seconds=time.perf_counter() - started)
             reply, status, detail = self._read(deadline + min(REPLY_GRACE, limit), "reply")
             if reply is None or not (measure and syncs < 2 and reply.get("kind") == "sync"):
@@ -1088,25 +1095,25 @@ class Sandbox:
             try:
                 self.conn.send(("go",), timeout=CONTROL_DEADLINE)
             except (OSError, ChannelTimeout):
-                reply, status, detail = None, "crashed", f"the process {self._ended()}"
+                reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
         if reply is None:
             if self.memory_note:
-                status, detail = "memory", self.memory_note
+                status, detail = CallStatus.MEMORY, self.memory_note
             return Outcome(status, detail=detail, seconds=seconds)
         try:
             outcome, after = wire.read_outcome(reply)
         except wire.WireError as exc:
             self._drop_worker()
-            return Outcome("crashed", detail=f"{exc}; the process was stopped", seconds=seconds)
+            return Outcome(CallStatus.CRASHED, detail=f"{exc}; the process was stopped", seconds=seconds)
         self._note_pure(_names(reply.get("pure")))
         if kernel is not None and peak is not None:
             outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-        if echo and outcome.status != "crashed":        # crashed: the worker's result was too large
+        if echo and outcome.status != CallStatus.CRASHED:        # crashed: the worker's result was too large
             if not isinstance(after, list) or len(after) != len(before):
                 self._drop_worker()
-                return Outcome("crashed", detail="its reply was malformed (the arguments were not sent back); "
+                return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the arguments were not sent back); "
                                "the process was stopped", seconds=seconds)
             names = self._argument_names(fn, len(args), list(kwargs))
             outcome = _replace(outcome, mutated=mutation.written(names, before, after))
@@ -1180,11 +1187,11 @@ def _read_load(reply: dict) -> LoadInfo:
     def want(cond, what):
         if not cond:
             raise wire.WireError(f"its answer to loading the file was malformed ({what})")
-    want(reply.get("kind") == "load" and reply.get("status") in ("ok", "raised"), "status")
+    want(reply.get("kind") == "load" and reply.get("status") in (CallStatus.OK, CallStatus.RAISED), "status")
     functions = reply.get("functions")
     want(isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str)
                                              for k, v in functions.items()), "functions")
-    want(reply["status"] == "ok" or isinstance(reply.get("error"), ErrorInfo), "error")
+    want(reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo), "error")
     output, note = reply.get("output"), reply.get("note")
     want(isinstance(output, str) and isinstance(note, str), "output")
     return LoadInfo({k[:200]: v[:2000] for k, v in functions.items()}, output[:100_000], note[:500],

@@ -41,14 +41,16 @@ from . import sandbox as sandbox_module
 from .errors import LoadError
 from .paths import bug_files, bug_id_of, reference_files
 from .sandbox import DEFAULT_MEMORY, Sandbox, make_launcher
+from .values import CallStatus, TestOutcome
 
 DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation
 BUG_BUDGET_FLOOR = 2.0          # a test's budget on a bug implementation: at least this ...
 BUG_BUDGET_FACTOR = 10.0        # ... or this many times its slowest time on the references
 DRIVER = "from attn_kit.harness_pytest import run_pytest\n"
 CONFIG = "[pytest]\n"           # the candidate's ini/pyproject options (addopts...) do not apply
-FAILED = ("failed", "error")    # outcomes that count as a test detecting something
-BROKEN = ("failed", "error", "timeout", "crashed", "memory")
+FAILED = (TestOutcome.FAILED, TestOutcome.ERROR)    # outcomes that count as a test detecting something
+STOPPED = (TestOutcome.TIMEOUT, TestOutcome.CRASHED, TestOutcome.MEMORY)     # the test stopped the run
+BROKEN = FAILED + STOPPED
 
 
 @dataclass
@@ -56,7 +58,7 @@ class TestRun:
     """One test on one implementation."""
 
     __test__ = False
-    outcome: str                  # passed | failed | error | skipped | timeout | crashed | memory
+    outcome: str                  # a TestOutcome's string (read from the worker's records, not converted)
     message: str = ""
     where: str = ""               # "my_tests.py:23"
     output: str = ""
@@ -381,9 +383,9 @@ class _Runner:
             else:
                 how = outcome.detail or outcome.status
                 if running is not None:
-                    status = "timeout" if outcome.status == "timeout" else \
-                        ("memory" if outcome.status == "memory" else "crashed")
-                    result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != "timeout"
+                    status = (TestOutcome.TIMEOUT if outcome.status == CallStatus.TIMEOUT else
+                              TestOutcome.MEMORY if outcome.status == CallStatus.MEMORY else TestOutcome.CRASHED)
+                    result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != TestOutcome.TIMEOUT
                                                     else f"did not finish ({how})")
                 elif not any(r["event"] == "collected" for r in records):
                     result.error = result.error or f"importing the tests: the process {how}"
@@ -498,27 +500,27 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
     for run in references:
         passed[run.implementation] = set()
         for name in names:
-            test = run.tests.get(name) or TestRun("error", run.error or "did not run")
+            test = run.tests.get(name) or TestRun(TestOutcome.ERROR, run.error or "did not run")
             slowest[name] = max(slowest.get(name, 0.0), test.seconds)
-            if test.outcome == "passed":
+            if test.outcome == TestOutcome.PASSED:
                 passed[run.implementation].add(name)
     for name in names:
-        broken = [r for r in own if (r.tests.get(name) or TestRun("error")).outcome in BROKEN]
+        broken = [r for r in own if (r.tests.get(name) or TestRun(TestOutcome.ERROR)).outcome in BROKEN]
         if not broken:
             continue
         ok = [r for r in own if name in passed[r.implementation]]
         failing_kinds = {kinds[r.implementation] for r in broken}
         passing_kinds = {kinds[r.implementation] for r in ok}
         if ok and not failing_kinds & passing_kinds:        # fails only where the return type differs
-            test = broken[0].tests.get(name) or TestRun("error")
+            test = broken[0].tests.get(name) or TestRun(TestOutcome.ERROR)
             sensitive[name] = TypeSensitive(name, [r.implementation for r in broken], [r.implementation for r in ok],
                                             (kinds[broken[0].implementation], kinds[ok[0].implementation]),
                                             test.message, test.where)
             continue
         run = broken[0]
-        test = run.tests.get(name) or TestRun("error", run.error or "did not run")
+        test = run.tests.get(name) or TestRun(TestOutcome.ERROR, run.error or "did not run")
         wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
-    skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun("skipped")).outcome == "skipped"
+    skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun(TestOutcome.SKIPPED)).outcome == TestOutcome.SKIPPED
                                                   for r in own)]
     if skipped_everywhere:
         notes.append(f"skipped on the references, so they catch nothing: {', '.join(skipped_everywhere)}")
@@ -575,8 +577,8 @@ def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun],
         forms[run.bug][run.form] = caught
         for n in useful:
             test = run.tests.get(n)
-            if test and test.outcome in ("timeout", "crashed", "memory"):
-                notes[run.bug].append(f"{n} {'hung' if test.outcome == 'timeout' else 'crashed'} on this "
+            if test and test.outcome in STOPPED:
+                notes[run.bug].append(f"{n} {'hung' if test.outcome == TestOutcome.TIMEOUT else 'crashed'} on this "
                                       f"bug{label}, which does not count as catching it")
         if run.error:
             notes[run.bug].append(f"the test file could not be imported with this bug{label}: "

@@ -6,7 +6,34 @@ Only the standard library here: the worker imports this module, and so does the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class CallStatus(StrEnum):
+    """What one call of the candidate's code did. StrEnum: JSON, the wire format and the history
+    database keep the same strings."""
+
+    OK = "ok"
+    RAISED = "raised"
+    TIMEOUT = "timeout"          # stopped at its deadline
+    CRASHED = "crashed"          # the process died, or its reply was unreadable
+    MEMORY = "memory"            # ran out of memory under the kit's cap
+
+
+class TestOutcome(StrEnum):
+    """What one of the candidate's own tests did under `test-tests` (harness_pytest records it in
+    the worker, testgrade reads it in the kit)."""
+
+    __test__ = False             # not a test class, whatever pytest's naming rules say
+
+    PASSED = "passed"
+    FAILED = "failed"            # an assertion in the test's call phase
+    ERROR = "error"              # an exception in set-up, teardown or the harness
+    SKIPPED = "skipped"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    MEMORY = "memory"
 
 
 @dataclass(frozen=True)
@@ -46,9 +73,9 @@ class Opaque:
 class Outcome:
     """What one call of a candidate function did."""
 
-    status: str                       # ok | raised | timeout | crashed | memory
-    value: Any = None                 # the return value when status == "ok"
-    error: ErrorInfo | None = None    # when status == "raised"
+    status: CallStatus | str          # a CallStatus; some checks still build outcomes from its strings
+    value: Any = None                 # the return value when status is OK
+    error: ErrorInfo | None = None    # when status is RAISED
     mutated: tuple[str, ...] = ()     # arguments the call wrote into, e.g. ("x", "params['Wq']")
     output: str = ""                  # captured stdout+stderr, truncated with a notice
     detail: str = ""                  # timeout / crash / memory explanation
@@ -57,11 +84,11 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == CallStatus.OK
 
     def describe_failure(self) -> str:
-        if self.status == "raised" and self.error:
+        if self.status == CallStatus.RAISED and self.error:
             return f"raised {self.error.one_line()}"
-        if self.status == "crashed":
+        if self.status == CallStatus.CRASHED:
             return f"crashed: {self.detail}"
         return self.detail or self.status

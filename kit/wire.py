@@ -26,9 +26,11 @@ import json
 import math
 import re
 import struct
+from enum import StrEnum
 from typing import Any
 
-from .values import ErrorInfo, Opaque, Outcome, TensorValue
+from .errors import WireError
+from .values import CallStatus, ErrorInfo, Opaque, Outcome, TensorValue
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
 MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
@@ -45,10 +47,6 @@ def _np():
         import numpy
         _NUMPY.append(numpy)
     return _NUMPY[0]
-
-
-class WireError(Exception):
-    """A reply the kit cannot read: too large, malformed or truncated."""
 
 
 # --- worker side: any value -> plain data -----------------------------------------------------
@@ -188,6 +186,8 @@ def encode(message: dict) -> bytes:
         kind = type(v)
         if kind in _ATOMS:
             return v                            # json writes NaN/Infinity, and reads them back
+        if isinstance(v, StrEnum):
+            return str(v)                       # a status travels as its plain string
         if kind is list:
             if all(type(x) in _ATOMS for x in v):
                 return v
@@ -347,7 +347,7 @@ def outcome_message(outcome: Outcome, args_after=None) -> dict:
             "seconds": outcome.seconds, "extra": outcome.extra, "after": args_after}
 
 
-_STATUSES = ("ok", "raised", "timeout", "crashed", "memory")
+_STATUSES = tuple(CallStatus)          # a tuple: `in` compares, never hashes the untrusted value
 
 
 def read_outcome(message: dict) -> tuple[Outcome, Any]:
@@ -357,12 +357,12 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     _want(status in _STATUSES, "status")
     error = message.get("error")
     _want(error is None or isinstance(error, ErrorInfo), "error")
-    _want(status != "raised" or error is not None, "raised without an error")
+    _want(status != CallStatus.RAISED or error is not None, "raised without an error")
     seconds = message.get("seconds")
     _want(type(seconds) in (int, float), "seconds")
     extra = message.get("extra")
     _want(isinstance(extra, dict), "extra")
-    outcome = Outcome(status, message.get("value"), error, (),
+    outcome = Outcome(CallStatus(status), message.get("value"), error, (),
                       _text(message.get("output"), "output")[:100_000],
                       _text(message.get("detail"), "detail")[:2000], float(seconds), extra)
     return outcome, message.get("after")

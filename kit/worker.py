@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 
 from . import wire
-from .values import ErrorInfo, Opaque, Outcome
+from .values import CallStatus, ErrorInfo, Opaque, Outcome
 
 OUTPUT_LIMIT = 4000            # characters of captured output kept per call
 FILE_SIZE_LIMIT = 16 << 20     # a runaway print loop stops at 16 MiB instead of filling the disk
@@ -227,7 +227,7 @@ class Worker:
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
             self.guard.recording = False
-            return {"kind": "load", "status": "raised", "error": error_info(exc, path),
+            return {"kind": "load", "status": CallStatus.RAISED, "error": error_info(exc, path),
                     "output": self.capture.take(), "note": note, "functions": {}, "pure": self._violations()}
         self.guard.recording = False
         self.module = module
@@ -241,7 +241,7 @@ class Worker:
                         functions[str(attr)] = "(...)"
             except Exception:  # noqa: BLE001 - an attribute whose callable() check raises
                 continue
-        return {"kind": "load", "status": "ok", "functions": functions, "output": self.capture.take(),
+        return {"kind": "load", "status": CallStatus.OK, "functions": functions, "output": self.capture.take(),
                 "note": note, "error": None, "pure": self._violations()}
 
     def _violations(self) -> list[str]:
@@ -260,7 +260,7 @@ class Worker:
         start = time.perf_counter()
         extra = {}
         if not callable(fn):
-            status, value, error = "raised", None, ErrorInfo("AttributeError", f"the file defines no function {fn_name}")
+            status, value, error = CallStatus.RAISED, None, ErrorInfo("AttributeError", f"the file defines no function {fn_name}")
         else:
             if measure:
                 self._sync()
@@ -271,19 +271,19 @@ class Worker:
                     value, extra = getattr(importlib.import_module(module_name), func)(fn, *args, **kwargs)
                 else:
                     value = fn(*args, **kwargs)
-                status, error = "ok", None
+                status, error = CallStatus.OK, None
             except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
-                status, value, error = "raised", None, error_info(exc, self.path)
+                status, value, error = CallStatus.RAISED, None, error_info(exc, self.path)
             self.guard.recording = False
             if measure:
                 self._sync()
         seconds = time.perf_counter() - start
         output = self.capture.take()
         detail = ""
-        if status == "raised" and error.type == "MemoryError":
-            status, detail = "memory", "ran out of memory (MemoryError under the kit's memory cap)"
+        if status == CallStatus.RAISED and error.type == "MemoryError":
+            status, detail = CallStatus.MEMORY, "ran out of memory (MemoryError under the kit's memory cap)"
         after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
-        outcome = Outcome(status, wire.to_plain(value) if status == "ok" else None, error, (), output,
+        outcome = Outcome(status, wire.to_plain(value) if status == CallStatus.OK else None, error, (), output,
                           detail, seconds, wire.to_plain(extra) if isinstance(extra, dict) else {})
         message = wire.outcome_message(outcome, after)
         message["pure"] = self._violations()
@@ -312,7 +312,7 @@ class Worker:
             if len(data) - wire.HEADER.size > wire.MAX_REPLY or \
                     wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT:
                 reply.update(value=Opaque("reply", "the result was too large to send back"), extra={}, after=None)
-                reply["status"] = "crashed" if reply.get("kind") == "outcome" else reply["status"]
+                reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
                 reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
                                    f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
                 data = wire.encode(reply)

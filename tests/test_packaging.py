@@ -47,14 +47,16 @@ def test_no_unused_dev_or_build_requirements():
 
 
 def test_every_kit_error_is_declared_in_errors_py():
-    """errors.py holds every exception the user can see; other modules import them from there."""
+    """errors.py holds every exception class of kit/ and checks/ (the user-facing KitError family and
+    the internal signals); other modules import them from there."""
     import ast
 
     from attn_kit import errors
     declared = {name for name, value in vars(errors).items()
-                if isinstance(value, type) and issubclass(value, errors.KitError)}
-    assert {"StoreError", "SolutionLocked", "BenchError"} <= declared
-    for path in sorted((ROOT / "kit").glob("*.py")):
+                if isinstance(value, type) and issubclass(value, BaseException)}
+    assert {"StoreError", "SolutionLocked", "BenchError", "CheckFailed", "WireError"} <= declared
+    declared |= {"Exception", "BaseException", "ValueError", "RuntimeError", "TypeError", "KeyError", "OSError"}
+    for path in sorted((ROOT / "kit").glob("*.py")) + sorted((ROOT / "checks").glob("*.py")):
         if path.name == "errors.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
