@@ -348,3 +348,14 @@ def test_the_ladder_and_harness_come_from_the_toml():
 def test_help():
     proc = attn_kit("bench", "--help")
     assert proc.returncode == 0 and "--budget" in proc.stdout and "Example" in proc.stdout
+
+
+def test_the_readme_bench_table_example_loads():
+    """The README's "Adding an exercise" [bench] example is a table the catalogue accepts."""
+    import tomllib
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Adding an exercise", 1)[1]
+    block = section.split("```toml", 1)[1].split("```", 1)[0]
+    spec = catalog._load_bench(tomllib.loads(block)["bench"], "README")
+    assert spec.dimensions == {"B": 1, "D": 8, "H": 2} and spec.time.exponent == 2.0 and spec.memory.why
+    assert "@SUITE.for_bench" in section and "def bench_inputs(rng, T, B, D, H)" in section
