@@ -1,7 +1,8 @@
 """prompts/*.toml -> frozen dataclasses. Unknown or missing keys are errors naming file and key.
 
 prompts/exercises/<id>.toml holds one exercise (statement, starter, functions, hints, discussion
-questions, follow-ups); prompts/bugs.toml holds the known-bug catalogue shared by all exercises.
+questions, follow-ups, rubric, and the [bench] workload `attn-kit bench` runs); prompts/bugs.toml
+holds the known-bug catalogue shared by all exercises.
 """
 
 from __future__ import annotations

@@ -359,3 +359,36 @@ def test_the_readme_bench_table_example_loads():
     spec = catalog._load_bench(tomllib.loads(block)["bench"], "README")
     assert spec.dimensions == {"B": 1, "D": 8, "H": 2} and spec.time.exponent == 2.0 and spec.memory.why
     assert "@SUITE.for_bench" in section and "def bench_inputs(rng, T, B, D, H)" in section
+
+
+def test_the_worker_side_harnesses_import_no_grading_checks_or_bench():
+    """What runs in the candidate's process for bench (harness_bench) loads none of the kit's
+    grading side: the import contract in pyproject.toml, checked at run time too."""
+    import subprocess
+    import sys
+    code = ("import sys, attn_kit.harness_bench; "
+            "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.bench', "
+            "'attn_kit.grading', 'attn_kit.catalog', 'attn_kit.registry'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"harness": "twice"}, "harness = 'twice' is not one of call, decode-steps"),
+    ({"inputs": "tensors"}, "inputs = 'tensors' is not one of"),
+    ({"sizes": [64, 32]}, "sizes must be at least two increasing"),
+    ({"dims": {"B": "one"}}, "'dims' must be a table of whole numbers"),
+    ({"time": 2}, r"'time' must be a table"),
+    ({"ladder": [1, 2]}, "unknown key 'ladder'"),
+    ({"memory": None}, "missing key 'memory'"),
+])
+def test_a_bad_bench_table_is_an_error_naming_the_key(change, message):
+    from attn_kit.errors import CatalogError
+    table = {"function": "f", "setting": "", "sizes": [16, 32], "dims": {"B": 1},
+             "time": {"exponent": 2, "why": "T×T"}, "memory": {"exponent": 1, "why": "T"}}
+    spec = catalog._load_bench(table, "x.toml [bench]")
+    assert spec.time.exponent == 2.0 and isinstance(spec.time.exponent, float)
+    broken = {k: v for k, v in {**table, **change}.items() if v is not None}
+    with pytest.raises(CatalogError, match=message):
+        catalog._load_bench(broken, "x.toml [bench]")
