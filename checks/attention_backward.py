@@ -237,3 +237,13 @@ def randomised_agreement(ctx):
         q, k, v, dout = case(ctx.rng, B, H, T, S, d, dv, scale=8.0 if big else 1.0)
         mask = random_mask(ctx.rng, B, T, S) if n % 3 else None
         compare_gradients(ctx, q, k, v, dout, mask, what=f"case {n + 1}", case_number=n + 1, large_scores=big)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, H, d):
+    """q, k, v and the upstream gradient dout, all B×H×T×d, with a causal mask (S = T)."""
+    from . import cases
+    q, k, v, dout = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(4))
+    return (q, k, v, dout), {"mask": cases.causal(B, T)}

@@ -285,3 +285,13 @@ def randomised_agreement(ctx):
             mask = None
         compare_cross(ctx, x, c, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
                       biases="bq" in p)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, D, H):
+    """B×T×D queries attending to a context of the same length S = T, no mask."""
+    from . import cases
+    x, context = cases.tokens(rng, B, T, D), cases.tokens(rng, B, T, D)
+    return (x, context, cases.params(rng, D), H), {"mask": None}

@@ -307,3 +307,16 @@ def randomised_agreement(ctx):
         mask = mask_of_kind(ctx.rng, kind, B, T)
         compare_gqa(ctx, x, p, H, n_kv, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
                     biases="bq" in p)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, D, H, KV):
+    """B×T×D tokens, query projections D×D and key/value projections D×(KV·D/H), a causal mask."""
+    from . import cases
+    kv_width = KV * (D // H)
+    weights = cases.params(rng, D, names=("q", "o"))
+    weights.update({f"W{n}": rng.normal(0.0, D ** -0.5, size=(D, kv_width)).round(6) for n in "kv"})
+    weights.update({f"b{n}": rng.normal(0.0, 0.5, size=kv_width).round(6) for n in "kv"})
+    return (cases.tokens(rng, B, T, D), weights, H, KV), {"mask": cases.causal(B, T)}

@@ -420,3 +420,13 @@ def randomised_agreement(ctx):
         p = params(ctx.rng, D, biases=bool(ctx.rng.random() < 0.7), scale=3.0 if big else 1.0)
         ctx.describe(case=n + 1, biases="bq" in p, large_scores=big)
         expect_rows(ctx, decode(ctx, x, p, H), causal_rows(x, p, H), f"case {n + 1}: decoded outputs")
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, D, H):
+    """T + 1 decode steps of B×D tokens: the first T fill the cache, the last one is measured."""
+    from . import cases
+    steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)
+    return (steps, cases.params(rng, D), H), {}

@@ -691,3 +691,17 @@ def gradients_finite_on_masked_rows(ctx):
     """
     case = masked_rows_case(ctx.rng, bias=(3, 2, 3, 4))
     compare_gradients(ctx, case)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, C, H, D):
+    """Self-attention over B×T×C activations (context = query), causal, no masks, NumPy arrays
+    (bench turns them into tensors for a file that imports torch)."""
+    activations = {"query": rng.normal(0.0, 1.0, size=(B, T, C)).round(6),
+                   "context": rng.normal(0.0, 1.0, size=(B, T, C)).round(6)}
+    parameters = {f"w_{n}": rng.normal(0.0, C ** -0.5, size=(C, H * D)).round(6) for n in "qkv"}
+    parameters["w_o"] = rng.normal(0.0, (H * D) ** -0.5, size=(H * D, C)).round(6)
+    parameters["b_o"] = rng.normal(0.0, 0.5, size=C).round(6)
+    return (activations, parameters, {}), {"heads": H, "causal": True}

@@ -393,3 +393,12 @@ def randomised_agreement(ctx):
         mask = mask_of_kind(ctx.rng, kind, B, T)
         compare_attention(ctx, x, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
                           biases="bq" in p)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, D, H):
+    """B×T×D tokens, one set of projections, a causal mask: the [bench] table's call at length T."""
+    from . import cases
+    return (cases.tokens(rng, B, T, D), cases.params(rng, D), H), {"mask": cases.causal(B, T)}

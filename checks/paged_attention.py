@@ -231,3 +231,17 @@ def randomised_agreement(ctx):
         case = build(ctx.rng, lengths, block_size=bs, H=int(ctx.rng.integers(1, 4)), d=int(ctx.rng.integers(1, 9)),
                      extra=int(ctx.rng.integers(0, 3)), share=bool(n % 2), scale=12.0 if big else 1.0)
         compare_paged(ctx, case, what=f"case {n + 1}", case_number=n + 1, large_scores=big)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, H, d, block_size):
+    """B sequences of T tokens each, their blocks scattered over a shuffled pool with spare blocks."""
+    per_seq = -(-T // block_size)
+    n_blocks = B * per_seq + 4
+    k_pool, v_pool = (rng.normal(0.0, 1.0, size=(n_blocks, block_size, H, d)).round(6) for _ in range(2))
+    ids = rng.permutation(n_blocks)
+    tables = [ids[b * per_seq:(b + 1) * per_seq].tolist() for b in range(B)]
+    q = rng.normal(0.0, 1.0, size=(B, H, d)).round(6)
+    return (q, k_pool, v_pool, tables, [T] * B), {}

@@ -401,3 +401,12 @@ def randomised_agreement(ctx):
         positions = None if n % 2 else random_positions(ctx.rng, T, -20, 100)
         mask = mask_of_kind(ctx.rng, kind, B, T)
         compare_attention(ctx, x, p, H, positions, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind))
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, D, H):
+    """B×T×D tokens (positions 0..T-1), one set of projections, a causal mask, at length T."""
+    from . import cases
+    return (cases.tokens(rng, B, T, D), cases.params(rng, D), H), {"mask": cases.causal(B, T)}

@@ -261,3 +261,12 @@ def randomised_agreement(ctx):
         window = int(ctx.rng.integers(1, T + 4))
         q, k, v = qkv(ctx.rng, B, H, T, d, scale=12.0 if big else 1.0)
         compare_window(ctx, q, k, v, window, what=f"case {n + 1}", case=n + 1, large_scores=big)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, B, H, d, window):
+    """q, k, v all B×H×T×d and a fixed window."""
+    q, k, v = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(3))
+    return (q, k, v, window), {}

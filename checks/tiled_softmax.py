@@ -294,3 +294,12 @@ def randomised_agreement(ctx):
         mask = random_mask(ctx.rng, T, S) if n % 2 == 0 else None
         compare_tiled(ctx, q, k, v, mask, bs, what=f"case {n + 1}", case=n + 1, masking="random",
                       large_scores=big)
+
+
+# --- `attn-kit bench` -------------------------------------------------------------------------------
+
+@SUITE.for_bench
+def bench_inputs(rng, T, d):
+    """q, k, v all T×d (S = T keys, dv = d), no mask, the default block size."""
+    q, k, v = (rng.normal(0.0, 1.0, size=(T, d)).round(6) for _ in range(3))
+    return (q, k, v), {"mask": None}

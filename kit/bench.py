@@ -1,18 +1,21 @@
 """`attn-kit bench`: how the candidate's code grows in time and memory with the sequence length T.
 
 The solution runs in the sandbox (never in the kit's process) over a ladder of sequence lengths.
-Per size: several untraced runs (`timed_cpu`, attn_kit.harness:timed plus the worker's CPU time)
-give the median time, and one separate run under tracemalloc (attn_kit.harness:measure_quiet)
-gives the peak extra memory: tracemalloc slows Python code, so time and memory never come from
-the same run. A log-log least-squares fit (numpy.polyfit) over the largest sizes reached turns
-the ladder into growth exponents, shown next to what the exercise should show. The time fit uses
-CPU time, which other programs on a busy laptop disturb far less than wall time (the CLI also
-asks BLAS for one thread, for the same reason).
+Per size: several untraced runs (attn_kit.harness_bench:timed_cpu, wall and CPU time) give the
+median time, and one separate run under tracemalloc (attn_kit.harness:measure_quiet) gives the
+peak extra memory: tracemalloc slows Python code, so time and memory never come from the same
+run. A log-log least-squares fit (numpy.polyfit) over the largest sizes reached turns the ladder
+into growth exponents, shown next to what the exercise should show. The time fit uses CPU time,
+which other programs on a busy laptop disturb far less than wall time (the CLI also asks BLAS for
+one thread, for the same reason).
 
-An exercise's workload is data plus one small input builder: which function to call, how to build
-inputs of length T, the ladder, and the exponents to expect with the reason for each. The ladder
-starts small (free for NumPy code, affordable for plain lists) and stops early, with a note, when
-the next size would overrun the time budget (predicted from the sizes measured so far), so a
+An exercise's workload is data plus one small function, both kept with the exercise: the
+`[bench]` table of its TOML (which function to call, the fixed dimensions, the ladder, the
+exponents to expect with the reason for each) and the input builder its checks module registers
+with `@SUITE.for_bench`. This module names no exercise. The harnesses that run inside the
+candidate's worker live in harness_bench.py, which imports nothing from here. The ladder starts
+small (free for NumPy code, affordable for plain lists) and stops early, with a note, when the
+next size would overrun the time budget (predicted from the sizes measured so far), so a
 pure-lists solution still gets an answer within the budget.
 
 Nothing here prints: cli_bench.py renders the BenchResult with render_bench.py.
@@ -20,328 +23,109 @@ Nothing here prints: cli_bench.py renders the BenchResult with render_bench.py.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import importlib.util
 import math
 import statistics
 import time
-import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from attn_kit.checks import cases
+from attn_kit.checks.cases import lists
 
-from . import loader
+from . import catalog, grading, loader
+from .catalog import Expectation
 from .errors import BenchError, DependencyMissing, UsageError
-from .harness import measure_quiet
+from .harness_bench import DEFAULT_RUNS, MAX_RUNS, MIN_TIMED_SECONDS
 from .sandbox import DEFAULT_MEMORY, Sandbox
 from .values import Outcome
 
-TIME_HARNESS = "attn_kit.bench:timed_cpu"      # attn_kit.harness:timed plus CPU time
+TIME_HARNESS = "attn_kit.harness_bench:timed_cpu"      # attn_kit.harness:timed plus CPU time
 MEMORY_HARNESS = "attn_kit.harness:measure_quiet"
-RSS_HARNESS = "attn_kit.bench:measure_rss"       # for files that import torch
-DEFAULT_REPEATS = 5
+RSS_HARNESS = "attn_kit.harness_bench:measure_rss"     # for files that import torch
+DECODE_HARNESS = "attn_kit.harness_bench:decode_steps"  # fills a cache, then times and traces one step
+DEFAULT_REPEATS = DEFAULT_RUNS
+MAX_REPEATS = MAX_RUNS        # cheap sizes are repeated until MIN_TIMED_SECONDS of runs, at most this
 DEFAULT_BUDGET = 20.0
-MAX_REPEATS = 25              # cheap sizes are repeated until MIN_TIMED_SECONDS of runs, at most this
-MIN_TIMED_SECONDS = 0.05
 TOLERANCE = 0.35              # |fitted - expected| within this reads "as expected"
 FIT_POINTS = 5                # the fit uses the largest sizes measured: fixed costs blur the small ones
 SEED = 20240607               # inputs are random but fixed: bench measures cost, not correctness
 
 
-# --- workloads: data + one input builder each -----------------------------------------------------
-
-@dataclass(frozen=True)
-class Expectation:
-    exponent: float
-    why: str                 # the reason, in the candidate's terms
-    if_higher: str = ""      # what a clearly higher fitted exponent usually means
-    if_lower: str = ""       # ... and a clearly lower one
-
+# --- workloads: an exercise's [bench] table plus the input builder its suite registers ------------
 
 @dataclass(frozen=True)
 class Workload:
+    """What bench runs for one exercise: its [bench] table (catalog.Bench) and its inputs'
+    builder (`@SUITE.for_bench` in the exercise's checks module)."""
     exercise: str
-    function: str
-    dims: dict                            # fixed dimensions, passed to build and shown with the results
-    detail: str                           # the rest of the setting: "causal mask"
-    unit: str                             # what one timed run is: "call", "decode step"
+    spec: catalog.Bench
     build: Callable                       # (rng, T, **dims) -> (args, kwargs) of NumPy inputs
-    time: Expectation
-    memory: Expectation
-    sizes: tuple[int, ...]                # the ladder, small first: the budget decides how far it goes
-    arrays_only: bool = False             # the exercise takes NumPy arrays whatever the file imports
-    torch_inputs: bool = False            # a file that imports torch gets torch tensors (float64)
-    time_harness: str = TIME_HARNESS
-    repeats_inside: bool = False          # the time harness takes runs=N and repeats by itself
-    memory_harness: str = MEMORY_HARNESS  # "" when the time harness also reports peak_bytes
-    contrast: str = ""                    # a line putting the expected growth next to the naive one
+
+    @property
+    def function(self) -> str:
+        return self.spec.function
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return self.spec.dimensions
 
     @property
     def setting(self) -> str:
-        return ", ".join([f"{k}={v}" for k, v in self.dims.items()] + ([self.detail] if self.detail else []))
+        return self.spec.setting_text
+
+    @property
+    def unit(self) -> str:
+        return self.spec.unit
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.spec.sizes
+
+    @property
+    def time(self) -> Expectation:
+        return self.spec.time
+
+    @property
+    def memory(self) -> Expectation:
+        return self.spec.memory
+
+    @property
+    def contrast(self) -> str:
+        return self.spec.contrast
+
+    @property
+    def time_harness(self) -> str:
+        return DECODE_HARNESS if self.spec.harness == "decode-steps" else TIME_HARNESS
+
+    @property
+    def repeats_inside(self) -> bool:
+        """The time harness takes runs=N and repeats by itself (filling a cache costs T steps)."""
+        return self.spec.harness == "decode-steps"
+
+    @property
+    def memory_harness(self) -> str:
+        """"" when the time harness also reports peak_bytes."""
+        return "" if self.spec.harness == "decode-steps" else MEMORY_HARNESS
+
+    def inputs(self, rng, T: int):
+        """(args, kwargs) of NumPy inputs at length T."""
+        return self.build(rng, **{self.spec.size: T}, **self.dims)
 
 
-# Small sizes cost NumPy code next to nothing and let plain-list code answer within the budget;
-# the fit uses the largest sizes reached.
-LADDER = (16, 32, 64, 128, 256, 512, 1024, 2048)
-# A narrow model width makes the T×T part dominate the T×D² projections from small T on, so
-# plain-list code shows its quadratic growth within a few seconds (D does not change the growth in T).
-SELF = {"B": 1, "D": 8, "H": 2}
-
-
-def _self_attention_inputs(rng, T, B, D, H):
-    return (cases.tokens(rng, B, T, D), cases.params(rng, D), H), {"mask": cases.causal(B, T)}
-
-
-def _gqa_inputs(rng, T, B, D, H, KV):
-    kv_width = KV * (D // H)
-    params = cases.params(rng, D, names=("q", "o"))
-    params.update({f"W{n}": rng.normal(0.0, D ** -0.5, size=(D, kv_width)).round(6) for n in "kv"})
-    params.update({f"b{n}": rng.normal(0.0, 0.5, size=kv_width).round(6) for n in "kv"})
-    return (cases.tokens(rng, B, T, D), params, H, KV), {"mask": cases.causal(B, T)}
-
-
-def _cross_inputs(rng, T, B, D, H):
-    x, context = cases.tokens(rng, B, T, D), cases.tokens(rng, B, T, D)
-    return (x, context, cases.params(rng, D), H), {"mask": None}
-
-
-def _tiled_inputs(rng, T, d):
-    q, k, v = (rng.normal(0.0, 1.0, size=(T, d)).round(6) for _ in range(3))
-    return (q, k, v), {"mask": None}
-
-
-def _masked_bias_inputs(rng, T, B, C, H, D):
-    activations = {"query": rng.normal(0.0, 1.0, size=(B, T, C)).round(6),
-                   "context": rng.normal(0.0, 1.0, size=(B, T, C)).round(6)}
-    parameters = {f"w_{n}": rng.normal(0.0, C ** -0.5, size=(C, H * D)).round(6) for n in "qkv"}
-    parameters["w_o"] = rng.normal(0.0, (H * D) ** -0.5, size=(H * D, C)).round(6)
-    parameters["b_o"] = rng.normal(0.0, 0.5, size=C).round(6)
-    return (activations, parameters, {}), {"heads": H, "causal": True}
-
-
-def _window_inputs(rng, T, B, H, d, window):
-    q, k, v = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(3))
-    return (q, k, v, window), {}
-
-
-def _paged_inputs(rng, T, B, H, d, block_size):
-    """B sequences of T tokens each, their blocks scattered over a shuffled pool with spare blocks."""
-    per_seq = -(-T // block_size)
-    n_blocks = B * per_seq + 4
-    k_pool, v_pool = (rng.normal(0.0, 1.0, size=(n_blocks, block_size, H, d)).round(6) for _ in range(2))
-    ids = rng.permutation(n_blocks)
-    tables = [ids[b * per_seq:(b + 1) * per_seq].tolist() for b in range(B)]
-    q = rng.normal(0.0, 1.0, size=(B, H, d)).round(6)
-    return (q, k_pool, v_pool, tables, [T] * B), {}
-
-
-def _backward_inputs(rng, T, B, H, d):
-    q, k, v, dout = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(4))
-    return (q, k, v, dout), {"mask": cases.causal(B, T)}
-
-
-def _decode_inputs(rng, T, B, D, H):
-    steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)     # T tokens fill the cache, 1 is timed
-    return (steps, cases.params(rng, D), H), {}
-
-
-QUADRATIC_TIME = Expectation(
-    2.0, "every query scores every key: T×T dot products",
-    if_higher="something may run once per (query, key) pair that should run once per query, e.g. a "
-              "softmax denominator recomputed inside the key loop. A little above 2 is also normal "
-              "for NumPy once the T×T arrays outgrow the CPU caches",
-    if_lower="fixed costs (the T×D² projections, call overhead) still weigh at these sizes; a larger "
-             "--budget or --sizes reaches larger T")
-QUADRATIC_MEMORY = Expectation(
-    2.0, "the T×T attention weights of every head are held at once",
-    if_higher="more than a few T×T arrays at a time, or copies of them per query",
-    if_lower="the T×T part may not dominate yet at these sizes (a larger --budget or --sizes reaches "
-             "larger T), or the weights are never held whole")
-
-WORKLOADS: dict[str, Workload] = {w.exercise: w for w in (
-    Workload("mha-screen", "multi_head_attention", SELF, "causal mask", "call",
-             _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
-    Workload("rope", "rope_attention", SELF, "causal mask, positions 0..T-1", "call",
-             _self_attention_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
-    Workload("gqa", "grouped_query_attention", dict(SELF, KV=1), "causal mask", "call",
-             _gqa_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
-    Workload("cross-attention", "cross_attention", SELF, "context length S = T, no mask", "call",
-             _cross_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY, LADDER),
-    Workload("mha-masked-bias", "multihead_attention", {"B": 1, "C": 8, "H": 2, "D": 4},
-             "K = Q = T, causal, no masks", "call", _masked_bias_inputs, QUADRATIC_TIME, QUADRATIC_MEMORY,
-             LADDER, torch_inputs=True),
-    Workload(
-        "tiled-softmax", "tiled_attention", {"d": 32}, "dv = d, S = T keys, block_size=64, no mask", "call",
-        _tiled_inputs,
-        Expectation(2.0, "every query still scores every key, one block of keys at a time",
-                    if_higher="per-block work that grows with T, e.g. rescaling all earlier blocks again",
-                    if_lower="the per-block overhead still weighs at these sizes; a larger --budget or "
-                             "--sizes reaches larger T"),
-        Expectation(1.0, "only T×block_size scores and the T×dv running output are held, never T×S",
-                    if_higher="a T×S intermediate is still built somewhere (scores, weights or a mask): "
-                              "tiling exists so that the whole score matrix is never held",
-                    if_lower="almost nothing is allocated per call; fine"),
-        LADDER + (4096, 8192), arrays_only=True,
-        contrast="naive attention holds the T×S score matrix: memory ≈ T^2"),
-    Workload(
-        "sliding-window", "sliding_window_attention", {"B": 1, "H": 2, "d": 16, "window": 32},
-        "q, k, v all B×H×T×d", "call", _window_inputs,
-        Expectation(1.0, "each query scores its window keys only: T·window dot products, linear in T "
-                         "for a fixed window",
-                    if_higher="the whole T×T score matrix is computed and then masked: the band saves "
-                              "nothing unless only the keys a query can see are scored",
-                    if_lower="per-call overhead still weighs at these sizes; a larger --budget or "
-                             "--sizes reaches larger T"),
-        Expectation(1.0, "scores for one chunk of queries against the keys its window reaches, plus the "
-                         "B×H×T×d output",
-                    if_higher="a T×T array (scores, the band as floats, weights) is built somewhere",
-                    if_lower="almost nothing is allocated per call; fine"),
-        LADDER + (4096, 8192), arrays_only=True,
-        contrast="masking the full T×T scores costs ≈ T^2 in time and memory whatever the window"),
-    Workload(
-        "paged-attention", "paged_attention", {"B": 2, "H": 4, "d": 32, "block_size": 16},
-        "T = context length of every sequence, one query each", "decode step", _paged_inputs,
-        Expectation(1.0, "the new query scores each of the T cached tokens once",
-                    if_higher="work per token that grows with the context, e.g. rebuilding the whole "
-                              "sequence's cache or scanning every pool block for each token",
-                    if_lower="fixed per-step costs (the table walk, call overhead) still dominate at "
-                             "these sizes; a larger --budget or --sizes reaches larger T"),
-        Expectation(1.0, "the gathered T×H×d keys and values of a sequence, or less when read in place",
-                    if_higher="something of size T×T, or a copy of the whole pool per sequence",
-                    if_lower="keys and values are read in place without a gathered copy; fine"),
-        LADDER + (4096, 8192), arrays_only=True,
-        contrast="padding every sequence to the maximum length reads and stores the longest context for all"),
-    Workload(
-        "attention-backward", "attention_backward", {"B": 1, "H": 2, "d": 16}, "S = T, causal mask", "call",
-        _backward_inputs,
-        Expectation(2.0, "the T×T weights are recomputed and four T×T×d matrix products follow",
-                    if_higher="work per (query, key) pair that loops over more keys, e.g. a Jacobian built "
-                              "per row as a T×T matrix",
-                    if_lower="fixed costs still weigh at these sizes; a larger --budget or --sizes reaches "
-                             "larger T"),
-        Expectation(2.0, "P, dP and dS are T×T per head",
-                    if_higher="more than a few T×T arrays at a time, or a per-row T×T Jacobian",
-                    if_lower="the T×T part may not dominate yet at these sizes, or P is recomputed block "
-                             "by block (flash-style); fine"),
-        LADDER, arrays_only=True,
-        contrast="a per-row softmax Jacobian diag(p) − p pᵀ costs T×T per row: ≈ T^3"),
-    Workload(
-        "kv-cache", "decode_step", {"B": 1, "D": 32, "H": 4}, "one step with T tokens in the cache",
-        "decode step", _decode_inputs,
-        Expectation(1.0, "the new token's query scores the T cached keys once; nothing is re-projected",
-                    if_higher="each step redoes work for every past token, e.g. re-projecting all past "
-                              "tokens or recomputing full attention instead of reading the cache",
-                    if_lower="fixed per-step costs (projecting one token, call overhead) still dominate "
-                             "at these sizes; a larger --budget or --sizes reaches larger T"),
-        Expectation(1.0, "one row of T scores per head, plus at most a copy of the cache",
-                    if_higher="a T×T array is built during a single step",
-                    if_lower="the cache is updated in place and little else is allocated; fine"),
-        LADDER + (4096,),
-        time_harness="attn_kit.bench:decode_steps", memory_harness="", repeats_inside=True,
-        contrast="recomputing full causal attention for every new token costs ≈ T^2 per token"),
-)}
-
-
-# --- harnesses: these run INSIDE the candidate's worker ------------------------------------------
-
-def timed_cpu(fn, *args, **kwargs):
-    """Run fn once, untraced; extra = {"seconds": wall time, "cpu_seconds": the worker's CPU time}.
-
-    CPU time is what the fit uses: other programs taking the CPU away lengthen the wall time of a
-    run but not its CPU time.
-    """
-    cpu = time.process_time()
-    start = time.perf_counter()
-    fn(*args, **kwargs)
-    seconds = time.perf_counter() - start
-    return None, {"seconds": seconds, "cpu_seconds": time.process_time() - cpu}
-
-
-def _status_bytes(field_name: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1]) * 1024
-    raise OSError(f"{field_name} not in /proc/self/status")
-
-
-def _release_free_heap() -> None:
-    """glibc: hand freed heap pages back to the OS, so the call's allocations show up in RSS."""
-    try:
-        import ctypes
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def measure_rss(fn, *args, **kwargs):
-    """Peak resident memory above the start of the call, for code whose buffers tracemalloc cannot
-    see (torch tensors). Linux: the peak (VmHWM) is reset through /proc/self/clear_refs first.
-    Elsewhere, or if that fails, falls back to tracemalloc. extra = {"peak_bytes", "memory_method"}.
-    """
-    try:
-        _release_free_heap()
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        base = _status_bytes("VmRSS")
-    except OSError:
-        _, extra = measure_quiet(fn, *args, **kwargs)
-        return None, dict(extra, memory_method="tracemalloc")
-    fn(*args, **kwargs)
-    return None, {"peak_bytes": max(_status_bytes("VmHWM") - base, 0), "memory_method": "rss"}
-
-
-def _fill_cache(fn, steps, params, num_heads):
-    cache = None
-    for x_t in steps[:-1]:
-        result = fn(x_t, params, num_heads, cache)
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError(f"decode_step must return a pair (out_t, cache); it returned "
-                            f"{type(result).__name__}")
-        cache = result[1]
-    return cache
-
-
-def decode_steps(fn, steps, params, num_heads, runs: int = DEFAULT_REPEATS,
-                 min_seconds: float = MIN_TIMED_SECONDS, max_runs: int = MAX_REPEATS):
-    """Fill the cache with every token but the last (untimed), then measure the last step.
-
-    Filling costs T steps, so one call does all the runs for its size: `runs` untimed-traced
-    runs (more while they add up to under min_seconds), then one separate run under tracemalloc.
-    Every run gets a fresh deep copy of the cache, made outside the measurement, because a step
-    may update the cache in place.
-    extra = {"seconds": median wall time, "times", "cpu_times": every run, "peak_bytes": traced run}.
-    """
-    cache = _fill_cache(fn, steps, params, num_heads)
-    times: list[float] = []
-    cpu_times: list[float] = []
-    while len(times) < runs or (sum(times) < min_seconds and len(times) < max_runs):
-        trial = copy.deepcopy(cache)
-        cpu = time.process_time()
-        start = time.perf_counter()
-        fn(steps[-1], params, num_heads, trial)
-        times.append(time.perf_counter() - start)
-        cpu_times.append(time.process_time() - cpu)
-    trial = copy.deepcopy(cache)
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        fn(steps[-1], params, num_heads, trial)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return None, {"seconds": statistics.median(times), "times": times, "cpu_times": cpu_times,
-                  "peak_bytes": max(int(peak), 0)}
+def workload_for(exercise: catalog.Exercise) -> Workload:
+    """The exercise's workload; UsageError when it has none (`attn-kit dev check` reports that too)."""
+    if exercise.bench is None:
+        raise UsageError(f"`attn-kit bench` has no workload for {exercise.id}: "
+                         f"prompts/exercises/{exercise.id}.toml has no [bench] table.")
+    build = grading.suite_for(exercise).bench_inputs
+    if build is None:
+        raise UsageError(f"`attn-kit bench` has no workload for {exercise.id}: checks/{exercise.checks}.py "
+                         "registers no input builder (@SUITE.for_bench).")
+    return Workload(exercise.id, exercise.bench, build)
 
 
 # --- results -----------------------------------------------------------------------------------
@@ -469,23 +253,16 @@ def predict(sizes: list[SizeResult], next_T: int, fallback_exponent: float) -> f
 
 def pick_workload(source: loader.SourceFile, override: str | None) -> Workload:
     """--exercise, then the file's header, then the exercise its functions say (loader's rules)."""
-    wanted = override or source.header
-    if wanted in WORKLOADS:          # bench needs only the workload, not the exercise's catalogue entry
-        return WORKLOADS[wanted]
-    exercise = loader.detect_exercise(source, override)
-    if exercise.id not in WORKLOADS:
-        raise UsageError(f"`attn-kit bench` has no workload for {exercise.id}. It measures: "
-                         f"{', '.join(WORKLOADS)}.")
-    return WORKLOADS[exercise.id]
+    return workload_for(loader.detect_exercise(source, override))
 
 
 def input_kind(workload: Workload, source: loader.SourceFile) -> str:
     """torch tensors for torch files where the exercise takes them; NumPy arrays for files that
     import numpy or torch (and for NumPy-only exercises); nested lists otherwise."""
     imported = {name for name, _ in source.imports()}
-    if workload.torch_inputs and "torch" in imported:
+    if workload.spec.inputs == "torch-if-imported" and "torch" in imported:
         return "torch"
-    if workload.arrays_only or imported & {"numpy", "torch", "jax", "scipy"}:
+    if workload.spec.inputs == "arrays" or imported & {"numpy", "torch", "jax", "scipy"}:
         return "numpy"
     return "lists"
 
@@ -570,9 +347,9 @@ def _plan(workload: Workload, source: loader.SourceFile) -> _Plan:
 
 
 def _inputs(workload: Workload, rng, T: int, kind: str):
-    args, kwargs = workload.build(rng, T, **workload.dims)
+    args, kwargs = workload.inputs(rng, T)
     if kind == "lists":
-        return cases.lists(args), cases.lists(kwargs)
+        return lists(args), lists(kwargs)
     if kind == "torch":
         return to_torch(args), to_torch(kwargs)
     return args, kwargs

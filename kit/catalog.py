@@ -1,7 +1,8 @@
 """prompts/*.toml -> frozen dataclasses. Unknown or missing keys are errors naming file and key.
 
 prompts/exercises/<id>.toml holds one exercise (statement, starter, functions, hints, discussion
-questions, follow-ups); prompts/bugs.toml holds the known-bug catalogue shared by all exercises.
+questions, follow-ups, rubric, and the [bench] workload `attn-kit bench` runs); prompts/bugs.toml
+holds the known-bug catalogue shared by all exercises.
 """
 
 from __future__ import annotations
@@ -82,6 +83,48 @@ class RubricItem:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """The growth exponent `attn-kit bench` expects (time or memory ≈ T^exponent), and why."""
+    exponent: float
+    why: str                 # the reason, in the candidate's terms (one line)
+    if_higher: str = ""      # what a clearly higher fitted exponent usually means
+    if_lower: str = ""       # ... and a clearly lower one
+
+
+BENCH_HARNESSES = ("call", "decode-steps")
+BENCH_INPUTS = ("as-imported", "arrays", "torch-if-imported")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """An exercise's `[bench]` table: what `attn-kit bench` calls and what growth to expect.
+
+    The inputs of each size come from the exercise's checks module: the function its SUITE
+    registers with `@SUITE.for_bench`, called as `build(rng, T, **dims)`.
+    """
+    function: str                       # the function bench calls (one of the exercise's [[functions]])
+    dims: tuple[tuple[str, int], ...]   # fixed dimensions, in order: passed to the builder and shown
+    setting: str                        # the rest of the setting, shown after the dimensions: "causal mask"
+    sizes: tuple[int, ...]              # the ladder of lengths, small first: the budget decides how far it goes
+    time: Expectation
+    memory: Expectation
+    size: str = "T"                     # the name of the varied length, as the exercise's statement calls it
+    unit: str = "call"                  # what one timed run is: "call", "decode step"
+    inputs: str = "as-imported"         # one of BENCH_INPUTS: lists unless the file imports numpy/torch,
+    #                                     NumPy arrays whatever it imports, or torch tensors for torch files
+    harness: str = "call"               # one of BENCH_HARNESSES: time one call, or fill a cache and time one step
+    contrast: str = ""                  # a line putting the expected growth next to the naive one
+
+    @property
+    def dimensions(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    @property
+    def setting_text(self) -> str:
+        return ", ".join([f"{k}={v}" for k, v in self.dims] + ([self.setting] if self.setting else []))
+
+
+@dataclass(frozen=True)
 class Exercise:
     id: str
     title: str
@@ -102,6 +145,7 @@ class Exercise:
     seniority: tuple[Seniority, ...] = ()
     needs: str = ""                    # optional dependency, e.g. "torch"
     minutes: int = 45                  # default mock-screen length
+    bench: Bench | None = None         # the [bench] table (`attn-kit dev check` requires one)
     path: Path = field(default=Path(), compare=False)
 
     @property
@@ -162,10 +206,40 @@ def load_exercise(path: Path) -> Exercise:
         if key in data:
             data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}")
                               for i, item in enumerate(data[key]))
+    if "bench" in data:
+        data["bench"] = _load_bench(data["bench"], f"{path.name} [bench]")
     exercise = _build(Exercise, data, path.name)
     if exercise.id != path.stem:
         raise CatalogError(f"{path.name}: id '{exercise.id}' does not match the file name")
     return dataclasses.replace(exercise, path=path)
+
+
+def _load_bench(table, where: str) -> Bench:
+    """The [bench] table: [bench.dims], [bench.time] and [bench.memory] are sub-tables."""
+    if not isinstance(table, dict):
+        raise CatalogError(f"{where}: must be a table")
+    data = dict(table)
+    for key in ("time", "memory"):
+        if isinstance(data.get(key), dict):
+            expectation = _build(Expectation, data[key], f"{where}.{key}")
+            if not isinstance(expectation.exponent, (int, float)) or isinstance(expectation.exponent, bool):
+                raise CatalogError(f"{where}.{key}: exponent must be a number")
+            data[key] = dataclasses.replace(expectation, exponent=float(expectation.exponent))
+        elif key in data:
+            raise CatalogError(f"{where}: '{key}' must be a table ([bench.{key}] with exponent and why)")
+    dims = data.get("dims", {})
+    if not isinstance(dims, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in dims.values()):
+        raise CatalogError(f"{where}: 'dims' must be a table of whole numbers ([bench.dims] B = 1 ...)")
+    data["dims"] = tuple(dims.items())
+    bench = _build(Bench, data, where)
+    if bench.harness not in BENCH_HARNESSES:
+        raise CatalogError(f"{where}: harness = '{bench.harness}' is not one of {', '.join(BENCH_HARNESSES)}")
+    if bench.inputs not in BENCH_INPUTS:
+        raise CatalogError(f"{where}: inputs = '{bench.inputs}' is not one of {', '.join(BENCH_INPUTS)}")
+    if len(bench.sizes) < 2 or any(not isinstance(n, int) or n < 1 for n in bench.sizes) \
+            or list(bench.sizes) != sorted(set(bench.sizes)):
+        raise CatalogError(f"{where}: sizes must be at least two increasing positive whole numbers")
+    return bench
 
 
 @functools.cache

@@ -44,7 +44,7 @@ def bench(file, exercise, sizes, repeats, budget, memory, as_json, plot):
 
     Runs your solution in a separate process over a ladder of lengths, several times each, and
     fits the growth exponents (time ≈ T^p) next to what the exercise should show: quadratic for
-    naive attention, linear memory for tiled-softmax, linear per-step cost for a kv-cache.
+    naive attention, linear memory for tiled attention, linear per-step cost for a KV cache.
 
     Exit status: 0 measured, 1 your code failed or could not be measured, 2 misuse.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import inspect
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -48,10 +49,15 @@ class Content:
     prompts: Path
     solutions: Path
     notes: list[str] = field(default_factory=list)      # things not checked here, and why
+    checks_dir: Path | None = None                      # the checks/ modules (default: the installed ones)
 
     @classmethod
     def installed(cls) -> "Content":
         return cls(package_dir("prompts"), package_dir("solutions"))
+
+    @property
+    def checks(self) -> Path:
+        return self.checks_dir or package_dir("checks")
 
     def relative(self, path: Path) -> str:
         for root in (self.prompts, self.solutions):
@@ -88,6 +94,8 @@ class Content:
             if note not in self.notes:
                 self.notes.append(note)
             return None
+        except (ImportError, AttributeError):
+            return None       # no such module, or no SUITE in it: every_suite_belongs_to_an_exercise says so
 
     def bug_files(self, exercise_id: str) -> list[Path]:
         return sorted((self.solutions / exercise_id / "bugs").glob("*.py"))
@@ -366,11 +374,64 @@ def every_bug_is_caught_by_a_declared_check(content: Content) -> Iterable[Proble
 
 @validator
 def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
-    """`attn-kit bench` can measure every exercise."""
-    from .bench import WORKLOADS
+    """`attn-kit bench` can measure every exercise: its TOML has a [bench] table naming one of its
+    functions, and its suite registers an input builder (@SUITE.for_bench) taking the table's
+    size and dimensions."""
     for exercise in content.exercises.values():
-        if exercise.id not in WORKLOADS:
-            yield Problem(content.relative(exercise.path), "has no bench workload (kit/bench.py WORKLOADS)")
+        where = content.relative(exercise.path)
+        spec = exercise.bench
+        if spec is None:
+            yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, "
+                                 "and the README's 'Adding an exercise')")
+            continue
+        if spec.function not in exercise.function_names:
+            yield Problem(where, f"[bench] function = '{spec.function}' is not one of its [[functions]]")
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        if suite.bench_inputs is None:
+            yield Problem(f"checks/{exercise.checks}.py", "registers no bench input builder: add "
+                                                          "`@SUITE.for_bench def bench_inputs(rng, T, ...)`")
+            continue
+        try:
+            inspect.signature(suite.bench_inputs).bind(None, **{spec.size: 1}, **spec.dimensions)
+        except TypeError as exc:
+            yield Problem(f"checks/{exercise.checks}.py", f"bench_inputs does not take the [bench] table's "
+                                                          f"{spec.size} and dims of {exercise.id} ({exc})")
+
+
+def _declared_suites(checks: Path) -> dict[str, str]:
+    """{module file name: exercise id} of every `SUITE = Suite("<id>")` under checks/, read
+    without importing (a module may need torch)."""
+    found = {}
+    for path in sorted(checks.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets)
+                    and isinstance(node.value, ast.Call) and node.value.args
+                    and isinstance(node.value.args[0], ast.Constant)):
+                found[path.name] = str(node.value.args[0].value)
+    return found
+
+
+@validator
+def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
+    """Every exercise's `checks` module exists and defines a SUITE, and every SUITE under checks/
+    is for an exercise that has a TOML file."""
+    declared = _declared_suites(content.checks)
+    for exercise in content.exercises.values():
+        name = f"{exercise.checks}.py"
+        if name not in declared:
+            missing = "does not exist" if not (content.checks / name).is_file() else "defines no SUITE = Suite(...)"
+            yield Problem(content.relative(exercise.path), f"checks = '{exercise.checks}': checks/{name} {missing}")
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for name, exercise_id in declared.items():
+        if exercise_id not in toml_stems:
+            yield Problem(f"checks/{name}", f"Suite('{exercise_id}') is for no exercise: there is no "
+                                            f"prompts/exercises/{exercise_id}.toml")
 
 
 # --- files ----------------------------------------------------------------------------------------

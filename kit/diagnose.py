@@ -51,7 +51,7 @@ from .report import Call, CheckResult, Diagnosis
 MAX_BUGS = 3             # bugs in one composed model
 MAX_CANDIDATES = 12      # bug forms that enter the combination search
 MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes where the candidate agrees
-                         # (20 seeds of mha-screen: contained bugs 1.00, the best wrong candidate 0.89)
+                         # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
 MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
                          # bug touches) that the bug explains
 MUTATION_BUG = "mutates-input"

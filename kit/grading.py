@@ -151,7 +151,7 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
     that catches mutates-input fails when any call of any check wrote into an argument (even in
     a check about something else, such as a call that omits optional entries). Returns the
     written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
-    exercise lets the candidate update (kv-cache's cache)."""
+    exercise lets the candidate update (a decode step's cache)."""
     where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
     for r in results:
         for call in r.calls:

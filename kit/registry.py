@@ -38,6 +38,7 @@ class Check:
 class Suite:
     exercise: str
     checks: list[Check] = field(default_factory=list)
+    bench_inputs: Callable | None = None     # (rng, T, **dims) -> (args, kwargs), set by @SUITE.for_bench
 
     def check(self, points: int = 1, catches: tuple[str, ...] = (), public: bool = False,
               after: tuple[str, ...] = (), hint: int | None = None, concept: str = ""):
@@ -52,6 +53,11 @@ class Suite:
                                      func, points, tuple(catches), public, tuple(after), hint, concept))
             return func
         return register
+
+    def for_bench(self, build: Callable) -> Callable:
+        """Register the builder of `attn-kit bench`'s inputs: build(rng, T, **dims) -> (args, kwargs)."""
+        self.bench_inputs = build
+        return build
 
 
 class CheckContext:

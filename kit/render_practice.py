@@ -385,7 +385,7 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
 
 def card_front(index: int, count: int, entry, out: Console | None = None, current: str | None = None) -> None:
     """The card's rule names its exercise: answers differ between exercises (a fully masked query
-    outputs `bo` in mha-screen, 0 in mha-masked-bias)."""
+    outputs the output bias in one exercise, zeros in another)."""
     out = _out(out)
     out.print()
     state = "new" if entry.is_new else "due"

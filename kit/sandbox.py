@@ -643,7 +643,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
 
 def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
     """Load PyTorch's meta-device kernels once, in the zygote, so every worker inherits them: the
-    first meta-device operation of a process costs about a second, and mha-masked-bias checks
+    first meta-device operation of a process costs about a second, and a torch exercise's suite checks
     device placement on `meta` in every run. Kit-owned shapes only; nothing of a check's."""
     torch = sys.modules["torch"]
     try:

@@ -477,7 +477,7 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: loader.SourceFile,
            started: float) -> TestGrade:
     """References first; then the known bugs, each with the tests that may count against it.
 
-    Where an exercise has references of both kinds (mha-masked-bias: PyTorch and NumPy), a test is
+    Where an exercise has references of both kinds (PyTorch and NumPy), a test is
     judged WRONG on the references of its own kind (a torch test need not accept NumPy arrays),
     and it can only catch a bug implementation of a kind whose references it passes."""
     paths = reference_files(exercise.id)

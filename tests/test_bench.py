@@ -6,6 +6,8 @@ no test asserts an absolute time. Memory exponents come from tracemalloc and are
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import io
 import json
 import math
@@ -15,12 +17,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from attn_kit import bench, render, render_bench
+from attn_kit import bench, catalog, grading, render, render_bench
 
 from conftest import attn_kit, need_torch, solutions_dir
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"
 ATTEMPTS = 3
+
+
+def workload_of(exercise_id: str) -> bench.Workload:
+    return bench.workload_for(catalog.exercise(exercise_id))
 
 
 def bench_json(path, *extra) -> tuple[dict, int, str]:
@@ -235,9 +241,14 @@ def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
     from attn_kit import loader
     from attn_kit.errors import UsageError
     source = loader.read_source(solutions_dir("gqa") / "reference_numpy.py")
-    monkeypatch.delitem(bench.WORKLOADS, "gqa")
-    with pytest.raises(UsageError, match="no workload for gqa"):
+    gqa = catalog.exercise("gqa")
+    monkeypatch.setitem(catalog.exercises(), "gqa", dataclasses.replace(gqa, bench=None))
+    with pytest.raises(UsageError, match=r"no workload for gqa: prompts/exercises/gqa.toml has no \[bench\] table"):
         bench.pick_workload(source, None)
+    suite = grading.suite_for(gqa)
+    monkeypatch.setattr(suite, "bench_inputs", None)
+    with pytest.raises(UsageError, match=r"checks/gqa.py registers no input builder"):
+        bench.workload_for(gqa)
 
 
 # --- rendering --------------------------------------------------------------------------------
@@ -256,7 +267,7 @@ def test_table_and_plot_through_the_cli():
 
 
 def _result(time_fit: float, memory_fit: float) -> bench.BenchResult:
-    workload = bench.WORKLOADS["tiled-softmax"]
+    workload = workload_of("tiled-softmax")
     result = bench.BenchResult("tiled-softmax", "sol.py", workload.function, "numpy", workload.setting,
                                workload.unit, 5, 20.0, contrast=workload.contrast)
     for T in (256, 512, 1024):
@@ -292,7 +303,7 @@ def test_fit_recovers_a_power_law_and_uses_the_largest_sizes():
 
 
 def test_verdicts():
-    expectation = bench.WORKLOADS["kv-cache"].time
+    expectation = workload_of("kv-cache").time
     assert bench.verdict(1.1, expectation).status == "as expected"
     high = bench.verdict(2.0, expectation)
     assert high.status == "higher" and "recomputing" in high.advice
@@ -308,17 +319,76 @@ def test_prediction_extrapolates_the_last_two_sizes():
     assert bench.predict(flat, 512, 1.0) == pytest.approx(2.0)     # never assumes less than linear
 
 
-def test_every_workload_matches_an_exercise_and_its_reference_defines_the_function():
-    from attn_kit import catalog
-    for exercise, workload in bench.WORKLOADS.items():
-        assert exercise in catalog.exercises(), exercise
-        reference = solutions_dir(exercise) / "reference_numpy.py"
-        assert f"def {workload.function}(" in reference.read_text(), exercise
-        args, kwargs = workload.build(__import__("numpy").random.default_rng(0), 8, **workload.dims)
+def test_every_exercise_has_a_workload_its_references_define():
+    import numpy as np
+    for exercise in catalog.exercises().values():
+        if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
+            continue                   # its suite (and so its input builder) needs torch
+        found = bench.workload_for(exercise)
+        assert found.exercise == exercise.id and found.function in exercise.function_names
+        for reference in solutions_dir(exercise.id).glob("reference_*.py"):
+            assert f"def {found.function}(" in reference.read_text(), reference
+        args, kwargs = found.inputs(np.random.default_rng(0), 8)
+        again, _ = found.inputs(np.random.default_rng(0), 8)
         assert args and isinstance(kwargs, dict)
-        assert not math.isnan(workload.time.exponent)
+        assert repr(args) == repr(again), "inputs depend only on the generator and T"
+        assert not math.isnan(found.time.exponent) and found.time.why and found.memory.why
+
+
+def test_the_ladder_and_harness_come_from_the_toml():
+    tiled, decode = workload_of("tiled-softmax"), workload_of("kv-cache")
+    assert tiled.sizes == catalog.exercise("tiled-softmax").bench.sizes and tiled.sizes[-1] == 8192
+    assert tiled.setting == "d=32, dv = d, S = T keys, block_size=64, no mask"
+    assert (tiled.time_harness, tiled.memory_harness, tiled.repeats_inside) == \
+        (bench.TIME_HARNESS, bench.MEMORY_HARNESS, False)
+    assert (decode.time_harness, decode.memory_harness, decode.repeats_inside) == (bench.DECODE_HARNESS, "", True)
+    assert decode.unit == "decode step"
 
 
 def test_help():
     proc = attn_kit("bench", "--help")
     assert proc.returncode == 0 and "--budget" in proc.stdout and "Example" in proc.stdout
+
+
+def test_the_readme_bench_table_example_loads():
+    """The README's "Adding an exercise" [bench] example is a table the catalogue accepts."""
+    import tomllib
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Adding an exercise", 1)[1]
+    block = section.split("```toml", 1)[1].split("```", 1)[0]
+    spec = catalog._load_bench(tomllib.loads(block)["bench"], "README")
+    assert spec.dimensions == {"B": 1, "D": 8, "H": 2} and spec.time.exponent == 2.0 and spec.memory.why
+    assert "@SUITE.for_bench" in section and "def bench_inputs(rng, T, B, D, H)" in section
+
+
+def test_the_worker_side_harnesses_import_no_grading_checks_or_bench():
+    """What runs in the candidate's process for bench (harness_bench) loads none of the kit's
+    grading side: the import contract in pyproject.toml, checked at run time too."""
+    import subprocess
+    import sys
+    code = ("import sys, attn_kit.harness_bench; "
+            "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.bench', "
+            "'attn_kit.grading', 'attn_kit.catalog', 'attn_kit.registry'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"harness": "twice"}, "harness = 'twice' is not one of call, decode-steps"),
+    ({"inputs": "tensors"}, "inputs = 'tensors' is not one of"),
+    ({"sizes": [64, 32]}, "sizes must be at least two increasing"),
+    ({"dims": {"B": "one"}}, "'dims' must be a table of whole numbers"),
+    ({"time": 2}, r"'time' must be a table"),
+    ({"ladder": [1, 2]}, "unknown key 'ladder'"),
+    ({"memory": None}, "missing key 'memory'"),
+])
+def test_a_bad_bench_table_is_an_error_naming_the_key(change, message):
+    from attn_kit.errors import CatalogError
+    table = {"function": "f", "setting": "", "sizes": [16, 32], "dims": {"B": 1},
+             "time": {"exponent": 2, "why": "T×T"}, "memory": {"exponent": 1, "why": "T"}}
+    spec = catalog._load_bench(table, "x.toml [bench]")
+    assert spec.time.exponent == 2.0 and isinstance(spec.time.exponent, float)
+    broken = {k: v for k, v in {**table, **change}.items() if v is not None}
+    with pytest.raises(CatalogError, match=message):
+        catalog._load_bench(broken, "x.toml [bench]")

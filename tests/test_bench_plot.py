@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from attn_kit import bench, render_bench
+from attn_kit import bench, catalog, render_bench
 
 
 def result(time_fit=1.9, memory_fit=1.8) -> bench.BenchResult:
-    workload = bench.WORKLOADS["mha-screen"]
+    workload = bench.workload_for(catalog.exercise("mha-screen"))
     r = bench.BenchResult("mha-screen", "sol.py", workload.function, "numpy", workload.setting, workload.unit, 5, 20.0)
     for T in (16, 32, 64, 128, 256, 512):
         t = 1e-4 * (T / 16) ** time_fit

@@ -75,9 +75,9 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     edit(exercises / "kv-cache.toml", 'checks = ["step-returns-output-and-cache"',
          'checks = ["step-returns-output-and-cach"')
     # a bug file whose bug no check of the exercise declares
-    heads = solutions / "gqa" / "bugs" / "heads-interleaved.py"
-    shutil.copy(solutions / "gqa" / "bugs" / "no-scaling.py", heads)
-    edit(heads, "BUG(no-scaling)", "BUG(heads-interleaved)", count=-1)
+    undeclared = solutions / "gqa" / "bugs" / "causal-off-by-one.py"       # a catalogue bug gqa's suite never declares
+    shutil.copy(solutions / "gqa" / "bugs" / "no-scaling.py", undeclared)
+    edit(undeclared, "BUG(no-scaling)", "BUG(causal-off-by-one)", count=-1)
     # stray files
     (solutions / "gqa" / "notes.txt").write_text("todo\n")
     (exercises / "README.md").write_text("# notes\n")
@@ -91,19 +91,39 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     assert_found(found, "solutions/gqa/bugs/not-a-bug.py", "'not-a-bug' is not in prompts/bugs.toml")
     assert_found(found, "solutions/gqa/bugs/not-a-bug.py", r"no '# BUG\(not-a-bug\)' marker")
     assert_found(found, "prompts/exercises/kv-cache.toml", "names unknown check 'step-returns-output-and-cach'")
-    assert_found(found, "checks/gqa.py", r"no check declares catches=\('heads-interleaved'")
+    assert_found(found, "checks/gqa.py", r"no check declares catches=\('causal-off-by-one'")
     assert_found(found, "solutions/gqa/notes.txt", "unexpected")
     assert_found(found, "prompts/exercises/README.md", "unexpected")
 
 
 def test_an_exercise_without_bench_workload_or_solutions_fails(copy):
     text = (copy.prompts / "exercises" / "gqa.toml").read_text(encoding="utf-8")
-    text = text.replace('id = "gqa"', 'id = "gqa-two"').replace("order = 4", "order = 99")
+    text = text.replace('id = "gqa"', 'id = "gqa-two"').replace("order = 3", "order = 99")
+    assert "\n[bench]\n" in text
+    text = text[:text.index("\n[bench]\n")] + "\n"        # the [bench] table and its sub-tables end the file
     (copy.prompts / "exercises" / "gqa-two.toml").write_text(text.replace("# attn-kit: gqa\n", "# attn-kit: gqa-two\n"),
                                                               encoding="utf-8")
     found = problems(copy)
-    assert_found(found, "prompts/exercises/gqa-two.toml", "has no bench workload")
+    assert_found(found, "prompts/exercises/gqa-two.toml", r"has no bench workload: add a \[bench\] table")
     assert_found(found, "solutions/gqa-two", "missing: every exercise has a solutions folder")
+    assert not any(p.startswith("prompts/exercises/gqa.toml") for p in found), found
+
+
+def test_bench_tables_and_suites_are_checked_against_the_toml(copy, tmp_path):
+    exercises = copy.prompts / "exercises"
+    edit(exercises / "rope.toml", 'function = "rope_attention"\nsetting', 'function = "rope_attn"\nsetting')
+    edit(exercises / "gqa.toml", "[bench.dims]\nB = 1\n", "[bench.dims]\nB = 1\nwidth = 3\n")
+    edit(exercises / "cross-attention.toml", 'checks = "cross_attention"', 'checks = "cross_attn"')
+    checks = shutil.copytree(package_dir("checks"), tmp_path / "checks", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(checks / "gqa.py", checks / "mqa.py")
+    edit(checks / "mqa.py", 'SUITE = Suite("gqa")', 'SUITE = Suite("mqa")')
+    copy.checks_dir = checks
+    found = problems(copy)
+    assert_found(found, "prompts/exercises/rope.toml", r"\[bench\] function = 'rope_attn' is not one of its")
+    assert_found(found, "checks/gqa.py", r"bench_inputs does not take the \[bench\] table's T and dims of gqa")
+    assert_found(found, "prompts/exercises/cross-attention.toml", r"checks/cross_attn.py does not exist")
+    assert_found(found, "checks/mqa.py", r"Suite\('mqa'\) is for no exercise")
+    assert len(found) == 4, found
 
 
 def test_the_command_exits_1_and_lists_the_problems(copy, monkeypatch):
