@@ -169,6 +169,19 @@ def test_causal_message_states_the_property_without_guessing():
         assert "later token" in causal.message
 
 
+@pytest.mark.parametrize("exercise", ["gqa", "cross-attention"])
+def test_bugs_raising_the_same_exception_are_told_apart_by_its_message(exercise):
+    """weights-transposed (or kv-from-queries) and transpose-reverses-all-axes both raise ValueError on
+    every call output-shapes makes, and every later check is skipped: the candidate's own message
+    (which operation failed, on which shapes) names the right one, and only that one."""
+    other = {"gqa": "weights-transposed", "cross-attention": "kv-from-queries"}[exercise]
+    for bug in (other, "transpose-reverses-all-axes"):
+        path = next(p for p in bug_files(exercise) if p.stem == bug)
+        report = graded(path, 1, exercise)
+        assert [d.bug for d in report.diagnosis] == [bug]
+        assert "same message" in report.diagnosis[0].evidence
+
+
 # --- composition ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("exercise", ["mha-screen", "mha-masked-bias", "gqa", "kv-cache", "tiled-softmax",
