@@ -21,6 +21,8 @@ from pathlib import Path
 
 from .paths import bug_files, bug_id_of, reference_files
 
+SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
+
 
 @dataclass(frozen=True)
 class Hunk:
@@ -117,8 +119,10 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     name = "attn_kit_composed_" + "__".join(f.name.replace("-", "_").replace("@", "_") for f in group)
     module = types.ModuleType(name)
     module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"
-    code = compile(compose_source(group), module.__file__, "exec")
+    source = compose_source(group)
+    code = compile(source, module.__file__, "exec")
     exec(code, module.__dict__)  # noqa: S102 - the kit's own bundled solution files, never the candidate's
+    module.__dict__[SOURCE_ATTR] = source
     return module
 
 

@@ -16,8 +16,11 @@ every failing call: where the candidate is wrong and where it is right.
    where the candidate is right, as smaller scores hide an overflow).
 2. Combinations of up to MAX_BUGS of those forms are tried, smallest first; each is run call by
    call and dropped at its first disagreement. The smallest reproducing combination names its
-   bugs. At most MAX_CANDIDATES forms enter the search, so at most
-   C(12,1) + C(12,2) + C(12,3) = 298 composed models are ever run.
+   bugs. Within one size, combinations whose members between them change every unit the
+   candidate gets wrong go first, then those matching the most wrong units alone; at most
+   MAX_MODELS composed models are run in one diagnosis (every single form is run once besides).
+   When several combinations reproduce every call and the candidate raised, the ones whose
+   models raise the candidate's own error messages are kept, when that tells them apart.
 3. When no combination reproduces everything (a bug outside the catalogue is present too), the
    evidence falls back to each check on its own: a bug is named for a check when it alone
    reproduces every call of that check, and it passes the naming rule over all failing calls
@@ -37,6 +40,7 @@ import importlib
 import importlib.util
 import itertools
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +53,7 @@ from .paths import bug_files, reference_files, solutions_dir
 from .report import Call, CheckResult, Diagnosis
 
 MAX_BUGS = 3             # bugs in one composed model
-MAX_CANDIDATES = 12      # bug forms that enter the combination search
+MAX_MODELS = 300         # composed models (two or three bugs) run in one diagnosis, at most
 MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes where the candidate agrees
                          # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
 MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
@@ -66,9 +70,34 @@ def load_module(path: str):
     module = importlib.util.module_from_spec(spec)
     if path in _SOURCES:      # read before the first worker started: what the candidate cannot change
         exec(compile(_SOURCES[path], path, "exec"), module.__dict__)
+        module.__dict__[SOURCE_ATTR] = _SOURCES[path].decode("utf-8")
     else:
         spec.loader.exec_module(module)
+        module.__dict__[SOURCE_ATTR] = "".join(compose.read_source(Path(path)))
     return module
+
+
+SOURCE_ATTR = compose.SOURCE_ATTR
+_TWINS: dict[int, tuple] = {}
+
+
+def float32_twin(module):
+    """The module recompiled with every float64 read as float32: the kit's references convert
+    their inputs to float64, so only this twin computes in float32 as a float32 solution does
+    (its rounding of large scores, not just of its inputs). The module itself when its source
+    is unknown or names no float64."""
+    if id(module) not in _TWINS:
+        source = module.__dict__.get(SOURCE_ATTR) or ""
+        twin = module
+        if "float64" in source:
+            twin = types.ModuleType(module.__name__ + "_float32")
+            twin.__file__ = f"{module.__file__} (float32)"
+            try:
+                exec(compile(source.replace("float64", "float32"), twin.__file__, "exec"), twin.__dict__)  # noqa: S102
+            except Exception:  # noqa: BLE001 - then the module as it is
+                twin = module
+        _TWINS[id(module)] = (module, twin)      # the module is kept alive with its id
+    return _TWINS[id(module)][1]
 
 
 _SOURCES: dict[str, bytes] = {}
@@ -95,11 +124,14 @@ class Local:
 
     value: object = None
     raised: str = ""
+    message: str = ""        # the exception's message, cut as the worker cuts the candidate's
 
 
 def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = None) -> Local:
     """Run `module`'s version of the call. `inputs` = (args, kwargs) already prepared by `shared_inputs`
     (read-only: only implementations that never write into their arguments may use them)."""
+    if float32:
+        module = float32_twin(module)
     fn = getattr(module, call.fn, None)
     if fn is None:
         return Local(raised="missing")
@@ -115,8 +147,14 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
             warnings.simplefilter("ignore")
             value = _with_extra(*harness(fn, *args, **kwargs)) if harness else fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - a bug implementation may raise anything
-        return Local(raised=type(exc).__name__)
+        return Local(raised=type(exc).__name__, message=_message(exc))
     return Local(value=value)
+
+
+def _message(exc: BaseException) -> str:
+    """str(exc) as the worker reports a candidate's exception (`worker.error_info`)."""
+    message = str(exc)
+    return message[:500] + " …" if len(message) > 500 else message
 
 
 def shared_inputs(call: Call) -> tuple:
@@ -196,7 +234,7 @@ def _with_extra(value, extra: dict) -> tuple:
 def _candidate(call: Call) -> Local:
     outcome = call.outcome
     if outcome.status == "raised":
-        return Local(raised=outcome.error.type)
+        return Local(raised=outcome.error.type, message=outcome.error.message)
     if outcome.status != "ok":
         return Local(raised=outcome.status)
     value = _with_extra(outcome.value, outcome.extra) if _replayed_harness(call) else outcome.value
@@ -249,6 +287,7 @@ class _Evidence:
     check: str
     call: Call
     raised: str = ""                 # the candidate raised (or hung, crashed): one unit
+    message: str = ""                # ... with this message
     parts: list[_Part] = field(default_factory=list)
     like: object = None
     inputs: tuple = ()               # shared read-only arguments for the kit's models
@@ -276,7 +315,7 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
     ev = _Evidence((result.id, n), result.id, call, inputs=shared_inputs(call))
     cand = _candidate(call)
     if cand.raised:
-        ev.raised = cand.raised
+        ev.raised, ev.message = cand.raised, cand.message
         ev.wrong = np.ones(1, bool)
         return ev
     rtol, atol = _tolerance(result, call)
@@ -314,6 +353,7 @@ class _Fit:
 
     agree: np.ndarray                # the model gives what the candidate gives
     differs: np.ndarray              # the model differs from the reference
+    same_message: bool = False       # where the candidate raised: the model raised the same message too
 
 
 _FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
@@ -333,7 +373,8 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
     shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
     out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
-        return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]))
+        return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]),
+                    same_message=out.raised == ev.raised and out.message == ev.message)
     if out.raised:
         n = ev.size
         return _Fit(np.zeros(n, bool), np.ones(n, bool))
@@ -473,8 +514,8 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     relevant = [s for s in singles if s.units("differs", evs, "wrong")
                 and (not s.units("differs", evs, "right") or _alone(s, evs))]
     relevant.sort(key=lambda s: -s.units("agree", evs, "wrong"))
-    relevant = relevant[:MAX_CANDIDATES]
     groups = _reproducing_groups(relevant, evs, finding)
+    groups, by_message = _same_error_messages(groups, evs)
     order = list(catalog.bugs())
     if groups:
         named = set.intersection(*({f.bug for f in g} for g in groups))
@@ -491,6 +532,8 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
             evidence += f", in {_listed(checks)}"
             evidence += (f"; with {', '.join(together)} it reproduces every failing call" if together
                          else "; it reproduces every failing call")
+            if by_message:
+                evidence += ", raising the same error with the same message as your code"
             finding.diagnoses.append(_diagnosis(bug, evidence, checks))
         ambiguous = sorted({f.bug for g in groups for f in g} - named)
         if ambiguous:
@@ -504,33 +547,75 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     _per_check(failing, evs, singles, finding, wrong_total, order)
 
 
+def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
+    """Among groups that all reproduce every call (a raised call matches on the exception's type),
+    the ones whose models also raise the candidate's own messages, when that tells them apart:
+    on a shape error the message names the operation and its shapes (weights-transposed and
+    transpose-reverses-all-axes both raise ValueError, on different matmuls). (groups, whether
+    the messages decided)."""
+    raised = [ev for ev in evs if ev.raised]
+    if len(groups) < 2 or not raised:
+        return groups, False
+
+    def matches(group) -> int:
+        model = compose.load_composed(group) if len(group) > 1 else load_module(str(group[0].path))
+        return sum(_fit(ev, model, group).same_message for ev in raised)
+
+    scores = [matches(g) for g in groups]
+    best = max(scores)
+    if best == 0 or all(s == best for s in scores):
+        return groups, False
+    return [g for g, s in zip(groups, scores) if s == best], True
+
+
 def _alone(single: _Single, evs) -> int:
     """Wrong units this form changes and matches on its own."""
     return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs)
 
 
 def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[tuple]:
-    """Smallest combinations of relevant forms whose composed model agrees on every unit."""
+    """Smallest combinations of relevant forms whose composed model agrees on every unit.
+
+    Combinations of one size are tried most promising first (`_promise`), at most MAX_MODELS
+    composed models in all."""
+    wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
+    differs = {id(s): np.concatenate([s.fits[ev.key].differs for ev in evs]) & wrong for s in relevant}
+    matches = {id(s): np.concatenate([s.fits[ev.key].agree & s.fits[ev.key].differs for ev in evs]) & wrong
+               for s in relevant}
+    budget = MAX_MODELS
     for size in range(1, MAX_BUGS + 1):
         found = []
-        for combo in itertools.combinations(relevant, size):
-            group = tuple(s.form for s in combo)
-            if size == 1:
-                ok = all(combo[0].fits[ev.key].agree.all() for ev in evs)
-            else:
-                if not compose.composable(group):
-                    continue
+        if size == 1:
+            found = [(s.form,) for s in relevant if all(s.fits[ev.key].agree.all() for ev in evs)]
+        else:
+            combos = [c for c in itertools.combinations(relevant, size)
+                      if compose.composable(tuple(s.form for s in c))]
+            combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
+            for combo in combos[:budget]:
+                group = tuple(s.form for s in combo)
                 finding.models_tried += 1
+                budget -= 1
                 try:
                     model = compose.load_composed(group)
                 except Exception:  # noqa: BLE001 - a composition that does not compile is no model
                     continue
-                ok = _reproduces(model, evs, group)
-            if ok:
-                found.append(group)
+                if _reproduces(model, evs, group):
+                    found.append(group)
         if found:
             return found
     return []
+
+
+def _promise(combo, wrong, differs, matches) -> tuple:
+    """Sort key: combinations that change every unit the candidate gets wrong come first (a unit no
+    member changes alone is rarely changed by them together), then those whose members match the
+    most wrong units on their own."""
+    changed = np.zeros_like(wrong)
+    matched = np.zeros_like(wrong)
+    for s in combo:
+        changed |= differs[id(s)]
+        matched |= matches[id(s)]
+    return (int((wrong & ~changed).sum()), -int(matched.sum()))
 
 
 def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:

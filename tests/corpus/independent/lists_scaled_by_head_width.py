@@ -1,5 +1,6 @@
 # attn-kit: mha-screen
-"""Divides the scores by the head width, not its square root."""
+"""Divides the scores by the head width, not its square root: 1/sqrt(hd) applied twice, which is
+the catalogue's double-scaling (written here as one division by hd)."""
 import math
 
 

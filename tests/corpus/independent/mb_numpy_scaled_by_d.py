@@ -1,5 +1,6 @@
 # attn-kit: mha-masked-bias
-"""Scales the scores by D, not sqrt(D)."""
+"""Scales the scores by D, not sqrt(D), where D is the per-head key width: 1/sqrt(D) applied
+twice, which is the catalogue's double-scaling (written here as one division by D)."""
 import numpy as np
 
 
