@@ -12,8 +12,9 @@ say about a file, grade it in-process through the library, cached for the whole 
     grade = graded_tests(tests_file)         # `test-tests` in-process, also cached
 
 Every test that asks for the same (file, seed, exercise, options) gets the report graded the first
-time, so tests in different modules share the work: test_catalogue.py and test_checks_can_fail.py
-both read the bug variants' reports for seed 1. A file rewritten since is graded again (the cache
+time, within one test process: under pytest-xdist (--dist loadfile) a module runs in one process,
+so the tests sharing the bug variants' reports (naming, isolation, can-fail) live together in
+test_catalogue.py. A file rewritten since is graded again (the cache
 key holds its modification time and size). Prefer the seeds already in use (1 and 7 for
 known-bug files, 1 and 2 for references) to hit the cache. The `graded` fixture in conftest.py
 returns the same function, for tests that prefer fixtures.

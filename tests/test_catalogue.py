@@ -2,9 +2,10 @@
 every starter fails, every known-bug variant fails and is diagnosed as exactly its own bug first.
 
 Parametrised over every exercise, so new exercises and bug files are covered as they land. The
-references and bug variants are graded in-process, once per session (helpers.graded, shared with
-test_checks_can_fail.py); one CLI smoke test per exercise shows `attn-kit check --json` says the
-same. Only the first file of each exercise is in the quick run (see _slow).
+references and bug variants are graded in-process, once per session (helpers.graded), and every
+test that reads those reports lives in this module (the naming, isolation and can-fail tests), so
+pytest-xdist's per-module scheduling (--dist loadfile) grades each once; one CLI smoke test per
+exercise shows `attn-kit check --json` says the same. Only the first file of each exercise is in the quick run (see _slow).
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
 
-from helpers import attn_kit, check_json, graded_exercises, graded_json
-
-# with pytest-xdist, these modules run in one worker: they read the same cached gradings (helpers.graded)
-pytestmark = pytest.mark.xdist_group("graded-bug-files")
+from helpers import CORPUS, attn_kit, available, check_json, corpus_data, graded, graded_exercises, graded_json
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
@@ -140,10 +138,15 @@ def test_every_reference_passes_every_check(exercise_id, path):
 @pytest.mark.parametrize("exercise_id, path", BUG_CASES)
 def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
     expected = bug_id_of(path)
-    for seed in (1, 7):
+    # two seeds, one for the torch exercise (its gradings cost ~5x, most of it diagnosis):
+    # benchmarks/diagnosis_rates.py names every bug file on more seeds
+    for seed in (1,) if catalog.exercise(exercise_id).needs else (1, 7):
         data, code = graded_json(path, seed)
         assert code == 1 and data["passed"] is False, f"{path.name} passed with seed {seed}"
         assert data["exercise"] == exercise_id
+        failing = [r for r in graded(path, seed).results if r.status in ("fail", "error")]
+        assert expected in {b for r in failing for b in r.catches}, (
+            f"seed {seed}: none of the failing checks {[r.id for r in failing]} declares catches={expected!r}")
         found = [d["bug"] for d in data["diagnosis"]]
         gap = KNOWN_GAPS.get(f"{exercise_id}/{path.name}")     # tests/known_gaps.toml
         if gap and found[:1] != [expected]:
@@ -176,3 +179,78 @@ def test_the_cli_says_what_the_library_says(exercise):
     cli, cli_code = check_json(path, "--seed", "1")
     library, code = graded_json(path, 1)
     assert _verdicts(cli) == _verdicts(library) and cli_code == code == 1
+
+
+# --- a check named after one property passes a file that gets that property right ---------------
+
+MASK_BUGS = {"blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks", "fill-value-too-weak", "mask-inverted",
+             "max-over-blocked", "causal-off-by-one", "padding-masks-queries", "mask-not-boolean",
+             "b-o-not-suppressed", "b-o-dropped-for-partial", "causal-offset-ignored"}
+BIAS_BUGS = {"biases-ignored", "bias-scaled"}
+ISOLATED = {      # check id -> bugs it must not fail for: its cases have no masks / no biases
+    "heads-use-contiguous-columns": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-head-width": MASK_BUGS | BIAS_BUGS,
+    "single-head-plain-formula": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-key-width": MASK_BUGS | BIAS_BUGS,
+    "heads-split-contiguously": MASK_BUGS | BIAS_BUGS, "value-width-differs-from-key-width": MASK_BUGS | BIAS_BUGS,
+    "lengths-differ-both-ways": MASK_BUGS | BIAS_BUGS, "biases-are-applied": MASK_BUGS,
+}
+
+
+FAST_ISOLATION = {"biases-ignored.py", "blocked-row-nan.py", "mask-inverted.py"}    # the rest: slow
+# inverting the combined mask (`~allowed`) also inverts "no mask at all": every key is blocked, so
+# no unmasked case can pass it (the per-mask and key-padding forms do pass)
+NOT_ISOLABLE = {"mha-masked-bias/mask-inverted.py"}
+
+
+def _isolation_cases():
+    for exercise in EXERCISES:
+        for path in bug_files(exercise.id):
+            if bug_id_of(path) in MASK_BUGS | BIAS_BUGS and f"{exercise.id}/{path.name}" not in NOT_ISOLABLE:
+                quick = exercise.id == "mha-screen" and path.name in FAST_ISOLATION
+                marks = [] if quick else [pytest.mark.slow]
+                yield pytest.param(exercise, path, marks=marks, id=f"{exercise.id}/{path.name}")
+
+
+@pytest.mark.parametrize("exercise, path", list(_isolation_cases()))
+def test_property_checks_pass_files_that_get_their_property_right(exercise, path):
+    """A mask or bias mistake must not fail the checks about head split, scaling or biases whose
+    cases carry no masks (and no biases): those files get those properties right."""
+    if not available(exercise):
+        pytest.skip(f"{exercise.id} needs {exercise.needs}")
+    report = graded(path, 1)
+    assert report.exercise == exercise.id
+    wrong = [(r.id, r.message) for r in report.results
+             if r.id in ISOLATED and bug_id_of(path) in ISOLATED[r.id] and r.status != "pass"]
+    assert not wrong, wrong
+
+
+# --- every graded check can fail ----------------------------------------------------------------
+# For each exercise, each check fails (status `fail`, a behavioural verdict, not an error from a
+# stub) for at least one known-bug implementation or one file of the pathological corpus listed in
+# tests/corpus/can_fail.toml. Seed 1, the session cache: the same reports as the tests above.
+
+EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", graded_exercises(), ids=lambda e: e.id)
+def test_every_check_fails_for_some_known_mistake(exercise):
+    files = [CORPUS / name for name in EXTRA.get(exercise.id, [])] + list(bug_files(exercise.id))
+    suite = grading.suite_for(exercise)
+    failed_by: dict[str, list[str]] = {}
+    for path in files:
+        report = graded(path, seed=1)
+        assert report.exercise == exercise.id, f"{Path(path).name} was graded as {report.exercise}"
+        for result in report.results:
+            if result.status == "fail":
+                failed_by.setdefault(result.id, []).append(Path(path).name)
+        if all(c.id in failed_by for c in suite.checks):
+            break                   # every check has failed for something: the rest adds nothing
+    never = [c.id for c in suite.checks if c.id not in failed_by]
+    assert not never, f"no known mistake makes these checks fail: {never}"
+
+
+def test_every_exercise_has_its_extra_corpus():
+    assert set(EXTRA) == set(catalog.exercises())
+    for names in EXTRA.values():
+        for name in names:
+            assert (CORPUS / name).exists(), name

@@ -4,10 +4,9 @@ pair that gives, there is a bug file, a check declaring that it catches the id, 
 fails and is named first by the diagnosis. Also: the headline properties of the README's table
 are checks that exist.
 
-Graded in-process through the session cache (helpers.graded) on test_catalogue.py's seeds 1 and
-7, so each (file, seed) is graded once for both modules; marked slow, since every file is graded
-with its diagnosis. The data checks are fast. benchmarks/diagnosis_rates.py measures naming over
-many more seeds.
+That every bug file fails, is caught by a declared check and is named first is asserted in
+test_catalogue.py, which grades every bug file (this table's are a subset); this module holds the
+data checks, which are fast. benchmarks/diagnosis_rates.py measures naming over many more seeds.
 """
 
 from __future__ import annotations
@@ -21,12 +20,6 @@ import pytest
 from attn_kit import catalog, coverage, grading
 from attn_kit.paths import bug_files, bug_id_of
 
-import helpers
-
-# with pytest-xdist, these modules run in one worker: they read the same cached gradings (helpers.graded)
-pytestmark = pytest.mark.xdist_group("graded-bug-files")
-
-SEEDS = (1, 7)               # test_catalogue.py's seeds: the reports come from the session cache (helpers.graded)
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXERCISES = list(catalog.exercises().values())
@@ -38,20 +31,6 @@ def _available(exercise) -> bool:
     except Exception:  # noqa: BLE001 - DependencyMissing: CI installs torch and runs them
         return False
     return True
-
-
-def _files_in_table():
-    for exercise in EXERCISES:
-        applies = set(coverage.applies(exercise.id))
-        for path in bug_files(exercise.id):
-            if bug_id_of(path) in applies:
-                yield pytest.param(exercise, path, id=f"{exercise.id}/{path.name}")
-
-
-def graded(path: Path, exercise_id: str, seed: int):
-    report = helpers.graded(path, seed)          # as test_catalogue.py asks: one grading per (file, seed)
-    assert report.exercise == exercise_id, f"{path.name} is graded as {report.exercise}"
-    return report
 
 
 def test_every_catalogue_id_says_what_it_needs():
@@ -84,25 +63,9 @@ def test_every_applicable_id_has_a_catching_check(exercise):
     assert not missing, f"{exercise.id}: no check declares catches= for {sorted(missing)}"
 
 
-@pytest.mark.slow          # about 160 files, each graded with its diagnosis: minutes, not seconds
-@pytest.mark.parametrize("exercise, path", list(_files_in_table()))
-def test_bug_file_fails_and_is_named_first(exercise, path):
-    if not _available(exercise):
-        pytest.skip(f"{exercise.id} needs {exercise.needs}")
-    expected = bug_id_of(path)
-    gap = KNOWN_GAPS.get(f"{exercise.id}/{path.name}")
-    for seed in SEEDS:
-        report = graded(path, exercise.id, seed)
-        failing = [r for r in report.results if r.status in ("fail", "error")]
-        assert failing, f"seed {seed}: {path.name} passes every check"
-        catching = {b for r in failing for b in r.catches}
-        assert expected in catching, (f"seed {seed}: none of the failing checks {[r.id for r in failing]} "
-                                      f"declares catches={expected!r}")
-    for seed in SEEDS:
-        found = [d.bug for d in graded(path, exercise.id, seed).diagnosis]
-        if gap and found[:1] != [expected]:
-            pytest.xfail(f"known gap of the current diagnosis engine: {gap}")
-        assert found[:1] == [expected], f"seed {seed}: diagnosed {found}, expected {expected} first"
+# Every file in the table fails, a failing check declares it in catches=, and it is named first:
+# test_catalogue.py's test_every_bug_variant_fails_and_is_diagnosed_as_itself asserts all three for
+# every bug file (a superset of the table's), on seeds 1 and 7.
 
 
 def test_known_gaps_name_existing_files():
@@ -175,42 +138,5 @@ def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     assert not failing, failing
 
 
-# --- a check named after one property passes a file that gets that property right ---------------
-
-MASK_BUGS = {"blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks", "fill-value-too-weak", "mask-inverted",
-             "max-over-blocked", "causal-off-by-one", "padding-masks-queries", "mask-not-boolean",
-             "b-o-not-suppressed", "b-o-dropped-for-partial", "causal-offset-ignored"}
-BIAS_BUGS = {"biases-ignored", "bias-scaled"}
-ISOLATED = {      # check id -> bugs it must not fail for: its cases have no masks / no biases
-    "heads-use-contiguous-columns": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-head-width": MASK_BUGS | BIAS_BUGS,
-    "single-head-plain-formula": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-key-width": MASK_BUGS | BIAS_BUGS,
-    "heads-split-contiguously": MASK_BUGS | BIAS_BUGS, "value-width-differs-from-key-width": MASK_BUGS | BIAS_BUGS,
-    "lengths-differ-both-ways": MASK_BUGS | BIAS_BUGS, "biases-are-applied": MASK_BUGS,
-}
-
-
-FAST_ISOLATION = {"biases-ignored.py", "blocked-row-nan.py", "mask-inverted.py"}    # the rest: slow
-# inverting the combined mask (`~allowed`) also inverts "no mask at all": every key is blocked, so
-# no unmasked case can pass it (the per-mask and key-padding forms do pass)
-NOT_ISOLABLE = {"mha-masked-bias/mask-inverted.py"}
-
-
-def _isolation_cases():
-    for exercise in EXERCISES:
-        for path in bug_files(exercise.id):
-            if bug_id_of(path) in MASK_BUGS | BIAS_BUGS and f"{exercise.id}/{path.name}" not in NOT_ISOLABLE:
-                quick = exercise.id == "mha-screen" and path.name in FAST_ISOLATION
-                marks = [] if quick else [pytest.mark.slow]
-                yield pytest.param(exercise, path, marks=marks, id=f"{exercise.id}/{path.name}")
-
-
-@pytest.mark.parametrize("exercise, path", list(_isolation_cases()))
-def test_property_checks_pass_files_that_get_their_property_right(exercise, path):
-    """A mask or bias mistake must not fail the checks about head split, scaling or biases whose
-    cases carry no masks (and no biases): those files get those properties right."""
-    if not _available(exercise):
-        pytest.skip(f"{exercise.id} needs {exercise.needs}")
-    report = graded(path, exercise.id, SEEDS[0])
-    wrong = [(r.id, r.message) for r in report.results
-             if r.id in ISOLATED and bug_id_of(path) in ISOLATED[r.id] and r.status != "pass"]
-    assert not wrong, wrong
+# The isolation test (a check named after one property passes a file that gets that property right)
+# lives in test_catalogue.py, which grades the same bug files: one grading each per test run.

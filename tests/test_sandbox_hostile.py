@@ -33,9 +33,7 @@ DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
 THREADS = 4
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls"),
-              # with pytest-xdist, one worker runs the corpus (a session fixture) once, not each worker
-              pytest.mark.xdist_group("hostile-corpus")]
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls")]
 
 
 @dataclass
