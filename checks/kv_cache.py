@@ -5,10 +5,11 @@ t = 0..T-1, sends each returned cache back into the next call, counts the number
 holds after every step (here, in the kit's process) and compares each step's output with row t
 of causal multi-head attention over the whole sequence, computed with mha-screen's reference.
 
-The step calls of one decoding loop are recorded for the diagnosis as ONE call of
-`decode_sequence(x, params, num_heads)`, a helper every kv-cache solution file of the kit
-defines: a single step after the first depends on the candidate's own cache format, which the
-kit's bug implementations cannot read, while a whole loop starts from nothing.
+The step calls of one decoding loop are recorded for the diagnosis as ONE call that sums them
+up, (outputs B×T×D, numbers the cache holds after each step), replayed on the kit's bug
+implementations by `replay_decoding` (their own decode_step, one token at a time): a single
+step after the first depends on the candidate's own cache format, which the kit's bug
+implementations cannot read, while a whole loop starts from nothing.
 """
 
 from __future__ import annotations
@@ -111,7 +112,6 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
     """
     B, T, D = np.shape(x)
     sent_p = {k: np.array(v) for k, v in p.items()} if arrays else lists(p)
-    first = len(ctx.calls)
     cache, outs, sizes, problems, steps = None, [], [], [], []
     failure: tuple[str, Call] | None = None
     for t in range(T):
@@ -142,7 +142,7 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
             failure = (f"step {t} returned a cache containing {problem}; the kit sends the cache back "
                        "into the next call, so it must be made of those", ctx.calls[-1])
             break
-    _record_loop(ctx, first, steps, x if arrays else lists(x), sent_p, num_heads, outs, sizes, T, problems)
+    _record_loop(ctx, steps, x if arrays else lists(x), sent_p, num_heads, outs, sizes, T, problems)
     ctx.describe(B=B, T=T, D=D, H=num_heads, input="NumPy arrays" if arrays else "lists")
     if failure is not None:
         message, step = failure
@@ -156,8 +156,22 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
     return Decoding(np.stack(outs, axis=1), sizes, problems, steps)
 
 
-def _record_loop(ctx, first, steps, x_sent, p_sent, num_heads, outs, sizes, T, problems):
-    """Replace the step calls in ctx.calls by one decode_sequence call that sums them up."""
+def replay_decoding(module, x, params, num_heads):
+    """Feed x (B×T×D) to `module`'s decode_step one token at a time, as a generation loop does:
+    (outputs B×T×D, numbers the cache holds after each step), the value `_record_loop` records.
+    The diagnosis's replay of a decoding loop on the kit's own implementations."""
+    cache, outs, sizes = None, [], []
+    for t in range(len(x[0])):
+        x_t = [seq[t] for seq in x]                    # the caller's rows, not copies
+        out_t, cache = module.decode_step(x_t, params, num_heads, cache)
+        outs.append(np.asarray(out_t, dtype=np.float64))
+        n, problem = cached_numbers(cache)
+        sizes.append(float(n) if not problem else float("nan"))
+    return np.stack(outs, axis=1), sizes
+
+
+def _record_loop(ctx, steps, x_sent, p_sent, num_heads, outs, sizes, T, problems):
+    """Record the step calls for the diagnosis as one call that sums them up (see replay_decoding)."""
     mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated
                                   if m != "cache" and not m.startswith("cache[")))
     output = "".join(s.outcome.output for s in steps)
@@ -169,7 +183,8 @@ def _record_loop(ctx, first, steps, x_sent, p_sent, num_heads, outs, sizes, T, p
     else:
         counted = [float(n) if not why else float("nan") for n, why in zip(sizes, problems)]
         summary = Outcome("ok", value=(np.stack(outs, axis=1), counted), mutated=mutated, output=output)
-    ctx.calls[first:] = [Call("decode_sequence", (x_sent, p_sent, num_heads), {}, summary)]
+    ctx.record_for_diagnosis("decode_step", (x_sent, p_sent, num_heads), {}, summary,
+                             replay=replay_decoding, instead_of=steps)
 
 
 def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded outputs"):

@@ -6,16 +6,16 @@ Property checks edit single tokens and look at which outputs move: nothing befor
 (causality), nothing at or past `window` positions after it (the window's far edge), and the
 query right at the edge must move. The memory check calls the candidate once at T = 2048,
 window = 32 under tracemalloc in the worker and compares the peak with 64·B·H·T·(window + d)
-bytes; for the diagnosis it records the verdict as `peak_over_bound(q, k, v, window)`, a helper
-every sliding-window solution file of the kit defines.
+bytes; for the diagnosis it records the verdict, which `replay_peak_over_bound` measures the
+same way on the kit's own implementations.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from attn_kit.harness import measure
 from attn_kit.registry import CallFailed, CheckFailed, Suite
-from attn_kit.report import Call
 from attn_kit.values import Outcome
 
 SUITE = Suite("sliding-window")
@@ -45,6 +45,16 @@ def banded_attention(q, k, v, window) -> np.ndarray:
 def memory_bound(B: int, H: int, T: int, window: int, d: int) -> int:
     """The statement's bound: 64·B·H·T·(window + d) bytes."""
     return 64 * B * H * T * (window + d)
+
+
+def replay_peak_over_bound(module, q, k, v, window) -> list[float]:
+    """[1.0] when `module`'s sliding_window_attention, measured by the kit's harness (tracemalloc)
+    on these inputs, allocates more than memory_bound at its peak, else [0.0]: the memory check's
+    verdict, replayed by the diagnosis on the kit's implementations (their values cannot tell a
+    banded one from one that builds the T×T scores)."""
+    _, extra = measure(module.sliding_window_attention, q, k, v, window)
+    B, H, T, d = np.shape(q)
+    return [1.0 if extra["peak_bytes"] > memory_bound(B, H, T, window, d) else 0.0]
 
 
 def qkv(rng, B, H, T, d, scale=1.0):
@@ -230,12 +240,13 @@ def memory_stays_within_bound(ctx):
     outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet")
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])
-    real = ctx.calls.pop()
+    real = ctx.last_call
     peak = int(outcome.extra.get("peak_bytes", 0))
     over = peak > bound
-    ctx.calls.append(Call("peak_over_bound", (q, k, v, window), {},
-                          Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
-                                  output=real.outcome.output, seconds=real.outcome.seconds)))
+    ctx.record_for_diagnosis(FN, (q, k, v, window), {},
+                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
+                                     output=real.outcome.output, seconds=real.outcome.seconds),
+                             replay=replay_peak_over_bound, instead_of=(real,))
     figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·B·H·T·(window + d) = "
                f"{bound / 2**20:.2f} MiB; the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB")
     if not over:

@@ -9,17 +9,16 @@ the bound, float16 included (2·T·S = 8 MiB); at S = T (T = 2048, a 12 MiB boun
 (8 MiB) fitted. T·S stays 4M, so the call and the diagnosis's re-runs cost what they did at S = T.
 
 Values cannot tell a tiled solution from one that builds the T×S scores, so the memory check
-records its call for the diagnosis as `peak_over_bound(q, k, v, mask, block_size)` with the
-verdict as its value: a helper every tiled-softmax solution file of the kit defines, which
-measures that file's own tiled_attention the same way.
+records its call for the diagnosis with the verdict as its value, [1.0] over the bound or [0.0],
+and `replay_peak_over_bound` measures a bug implementation's own tiled_attention the same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from attn_kit.harness import measure
 from attn_kit.registry import CallFailed, CheckFailed, Suite
-from attn_kit.report import Call
 from attn_kit.values import Outcome
 
 from .cases import qkv
@@ -49,6 +48,16 @@ def naive_attention(q, k, v, mask=None) -> np.ndarray:
 def memory_bound(T: int, block_size: int, dv: int) -> int:
     """SPEC.md: eight float64 arrays of T×(block_size + dv)."""
     return 64 * T * (block_size + dv)
+
+
+def replay_peak_over_bound(module, q, k, v, mask=None, block_size=64) -> list[float]:
+    """[1.0] when `module`'s tiled_attention, measured by the kit's harness (tracemalloc) on these
+    inputs, allocates more than memory_bound at its peak, else [0.0]: the memory check's verdict,
+    replayed by the diagnosis on the kit's implementations (their values cannot tell a tiled one
+    from one that builds the T×S scores)."""
+    _, extra = measure(module.tiled_attention, q, k, v, mask, block_size)
+    T, dv = np.shape(q)[0], np.shape(v)[1]
+    return [1.0 if extra["peak_bytes"] > memory_bound(T, block_size, dv) else 0.0]
 
 
 def compare_tiled(ctx, q, k, v, mask=None, block_size=None, what="output", **kw):
@@ -253,16 +262,17 @@ def memory_stays_within_bound(ctx):
     outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet")
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])      # no --repro script: its inputs would be megabytes of literals
-    real = ctx.calls.pop()
+    real = ctx.last_call
     peak = int(outcome.extra.get("peak_bytes", 0))
     kernel = int(outcome.extra.get("kernel_peak_bytes", 0))   # measured by the kit from /proc (VmHWM)
     if kernel > naive > peak:        # tracemalloc, read inside the candidate's process, under-reports
         peak = kernel
     over = peak > bound
-    # for the diagnosis: the verdict, as the kit's solution files' peak_over_bound(...) reports it
-    ctx.calls.append(Call("peak_over_bound", (q, k, v, mask, block_size), {},
-                          Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
-                                  output=real.outcome.output, seconds=real.outcome.seconds)))
+    # for the diagnosis: the verdict, as replay_peak_over_bound measures it on the kit's implementations
+    ctx.record_for_diagnosis(FN, (q, k, v, mask, block_size), {},
+                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
+                                     output=real.outcome.output, seconds=real.outcome.seconds),
+                             replay=replay_peak_over_bound, instead_of=(real,))
     figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
                f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
                f"float64 and {naive / 4 / 2**20:.0f} MiB in float16")

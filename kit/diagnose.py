@@ -128,13 +128,17 @@ class Local:
 
 
 def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = None) -> Local:
-    """Run `module`'s version of the call. `inputs` = (args, kwargs) already prepared by `shared_inputs`
+    """Run `module`'s version of the call: `call.replay(module, ...)` when the check recorded one
+    (`CheckContext.record_for_diagnosis`), else `module.<call.fn>(...)`. `inputs` = (args, kwargs) already prepared by `shared_inputs`
     (read-only: only implementations that never write into their arguments may use them)."""
     if float32:
         module = float32_twin(module)
-    fn = getattr(module, call.fn, None)
-    if fn is None:
-        return Local(raised="missing")
+    if call.replay is not None:       # a summary the check recorded: rerun through the kit's replay
+        fn = functools.partial(call.replay, module)
+    else:
+        fn = getattr(module, call.fn, None)
+        if fn is None:
+            return Local(raised="missing")
     if inputs is not None and not float32:
         args, kwargs = inputs
     else:

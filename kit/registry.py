@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -88,6 +88,21 @@ class CheckContext:
             self.failing_call = self.calls[-1]
             raise CallFailed(self.calls[-1])
         return outcome.value
+
+    def record_for_diagnosis(self, fn: str, args: tuple, kwargs: dict, outcome: Outcome, *,
+                             replay: Callable | None = None, instead_of: Sequence[Call] = ()) -> Call:
+        """Record for the diagnosis a call that sums up what the candidate's `fn` did, in place of
+        the calls `instead_of` (calls this check made, which leave the record).
+
+        The diagnosis reruns it on each known-bug and reference module as
+        `replay(module, *args, **kwargs)`: a kit-side function beside the check (it never reaches
+        the worker), so solution files need no helper that exists only for the diagnosis. Without
+        `replay` it calls the module's own `fn`."""
+        dropped = {id(c) for c in instead_of}
+        self.calls[:] = [c for c in self.calls if id(c) not in dropped]
+        call = Call(fn, tuple(args), dict(kwargs), outcome, replay=replay)
+        self.calls.append(call)
+        return call
 
     @property
     def last_call(self) -> Call:

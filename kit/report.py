@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .values import Outcome
 
@@ -35,6 +35,9 @@ class Call:
     expected: Any = None          # what the reference returns, when the check computed it
     harness: str | None = None    # "module:function" the worker ran the call through, if any
     tolerance: tuple[float, float] | None = None   # (rtol, atol) the check compared this call's values with
+    # kit-side only (never sent to the worker, never in JSON): how the diagnosis reruns this call on a
+    # known-bug or reference module, replay(module, *args, **kwargs) -> value; None: module.<fn>(...)
+    replay: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

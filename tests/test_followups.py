@@ -211,8 +211,10 @@ def test_tiled_reference_memory_stays_within_the_bound():
     bound = tiled_checks.memory_bound(T, bs, d)
     assert 0 < extra["peak_bytes"] <= bound, (extra["peak_bytes"], bound)
     assert bound < 8 * T * T / 2          # a T×S float64 matrix could never fit in it
-    assert tiled.peak_over_bound(q, k, v, mask, bs) == [0.0]
-    assert solution("tiled-softmax", "bugs/materialises-scores.py").peak_over_bound(q, k, v, mask, bs) == [1.0]
+    # the diagnosis's replay of the memory check, on the reference and on the bug that builds T×S
+    assert tiled_checks.replay_peak_over_bound(tiled, q, k, v, mask, bs) == [0.0]
+    assert tiled_checks.replay_peak_over_bound(solution("tiled-softmax", "bugs/materialises-scores.py"),
+                                               q, k, v, mask, bs) == [1.0]
 
 
 # --- the statements' worked examples -------------------------------------------------------------------
@@ -427,12 +429,13 @@ def test_list_shows_the_follow_ups_and_mha_screen_offers_them():
         assert f"attn-kit start {exercise_id} {exercise_id.replace('-', '_')}.py" in proc.stdout
 
 
-def test_kv_cache_solution_files_replay_a_decoding_loop():
-    """decode_sequence, the helper the diagnosis replays, agrees with calling decode_step by hand."""
+def test_the_diagnosis_replays_a_decoding_loop():
+    """replay_decoding, how the diagnosis reruns a decoding loop on the kit's implementations,
+    agrees with causal attention over the whole sequence and counts the cache as the check does."""
     rng = np.random.default_rng(18)
     x, p = tokens(rng, 2, 4, 8), params(rng, 8)
-    outs, sizes = solution("kv-cache").decode_sequence(x, p, 2)
+    outs, sizes = kv_checks.replay_decoding(solution("kv-cache"), x, p, 2)
     np.testing.assert_allclose(outs, kv_checks.causal_rows(x, p, 2), rtol=1e-12, atol=1e-12)
     assert sizes == [2 * 2 * t * 8 for t in range(1, 5)]
-    _, bad_sizes = solution("kv-cache", "bugs/cache-grows-quadratically.py").decode_sequence(x, p, 2)
+    _, bad_sizes = kv_checks.replay_decoding(solution("kv-cache", "bugs/cache-grows-quadratically.py"), x, p, 2)
     assert bad_sizes == [2 * 2 * 8 * t * (t + 1) / 2 for t in range(1, 5)]

@@ -73,9 +73,10 @@ def test_reference_memory_stays_within_the_bound():
     bound = sw_checks.memory_bound(m["B"], m["H"], m["T"], m["window"], m["d"])
     assert 0 < extra["peak_bytes"] <= bound, (extra["peak_bytes"], bound)
     assert bound < 8 * m["B"] * m["H"] * m["T"] ** 2 / 4      # the B×H×T×T scores could never fit
-    assert REF.peak_over_bound(q, k, v, m["window"]) == [0.0]
+    # the diagnosis's replay of the memory check, on the reference and on the bug that builds T×T
+    assert sw_checks.replay_peak_over_bound(REF, q, k, v, m["window"]) == [0.0]
     bug = load_module(str(solutions_dir("sliding-window") / "bugs" / "materialises-scores.py"))
-    assert bug.peak_over_bound(q, k, v, m["window"]) == [1.0]
+    assert sw_checks.replay_peak_over_bound(bug, q, k, v, m["window"]) == [1.0]
 
 
 # --- the statement's numbers -------------------------------------------------------------------

@@ -43,33 +43,3 @@ def decode_step(x_t, params, num_heads, cache=None):
     heads = np.einsum("bhj,bhjd->bhd", weights, v)                     # B×H×hd
     out = _project(heads.reshape(B, D), params, "Wo", "bo")
     return out, (list(cache or []) + [(keys, values)])  # BUG(cache-grows-quadratically): a copy per step
-
-
-# --- not part of the exercise ------------------------------------------------------------------
-
-def _cached_numbers(obj):
-    """Floats in a cache, counted as SPEC.md counts them (float arrays, Python floats)."""
-    if isinstance(obj, np.ndarray):
-        return obj.size if obj.dtype.kind == "f" else 0
-    if isinstance(obj, float):
-        return 1
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_cached_numbers(o) for o in obj)
-    return 0
-
-
-def decode_sequence(x, params, num_heads):
-    """Feed x (B×T×D) to decode_step one token at a time, as a generation loop does.
-
-    Returns (outputs B×T×D, numbers held by the cache after each step). The kit's diagnosis
-    replays whole decoding loops with it.
-    """
-    cache, outs, sizes = None, [], []
-    for t in range(len(x[0])):
-        x_t = [seq[t] for seq in x]                    # the caller's rows, not copies
-        out_t, cache = decode_step(x_t, params, num_heads, cache)
-        outs.append(np.asarray(out_t, dtype=np.float64))
-        sizes.append(float(_cached_numbers(cache)))
-    return np.stack(outs, axis=1), sizes

@@ -47,27 +47,3 @@ def decode_step(x_t, params, num_heads, cache=None):
                 concat[c] = sum(wj * val[c] for wj, val in zip(w, values))
         out.append(_project(concat, params, "Wo", "bo"))
     return out, cache
-
-
-# --- not part of the exercise ------------------------------------------------------------------
-
-def _cached_numbers(obj):
-    """Floats in a cache, counted as SPEC.md counts them."""
-    if isinstance(obj, float):
-        return 1
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_cached_numbers(o) for o in obj)
-    return 0
-
-
-def decode_sequence(x, params, num_heads):
-    """Feed x (B×T×D) to decode_step one token at a time; (outputs B×T×D, cache size per step)."""
-    cache, outs, sizes = None, [[] for _ in x], []
-    for t in range(len(x[0])):
-        out_t, cache = decode_step([seq[t] for seq in x], params, num_heads, cache)
-        for b, row in enumerate(out_t):
-            outs[b].append(row)
-        sizes.append(float(_cached_numbers(cache)))
-    return outs, sizes

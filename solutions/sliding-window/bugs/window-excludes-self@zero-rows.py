@@ -39,28 +39,3 @@ def sliding_window_attention(q, k, v, window):
         scores /= np.where(total > 0, total, 1.0)
         out[:, :, s:e] = scores @ v[:, :, ks:ke]
     return out
-
-
-# --- not part of the exercise ------------------------------------------------------------------
-
-def peak_over_bound(q, k, v, window):
-    """[1.0] when sliding_window_attention's peak allocation (tracemalloc) on these inputs exceeds
-    64·B·H·T·(window + d) bytes, else [0.0].
-
-    The kit's diagnosis calls it to tell a banded solution from one that builds the T×T scores:
-    both return the same values, only their memory differs.
-    """
-    import tracemalloc
-    B, H, T, d = np.shape(q)
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        sliding_window_attention(q, k, v, window)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return [1.0 if peak > 64 * B * H * T * (window + d) else 0.0]

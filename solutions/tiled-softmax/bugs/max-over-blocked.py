@@ -38,28 +38,3 @@ def tiled_attention(q, k, v, mask=None, block_size=64):
     out = np.zeros((T, dv))
     np.divide(acc, l[:, None], out=out, where=l[:, None] > 0)     # no allowed key: stays 0
     return out
-
-
-# --- not part of the exercise ------------------------------------------------------------------
-
-def peak_over_bound(q, k, v, mask=None, block_size=64):
-    """[1.0] when tiled_attention's peak allocation (tracemalloc) on these inputs exceeds
-    64·T·(block_size + dv) bytes, else [0.0].
-
-    The kit's diagnosis calls it to tell a tiled solution from one that builds the T×S scores:
-    both return the same values, only their memory differs.
-    """
-    import tracemalloc
-    T, dv = np.shape(q)[0], np.shape(v)[1]
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        tiled_attention(q, k, v, mask, block_size)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return [1.0 if peak > 64 * T * (block_size + dv) else 0.0]
