@@ -422,14 +422,29 @@ class Finding:
     considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
 
 
+class _LazyFits(dict):
+    """evidence key -> _Fit of one form, each run only when first read: most forms are ruled out
+    on the calls the candidate gets wrong, and never run on the (many more) calls it gets right."""
+
+    def __init__(self, form: compose.BugForm, evs):
+        super().__init__()
+        self.form, self.evs = form, {ev.key: ev for ev in evs}
+
+    def __missing__(self, key) -> _Fit:
+        fit = self[key] = _fit(self.evs[key], load_module(str(self.form.path)), (self.form,))
+        return fit
+
+
 @dataclass
 class _Single:
     form: compose.BugForm
-    fits: dict                       # evidence key -> _Fit
+    fits: dict                       # evidence key -> _Fit (a _LazyFits)
 
     def units(self, attr: str, evs, mask_attr: str | None = None) -> int:
         total = 0
         for ev in evs:
+            if (mask_attr == "wrong" and not ev.wrong.any()) or (mask_attr == "right" and ev.wrong.all()):
+                continue             # nothing to count there: the fit is not needed
             fit = self.fits[ev.key]
             sel = getattr(fit, attr)
             if mask_attr == "wrong":
@@ -509,14 +524,13 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     for form in compose.forms(exercise.id):
         if form.bug == MUTATION_BUG:
             continue
-        module = load_module(str(form.path))
-        singles.append(_Single(form, {ev.key: _fit(ev, module, (form,)) for ev in evs}))
+        singles.append(_Single(form, _LazyFits(form, evs)))
     finding.models_tried = len(singles)
     # a form can belong to a reproducing combination when it changes some unit the candidate gets
     # wrong, and either changes none it gets right or matches some wrong unit on its own (another bug
     # of the combination can hide it where the candidate is right: smaller scores do not overflow)
     relevant = [s for s in singles if s.units("differs", evs, "wrong")
-                and (not s.units("differs", evs, "right") or _alone(s, evs))]
+                and (_alone(s, evs) or not _changes_a_right_unit(s, evs))]
     relevant.sort(key=lambda s: -s.units("agree", evs, "wrong"))
     groups = _reproducing_groups(relevant, evs, finding)
     groups, by_message = _same_error_messages(groups, evs)
@@ -574,7 +588,13 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
 
 def _alone(single: _Single, evs) -> int:
     """Wrong units this form changes and matches on its own."""
-    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs)
+    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum())
+               for ev in evs if ev.wrong.any())
+
+
+def _changes_a_right_unit(single: _Single, evs) -> bool:
+    """Whether the form changes a unit the candidate gets right (stops at the first)."""
+    return any((single.fits[ev.key].differs & ~ev.wrong).any() for ev in evs if not ev.wrong.all())
 
 
 def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[tuple]:
@@ -583,9 +603,13 @@ def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[
     Combinations of one size are tried most promising first (`_promise`), at most MAX_MODELS
     composed models in all."""
     wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
-    differs = {id(s): np.concatenate([s.fits[ev.key].differs for ev in evs]) & wrong for s in relevant}
-    matches = {id(s): np.concatenate([s.fits[ev.key].agree & s.fits[ev.key].differs for ev in evs]) & wrong
-               for s in relevant}
+
+    def on_wrong(s: _Single, units) -> np.ndarray:      # per unit, False where the candidate is right
+        return np.concatenate([units(s.fits[ev.key]) & ev.wrong if ev.wrong.any() else ev.wrong
+                               for ev in evs]) if evs else wrong
+
+    differs = {id(s): on_wrong(s, lambda f: f.differs) for s in relevant}
+    matches = {id(s): on_wrong(s, lambda f: f.agree & f.differs) for s in relevant}
     budget = MAX_MODELS
     for size in range(1, MAX_BUGS + 1):
         found = []
