@@ -139,11 +139,11 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
         fn = getattr(module, call.fn, None)
         if fn is None:
             return Local(raised="missing")
-    if inputs is not None and not float32:
+    if inputs is not None:
         args, kwargs = inputs
     else:
         args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
-    if float32:
+    if float32:       # new float32 copies of the floating data; the rest is as read-only as `inputs`
         args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
     try:
@@ -383,7 +383,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
         n = ev.size
         return _Fit(np.zeros(n, bool), np.ones(n, bool))
     mparts = _parts(out.value, ev.like)
-    m32 = _parts(run_local(model, ev.call, float32=True).value, ev.like) if ev.float32 and forms else None
+    m32 = _parts(run_local(model, ev.call, float32=True, inputs=shared).value, ev.like) if ev.float32 and forms else None
     agree = np.zeros(ev.size, bool)
     differs = np.zeros(ev.size, bool)
     for part in ev.parts:
