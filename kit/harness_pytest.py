@@ -38,13 +38,25 @@ MESSAGE_LIMIT = 1200
 _IMPLEMENTATION = "_attn_kit_implementation"
 
 
-def preload() -> None:
-    """Import pytest's built-in plugins (run in the kit before the zygote forks, so every worker
-    starts with them instead of importing them again per run)."""
+# What every run imports, for the zygote to import once (each worker then starts with it): pytest's
+# built-in plugins and what they load on configure (pdb, faulthandler), and the NumPy modules
+# candidates' tests use (numpy.testing, numpy.random). Measured: a run on one implementation took
+# 0.19 s without these in the zygote and 0.11 s with them.
+PRELOAD = ("pytest", "attn_kit.harness_pytest", "pdb", "faulthandler", "numpy.random", "numpy.testing")
+
+
+def modules() -> tuple[str, ...]:
+    """The modules a test-grading zygote imports: PRELOAD and pytest's built-in plugins."""
     from _pytest.config import default_plugins
-    for name in default_plugins:
+    return PRELOAD + tuple(f"_pytest.{plugin}" for plugin in default_plugins)
+
+
+def preload() -> None:
+    """Import modules() now (in the kit, before the zygote forks), so every worker starts with
+    them instead of importing them again per run."""
+    for name in modules():
         try:
-            importlib.import_module(f"_pytest.{name}")
+            importlib.import_module(name)
         except ImportError:
             pass
 
