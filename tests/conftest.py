@@ -13,8 +13,17 @@ one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: 
 import os  # noqa: E402 - after the BLAS setting
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from helpers import CORPUS, attn_kit, bug_files, check_json, graded, reference_files, solutions_dir  # noqa: E402
+
+# hypothesis: one example of a seed property is a whole grading (0.1-1 s), so no deadline; the
+# per-test user-data folder (attn_home) need not be fresh per example. Locally each run draws new
+# seeds; CI (CI=true) draws the same ones every time, so a submission's CI result is reproducible.
+settings.register_profile("kit", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                       HealthCheck.too_slow])
+settings.register_profile("ci", parent=settings.get_profile("kit"), derandomize=True, database=None)
+settings.load_profile("ci" if os.environ.get("CI") else "kit")
 
 
 @pytest.fixture(autouse=True)

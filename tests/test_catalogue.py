@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 import tomllib
+import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
@@ -125,35 +128,66 @@ def test_catalog_rejects_unknown_keys(tmp_path):
         catalog.load_exercise(bad)
 
 
+# Seeds are drawn by hypothesis: seed 1 always (the session cache the tests below share), and one
+# more seed per file and run, new on every local run. CI draws deterministically (conftest), and a
+# deterministic first draw is the simplest value, so the draw is offset by a hash of the file's name:
+# in CI each file still gets its own seed. The torch exercise's bug files get seed 1 only (their
+# gradings cost ~5x, most of it diagnosis); benchmarks/diagnosis_rates.py runs every bug file on
+# more seeds.
+DRAWS = st.integers(min_value=0, max_value=99_997)
+SEED_ONE = -1            # the explicit example: seed 1
+
+
+def _seed(path: Path, draw: int) -> int:
+    return 1 if draw == SEED_ONE else 2 + (zlib.crc32(path.name.encode()) + draw) % 99_998
+
+
 @pytest.mark.parametrize("exercise_id, path", REF_CASES)
-def test_every_reference_passes_every_check(exercise_id, path):
-    for seed in (1, 2):
-        data, code = graded_json(path, seed)
-        failing = [(c["id"], c["message"]) for c in data["checks"] if c["status"] not in ("pass", "skip")]
-        assert code == 0 and data["passed"] and not failing, failing
-        assert data["exercise"] == exercise_id
-        assert data["diagnosis"] == []
+@settings(max_examples=1)
+@example(draw=SEED_ONE)
+@given(draw=DRAWS)
+def test_every_reference_passes_every_check(exercise_id, path, draw):
+    seed = _seed(path, draw)
+    data, code = graded_json(path, seed)
+    failing = [(c["id"], c["message"]) for c in data["checks"] if c["status"] not in ("pass", "skip")]
+    assert code == 0 and data["passed"] and not failing, failing
+    assert data["exercise"] == exercise_id
+    assert data["diagnosis"] == []
 
 
-@pytest.mark.parametrize("exercise_id, path", BUG_CASES)
-def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
+def _named_as_itself(exercise_id: str, path: Path, seed: int) -> None:
+    """The file fails, is diagnosed as its own bug first, and every failing check is attributed to it."""
     expected = bug_id_of(path)
-    # two seeds, one for the torch exercise (its gradings cost ~5x, most of it diagnosis):
-    # benchmarks/diagnosis_rates.py names every bug file on more seeds
-    for seed in (1,) if catalog.exercise(exercise_id).needs else (1, 7):
-        data, code = graded_json(path, seed)
-        assert code == 1 and data["passed"] is False, f"{path.name} passed with seed {seed}"
-        assert data["exercise"] == exercise_id
-        failing = [r for r in graded(path, seed).results if r.status in ("fail", "error")]
-        assert expected in {b for r in failing for b in r.catches}, (
-            f"seed {seed}: none of the failing checks {[r.id for r in failing]} declares catches={expected!r}")
-        found = [d["bug"] for d in data["diagnosis"]]
-        gap = KNOWN_GAPS.get(f"{exercise_id}/{path.name}")     # tests/known_gaps.toml
-        if gap and found[:1] != [expected]:
-            pytest.xfail(f"known gap of the current diagnosis engine: {gap}")
-        assert found and found[0] == expected, f"seed {seed}: diagnosed {found}, expected {expected} first"
-        flagged = {c["bug"] for c in data["checks"] if c["status"] in ("fail", "error")}
-        assert expected in flagged
+    data, code = graded_json(path, seed)
+    assert code == 1 and data["passed"] is False, f"{path.name} passed with seed {seed}"
+    assert data["exercise"] == exercise_id
+    failing = [r for r in graded(path, seed).results if r.status in ("fail", "error")]
+    assert expected in {b for r in failing for b in r.catches}, (
+        f"seed {seed}: none of the failing checks {[r.id for r in failing]} declares catches={expected!r}")
+    found = [d["bug"] for d in data["diagnosis"]]
+    gap = KNOWN_GAPS.get(f"{exercise_id}/{path.name}")     # tests/known_gaps.toml
+    if gap and found[:1] != [expected]:
+        pytest.xfail(f"known gap of the current diagnosis engine: {gap}")
+    assert found and found[0] == expected, f"seed {seed}: diagnosed {found}, expected {expected} first"
+    others = [(c["id"], c["bug"]) for c in data["checks"] if c["status"] in ("fail", "error") and c["bug"] != expected]
+    assert not others, f"seed {seed}: failing checks attributed to something else than {expected}: {others}"
+
+
+NUMPY_BUG_CASES = [c for c in BUG_CASES if not catalog.exercise(c.values[0]).needs]
+TORCH_BUG_CASES = [c for c in BUG_CASES if catalog.exercise(c.values[0]).needs]
+
+
+@pytest.mark.parametrize("exercise_id, path", NUMPY_BUG_CASES)
+@settings(max_examples=1)
+@example(draw=SEED_ONE)
+@given(draw=DRAWS)
+def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path, draw):
+    _named_as_itself(exercise_id, path, _seed(path, draw))
+
+
+@pytest.mark.parametrize("exercise_id, path", TORCH_BUG_CASES)
+def test_every_torch_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path):
+    _named_as_itself(exercise_id, path, 1)
 
 
 # --- the CLI, once per exercise -------------------------------------------------------------------
