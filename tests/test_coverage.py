@@ -65,7 +65,7 @@ def test_every_applicable_id_has_a_catching_check(exercise):
 
 # Every file in the table fails, a failing check declares it in catches=, and it is named first:
 # test_catalogue.py's test_every_bug_variant_fails_and_is_diagnosed_as_itself asserts all three for
-# every bug file (a superset of the table's), on seeds 1 and 7.
+# every bug file (a superset of the table's), on seed 1 and a seed hypothesis draws.
 
 
 def test_known_gaps_name_existing_files():
