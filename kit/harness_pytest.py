@@ -255,6 +255,17 @@ class Recorder:
     def pytest_runtest_teardown(self, item, nextitem):
         return (yield from self._phase())
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """The failing line in the test file, from the exception's own traceback (whatever the
+        traceback style pytest formats the report with)."""
+        report = yield
+        if call.excinfo is not None:
+            lines = [e.lineno + 1 for e in call.excinfo.traceback if Path(str(e.path)).name == self.test_name]
+            if lines:
+                report.user_properties.append(("attn_kit_where", f"{self.test_name}:{lines[-1]}"))
+        return report
+
     def pytest_runtest_logreport(self, report):
         record = self.current
         if record is None:
@@ -267,6 +278,7 @@ class Recorder:
             return                                   # keep the first problem
         if report.failed:
             message, where = _crash_text(report, self.test_name)
+            where = dict(report.user_properties).get("attn_kit_where", where)
             if self.timed_out:
                 record.update(outcome=TestOutcome.TIMEOUT, where=where,
                               message=f"did not finish within {self.budget:g} s")
@@ -285,8 +297,13 @@ def _name(nodeid: str) -> str:
 
 def run_pytest(test_path: str, implementation_path: str, targets: list, functions: list,
                results_path: str, config_path: str, budgets: dict, default_budget: float,
-               deselect: list, search_dirs: list = ()) -> int:
-    """Run the tests in test_path against the implementation; return pytest's exit code."""
+               deselect: list, search_dirs: list = (), known_bug: bool = False) -> int:
+    """Run the tests in test_path against the implementation; return pytest's exit code.
+
+    On a known-bug implementation (`known_bug`) failures are the expected outcome and their text is
+    never shown, so pytest formats them natively (--tb=native) instead of reading the source of every
+    traceback entry: measured, a run on one bug file 0.13 → 0.11 s of CPU. The failing line is read
+    from the exception itself either way (Recorder.pytest_runtest_makereport)."""
     sys.dont_write_bytecode = True          # leave no __pycache__ beside the candidate's files
     gc.freeze()                             # pytest's gc.collect() calls then skip what the kit left
     os.environ.pop("PYTEST_ADDOPTS", None)
@@ -297,7 +314,8 @@ def run_pytest(test_path: str, implementation_path: str, targets: list, function
     for name in targets:
         sys.modules[name] = _substitute(name, implementation, [test_dir, *search_dirs, os.getcwd()])
     args = [test_path, "-c", config_path, "--rootdir", test_dir, "--confcutdir", test_dir,
-            "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--tb=short", "-o", "console_output_style=classic"]
+            "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--tb=native" if known_bug else "--tb=short",
+            "-o", "console_output_style=classic"]
     for name in deselect:
         args += ["--deselect", f"{Path(test_path).name}::{name}"]
     with open(results_path, "a", encoding="utf-8") as sink:

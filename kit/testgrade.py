@@ -360,7 +360,7 @@ class _Runner:
                 outcome = sandbox.call("run_pytest", (
                     str(self.test_path), str(implementation), list(self.use.targets),
                     list(self.exercise.function_names), str(results_path), str(self.config),
-                    budgets, self.timeout, sorted(skipped), self.search_dirs), timeout=limit)
+                    budgets, self.timeout, sorted(skipped), self.search_dirs, is_bug), timeout=limit)
             records = _read_records(results_path)
             running = None
             for record in records:
