@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,10 +243,24 @@ def _load_bench(table, where: str) -> Bench:
     return bench
 
 
+_LOADED: dict[Path, Exercise] = {}      # each exercise file read once, by exercise() or exercises()
+
+
+def _load_once(path: Path) -> Exercise:
+    if path not in _LOADED:
+        _LOADED[path] = load_exercise(path)
+    return _LOADED[path]
+
+
+def ids() -> set[str]:
+    """The exercise ids, from the file names alone (each file's id must match its name)."""
+    return {p.stem for p in (package_dir("prompts") / "exercises").glob("*.toml")}
+
+
 @functools.cache
 def exercises() -> dict[str, Exercise]:
     """All exercises by id, in their declared order."""
-    found = [load_exercise(p) for p in (package_dir("prompts") / "exercises").glob("*.toml")]
+    found = [_load_once(p) for p in (package_dir("prompts") / "exercises").glob("*.toml")]
     return {e.id: e for e in sorted(found, key=lambda e: (e.order, e.id))}
 
 
@@ -265,7 +280,11 @@ def bugs() -> dict[str, Bug]:
 
 
 def exercise(exercise_id: str) -> Exercise:
-    """Look up an exercise, or raise UsageError listing the ids."""
+    """Look up an exercise, or raise UsageError listing the ids. Reads only that exercise's file
+    when it exists (`check` on a file with an `# attn-kit:` header never parses the other nine)."""
+    path = package_dir("prompts") / "exercises" / f"{exercise_id}.toml"
+    if not exercises.cache_info().currsize and re.fullmatch(r"[a-z0-9][a-z0-9-]*", exercise_id) and path.is_file():
+        return _load_once(path)
     found = exercises().get(exercise_id)
     if found is None:
         import difflib

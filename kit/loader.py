@@ -150,7 +150,7 @@ def detect_exercise(source: SourceFile, override: str | None = None) -> catalog.
     if override:
         return catalog.exercise(override)
     if source.header:
-        if source.header in catalog.exercises():
+        if source.header in catalog.ids():
             return catalog.exercise(source.header)
         raise UsageError(f"{source.path} starts with `# attn-kit: {source.header}`, which is not an "
                          f"exercise. Exercises: {', '.join(catalog.exercises())}")

@@ -440,7 +440,7 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     _preload(exercise)
     # the zygote forks here, before any thread exists and before the checks are imported (a fresh
     # interpreter when this process already holds expected values: check --tests, watch, mock)
-    from . import harness_pytest         # imports pytest: only once tests are to be graded
+    from . import harness_pytest  # imports pytest: only once tests are to be graded
     launcher = make_launcher(harness_pytest.modules() + ((exercise.needs,) if exercise.needs else ()))
     sandbox_module.taint()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
