@@ -300,7 +300,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
             _followups(exercise, out)
     else:
         skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
-        tail = f", {skipped} skipped" if skipped else ""
+        tail = f", {skipped} not checked" if skipped else ""      # the legend's word for –
         rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
         out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
                   + Text(rerun, style="muted"))

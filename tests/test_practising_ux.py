@@ -65,6 +65,9 @@ def test_a_legend_explains_the_marks_that_appear(graded):
     assert "✗ failed · ! your code raised, hung or crashed · – not checked (no points)" in out
     only_fail = text(graded["bug"])
     assert "✗ failed" in only_fail and "! your code raised" not in only_fail
+    # the score line counts the – checks in the legend's words
+    skipped = sum(r.status == "skip" for r in graded["starter"].results)
+    assert skipped and f", {skipped} not checked — " in out and "skipped" not in out
 
 
 def test_no_worst_rows_advice_when_no_row_was_shown(graded):
@@ -86,9 +89,16 @@ def test_public_runs_print_no_seed(graded):
     assert "seed" not in text(failing).lower()
 
 
-def test_a_wrong_exercise_names_what_the_functions_look_like():
+def test_a_wrong_exercise_names_what_the_functions_look_like(tmp_path):
     with pytest.raises(LoadError, match=r"looks like a kv-cache solution \(it defines `decode_step`\).*--exercise kv-cache"):
         grading.grade(solutions_dir("kv-cache") / "reference_numpy.py", grading.Options(exercise="mha-screen"))
+    # the same through a file's header
+    headed = tmp_path / "solution.py"
+    body = (solutions_dir("kv-cache") / "reference_numpy.py").read_text(encoding="utf-8").split("\n", 1)[1]
+    headed.write_text("# attn-kit: mha-screen\n" + body, encoding="utf-8")
+    with pytest.raises(LoadError, match=r"looks like a kv-cache solution .*its header `# attn-kit: mha-screen`.*"
+                                        r"--exercise kv-cache"):
+        grading.grade(headed, grading.Options())
 
 
 def test_show_suggests_the_dashed_id():
