@@ -17,6 +17,8 @@ from attn_kit import catalog, grading, practice, review
 from attn_kit.paths import solutions_dir
 from attn_kit.store import iso, open_store
 
+from conftest import CORPUS, attn_kit
+
 MHA = catalog.exercise("mha-screen")
 START = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)          # a Monday
 
@@ -198,3 +200,33 @@ def test_discuss_new_counts_questions_the_user_never_reviewed():
         assert review.outlook(store, MHA.id).new == len(questions) - 1
         entries = review.queue(store, MHA.id, new=1, at=review.now() - timedelta(days=1))
     assert [e.question.id for e in entries if e.is_new] == [questions[1].id]
+
+
+@pytest.mark.slow
+def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
+    """A run whose code hangs (no bug diagnosed) and a file that cannot be loaded leave every
+    card alone, even cards the user has reviewed, while a diagnosed bug does rate them."""
+    week = Week(monkeypatch)
+    week.at(0, 0)
+    week.discuss(new=len(MHA.questions))                  # every mha-screen card is the user's now
+    reviews = len(week.store.reviews())
+    week.at(1, 0)
+    hang = tmp_path / "hangs.py"
+    shutil.copy(CORPUS / "mha" / "infinite_loop.py", hang)
+    hung = grading.grade(hang, grading.Options(seed=11, timeout=1))
+    assert not hung.passed and hung.diagnosis == []
+    assert any(r.status == "error" and "did not return" in r.message for r in hung.results)
+    assert week.check(hung) == [[]]
+    week.store.close()
+    broken = tmp_path / "broken.py"
+    shutil.copy(CORPUS / "mha" / "syntax_error.py", broken)
+    proc = attn_kit("check", broken, env={"ATTN_KIT_NOW": iso(START + timedelta(days=1, hours=1))})
+    assert proc.returncode != 0 and "SyntaxError" in proc.stdout + proc.stderr
+    store = open_store()
+    assert len(store.reviews()) == reviews and len(store.checks()) == 1     # only the hung run's record
+    # the rule can fail: a diagnosed bug on the same reviewed cards does rate
+    week.store = store
+    week.at(1, 2)
+    attempt = grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=11))
+    assert week.check(attempt) != [[]]
+    store.close()
