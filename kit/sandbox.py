@@ -1098,6 +1098,12 @@ class Sandbox:
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
+        if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
+            # a measured call that returned without stopping before and after it: the kernel's
+            # reading of its memory is missing, and only the candidate's process could have skipped it
+            self._drop_worker()
+            return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the measured call skipped the kit's "
+                           "memory reading); the process was stopped", seconds=seconds)
         if reply is None:
             if self.memory_note:
                 status, detail = CallStatus.MEMORY, self.memory_note

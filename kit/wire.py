@@ -327,8 +327,10 @@ def _nd(v, blobs, cursor):
             raise WireError("its reply was malformed (array dtype)") from None
         _want(dt.kind in "biufc" and not dt.hasobject, "array dtype")
         _DTYPES[dtype] = dt
-    _want(type(shape) is list and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape),
-          "array shape")
+    # each dimension below 2**40 and their product within NumPy's index range, zero-size arrays
+    # included (NumPy rejects a shape whose nonzero dimensions overflow even when one is 0)
+    _want(type(shape) is list and len(shape) <= 32 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
+          and math.prod(n for n in shape if n) < 2**62, "array shape")
     start = cursor[0]
     _want(type(offset) is int and offset == start - cursor[1], "array offset")
     count = math.prod(shape)
