@@ -230,8 +230,10 @@ def memory_stays_within_bound(ctx):
     """At T = 2048, window = 32 the peak memory allocated during the call stays within 64·B·H·T·(window + d) bytes.
 
     Measured in your process with tracemalloc (NumPy reports its arrays to it), from the start of
-    the call: inputs do not count, your output does. Building the B×H×T×T scores fails even when the
-    values are right: a window exists so that cost grows with T·window, not T².
+    the call: inputs do not count, your output does. On Linux the kit also reads the process's
+    peak resident memory from the kernel, so a file that silences tracemalloc is still measured.
+    Building the B×H×T×T scores fails even when the values are right: a window exists so that cost
+    grows with T·window, not T².
     """
     B, H, T, d, window = (MEMORY[n] for n in ("B", "H", "T", "d", "window"))
     q, k, v = qkv(ctx.rng, B, H, T, d)
@@ -242,6 +244,9 @@ def memory_stays_within_bound(ctx):
         raise CallFailed(ctx.calls[-1])
     real = ctx.last_call
     peak = int(outcome.extra.get("peak_bytes", 0))
+    kernel = int(outcome.extra.get("kernel_peak_bytes", 0))   # measured by the kit from /proc (VmHWM)
+    if kernel > naive > peak:        # tracemalloc, read inside the candidate's process, under-reports
+        peak = kernel
     over = peak > bound
     ctx.record_for_diagnosis(FN, (q, k, v, window), {},
                              Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
