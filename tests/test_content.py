@@ -165,9 +165,9 @@ def test_every_dimension_has_four_anchors(exercise):
     assert scoring_problems(exercise) == []
 
 
-@pytest.mark.parametrize("exercise_id", LADDERED)
-def test_checkpoints_seniority_and_followup_answers(exercise_id):
-    exercise = catalog.exercise(exercise_id)
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_checkpoints_seniority_and_followup_answers(exercise):
+    """Every exercise, not only the laddered six: each follow-up carries its expected answer."""
     assert screen_problems(exercise) == [] and followup_problems(exercise) == []
     assert content_problems(exercise) == []
 
