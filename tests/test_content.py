@@ -67,10 +67,11 @@ def question_problems(exercise: catalog.Exercise) -> list[str]:
 def hint_problems(exercise: catalog.Exercise) -> list[str]:
     """The ladder climbs from a nudge to near-code.
 
-    Level 1 never contains code. When the hints declare steps (question, concept, code): every
+    Level 1 never contains code, and every hint names the scored dimension (DIMENSIONS) that using it
+    caps at 3. When the hints declare steps (question, concept, code): every
     question comes before every concept and every concept before every near-code hint, so "gentlest
     first" holds for the whole ladder; no question contains code; each topic (title) has the three
-    steps in order with one concept and one dimension; and the dimension is a scored one.
+    steps in order with one concept and one dimension.
     """
     hints = exercise.hints
     if not hints:
@@ -79,6 +80,9 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
     first = looks_like_code(hints[0].text)
     if first:
         problems.append(f"{exercise.id}: hint 1 contains code ({first!r})")
+    for level, hint in enumerate(hints, 1):
+        if hint.dimension not in DIMENSIONS:
+            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
     if not any(h.step for h in hints):
         return problems
     ranks = []
@@ -87,8 +91,6 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
             problems.append(f"{exercise.id}: hint {level} has step '{hint.step}' (one of {HINT_STEPS})")
             continue
         ranks.append(HINT_STEPS.index(hint.step))
-        if hint.dimension not in DIMENSIONS:
-            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
         if hint.step == "question":
             code = looks_like_code(hint.text)
             if code:
@@ -179,6 +181,15 @@ def test_the_six_ladders_declare_steps_and_dimensions(exercise_id):
     assert hints[0].step == "question"
 
 
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_every_hint_caps_a_scored_dimension(exercise):
+    """All ten exercises, not only the laddered six: a used hint caps the dimension it names (mock.py),
+    so each one names a scored dimension rather than falling back to correctness."""
+    assert all(h.dimension in DIMENSIONS for h in exercise.hints)
+    assert mock.hint_caps(exercise, range(1, len(exercise.hints) + 1)) == {
+        d: [n for n, h in enumerate(exercise.hints, 1) if h.dimension == d] for d in dict.fromkeys(h.dimension for h in exercise.hints)}
+
+
 def test_the_invariants_can_fail():
     """Each invariant names a broken exercise: code at level 1, a ladder out of order, a missing
     anchor, no required key point, a follow-up without its answer."""
@@ -193,6 +204,8 @@ def test_the_invariants_can_fail():
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
     assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
+    no_cap = dataclasses.replace(good, hints=good.hints[:1] + (dataclasses.replace(good.hints[1], dimension=""),))
+    assert any("hint 2 caps dimension ''" in p for p in hint_problems(no_cap))
     q = dataclasses.replace(good.questions[0], required=())
     assert any("required" in p for p in question_problems(dataclasses.replace(good, questions=(q,))))
     f = dataclasses.replace(good.followups[0], answer="")
