@@ -22,6 +22,7 @@ import pytest
 
 from attn_kit import catalog, mock
 from attn_kit.catalog import DIMENSIONS, HINT_STEPS
+from attn_kit.devcheck import looks_like_code, question_rule_problems
 
 EXERCISES = list(catalog.exercises().values())
 # the six exercises whose ladders follow the question -> concept -> near-code form
@@ -30,38 +31,10 @@ LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention",
 
 # --- invariants (plain functions: exercise -> list of problems) ---------------------------------
 
-CODE_PATTERNS = (
-    re.compile(r"`"),                                  # inline code or a fence
-    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
-    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
-    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
-    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
-    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
-    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
-    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
-)
-
-
-def looks_like_code(text: str) -> str:
-    """The first code-like fragment in `text`, or '' when it reads as plain prose."""
-    for pattern in CODE_PATTERNS:
-        found = pattern.search(text)
-        if found:
-            return found.group(0)
-    return ""
-
-
 def question_problems(exercise: catalog.Exercise) -> list[str]:
-    """Every discussion question has at least two key points, one or two of them required."""
-    problems = []
-    for q in exercise.questions:
-        if len(q.key_points) < 2 or not all(p.strip() for p in q.key_points):
-            problems.append(f"{exercise.id}: question '{q.id}' needs at least two non-empty key points")
-        if not 1 <= len(q.required) <= 2:
-            problems.append(f"{exercise.id}: question '{q.id}' marks {len(q.required)} key points required (1 or 2)")
-        if len(set(q.required)) != len(q.required) or not all(0 <= i < len(q.key_points) for i in q.required):
-            problems.append(f"{exercise.id}: question '{q.id}' has required indexes {q.required} outside its key points")
-    return problems
+    """Every discussion question has at least two key points, one or two of them required (the rule
+    `attn-kit dev check` enforces too)."""
+    return [f"{exercise.id}: {m}" for q in exercise.questions for m in question_rule_problems(q)]
 
 
 def hint_problems(exercise: catalog.Exercise) -> list[str]:
