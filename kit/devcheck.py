@@ -202,21 +202,69 @@ def exercise_code_fields(content: Content) -> Iterable[Problem]:
 
 @validator
 def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
-    """Question ids are unique, `required` names existing key points, the rubric has four anchors
-    per known dimension."""
+    """Question ids are unique and the rubric has four anchors per known dimension (`required` is
+    checked with the other question rules below)."""
     for exercise in content.exercises.values():
         where = content.relative(exercise.path)
         ids = [q.id for q in exercise.questions]
         for dup in sorted({i for i in ids if ids.count(i) > 1}):
             yield Problem(where, f"question id '{dup}' is used twice")
-        for q in exercise.questions:
-            if any(not 0 <= i < len(q.key_points) for i in q.required):
-                yield Problem(where, f"question '{q.id}': required = {list(q.required)} names a key point it lacks")
         for d in exercise.scoring:
             if d.dimension not in catalog.DIMENSIONS:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
             if len(d.anchors) != 4:
                 yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+
+
+# What a gentle first hint must not contain: each pattern is one way code shows up in prose.
+CODE_PATTERNS = (
+    re.compile(r"`"),                                  # inline code or a fence
+    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
+    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
+    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
+    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
+    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
+    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
+    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
+)
+
+
+def looks_like_code(text: str) -> str:
+    """The first code-like fragment in `text`, or '' when it reads as plain prose."""
+    for pattern in CODE_PATTERNS:
+        found = pattern.search(text)
+        if found:
+            return found.group(0)
+    return ""
+
+
+def question_rule_problems(question: catalog.Question) -> list[str]:
+    """A discussion question has at least two non-empty key points, one or two of them required
+    (distinct indexes of existing key points)."""
+    problems = []
+    q = question
+    if len(q.key_points) < 2 or not all(p.strip() for p in q.key_points):
+        problems.append(f"question '{q.id}' needs at least two non-empty key points")
+    if not 1 <= len(q.required) <= 2:
+        problems.append(f"question '{q.id}' marks {len(q.required)} key points required (1 or 2)")
+    if len(set(q.required)) != len(q.required) or not all(0 <= i < len(q.key_points) for i in q.required):
+        problems.append(f"question '{q.id}' has required indexes {list(q.required)} outside its key points")
+    return problems
+
+
+@validator
+def questions_require_key_points_and_hints_start_gentle(content: Content) -> Iterable[Problem]:
+    """Every question marks one or two of its key points required, and level 1 of every hint ladder
+    contains no code (`attn-kit hint` promises gentlest first)."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for q in exercise.questions:
+            for message in question_rule_problems(q):
+                yield Problem(where, message)
+        code = looks_like_code(exercise.hints[0].text) if exercise.hints else ""
+        if code:
+            yield Problem(where, f"hint 1 ('{exercise.hints[0].title}') contains code ({code!r}): level 1 "
+                                 "nudges in prose, code belongs to later hints")
 
 
 @validator

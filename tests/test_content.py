@@ -22,6 +22,7 @@ import pytest
 
 from attn_kit import catalog, mock
 from attn_kit.catalog import DIMENSIONS, HINT_STEPS
+from attn_kit.devcheck import looks_like_code, question_rule_problems
 
 EXERCISES = list(catalog.exercises().values())
 # the six exercises whose ladders follow the question -> concept -> near-code form
@@ -30,47 +31,20 @@ LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention",
 
 # --- invariants (plain functions: exercise -> list of problems) ---------------------------------
 
-CODE_PATTERNS = (
-    re.compile(r"`"),                                  # inline code or a fence
-    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
-    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
-    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
-    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
-    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
-    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
-    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
-)
-
-
-def looks_like_code(text: str) -> str:
-    """The first code-like fragment in `text`, or '' when it reads as plain prose."""
-    for pattern in CODE_PATTERNS:
-        found = pattern.search(text)
-        if found:
-            return found.group(0)
-    return ""
-
-
 def question_problems(exercise: catalog.Exercise) -> list[str]:
-    """Every discussion question has at least two key points, one or two of them required."""
-    problems = []
-    for q in exercise.questions:
-        if len(q.key_points) < 2 or not all(p.strip() for p in q.key_points):
-            problems.append(f"{exercise.id}: question '{q.id}' needs at least two non-empty key points")
-        if not 1 <= len(q.required) <= 2:
-            problems.append(f"{exercise.id}: question '{q.id}' marks {len(q.required)} key points required (1 or 2)")
-        if len(set(q.required)) != len(q.required) or not all(0 <= i < len(q.key_points) for i in q.required):
-            problems.append(f"{exercise.id}: question '{q.id}' has required indexes {q.required} outside its key points")
-    return problems
+    """Every discussion question has at least two key points, one or two of them required (the rule
+    `attn-kit dev check` enforces too)."""
+    return [f"{exercise.id}: {m}" for q in exercise.questions for m in question_rule_problems(q)]
 
 
 def hint_problems(exercise: catalog.Exercise) -> list[str]:
     """The ladder climbs from a nudge to near-code.
 
-    Level 1 never contains code. When the hints declare steps (question, concept, code): every
+    Level 1 never contains code, and every hint names the scored dimension (DIMENSIONS) that using it
+    caps at 3. When the hints declare steps (question, concept, code): every
     question comes before every concept and every concept before every near-code hint, so "gentlest
     first" holds for the whole ladder; no question contains code; each topic (title) has the three
-    steps in order with one concept and one dimension; and the dimension is a scored one.
+    steps in order with one concept and one dimension.
     """
     hints = exercise.hints
     if not hints:
@@ -79,6 +53,9 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
     first = looks_like_code(hints[0].text)
     if first:
         problems.append(f"{exercise.id}: hint 1 contains code ({first!r})")
+    for level, hint in enumerate(hints, 1):
+        if hint.dimension not in DIMENSIONS:
+            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
     if not any(h.step for h in hints):
         return problems
     ranks = []
@@ -87,8 +64,6 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
             problems.append(f"{exercise.id}: hint {level} has step '{hint.step}' (one of {HINT_STEPS})")
             continue
         ranks.append(HINT_STEPS.index(hint.step))
-        if hint.dimension not in DIMENSIONS:
-            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
         if hint.step == "question":
             code = looks_like_code(hint.text)
             if code:
@@ -165,9 +140,9 @@ def test_every_dimension_has_four_anchors(exercise):
     assert scoring_problems(exercise) == []
 
 
-@pytest.mark.parametrize("exercise_id", LADDERED)
-def test_checkpoints_seniority_and_followup_answers(exercise_id):
-    exercise = catalog.exercise(exercise_id)
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_checkpoints_seniority_and_followup_answers(exercise):
+    """Every exercise, not only the laddered six: each follow-up carries its expected answer."""
     assert screen_problems(exercise) == [] and followup_problems(exercise) == []
     assert content_problems(exercise) == []
 
@@ -177,6 +152,15 @@ def test_the_six_ladders_declare_steps_and_dimensions(exercise_id):
     hints = catalog.exercise(exercise_id).hints
     assert all(h.step for h in hints) and all(h.dimension for h in hints)
     assert hints[0].step == "question"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_every_hint_caps_a_scored_dimension(exercise):
+    """All ten exercises, not only the laddered six: a used hint caps the dimension it names (mock.py),
+    so each one names a scored dimension rather than falling back to correctness."""
+    assert all(h.dimension in DIMENSIONS for h in exercise.hints)
+    assert mock.hint_caps(exercise, range(1, len(exercise.hints) + 1)) == {
+        d: [n for n, h in enumerate(exercise.hints, 1) if h.dimension == d] for d in dict.fromkeys(h.dimension for h in exercise.hints)}
 
 
 def test_the_invariants_can_fail():
@@ -193,6 +177,8 @@ def test_the_invariants_can_fail():
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
     assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
+    no_cap = dataclasses.replace(good, hints=good.hints[:1] + (dataclasses.replace(good.hints[1], dimension=""),))
+    assert any("hint 2 caps dimension ''" in p for p in hint_problems(no_cap))
     q = dataclasses.replace(good.questions[0], required=())
     assert any("required" in p for p in question_problems(dataclasses.replace(good, questions=(q,))))
     f = dataclasses.replace(good.followups[0], answer="")
@@ -773,3 +759,250 @@ def test_claims_the_reworked_hints_make():
     assert np.ptp(twice) < np.ptp(once)                                 # flatter scores, flatter weights
     hints = " ".join(h.text for h in catalog.exercise("mha-screen").hints)
     assert "`~1` is -2 and `~0` is -1" in hints and "hd×T×H×B" in hints and "weak fill such as -10" in hints
+
+
+# --- corrected claims stay corrected ----------------------------------------------------------------
+#
+# Claims that were once wrong in prompts/ and were corrected. Each check is a plain function over the
+# text (text -> list of problems) that recomputes what it can with NumPy, so a test can feed it the
+# old wording and see it fail (test_the_corrected_claims_can_fail).
+
+def every_text(exercise: catalog.Exercise) -> str:
+    """Everything an exercise says, as one string: statement, hints, questions, follow-ups, rubric."""
+    parts = [exercise.statement] + [h.text for h in exercise.hints]
+    parts += [p for q in exercise.questions for p in (q.prompt, *q.key_points)]
+    parts += [p for f in exercise.followups for p in (f.prompt, f.answer)]
+    parts += [a for d in exercise.scoring for a in d.anchors]
+    parts += [c.expect for c in exercise.checkpoints] + [s.expect for s in exercise.seniority]
+    return "\n".join(parts)
+
+
+def split_heads(a, H, how):
+    """B×T×D -> B×H×T×hd: "correct" (reshape, then swap T and H), "bare" (reshape straight to
+    B×H×T×hd) or "interleaved" (head h takes columns h, h+H, h+2H, …)."""
+    B, T, D = a.shape
+    hd = D // H
+    if how == "correct":
+        return a.reshape(B, T, H, hd).transpose(0, 2, 1, 3)
+    if how == "bare":
+        return a.reshape(B, H, T, hd)
+    return a.reshape(B, T, hd, H).transpose(0, 3, 1, 2)
+
+
+def reshape_claim_problems(symptom: str, test_idea: str) -> list[str]:
+    """reshape-without-transpose: the bare reshape is wrong exactly when T ≥ 2 and H ≥ 2, T = H
+    included; the text says so and no longer asks for T ≠ H."""
+    problems = []
+    for T in range(1, 6):
+        for H in range(1, 6):
+            a = np.arange(2 * T * H * 3, dtype=float).reshape(2, T, H * 3)    # hd = 3, every number distinct
+            wrong = not np.array_equal(split_heads(a, H, "bare"), split_heads(a, H, "correct"))
+            if wrong != (T >= 2 and H >= 2):
+                problems.append(f"bare reshape at T={T}, H={H}: wrong={wrong}")
+    for name, text in (("symptom", symptom), ("test idea", test_idea)):
+        stated = re.search(r"T ≥ (\d+) and H ≥ (\d+)", text)
+        if not stated or (int(stated.group(1)), int(stated.group(2))) != (2, 2):
+            problems.append(f"the {name} does not say the bare reshape is wrong whenever T ≥ 2 and H ≥ 2")
+        if re.search(r"T\s*(≠|!=)\s*H", text):
+            problems.append(f"the {name} still asks for T ≠ H, but T = H is just as wrong")
+    if "T = H is just as wrong" not in test_idea:
+        problems.append("the test idea no longer says T = H is just as wrong")
+    return problems
+
+
+def head_weights(x, H, how):
+    """Per-head attention weights with identity projections (B×H×T×T), heads split by `how`."""
+    q = split_heads(x, H, how)
+    return masked_softmax(q @ q.swapaxes(-1, -2) / math.sqrt(x.shape[-1] // H), np.ones((1, 1) + (x.shape[1],) * 2, bool))
+
+
+def interleaved_claim_problems(test_idea: str) -> list[str]:
+    """heads-interleaved: with D = 4, H = 2 and identity weights, changing feature 1 of one token
+    changes head 0's weights (columns 0-1) and not head 1's under contiguous heads; the interleaved
+    split moves the change to head 1, so the stated test catches it."""
+    D, H = (int(n) for n in re.search(r"D = (\d+), H = (\d+)", test_idea).groups())
+    feature = int(re.search(r"change only feature (\d+)", test_idea).group(1))
+    claim = re.search(r"head (\d+) \(columns (\d+)-(\d+)\) must see the change and head (\d+) "
+                      r"\(columns (\d+)-(\d+)\) must not, so head (\d+)'s weights stay the same", test_idea)
+    if not claim:
+        return ["the heads-interleaved test idea no longer states which head sees the change"]
+    sees, s0, s1, blind, b0, b1, same = (int(n) for n in claim.groups())
+    problems = []
+    hd = D // H
+    if (s0, s1) != (sees * hd, (sees + 1) * hd - 1) or (b0, b1) != (blind * hd, (blind + 1) * hd - 1):
+        problems.append(f"columns {s0}-{s1} / {b0}-{b1} are not heads {sees} / {blind}'s contiguous blocks")
+    if same != blind:
+        problems.append(f"the head whose weights stay the same ({same}) is not the one that must not see ({blind})")
+    x = np.random.default_rng(0).normal(size=(1, 3, D))
+    changed = x.copy()
+    changed[0, 1, feature] += 1.0                                     # one token, one feature
+    for how, want in (("correct", {sees}), ("interleaved", None)):
+        moved = {h for h in range(H) if not np.allclose(head_weights(x, H, how)[0, h], head_weights(changed, H, how)[0, h])}
+        if want is not None and moved != want:
+            problems.append(f"contiguous heads: changing feature {feature} changes heads {sorted(moved)}, not {sorted(want)}")
+        if want is None and moved == {sees}:
+            problems.append(f"interleaved heads pass the stated test (heads {sorted(moved)} change)")
+    return problems
+
+
+def bias_scaled_claim_problems(test_idea: str) -> list[str]:
+    """bias-scaled: with w_q = 0 every score is 0 before the bias, so the weights are softmax(bias)
+    over the allowed keys; a bias divided by sqrt(D) as well gives a flatter softmax, and differs
+    only from the stated smallest D on (sqrt(1) = 1 hides the bug)."""
+    if "w_q = 0 (every score is 0 before the bias)" not in test_idea:
+        return ["the bias-scaled test idea no longer starts from w_q = 0"]
+    least = int(re.search(r"D ≥ (\d+)", test_idea).group(1))
+    rng = np.random.default_rng(0)
+    problems = []
+    Q, K, C = 2, 4, 5
+    allowed = np.array([[True, True, True, False], [True, False, True, True]])
+    bias = rng.normal(size=(Q, K)) * 2
+    for D in range(1, 5):
+        query, context = rng.normal(size=(Q, C)), rng.normal(size=(K, C))
+        q, k = query @ np.zeros((C, D)), context @ rng.normal(size=(C, D))
+        scores = q @ k.T / math.sqrt(D)
+        if np.any(scores != 0):
+            problems.append(f"D={D}: w_q = 0 leaves nonzero scores")
+        right = masked_softmax(scores + bias, allowed)
+        scaled = masked_softmax((q @ k.T + bias) / math.sqrt(D), allowed)
+        if not np.allclose(right, masked_softmax(bias, allowed), atol=1e-15):
+            problems.append(f"D={D}: the weights are not softmax(bias) over the allowed keys")
+        differs = not np.allclose(scaled, right, atol=1e-12)
+        if differs != (D >= least):
+            problems.append(f"D={D}: the scaled bias {'differs' if differs else 'does not differ'} (text: D ≥ {least})")
+        if differs and not np.all(scaled.max(-1) < right.max(-1)):
+            problems.append(f"D={D}: the scaled bias does not give a flatter softmax")
+    return problems
+
+
+DECODE_COST = {   # where each exercise states the per-step decode cost, and the phrase
+    "mha-screen": "costs O(D² + t·D) per layer instead of recomputing the whole sequence",
+    "kv-cache": "scores it against t cached keys (O(t·D)): O(D² + t·D) per layer",
+    "tiled-softmax": "one query row per step against the cached keys: O(D² + t·D) per layer",
+}
+STALE = (   # old wrong wording (git log -p -- prompts/), each a regex that must not come back
+    r"costs? O\([tT]·D\)",                   # the per-step decode cost without the D² projections
+    r"per-step cost O\(t·D\)",
+    r"(?<!forward )FLOPs do not change",     # tiling keeps the forward FLOPs, the backward recomputes
+    r"T\s*≠\s*H",                            # the bare reshape is wrong at T = H too
+)
+
+
+def wording_problems(texts: dict[str, str]) -> list[str]:
+    """The decode cost O(D² + t·D) per layer, "only tiling removes the T×T buffer" (a KV cache does
+    not), and the tiled backward recomputing S and P: more FLOPs, far fewer bytes moved. `texts`
+    maps an exercise id (and "bugs") to everything it says."""
+    flat = {k: " ".join(v.split()) for k, v in texts.items()}
+    problems = [f"{k}: no longer says '{phrase}'" for k, phrase in DECODE_COST.items() if phrase not in flat[k]]
+    if "says only tiling removes the T×T buffer" not in flat["mha-screen"]:
+        problems.append("mha-screen: the rubric no longer says only tiling removes the T×T buffer")
+    if "only tiling (flash-style, an online softmax over key blocks) removes the T×T buffer; a KV cache does not" \
+            not in flat["mha-screen"]:
+        problems.append("mha-screen: the cost question no longer says a KV cache does not remove the T×T buffer")
+    if ("the backward pass recomputes the scores and weights from q, k, v and one logsumexp per query: "
+            "more FLOPs, far fewer bytes moved") not in flat["tiled-softmax"]:
+        problems.append("tiled-softmax: the backward no longer recomputes S and P with more FLOPs, fewer bytes")
+    for key, text in flat.items():
+        for stale in STALE:
+            found = re.search(stale, text)
+            if found:
+                problems.append(f"{key}: the old wording {found.group(0)!r} is back")
+    return problems
+
+
+def convention_problems(exercise: catalog.Exercise) -> list[str]:
+    """A statement that has a rule for queries with no allowed key calls it this exercise's convention."""
+    text = " ".join(exercise.statement.split())
+    if re.search(r"no allowed (key|position)", text) and "this exercise's convention" not in text:
+        return [f"{exercise.id}: its rule for fully blocked queries is not named this exercise's convention"]
+    return []
+
+
+def current_texts() -> dict[str, str]:
+    texts = {e.id: every_text(e) for e in EXERCISES}
+    texts["bugs"] = "\n".join(" ".join((b.symptom, b.fix, b.test_idea)) for b in catalog.bugs().values())
+    return texts
+
+
+@pytest.mark.parametrize(("T", "H"), [(2, 2), (3, 3), (4, 2), (2, 4), (1, 3), (3, 1), (1, 1)])
+def test_bare_reshape_mixes_heads_whenever_t_and_h_are_at_least_two(T, H):
+    a = np.random.default_rng(T * 10 + H).normal(size=(2, T, H * 2))
+    same = np.array_equal(split_heads(a, H, "bare"), split_heads(a, H, "correct"))
+    assert same == (T == 1 or H == 1)
+
+
+def test_reshape_without_transpose_claim():
+    bug = catalog.bugs()["reshape-without-transpose"]
+    assert reshape_claim_problems(bug.symptom, bug.test_idea) == []
+
+
+def test_heads_interleaved_example():
+    assert interleaved_claim_problems(catalog.bugs()["heads-interleaved"].test_idea) == []
+
+
+def test_bias_scaled_needs_d_at_least_two():
+    assert bias_scaled_claim_problems(catalog.bugs()["bias-scaled"].test_idea) == []
+
+
+def test_decode_cost_and_memory_wording():
+    assert wording_problems(current_texts()) == []
+
+
+def test_decode_cost_counts():
+    """The O(D² + t·D) per step, counted: with a cache one step projects one token (4·D² multiply-adds
+    for q, k, v and the output) and scores it against t keys (2·t·D); recomputing the sequence costs
+    t·4·D² + 2·t²·D. The tiled backward reads T logsumexps instead of the T×S weights, for 2·T·S·d more
+    multiply-adds (recomputing q·kᵀ)."""
+    for D in (64, 512, 4096):
+        for t in (1, 100, 10_000):
+            cached, recompute = 4 * D * D + 2 * t * D, t * 4 * D * D + 2 * t * t * D
+            assert 2 <= cached / (D * D + t * D) <= 4 and 2 <= recompute / (t * D * D + t * t * D) <= 4
+            assert recompute == t * cached
+    T = S = 4096
+    d = 64
+    saved_p, saved_lse = T * S, T                      # numbers the backward reads back
+    assert saved_p / saved_lse == S and 2 * T * S * d > 0
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_a_fully_blocked_query_rule_is_this_exercises_convention(exercise):
+    assert convention_problems(exercise) == []
+
+
+def test_every_blocked_row_rule_is_named_where_expected():
+    named = {e.id for e in EXERCISES if "this exercise's convention" in " ".join(e.statement.split())}
+    assert named == {"mha-screen", "gqa", "cross-attention", "mha-masked-bias", "rope", "tiled-softmax",
+                     "attention-backward"}
+
+
+def test_the_corrected_claims_can_fail():
+    """Each check above, fed the old or a deliberately wrong wording, reports it."""
+    import dataclasses
+    bug = catalog.bugs()["reshape-without-transpose"]
+    old_idea = "With T ≠ H, check that head h of token t equals the projected columns h*hd:(h+1)*hd of token t."
+    assert any("T ≠ H" in p for p in reshape_claim_problems(bug.symptom, old_idea))
+    assert reshape_claim_problems(bug.symptom.replace("T ≥ 2 and H ≥ 2", "T ≥ 3 and H ≥ 2"), bug.test_idea)
+    idea = catalog.bugs()["heads-interleaved"].test_idea
+    swapped = idea.replace("head 0 (columns 0-1)", "head X").replace("head 1 (columns 2-3)", "head 0 (columns 0-1)")
+    assert interleaved_claim_problems(swapped.replace("head X", "head 1 (columns 2-3)"))
+    assert interleaved_claim_problems(idea.replace("feature 1", "feature 2"))
+    idea = catalog.bugs()["bias-scaled"].test_idea
+    assert any("D=1" in p for p in bias_scaled_claim_problems(idea.replace("D ≥ 2", "D ≥ 1")))
+    assert any("D=2" in p for p in bias_scaled_claim_problems(idea.replace("D ≥ 2", "D ≥ 3")))
+    texts = current_texts()
+    old = {   # the wording before the corrections, from git log -p -- prompts/
+        "mha-screen": texts["mha-screen"].replace(
+            "costs O(D² + t·D) per layer instead of recomputing the whole sequence",
+            "costs O(T·D) instead of recomputing everything"),
+        "kv-cache": texts["kv-cache"] + "\nCan state the cache size 2·B·t·D per layer and the per-step cost O(t·D)",
+        "tiled-softmax": texts["tiled-softmax"].replace("more FLOPs, far fewer bytes moved", "fewer bytes")
+        + "\nStates the memory O(T·(block_size + dv)) and that the FLOPs do not change",
+        "bugs": old_idea,
+    }
+    found = wording_problems({**texts, **old})
+    for phrase in ("mha-screen: no longer says", "'costs O(T·D)' is back", "'per-step cost O(t·D)' is back",
+                   "tiled-softmax: the backward no longer", "'FLOPs do not change' is back", "'T ≠ H' is back"):
+        assert any(phrase in p for p in found), phrase
+    mha = catalog.exercise("mha-screen")
+    unnamed = dataclasses.replace(mha, statement=mha.statement.replace("**this exercise's convention**", "the rule"))
+    assert convention_problems(unnamed)

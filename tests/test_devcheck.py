@@ -141,3 +141,20 @@ def test_unmarked_changes_finds_the_changed_lines():
     assert devcheck.unmarked_changes(marked.replace('"""Reference."""', '"""Known bug."""'), reference, "no-sqrt") == []
     stray = marked.replace("return 1", "return 2")
     assert devcheck.unmarked_changes(stray, reference, "no-sqrt") == [28]
+
+
+def test_questions_without_required_key_points_and_code_at_hint_one_fail(copy):
+    """The rules test_content.py checks on the bundled content, enforced by `dev check` on any copy:
+    one or two required key points per question, and no code at level 1 of a hint ladder."""
+    gqa = copy.prompts / "exercises" / "gqa.toml"
+    edit(gqa, "required = [0, 1]\n", "required = []\n")
+    edit(gqa, "required = [2]\n", "required = [0, 1, 2]\n")
+    text = gqa.read_text(encoding="utf-8")
+    first_hint = text.index('title = "Count the widths"')
+    at = text.index("text = '''\n", first_hint) + len("text = '''\n")
+    gqa.write_text(text[:at] + "Start from `hd = D // num_heads`.\n" + text[at:], encoding="utf-8")
+    found = problems(copy)
+    assert_found(found, "prompts/exercises/gqa.toml", r"question 'gqa-cache-saving' marks 0 key points required \(1 or 2\)")
+    assert_found(found, "prompts/exercises/gqa.toml", r"question 'mqa-vs-gqa' marks 3 key points required \(1 or 2\)")
+    assert_found(found, "prompts/exercises/gqa.toml", r"hint 1 \('Count the widths'\) contains code \('`'\)")
+    assert len(found) == 3, found
