@@ -195,13 +195,17 @@ def _read_only(paths: list[str]) -> bool:
 
 def _private_proc() -> bool:
     """In nsinit (process 1 of a new PID namespace): a /proc that shows only that namespace, so
-    the candidate's code cannot even see the kit's processes."""
+    the candidate's code cannot even see the kit's processes, and an empty read-only /dev/pts, so
+    it cannot open the user's terminals by path (/dev/pts/N: print a forged line, read keys)."""
     try:
         libc = _libc()
         if libc.unshare(CLONE_NEWNS) != 0:
             return False
         libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
-        return libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+        done = libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+        if os.path.isdir("/dev/pts"):
+            libc.mount(b"tmpfs", b"/dev/pts", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k")
+        return done
     except (OSError, AttributeError):
         return False
 

@@ -127,12 +127,16 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
 @pytest.fixture(scope="session")
 def hostile_runs():
     root = Path(tempfile.mkdtemp(prefix="attn-kit-hostile-"))
+    # a terminal of this user's, open while the cases run, for opens_user_terminals to find
+    terminal = os.openpty() if hasattr(os, "openpty") else ()
     order = sorted(OUTCOMES, key=lambda n: -OUTCOMES[n].get("seconds", 20) - ("signal" in OUTCOMES[n]) * 10)
     try:
         with ThreadPoolExecutor(THREADS) as pool:
             futures = {name: pool.submit(_run_case, name, OUTCOMES[name], root) for name in order}
             yield {name: future.result() for name, future in futures.items()}
     finally:
+        for fd in terminal:
+            os.close(fd)
         shutil.rmtree(root, ignore_errors=True)
 
 
