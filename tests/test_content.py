@@ -1006,3 +1006,37 @@ def test_the_corrected_claims_can_fail():
     mha = catalog.exercise("mha-screen")
     unnamed = dataclasses.replace(mha, statement=mha.statement.replace("**this exercise's convention**", "the rule"))
     assert convention_problems(unnamed)
+
+
+# The smaller wording fixes of issue 15: each corrected sentence, and the old one it replaced.
+WORDING_FIXES = [   # (where, the corrected wording, the old wording from git log -p -- prompts/)
+    ("kv-cache", "Why does a single decoding step need no causal mask, and where is one still needed?",
+     "Why does a decoding step need no causal mask, and where would one still be needed?"),
+    ("mha-screen", "if the entries are independent with mean 0 and variance 1, its variance is hd",
+     "with unit-variance entries its variance grows like hd"),
+    ("mha-screen", "a non-contiguous input is copied first, but the order is the same", None),
+    ("kv-cache", "they reduce fragmentation and over-reservation, not the size of what is stored", None),
+]
+
+
+def wording_fix_problems(texts: dict[str, str], softmax_axis_concept: str) -> list[str]:
+    flat = {k: " ".join(v.split()) for k, v in texts.items()}
+    problems = [f"{where}: no longer says '{new}'" for where, new, _ in WORDING_FIXES if new not in flat[where]]
+    problems += [f"{where}: the old wording '{old}' is back" for where, _, old in WORDING_FIXES
+                 if old and old in flat[where]]
+    if softmax_axis_concept != "softmax-axis":
+        problems.append(f"softmax-wrong-axis is filed under '{softmax_axis_concept}', not softmax-axis")
+    return problems
+
+
+def test_the_smaller_wording_fixes_stay():
+    assert wording_fix_problems(current_texts(), catalog.bugs()["softmax-wrong-axis"].concept) == []
+
+
+def test_the_smaller_wording_fixes_can_fail():
+    texts = current_texts()
+    for where, new, old in WORDING_FIXES:        # each corrected sentence back to what it said before
+        texts[where] = " ".join(texts[where].split()).replace(new, old or "")
+    found = wording_fix_problems(texts, "masking")
+    assert len([p for p in found if "no longer says" in p]) == len(WORDING_FIXES)
+    assert len([p for p in found if "is back" in p]) == 2 and any("masking" in p for p in found)
