@@ -27,6 +27,8 @@ def test_quick_start_is_two_commands_that_ci_runs_verbatim():
         assert "torch" not in line, "the quick start downloads no torch"
     assert lines[1].startswith("pip install '.[dev]' && pytest")
     assert ci.index("torch==2.13.0") < ci.index(lines[0]), "CI pins the CPU torch before the quick start"
+    for step in ("attn-kit dev check", "ruff check .", "mypy", "lint-imports"):
+        assert step in ci.split(lines[1], 1)[1], f"CI runs `{step}` after the tests"
 
 
 def test_readme_lists_every_exercise_and_command():
