@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.harness import measure
 from attn_kit.registry import CallFailed, CheckFailed, Suite
-from attn_kit.values import Outcome
+
+from .verdicts import peak_over, peak_verdict
 
 SUITE = Suite("sliding-window")
 check = SUITE.check
@@ -52,9 +52,8 @@ def replay_peak_over_bound(module, q, k, v, window) -> list[float]:
     on these inputs, allocates more than memory_bound at its peak, else [0.0]: the memory check's
     verdict, replayed by the diagnosis on the kit's implementations (their values cannot tell a
     banded one from one that builds the T×T scores)."""
-    _, extra = measure(module.sliding_window_attention, q, k, v, window)
     B, H, T, d = np.shape(q)
-    return [1.0 if extra["peak_bytes"] > memory_bound(B, H, T, window, d) else 0.0]
+    return peak_over(memory_bound(B, H, T, window, d), module.sliding_window_attention, q, k, v, window)
 
 
 def qkv(rng, B, H, T, d, scale=1.0):
@@ -242,20 +241,11 @@ def memory_stays_within_bound(ctx):
     outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet")
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])
-    real = ctx.last_call
-    peak = int(outcome.extra.get("peak_bytes", 0))
-    kernel = int(outcome.extra.get("kernel_peak_bytes", 0))   # measured by the kit from /proc (VmHWM)
-    if kernel > naive > peak:        # tracemalloc, read inside the candidate's process, under-reports
-        peak = kernel
-    over = peak > bound
-    ctx.record_for_diagnosis(FN, (q, k, v, window), {},
-                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
-                                     output=real.outcome.output, seconds=real.outcome.seconds),
-                             replay=replay_peak_over_bound, instead_of=(real,))
+    peak, over, seconds = peak_verdict(ctx, (q, k, v, window), bound, naive, replay_peak_over_bound)
     figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·B·H·T·(window + d) = "
                f"{bound / 2**20:.2f} MiB; the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB")
     if not over:
-        ctx.note(f"memory: {figures} (the call took {real.outcome.seconds:.2f} s under tracemalloc)")
+        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
         return
     raise CheckFailed(f"at B={B}, H={H}, T={T}, d={d}, window={window}: {figures}. Something of T×T size "
                       f"is built (scores, a band mask as floats, exp of the whole matrix); score each "

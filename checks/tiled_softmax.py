@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.harness import measure
 from attn_kit.registry import CallFailed, CheckFailed, Suite
-from attn_kit.values import Outcome
 
 from .cases import qkv
+from .verdicts import peak_over, peak_verdict
 
 SUITE = Suite("tiled-softmax")
 check = SUITE.check
@@ -55,9 +54,8 @@ def replay_peak_over_bound(module, q, k, v, mask=None, block_size=64) -> list[fl
     inputs, allocates more than memory_bound at its peak, else [0.0]: the memory check's verdict,
     replayed by the diagnosis on the kit's implementations (their values cannot tell a tiled one
     from one that builds the T×S scores)."""
-    _, extra = measure(module.tiled_attention, q, k, v, mask, block_size)
     T, dv = np.shape(q)[0], np.shape(v)[1]
-    return [1.0 if extra["peak_bytes"] > memory_bound(T, block_size, dv) else 0.0]
+    return peak_over(memory_bound(T, block_size, dv), module.tiled_attention, q, k, v, mask, block_size)
 
 
 def compare_tiled(ctx, q, k, v, mask=None, block_size=None, what="output", **kw):
@@ -262,22 +260,12 @@ def memory_stays_within_bound(ctx):
     outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet")
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])      # no --repro script: its inputs would be megabytes of literals
-    real = ctx.last_call
-    peak = int(outcome.extra.get("peak_bytes", 0))
-    kernel = int(outcome.extra.get("kernel_peak_bytes", 0))   # measured by the kit from /proc (VmHWM)
-    if kernel > naive > peak:        # tracemalloc, read inside the candidate's process, under-reports
-        peak = kernel
-    over = peak > bound
-    # for the diagnosis: the verdict, as replay_peak_over_bound measures it on the kit's implementations
-    ctx.record_for_diagnosis(FN, (q, k, v, mask, block_size), {},
-                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
-                                     output=real.outcome.output, seconds=real.outcome.seconds),
-                             replay=replay_peak_over_bound, instead_of=(real,))
+    peak, over, seconds = peak_verdict(ctx, (q, k, v, mask, block_size), bound, naive, replay_peak_over_bound)
     figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
                f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
                f"float64 and {naive / 4 / 2**20:.0f} MiB in float16")
     if not over:
-        ctx.note(f"memory: {figures} (the call took {real.outcome.seconds:.2f} s under tracemalloc)")
+        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
         return
     # raised directly, not with ctx.fail: no --repro script (its inputs would be megabytes of literals)
     raise CheckFailed(f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}: {figures}. Something of "

@@ -1,11 +1,13 @@
 """Verdicts several suites share: an (out, weights) pair against the reference, the ValueError for
-widths that heads do not divide, and inputs that must come back untouched."""
+widths that heads do not divide, inputs that must come back untouched, and a measured call's peak
+memory against a bound."""
 
 from __future__ import annotations
 
 import re
 
-from attn_kit.values import CallStatus
+from attn_kit.harness import measure
+from attn_kit.values import CallStatus, Outcome
 
 
 def expect_divisibility_error(ctx, fn: str, args_for, D: int = 6, heads=(4, 0)) -> None:
@@ -63,3 +65,31 @@ def expect_causal_invariance(ctx, run, x, t: int, describe: dict, what: str = "o
                  "a query may only see keys at or before its own position, so it must not depend on any later token")
     if np.allclose(before[:, t], after[:, t]):
         ctx.fail(f"editing token {t} did not change its own {what}: a token must attend to itself")
+
+
+def peak_verdict(ctx, args: tuple, bound: int, naive: int, replay) -> tuple[int, bool, float]:
+    """The peak memory of the call just made (through the measure_quiet harness) against `bound`:
+    (peak bytes, over the bound, the call's seconds).
+
+    The peak is tracemalloc's, read in the candidate's process; where it shows less than `naive`
+    (the full score matrix) while the kernel's reading (VmHWM, taken by the kit) shows more, the
+    kernel's. For the diagnosis the call is recorded with the verdict as its value, [1.0] over or
+    [0.0], which `replay(module, *args)` computes for the kit's own implementations."""
+    real = ctx.last_call
+    peak = int(real.outcome.extra.get("peak_bytes", 0))
+    kernel = int(real.outcome.extra.get("kernel_peak_bytes", 0))
+    if kernel > naive > peak:
+        peak = kernel
+    over = peak > bound
+    ctx.record_for_diagnosis(real.fn, args, {},
+                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
+                                     output=real.outcome.output, seconds=real.outcome.seconds),
+                             replay=replay, instead_of=(real,))
+    return peak, over, real.outcome.seconds
+
+
+def peak_over(bound: int, fn, *args) -> list[float]:
+    """[1.0] when fn(*args), measured by the kit's tracemalloc harness, peaks above `bound`, else
+    [0.0]: a memory check's verdict for one of the kit's own implementations."""
+    _, extra = measure(fn, *args)
+    return [1.0 if extra["peak_bytes"] > bound else 0.0]
