@@ -58,6 +58,12 @@ def need_torch():
     return pytest.importorskip("torch", reason=TORCH_MISSING)
 
 
+def need_extra(exercise):
+    """The exercise's optional dependency (torch for mha-masked-bias), or the same clean skip as
+    need_torch, so the summary line counts it."""
+    return need_torch() if exercise.needs == "torch" else pytest.importorskip(exercise.needs)
+
+
 def _torch_skips(config) -> list:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     stats = reporter.stats if reporter else {}

@@ -23,6 +23,7 @@ from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
 
+from conftest import need_extra
 from helpers import CORPUS, attn_kit, available, check_json, corpus_data, graded, graded_exercises, graded_json
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
@@ -249,7 +250,7 @@ def test_property_checks_pass_files_that_get_their_property_right(exercise, path
     """A mask or bias mistake must not fail the checks about head split, scaling or biases whose
     cases carry no masks (and no biases): those files get those properties right."""
     if not available(exercise):
-        pytest.skip(f"{exercise.id} needs {exercise.needs}")
+        need_extra(exercise)
     report = graded(path, 1)
     assert report.exercise == exercise.id
     wrong = [(r.id, r.message) for r in report.results

@@ -24,6 +24,8 @@ from attn_kit import catalog, mock
 from attn_kit.catalog import DIMENSIONS, HINT_STEPS
 from attn_kit.devcheck import looks_like_code, question_rule_problems
 
+from conftest import need_torch
+
 EXERCISES = list(catalog.exercises().values())
 # the six exercises whose ladders follow the question -> concept -> near-code form
 LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention", "mha-masked-bias")
@@ -460,7 +462,7 @@ def test_masked_bias_worked_example_numpy():
 
 
 def test_masked_bias_worked_example_with_the_torch_reference():
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     from attn_kit.diagnose import load_module
     from attn_kit.paths import solutions_dir
     ref = load_module(solutions_dir("mha-masked-bias") / "reference_torch.py")
@@ -566,7 +568,7 @@ def test_minus_1e9_claims_depend_on_form_and_dtype():
 
 
 def test_minus_1e9_claims_in_torch():
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     s = torch.tensor([1.0, 2.0, 3.0])
     for dtype, check in ((torch.float64, lambda w: torch.allclose(w, torch.softmax(s.double(), -1))),
                          (torch.float32, lambda w: torch.allclose(w, torch.full((3,), 1 / 3))),
@@ -613,7 +615,7 @@ def test_bk_has_no_effect_and_bv_folds_into_bo():
 
 
 def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     allowed = torch.tensor([True, False])
 
     def grad(safe: bool):
@@ -632,7 +634,7 @@ def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
 
 
 def test_sdpa_conventions_quoted_in_the_content():
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     import torch.nn.functional as F
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(1, 1, 2, 4, generator=g), torch.randn(1, 1, 4, 4, generator=g)
@@ -727,7 +729,7 @@ def test_a_hint_names_the_next_step_on_its_topic():
 def test_framework_conventions_quoted_in_the_new_questions():
     """weight-layout: nn.Linear stores out × in and computes x @ weightᵀ; cross-attention-padding:
     nn.MultiheadAttention's key_padding_mask marks padding with True (those keys get weight 0)."""
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     linear = torch.nn.Linear(3, 5)
     x = torch.randn(2, 3, dtype=linear.weight.dtype)
     assert tuple(linear.weight.shape) == (5, 3)

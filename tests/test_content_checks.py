@@ -14,6 +14,7 @@ from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import reference_files, solutions_dir
 
+from conftest import need_torch
 from helpers import CORPUS, graded
 
 FLOAT16 = CORPUS / "followups" / "tiled_float16_scores.py"
@@ -59,7 +60,7 @@ def test_tiled_block_size_below_one_must_raise():
 
 @pytest.mark.slow
 def test_masked_bias_heads_that_do_not_divide_must_raise():
-    pytest.importorskip("torch")
+    need_torch()
     from attn_kit.checks import mha_masked_bias as masked
     got, message = status(graded(MASKED_NO_VALUE_ERROR, seed=1), "value-error-when-heads-do-not-divide")
     assert got == "fail" and "heads=0 should raise ValueError" in message

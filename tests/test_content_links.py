@@ -21,6 +21,7 @@ import pytest
 from attn_kit import catalog, grading, review
 from attn_kit.paths import bug_id_of
 
+from conftest import need_extra
 from helpers import available, bug_files, graded
 
 # what a question on each concept talks about (prompt and key points, case-insensitive)
@@ -184,7 +185,7 @@ def hint_link_problems(exercise: catalog.Exercise) -> list[str]:
 def test_the_newer_bugs_reach_a_hint_that_names_them(exercise_id):
     exercise = catalog.exercise(exercise_id)
     if not available(exercise):
-        pytest.skip(f"{exercise_id} needs {exercise.needs}")
+        need_extra(exercise)
     assert hint_link_problems(exercise) == []
 
 
@@ -202,7 +203,7 @@ def test_graded_bug_files_point_at_those_hints(exercise_id):
     the diagnosis attributes to the bug carries a hint, a question, and one of them names the bug."""
     exercise = catalog.exercise(exercise_id)
     if not available(exercise):
-        pytest.skip(f"{exercise_id} needs {exercise.needs}")
+        need_extra(exercise)
     for path in bug_files(exercise_id):
         bug_id = bug_id_of(path)
         if bug_id not in NEWER:

@@ -20,6 +20,8 @@ import pytest
 from attn_kit import catalog, coverage, grading
 from attn_kit.paths import bug_files, bug_id_of
 
+from conftest import need_extra
+
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXERCISES = list(catalog.exercises().values())
@@ -126,7 +128,7 @@ def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     never adds bk is correct, so every check must pass it (issue 15, item 4)."""
     exercise = catalog.exercise(exercise_id)
     if not _available(exercise):
-        pytest.skip(f"{exercise_id} needs {exercise.needs}")
+        need_extra(exercise)
     from attn_kit.paths import solutions_dir
     old, new = BK_DROPPED[exercise_id]
     text = (solutions_dir(exercise_id) / exercise.oracle).read_text()

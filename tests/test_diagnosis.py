@@ -15,6 +15,7 @@ import pytest
 
 from attn_kit import catalog
 
+from conftest import need_torch
 from helpers import CORPUS, check_json, graded_json
 
 INDEPENDENT = CORPUS / "independent"
@@ -77,7 +78,7 @@ def test_cli_reports_the_diagnosis_as_json():
                                   for n in sorted(EXPECTED)])
 def test_independent_solution_is_diagnosed(name):
     if name in MASKED:
-        pytest.importorskip("torch")
+        need_torch()
     data, code = graded_json(INDEPENDENT / name, seed=SEED)     # in-process, as `check --json` reports it
     assert "error" not in data, data.get("error")
     named = [d["bug"] for d in data["diagnosis"]]

@@ -23,7 +23,7 @@ import pytest
 from attn_kit import catalog, compose, diagnose, grading
 from attn_kit.paths import bug_files, reference_files
 
-from conftest import CORPUS
+from conftest import CORPUS, need_torch
 
 OFF = CORPUS / "offcatalogue"
 MULTI = CORPUS / "multibug"
@@ -92,7 +92,7 @@ def test_corpora_are_complete():
 def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed):
     data = _expected(OFF)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
-        pytest.skip("mha-masked-bias needs torch")
+        need_torch()
     report = graded(OFF / name, seed, data["exercise"])
     assert not report.passed, f"{name} ({data['mistake']}) passed every check on seed {seed}"
     named = [d.bug for d in report.diagnosis]
@@ -104,7 +104,7 @@ def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed):
 def test_every_bug_of_a_multibug_file_is_named(name, seed):
     data = _expected(MULTI)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
-        pytest.skip("mha-masked-bias needs torch")
+        need_torch()
     report = graded(MULTI / name, seed, data["exercise"])
     assert not report.passed
     assert sorted(d.bug for d in report.diagnosis) == sorted(data["bugs"]), f"{name} on seed {seed}"
@@ -141,7 +141,7 @@ def test_no_scaling_is_attributed_on_every_failing_check(seed):
 def test_float32_solutions(name):
     data = _expected(PRECISION)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
-        pytest.skip("mha-masked-bias needs torch")
+        need_torch()
     report = graded(PRECISION / name, 1, data["exercise"])
     assert report.passed == data["passes"]
     assert [d.bug for d in report.diagnosis] == data["bugs"]

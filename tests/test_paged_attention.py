@@ -16,7 +16,7 @@ from attn_kit.checks import paged_attention as paged_checks
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 
-from conftest import CORPUS, check_json
+from conftest import CORPUS, check_json, need_torch
 
 CORPUS_MORE = CORPUS / "more"
 
@@ -28,7 +28,7 @@ def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
-    return pytest.importorskip("torch")
+    return need_torch()
 
 
 def torch_paged(torch, q, k_pool, v_pool, tables, lengths):
