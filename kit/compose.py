@@ -55,8 +55,14 @@ class BugForm:
 
 def _docstring_span(lines: list[str]) -> tuple[int, int]:
     """(first, end) line indexes of the module docstring, or (0, 0)."""
+    return _docstring_span_of("".join(lines))
+
+
+@functools.lru_cache(maxsize=256)
+def _docstring_span_of(text: str) -> tuple[int, int]:
+    """Cached per text: a reference is read against every bug file of its exercise."""
     try:
-        tree = ast.parse("".join(lines))
+        tree = ast.parse(text)
     except SyntaxError:
         return (0, 0)
     first = tree.body[0] if tree.body else None
@@ -126,22 +132,29 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     return module
 
 
-def _functions(source: str) -> dict[str, tuple[str, set]]:
-    """Top-level functions: name -> (source text, names it uses)."""
+@functools.lru_cache(maxsize=256)
+def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
+    """Top-level functions: name -> (source text, names it uses). The text is the function's
+    whole lines, decorators included (a trailing comment on its last line counts as part of it,
+    which can only widen `affected`). Cached per source: the reference is compared with every
+    bug file of its exercise; callers must not change the result."""
     tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
     out = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-            out[node.name] = (ast.get_source_segment(source, node) or "", used)
+            used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out[node.name] = ("".join(lines[first - 1:node.end_lineno]), used)
     return out
 
 
-def _top_level_rest(source: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _top_level_rest(source: str) -> tuple[str, ...]:
     tree = ast.parse(source)
-    return [ast.dump(n) for n in tree.body
-            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    return tuple(ast.dump(n) for n in tree.body
+                 if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)))
 
 
 @functools.cache
