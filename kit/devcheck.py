@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import inspect
 import re
 import tomllib
@@ -296,9 +297,11 @@ def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem
 
 # --- bug files ------------------------------------------------------------------------------------
 
-def _code_lines(text: str) -> list[tuple[int, str]]:
+@functools.lru_cache(maxsize=512)
+def _code_lines(text: str) -> tuple[tuple[int, str], ...]:
     """(1-based line number, text) of the file's lines outside the module docstring, which
-    describes the bug in prose and so always differs from the reference's."""
+    describes the bug in prose and so always differs from the reference's. Cached: each reference
+    is compared with every bug file of its exercise."""
     lines = text.splitlines()
     skip: set[int] = set()
     try:
@@ -308,7 +311,7 @@ def _code_lines(text: str) -> list[tuple[int, str]]:
     first = tree.body[0] if tree and tree.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         skip = set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    return [(n, line) for n, line in enumerate(lines, 1) if n not in skip]
+    return tuple((n, line) for n, line in enumerate(lines, 1) if n not in skip)
 
 
 def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[int]:

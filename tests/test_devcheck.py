@@ -34,14 +34,24 @@ def test_the_command_passes_on_the_bundled_content():
     assert "✓ content is consistent" in proc.stdout and "✗" not in proc.stdout
 
 
+def _copy_content(folder) -> devcheck.Content:
+    ignore = shutil.ignore_patterns("__pycache__")
+    prompts = shutil.copytree(package_dir("prompts"), folder / "prompts", ignore=ignore)
+    solutions = shutil.copytree(package_dir("solutions"), folder / "solutions", ignore=ignore)
+    return devcheck.Content(prompts, solutions)
+
+
+def test_an_untouched_copy_passes(tmp_path):
+    """What the tests below break is a copy made this way: untouched, it passes (so each problem
+    they find comes from their edit)."""
+    result = devcheck.run(_copy_content(tmp_path))
+    assert result.ok, "\n".join(map(str, result.problems))
+
+
 @pytest.fixture
 def copy(tmp_path) -> devcheck.Content:
-    """A copy of the bundled prompts/ and solutions/ to break."""
-    ignore = shutil.ignore_patterns("__pycache__")
-    prompts = shutil.copytree(package_dir("prompts"), tmp_path / "prompts", ignore=ignore)
-    solutions = shutil.copytree(package_dir("solutions"), tmp_path / "solutions", ignore=ignore)
-    assert devcheck.run(devcheck.Content(prompts, solutions)).ok, "the untouched copy passes"
-    return devcheck.Content(prompts, solutions)        # a fresh one: Content caches what it loads
+    """A copy of the bundled prompts/ and solutions/ to break (test_an_untouched_copy_passes)."""
+    return _copy_content(tmp_path)
 
 
 def edit(path, old: str, new: str, count: int = 1) -> None:
