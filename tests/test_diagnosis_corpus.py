@@ -1,7 +1,7 @@
 """Diagnosis judged on code the kit did not write: composed bug models, the naming rule, float32.
 
 - tests/corpus/offcatalogue/: wrong solutions whose mistake is in no bug file. The kit must reject
-  them and name nothing (a named bug there is a false accusation), on every seed.
+  them and name nothing (a named bug there is a false accusation), on any seed.
 - tests/corpus/multibug/: solutions with two or three catalogue bugs at once, several written from
   scratch in list, einsum, loop and torch styles. Every bug must be named, and nothing else.
 - tests/corpus/precision/: float32 solutions: a correct one passes with a note, a buggy one is
@@ -9,16 +9,19 @@
 
 Expected outcomes live beside the files (expected.toml). Files are graded in-process (the library's
 `grading.grade`, the same pipeline `attn-kit check` runs), once per (file, seed) per session. The
-default run uses one seed and the mha-screen files; `-m slow` adds seeds and mha-masked-bias.
+default run uses seed 1 and a few mha-screen files; `-m slow` adds a drawn seed and mha-masked-bias.
 """
 
 from __future__ import annotations
 
 import tomllib
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attn_kit import catalog, compose, diagnose, grading
 from attn_kit.paths import bug_files, reference_files
@@ -28,8 +31,15 @@ from conftest import CORPUS, need_torch
 OFF = CORPUS / "offcatalogue"
 MULTI = CORPUS / "multibug"
 PRECISION = CORPUS / "precision"
-FAST_SEEDS = (1,)
-SLOW_SEEDS = (2, 3)    # benchmarks/diagnosis_rates.py runs 20 seeds
+# Seed 1 for every file, and for the mha-screen files one more seed drawn by hypothesis: new on every
+# local run, fixed per file in CI (derandomised, offset by a hash of the file's name, as in
+# test_catalogue). benchmarks/diagnosis_rates.py runs 20 seeds.
+ANY = "any"
+DRAWS = st.integers(min_value=0, max_value=99_997)
+
+
+def _seed(name: str, seed, draw: int) -> int:
+    return seed if seed != ANY else 2 + (zlib.crc32(name.encode()) + draw) % 99_998
 
 
 def _expected(folder: Path) -> dict:
@@ -61,14 +71,15 @@ FAST_FILES = {
 }
 
 
-def _cases(folder: Path, seeds, slow_seeds):
-    """(file, seed) params: a few mha-screen files on the fast seeds by default; the rest slow."""
+def _cases(folder: Path):
+    """(file, seed) params: seed 1 for every file, a drawn seed (ANY) for the mha-screen ones; the
+    default run has seed 1 of a few mha-screen files, the rest is slow."""
     out = []
     for name, data in _expected(folder).items():
         fast = data["exercise"] == "mha-screen" and name in FAST_FILES
-        # mha-masked-bias files (torch, a few seconds each) run on the fast seeds only, under slow
-        for seed in seeds + (slow_seeds if data["exercise"] == "mha-screen" else ()):
-            marks = [pytest.mark.slow] if (seed in slow_seeds or not fast) else []
+        # mha-masked-bias files (torch, a few seconds each) run on seed 1 only, under slow
+        for seed in (1, ANY) if data["exercise"] == "mha-screen" else (1,):
+            marks = [pytest.mark.slow] if (seed == ANY or not fast) else []
             out.append(pytest.param(name, seed, marks=marks, id=f"{name}-seed{seed}"))
     return out
 
@@ -88,8 +99,11 @@ def test_corpora_are_complete():
         assert any(set(d["bugs"]) == combo for d in multi.values()), combo
 
 
-@pytest.mark.parametrize("name,seed", _cases(OFF, FAST_SEEDS, SLOW_SEEDS))
-def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed):
+@pytest.mark.parametrize("name,seed", _cases(OFF))
+@settings(max_examples=1)
+@given(draw=DRAWS)
+def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed, draw):
+    seed = _seed(name, seed, draw)
     data = _expected(OFF)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
         need_torch()
@@ -100,8 +114,11 @@ def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed):
     assert all(r.bug is None for r in report.results)
 
 
-@pytest.mark.parametrize("name,seed", _cases(MULTI, FAST_SEEDS, SLOW_SEEDS))
-def test_every_bug_of_a_multibug_file_is_named(name, seed):
+@pytest.mark.parametrize("name,seed", _cases(MULTI))
+@settings(max_examples=1)
+@given(draw=DRAWS)
+def test_every_bug_of_a_multibug_file_is_named(name, seed, draw):
+    seed = _seed(name, seed, draw)
     data = _expected(MULTI)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
         need_torch()
