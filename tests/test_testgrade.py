@@ -152,8 +152,11 @@ def test_check_with_tests_passes_when_solution_and_tests_are_good(tmp_path):
     shutil.copy(solutions_dir("mha-screen") / "reference_numpy.py", tmp_path / "solution.py")
     shutil.copy(TESTS / "other_module.py", tmp_path / "other_module.py")
     shutil.copy(TESTS / "my_attention.py", tmp_path / "my_attention.py")
+    before = sorted(p.name for p in tmp_path.iterdir())
     proc = attn_kit("check", "solution.py", "--tests", "other_module.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # nothing is written beside the candidate's files: no __pycache__, no .pytest_cache
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
     assert "checks passed" in proc.stdout            # the check report, then the test report
     assert proc.stdout.index("checks passed") < proc.stdout.index(f"Score: {len(OTHER_MODULE_CATCHES)}/{len(BUGS)} known bugs caught")
 
@@ -178,16 +181,6 @@ def test_after_the_crash():
     assert grade.wrong[0].outcome == "crashed" and "status 3" in grade.wrong[0].message
     assert grade.wrong[1].message.startswith("KeyboardInterrupt")
     assert grade.caught == ["causal-off-by-one"]
-
-
-@pytest.mark.slow
-def test_nothing_is_written_beside_the_candidates_files(tmp_path):
-    shutil.copy(TESTS / "other_module.py", tmp_path)
-    shutil.copy(TESTS / "my_attention.py", tmp_path)
-    before = sorted(p.name for p in tmp_path.iterdir())
-    grade = testgrade.grade_tests(tmp_path / "other_module.py")
-    assert grade.caught == OTHER_MODULE_CATCHES
-    assert sorted(p.name for p in tmp_path.rglob("*")) == before      # no __pycache__, no .pytest_cache
 
 
 @pytest.mark.slow
