@@ -2,10 +2,10 @@
 every starter fails, every known-bug variant fails and is diagnosed as exactly its own bug first.
 
 Parametrised over every exercise, so new exercises and bug files are covered as they land. The
-references and bug variants are graded in-process, once per session (helpers.graded), and every
-test that reads those reports lives in this module (the naming, isolation and can-fail tests), so
-pytest-xdist's per-module scheduling (--dist loadfile) grades each once; one CLI smoke test per
-exercise shows `attn-kit check --json` says the same. Only the first file of each exercise is in the quick run (see _slow).
+references and bug variants are graded in-process (helpers.graded, cached per session), each bug
+file once, and every property of it is asserted on that one report; the can-fail test and one CLI
+smoke test per exercise (`attn-kit check --json` says what the library says) read seed 1. Only the
+first file of each exercise is in the quick run (see _slow).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
 
-from conftest import need_extra
-from helpers import CORPUS, attn_kit, available, check_json, corpus_data, graded, graded_exercises, graded_json
+from helpers import CORPUS, attn_kit, check_json, corpus_data, graded, graded_exercises, graded_json
+from test_content_links import graded_bug_points_at_its_hint
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
@@ -129,12 +129,13 @@ def test_catalog_rejects_unknown_keys(tmp_path):
         catalog.load_exercise(bad)
 
 
-# Seeds are drawn by hypothesis: seed 1 always (the session cache the tests below share), and one
-# more seed per file and run, new on every local run. CI draws deterministically (conftest), and a
-# deterministic first draw is the simplest value, so the draw is offset by a hash of the file's name:
-# in CI each file still gets its own seed. The torch exercise's bug files get seed 1 only (their
-# gradings cost ~5x, most of it diagnosis); benchmarks/diagnosis_rates.py runs every bug file on
-# more seeds.
+# Seeds are drawn by hypothesis: one seed per file and run, new on every local run, and for the
+# references seed 1 as well. CI draws deterministically (conftest), and a deterministic first draw
+# is the simplest value, so the draw is offset by a hash of the file's name: in CI each file still
+# gets its own seed. One grading per bug file carries every property of it (fails, named as itself,
+# every failing check attributed to it, the checks about properties it gets right pass). The torch
+# exercise's bug files get seed 1 only (their gradings cost ~5x, most of it diagnosis);
+# benchmarks/diagnosis_rates.py runs every bug file on more seeds.
 DRAWS = st.integers(min_value=0, max_value=99_997)
 SEED_ONE = -1            # the explicit example: seed 1
 
@@ -156,8 +157,12 @@ def test_every_reference_passes_every_check(exercise_id, path, draw):
     assert data["diagnosis"] == []
 
 
+DRAWN: dict[Path, int] = {}     # bug file -> the seed this run graded it with (read by the can-fail test)
+
+
 def _named_as_itself(exercise_id: str, path: Path, seed: int) -> None:
     """The file fails, is diagnosed as its own bug first, and every failing check is attributed to it."""
+    DRAWN[path] = seed
     expected = bug_id_of(path)
     data, code = graded_json(path, seed)
     assert code == 1 and data["passed"] is False, f"{path.name} passed with seed {seed}"
@@ -172,6 +177,8 @@ def _named_as_itself(exercise_id: str, path: Path, seed: int) -> None:
     assert found and found[0] == expected, f"seed {seed}: diagnosed {found}, expected {expected} first"
     others = [(c["id"], c["bug"]) for c in data["checks"] if c["status"] in ("fail", "error") and c["bug"] != expected]
     assert not others, f"seed {seed}: failing checks attributed to something else than {expected}: {others}"
+    _isolated(exercise_id, path, seed)
+    graded_bug_points_at_its_hint(exercise_id, path, graded(path, seed))
 
 
 NUMPY_BUG_CASES = [c for c in BUG_CASES if not catalog.exercise(c.values[0]).needs]
@@ -180,7 +187,6 @@ TORCH_BUG_CASES = [c for c in BUG_CASES if catalog.exercise(c.values[0]).needs]
 
 @pytest.mark.parametrize("exercise_id, path", NUMPY_BUG_CASES)
 @settings(max_examples=1)
-@example(draw=SEED_ONE)
 @given(draw=DRAWS)
 def test_every_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, path, draw):
     _named_as_itself(exercise_id, path, _seed(path, draw))
@@ -197,7 +203,7 @@ def test_every_torch_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, p
 def test_starter_fails(exercise, tmp_path):
     path = tmp_path / "starter.py"
     assert attn_kit("start", exercise.id, path).returncode == 0
-    data, code = check_json(path, "--timeout", "2")
+    data, code = graded_json(path, 1, timeout=2)
     assert code == 1 and data["passed"] is False and data["exercise"] == exercise.id
 
 
@@ -230,38 +236,36 @@ ISOLATED = {      # check id -> bugs it must not fail for: its cases have no mas
 }
 
 
-FAST_ISOLATION = {"biases-ignored.py", "blocked-row-nan.py", "mask-inverted.py"}    # the rest: slow
 # inverting the combined mask (`~allowed`) also inverts "no mask at all": every key is blocked, so
 # no unmasked case can pass it (the per-mask and key-padding forms do pass)
 NOT_ISOLABLE = {"mha-masked-bias/mask-inverted.py"}
 
 
-def _isolation_cases():
-    for exercise in EXERCISES:
-        for path in bug_files(exercise.id):
-            if bug_id_of(path) in MASK_BUGS | BIAS_BUGS and f"{exercise.id}/{path.name}" not in NOT_ISOLABLE:
-                quick = exercise.id == "mha-screen" and path.name in FAST_ISOLATION
-                marks = [] if quick else [pytest.mark.slow]
-                yield pytest.param(exercise, path, marks=marks, id=f"{exercise.id}/{path.name}")
-
-
-@pytest.mark.parametrize("exercise, path", list(_isolation_cases()))
-def test_property_checks_pass_files_that_get_their_property_right(exercise, path):
+def _isolated(exercise_id: str, path: Path, seed: int) -> None:
     """A mask or bias mistake must not fail the checks about head split, scaling or biases whose
-    cases carry no masks (and no biases): those files get those properties right."""
-    if not available(exercise):
-        need_extra(exercise)
-    report = graded(path, 1)
-    assert report.exercise == exercise.id
-    wrong = [(r.id, r.message) for r in report.results
-             if r.id in ISOLATED and bug_id_of(path) in ISOLATED[r.id] and r.status != "pass"]
-    assert not wrong, wrong
+    cases carry no masks (and no biases): those files get those properties right. Checked on the
+    report the test above reads, for whichever seed it drew."""
+    bug = bug_id_of(path)
+    if bug not in MASK_BUGS | BIAS_BUGS or f"{exercise_id}/{path.name}" in NOT_ISOLABLE:
+        return
+    wrong = [(r.id, r.message) for r in graded(path, seed).results
+             if r.id in ISOLATED and bug in ISOLATED[r.id] and r.status != "pass"]
+    assert not wrong, f"seed {seed}: checks about a property {path.name} gets right failed: {wrong}"
+
+
+def test_the_isolation_table_names_real_checks_and_bugs():
+    """ISOLATED only means something if its check ids and bug ids exist."""
+    checks = {c.id for e in GRADED for c in grading.suite_for(e).checks}
+    assert set(ISOLATED) <= checks, set(ISOLATED) - checks
+    assert MASK_BUGS | BIAS_BUGS <= set(catalog.bugs()), (MASK_BUGS | BIAS_BUGS) - set(catalog.bugs())
+    assert any(bug_id_of(p) in MASK_BUGS | BIAS_BUGS for e in GRADED for p in bug_files(e.id))
 
 
 # --- every graded check can fail ----------------------------------------------------------------
 # For each exercise, each check fails (status `fail`, a behavioural verdict, not an error from a
 # stub) for at least one known-bug implementation or one file of the pathological corpus listed in
-# tests/corpus/can_fail.toml. Seed 1, the session cache: the same reports as the tests above.
+# tests/corpus/can_fail.toml. A bug file is read with the seed the tests above graded it with in
+# this run (the session cache: no second grading), seed 1 when they did not run; corpus files with seed 1.
 
 EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")
 
@@ -273,7 +277,7 @@ def test_every_check_fails_for_some_known_mistake(exercise):
     suite = grading.suite_for(exercise)
     failed_by: dict[str, list[str]] = {}
     for path in files:
-        report = graded(path, seed=1)
+        report = graded(path, seed=DRAWN.get(path, 1))
         assert report.exercise == exercise.id, f"{Path(path).name} was graded as {report.exercise}"
         for result in report.results:
             if result.status == "fail":

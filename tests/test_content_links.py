@@ -22,7 +22,7 @@ from attn_kit import catalog, grading, review
 from attn_kit.paths import bug_id_of
 
 from conftest import need_extra
-from helpers import available, bug_files, graded
+from helpers import available, bug_files
 
 # what a question on each concept talks about (prompt and key points, case-insensitive)
 CONCEPT_WORDS = {
@@ -196,25 +196,29 @@ def test_the_hint_links_can_fail():
     assert any("mask-not-boolean" in p for p in hint_link_problems(dataclasses.replace(exercise, hints=stripped)))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("exercise_id", LADDERED)
-def test_graded_bug_files_point_at_those_hints(exercise_id):
-    """End to end: grade each newer bug's file (seed 1, shared with test_catalogue.py); every check
-    the diagnosis attributes to the bug carries a hint, a question, and one of them names the bug."""
+def graded_bug_points_at_its_hint(exercise_id: str, path, report) -> None:
+    """End to end, on a grading of a bug file: when the bug is one of the NEWER ones, every check
+    the diagnosis attributes to it carries a hint, a question, and one of them names the bug.
+    test_catalogue.py calls this on its one grading of each bug file (no second grading here)."""
+    bug_id = bug_id_of(path)
+    if exercise_id not in LADDERED or bug_id not in NEWER:
+        return
     exercise = catalog.exercise(exercise_id)
-    if not available(exercise):
-        need_extra(exercise)
-    for path in bug_files(exercise_id):
-        bug_id = bug_id_of(path)
-        if bug_id not in NEWER:
-            continue
-        report = graded(path, seed=1)
-        mine = [r for r in report.results if r.bug == bug_id]
-        if mine:                                   # named: one hint for the one mistake
-            levels = {r.hint for r in mine}
-            assert len(levels) == 1 and None not in levels, (path.name, {r.id: r.hint for r in mine})
-            [level] = levels
-            assert exercise.hints[level - 1].step == "question" and topic_teaches(exercise, level, bug_id), path.name
-        else:                                      # not named (its calls raised): the checks' own hints
-            levels = {r.hint for r in report.results if r.status in ("fail", "error") and r.hint}
-            assert any(topic_teaches(exercise, n, bug_id) for n in levels), (path.name, levels)
+    mine = [r for r in report.results if r.bug == bug_id]
+    if mine:                                   # named: one hint for the one mistake
+        levels = {r.hint for r in mine}
+        assert len(levels) == 1 and None not in levels, (path.name, {r.id: r.hint for r in mine})
+        [level] = levels
+        assert exercise.hints[level - 1].step == "question" and topic_teaches(exercise, level, bug_id), path.name
+    else:                                      # not named (its calls raised): the checks' own hints
+        levels = {r.hint for r in report.results if r.status in ("fail", "error") and r.hint}
+        assert any(topic_teaches(exercise, n, bug_id) for n in levels), (path.name, levels)
+
+
+def test_the_graded_link_check_covers_newer_bug_files():
+    """graded_bug_points_at_its_hint has bug files to look at in every laddered exercise that has
+    a NEWER bug (else test_catalogue's call of it would check nothing)."""
+    for exercise_id in LADDERED:
+        exercise = catalog.exercise(exercise_id)
+        if set(NEWER) & set(exercise.bug_ids):
+            assert any(bug_id_of(p) in NEWER for p in bug_files(exercise_id)), exercise_id
