@@ -132,13 +132,19 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     return module
 
 
+@functools.lru_cache(maxsize=64)
+def _tree(source: str) -> ast.Module:
+    """The parsed source, shared by _functions and _top_level_rest (read-only)."""
+    return ast.parse(source)
+
+
 @functools.lru_cache(maxsize=256)
 def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
     """Top-level functions: name -> (source text, names it uses). The text is the function's
     whole lines, decorators included (a trailing comment on its last line counts as part of it,
     which can only widen `affected`). Cached per source: the reference is compared with every
     bug file of its exercise; callers must not change the result."""
-    tree = ast.parse(source)
+    tree = _tree(source)
     lines = source.splitlines(keepends=True)
     out = {}
     for node in tree.body:
@@ -151,7 +157,7 @@ def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
 
 @functools.lru_cache(maxsize=256)
 def _top_level_rest(source: str) -> tuple[str, ...]:
-    tree = ast.parse(source)
+    tree = _tree(source)
     return tuple(ast.dump(n) for n in tree.body
                  if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)))
