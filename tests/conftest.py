@@ -92,3 +92,15 @@ def graded_fixture():
 
 __all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir",
            "CORPUS", "graded"]
+
+
+# The modules that take longest run first: pytest-xdist (--dist loadfile) hands out whole modules in
+# collection order, and one of these started last keeps one worker busy while the other waits.
+LONGEST_FIRST = ("test_catalogue.py", "test_testgrade.py", "test_diagnosis_corpus.py", "test_sandbox_hostile.py",
+                 "test_practice.py", "test_bench.py", "test_sandbox_corpus.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest modules first (LONGEST_FIRST); the order within a module is kept."""
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
