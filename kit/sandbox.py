@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import mutation, wire, worker
+from . import mutation, wire
 from .errors import ChannelTimeout, LoadError
 from .values import CallStatus, ErrorInfo, Outcome
 
@@ -439,6 +439,7 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             _drop_privileges()
             _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
+            from . import worker  # imported by the zygote already (_zygote_child)
             worker.serve(Channel(sock))
         finally:
             os._exit(0)
@@ -669,6 +670,9 @@ def _settle_torch() -> None:
 
 def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
     try:
+        # the worker's module, imported here rather than by the kit: every worker inherits it,
+        # and the kit's start-up does not wait for it (it runs beside the kit's own set-up)
+        from . import worker  # noqa: F401
         _settle_torch()
         if "torch" in sys.modules:
             _warm_torch()
@@ -868,6 +872,7 @@ class _SpawnLauncher:   # pragma: no cover - used where fork is missing
 
 
 def _spawned(sock):   # pragma: no cover
+    from . import worker
     worker.serve(Channel(sock))
 
 
