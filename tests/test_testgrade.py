@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from rich.console import Console
@@ -197,11 +198,13 @@ def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
     path = tmp_path / "my_tests.py"
     path.write_text(text)
     args = ("--exercise", "mha-screen") if "neither" in needle else ("--timeout", "1")
-    data, code = test_tests_json(path, *args)
+    with ThreadPoolExecutor(2) as pool:         # side by side: the loop case waits out its timeout twice
+        as_json = pool.submit(test_tests_json, path, *args)
+        plain = pool.submit(attn_kit, "test-tests", path, *args)
+        (data, code), proc = as_json.result(), plain.result()
     assert code == 1
     assert needle in data["error"]
     assert data["score"] == 0.0 and data["wrong_tests"] == []
-    proc = attn_kit("test-tests", path, *args)
     assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
 
 
