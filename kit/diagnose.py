@@ -526,25 +526,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
             continue
         singles.append(_Single(form, _LazyFits(form, evs)))
     finding.models_tried = len(singles)
-    # a form can belong to a reproducing combination when it changes some unit the candidate gets
-    # wrong, and either changes none it gets right or matches some wrong unit on its own (another bug
-    # of the combination can hide it where the candidate is right: smaller scores do not overflow)
-    def is_relevant(s: _Single) -> bool:
-        return bool(s.units("differs", evs, "wrong")) and (bool(_alone(s, evs)) or not _changes_a_right_unit(s, evs))
-
-    def promising(forms: list[_Single]) -> list[_Single]:
-        return sorted(forms, key=lambda s: -s.units("agree", evs, "wrong"))      # stable: catalogue order next
-
-    # Most files have one bug, which one form reproduces on every call. Looking for those first,
-    # the calls the candidate gets wrong first, rules most forms out on their first call, instead
-    # of running every form on every wrong call to rank it. Same groups, same order as the search
-    # below finds at size 1 (a form that agrees everywhere is kept only if it is relevant too).
-    wrong_first = sorted(evs, key=lambda ev: not ev.wrong.any())
-    exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in wrong_first) and is_relevant(s)]
-    if exact:
-        groups = [(s.form,) for s in promising(exact)]
-    else:
-        groups = _reproducing_groups(promising([s for s in singles if is_relevant(s)]), evs, finding)
+    groups = _reproducing_groups(singles, evs, finding)
     groups, by_message = _same_error_messages(groups, evs)
     order = list(catalog.bugs())
     if groups:
@@ -609,11 +591,31 @@ def _changes_a_right_unit(single: _Single, evs) -> bool:
     return any((single.fits[ev.key].differs & ~ev.wrong).any() for ev in evs if not ev.wrong.all())
 
 
-def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[tuple]:
+def _relevant(single: _Single, evs) -> bool:
+    """Whether the form can belong to a reproducing combination: it changes some unit the candidate
+    gets wrong, and either changes none it gets right or matches some wrong unit on its own (another
+    bug of the combination can hide it where the candidate is right: smaller scores do not overflow)."""
+    return bool(single.units("differs", evs, "wrong")) and (bool(_alone(single, evs))
+                                                             or not _changes_a_right_unit(single, evs))
+
+
+def _ranked(singles: list[_Single], evs) -> list[_Single]:
+    """Most wrong units matched on their own first; catalogue order next (a stable sort)."""
+    return sorted(singles, key=lambda s: -s.units("agree", evs, "wrong"))
+
+
+def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[tuple]:
     """Smallest combinations of relevant forms whose composed model agrees on every unit.
 
-    Combinations of one size are tried most promising first (`_promise`), at most MAX_MODELS
-    composed models in all."""
+    Single forms first: most files have one bug, which one form reproduces on every call, and
+    trying each form on the calls the candidate gets wrong first rules most forms out on their
+    first call (ranking every form needs every wrong call). Then combinations of two and three,
+    of one size tried most promising first (`_promise`), at most MAX_MODELS composed models in all."""
+    wrong_first = sorted(evs, key=lambda ev: not ev.wrong.any())
+    exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in wrong_first) and _relevant(s, evs)]
+    if exact:
+        return [(s.form,) for s in _ranked(exact, evs)]
+    relevant = _ranked([s for s in singles if _relevant(s, evs)], evs)
     wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
 
     def on_wrong(s: _Single, units) -> np.ndarray:      # per unit, False where the candidate is right
@@ -623,24 +625,21 @@ def _reproducing_groups(relevant: list[_Single], evs, finding: Finding) -> list[
     differs = {id(s): on_wrong(s, lambda f: f.differs) for s in relevant}
     matches = {id(s): on_wrong(s, lambda f: f.agree & f.differs) for s in relevant}
     budget = MAX_MODELS
-    for size in range(1, MAX_BUGS + 1):
+    for size in range(2, MAX_BUGS + 1):
         found = []
-        if size == 1:
-            found = [(s.form,) for s in relevant if all(s.fits[ev.key].agree.all() for ev in evs)]
-        else:
-            combos = [c for c in itertools.combinations(relevant, size)
-                      if compose.composable(tuple(s.form for s in c))]
-            combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
-            for combo in combos[:budget]:
-                group = tuple(s.form for s in combo)
-                finding.models_tried += 1
-                budget -= 1
-                try:
-                    model = compose.load_composed(group)
-                except Exception:  # noqa: BLE001 - a composition that does not compile is no model
-                    continue
-                if _reproduces(model, evs, group):
-                    found.append(group)
+        combos = [c for c in itertools.combinations(relevant, size)
+                  if compose.composable(tuple(s.form for s in c))]
+        combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
+        for combo in combos[:budget]:
+            group = tuple(s.form for s in combo)
+            finding.models_tried += 1
+            budget -= 1
+            try:
+                model = compose.load_composed(group)
+            except Exception:  # noqa: BLE001 - a composition that does not compile is no model
+                continue
+            if _reproduces(model, evs, group):
+                found.append(group)
         if found:
             return found
     return []
