@@ -53,27 +53,24 @@ class BugForm:
         return self.path.stem
 
 
-def _docstring_span(lines: list[str]) -> tuple[int, int]:
-    """(first, end) line indexes of the module docstring, or (0, 0)."""
-    return _docstring_span_of("".join(lines))
-
-
-@functools.lru_cache(maxsize=256)
-def _docstring_span_of(text: str) -> tuple[int, int]:
-    """Cached per text: a reference is read against every bug file of its exercise."""
+@functools.lru_cache(maxsize=512)
+def docstring_span(text: str) -> tuple[int, int]:
+    """(first, end) 0-based line indexes of the module docstring (lines first..end-1), or (0, 0)
+    when there is none or the text does not parse. Cached per text: a reference is read against
+    every bug file of its exercise (here and in `attn-kit dev check`)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return (0, 0)
     first = tree.body[0] if tree.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return (first.lineno - 1, first.end_lineno)
+        return (first.lineno - 1, first.end_lineno or first.lineno)
     return (0, 0)
 
 
 def _hunks(base: list[str], bug: list[str]) -> list[Hunk]:
-    b0, b1 = _docstring_span(base)
-    g0, g1 = _docstring_span(bug)
+    b0, b1 = docstring_span("".join(base))
+    g0, g1 = docstring_span("".join(bug))
     # the bug's docstring is replaced by the reference's, so the diff sees only the code change
     aligned = bug[:g0] + base[b0:b1] + bug[g1:]
     ops = difflib.SequenceMatcher(None, base, aligned, autojunk=False).get_opcodes()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import inspect
 import re
 import tomllib
@@ -24,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import catalog
+from . import catalog, compose
 from .errors import CatalogError, DependencyMissing
 from .paths import bug_id_of, package_dir
 
@@ -297,21 +296,11 @@ def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem
 
 # --- bug files ------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=512)
-def _code_lines(text: str) -> tuple[tuple[int, str], ...]:
+def _code_lines(text: str) -> list[tuple[int, str]]:
     """(1-based line number, text) of the file's lines outside the module docstring, which
-    describes the bug in prose and so always differs from the reference's. Cached: each reference
-    is compared with every bug file of its exercise."""
-    lines = text.splitlines()
-    skip: set[int] = set()
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        tree = None
-    first = tree.body[0] if tree and tree.body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        skip = set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    return tuple((n, line) for n, line in enumerate(lines, 1) if n not in skip)
+    describes the bug in prose and so always differs from the reference's."""
+    first, end = compose.docstring_span(text)
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if not first < n <= end]
 
 
 def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[int]:
