@@ -51,16 +51,6 @@ def modules() -> tuple[str, ...]:
     return PRELOAD + tuple(f"_pytest.{plugin}" for plugin in default_plugins)
 
 
-def preload() -> None:
-    """Import modules() now (in the kit, before the zygote forks), so every worker starts with
-    them instead of importing them again per run."""
-    for name in modules():
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-
-
 def _load_implementation(path: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(_IMPLEMENTATION, path)
     module = importlib.util.module_from_spec(spec)

@@ -301,17 +301,6 @@ class _SharedLauncher:
         pass
 
 
-def _preload(exercise: catalog.Exercise) -> None:
-    """Import what every run needs before the zygote forks, so workers start with it."""
-    import numpy  # noqa: F401
-
-    from . import grading, harness_pytest
-    harness_pytest.preload()
-    grading.require(exercise)          # raises DependencyMissing (torch); the checks load after the fork
-    if exercise.needs:
-        importlib.import_module(exercise.needs)
-
-
 def _read_records(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -437,10 +426,11 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     if not use.tests:
         raise LoadError(f"{source.path} has no test functions: pytest runs functions whose names start "
                         f"with `test` (and methods of classes named `Test...`).")
-    _preload(exercise)
+    from . import grading, harness_pytest  # harness_pytest imports pytest: only once tests are to be graded
+    grading.require(exercise)          # raises DependencyMissing (torch); the checks load after the fork
     # the zygote forks here, before any thread exists and before the checks are imported (a fresh
-    # interpreter when this process already holds expected values: check --tests, watch, mock)
-    from . import harness_pytest  # imports pytest: only once tests are to be graded
+    # interpreter when this process already holds expected values: check --tests, watch, mock); it
+    # imports NumPy, pytest's plugins and the exercise's dependency first, so every worker has them
     launcher = make_launcher(harness_pytest.modules() + ((exercise.needs,) if exercise.needs else ()))
     sandbox_module.taint()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
