@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import re
 import tomllib
-import zlib
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from attn_kit import catalog, grading
 from attn_kit.errors import CatalogError
 from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
 
-from helpers import CORPUS, attn_kit, check_json, corpus_data, graded, graded_exercises, graded_json
+from helpers import CORPUS, DRAWS, attn_kit, check_json, corpus_data, drawn_seed, graded, graded_exercises, graded_json
 from test_content_links import graded_bug_points_at_its_hint
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
@@ -129,19 +127,16 @@ def test_catalog_rejects_unknown_keys(tmp_path):
         catalog.load_exercise(bad)
 
 
-# Seeds are drawn by hypothesis: one seed per file and run, new on every local run, and for the
-# references seed 1 as well. CI draws deterministically (conftest), and a deterministic first draw
-# is the simplest value, so the draw is offset by a hash of the file's name: in CI each file still
-# gets its own seed. One grading per bug file carries every property of it (fails, named as itself,
-# every failing check attributed to it, the checks about properties it gets right pass). The torch
-# exercise's bug files get seed 1 only (their gradings cost ~5x, most of it diagnosis);
-# benchmarks/diagnosis_rates.py runs every bug file on more seeds.
-DRAWS = st.integers(min_value=0, max_value=99_997)
+# Seeds are drawn by hypothesis (helpers.drawn_seed: one per file and run, fixed per file in CI),
+# and for the references seed 1 as well. One grading per bug file carries every property of it
+# (fails, named as itself, every failing check attributed to it, the checks about properties it
+# gets right pass). The torch exercise's bug files get seed 1 only (their gradings cost ~5x, most
+# of it diagnosis); benchmarks/diagnosis_rates.py runs every bug file on more seeds.
 SEED_ONE = -1            # the explicit example: seed 1
 
 
 def _seed(path: Path, draw: int) -> int:
-    return 1 if draw == SEED_ONE else 2 + (zlib.crc32(path.name.encode()) + draw) % 99_998
+    return 1 if draw == SEED_ONE else drawn_seed(path.name, draw)
 
 
 @pytest.mark.parametrize("exercise_id, path", REF_CASES)

@@ -15,31 +15,29 @@ default run uses seed 1 and a few mha-screen files; `-m slow` adds a drawn seed 
 from __future__ import annotations
 
 import tomllib
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from attn_kit import catalog, compose, diagnose, grading
 from attn_kit.paths import bug_files, reference_files
 
 from conftest import CORPUS, need_torch
+from helpers import DRAWS, drawn_seed
 
 OFF = CORPUS / "offcatalogue"
 MULTI = CORPUS / "multibug"
 PRECISION = CORPUS / "precision"
-# Seed 1 for every file, and for the mha-screen files one more seed drawn by hypothesis: new on every
-# local run, fixed per file in CI (derandomised, offset by a hash of the file's name, as in
-# test_catalogue). benchmarks/diagnosis_rates.py runs 20 seeds.
+# Seed 1 for every file, and for the mha-screen files one more seed drawn by hypothesis
+# (helpers.drawn_seed: new on every local run, fixed per file in CI). benchmarks/diagnosis_rates.py
+# runs 20 seeds.
 ANY = "any"
-DRAWS = st.integers(min_value=0, max_value=99_997)
 
 
 def _seed(name: str, seed, draw: int) -> int:
-    return seed if seed != ANY else 2 + (zlib.crc32(name.encode()) + draw) % 99_998
+    return seed if seed != ANY else drawn_seed(name, draw)
 
 
 def _expected(folder: Path) -> dict:

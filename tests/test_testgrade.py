@@ -18,7 +18,7 @@ from rich.console import Console
 from attn_kit import catalog, render, testgrade
 from attn_kit.paths import bug_files, reference_files, solutions_dir
 
-from conftest import need_torch
+from conftest import need_extra, need_torch
 from helpers import CORPUS, attn_kit, graded_tests, graded_tests_json
 
 TESTS = CORPUS / "candidate_tests"
@@ -245,7 +245,7 @@ def test_every_exercise_can_grade_tests(tmp_path, exercise):
     """The machinery is generic: every exercise's references and bug files run under pytest."""
     ex = catalog.exercise(exercise)
     if ex.needs:
-        need_torch() if ex.needs == "torch" else pytest.importorskip(ex.needs)
+        need_extra(ex)
     path = tmp_path / "my_tests.py"
     path.write_text(f"from solution import {ex.main}\n\n\ndef test_defined():\n    assert callable({ex.main})\n")
     grade = testgrade.grade_tests(path)
