@@ -306,15 +306,17 @@ def check_startup(repeats: int) -> list[Row]:
             "(whole processes)", ms(check), ms(base), ratio, "≤ 2×", ratio <= 2.0),
         Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(base2),
             ratio2, "-", True),
-        Row("one call's reply, worker to kit: data-only wire format (encode + decode + arguments sent "
-            "back) vs the pickle it replaced (dumps + loads), B=2 T=8 D=16 (out, weights), in-process",
+        Row("one call's reply, worker to kit: data-only wire format (encode + decode + the arguments' "
+            "fingerprint, made on both sides) vs the pickle it replaced (dumps + loads), B=2 T=8 D=16 "
+            "(out, weights), in-process",
             f"{wire_s * 1e6:.0f} µs", f"{pickle_s * 1e6:.0f} µs", wire_s / pickle_s, "-", True),
     ]
 
 
 def wire_cost(calls: int = 2000) -> tuple[float, float]:
-    """Seconds per call of the reply's encoding and decoding: the wire format (value, and the
-    arguments echoed for the kit's mutation check) against pickling the value alone, as before."""
+    """Seconds per call of the reply's encoding and decoding: the wire format (the value, and the
+    fingerprint of the arguments the worker and the kit each make for the mutation check) against
+    pickling the value alone, as before."""
     import pickle
 
     from attn_kit import wire
@@ -326,10 +328,11 @@ def wire_cost(calls: int = 2000) -> tuple[float, float]:
     value = (rng.normal(size=(2, 8, 16)), rng.random((2, 2, 8, 8)))
 
     def new():
-        message = wire.outcome_message(Outcome("ok", wire.to_plain(value)), wire.to_plain([x, params, 2]))
+        message = wire.outcome_message(Outcome("ok", wire.to_plain(value)), wire.digest(wire.to_plain([x, params, 2])))
         data = wire.encode(message)
         total, text = wire.read_header(data[:wire.HEADER.size])
-        wire.read_outcome(wire.decode(bytearray(data[wire.HEADER.size:]), text))
+        _, fingerprint = wire.read_outcome(wire.decode(bytearray(data[wire.HEADER.size:]), text))
+        assert fingerprint == wire.digest(wire.to_plain([x, params, 2]))
 
     def old():
         pickle.loads(pickle.dumps(Outcome("ok", value), protocol=pickle.HIGHEST_PROTOCOL))

@@ -1,8 +1,10 @@
 """Did a call write into its arguments? Decided in the kit, from data.
 
-The kit keeps its own copy of every argument it sends. After the call the worker sends back its
-view of the same arguments as plain data (wire.to_plain), and `changed` compares the two here, in
-the kit's process, where the candidate's code cannot patch the comparison. A dict that gained or
+The kit keeps its own copy of every argument it sends. After the call the worker sends a
+fingerprint of its view of the same arguments (wire.digest of wire.to_plain); when that differs
+from the fingerprint of the kit's copy, it sends the view itself as plain data, and `changed`
+compares the two here, in the kit's process, where the candidate's code cannot patch the
+comparison. A dict that gained or
 lost keys counts as written (`params.setdefault("bq", zeros)`).
 """
 

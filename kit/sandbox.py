@@ -47,6 +47,7 @@ CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
 STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
 REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
+MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
 
 _LINUX = sys.platform.startswith("linux")
 _CLEAN = [True]             # no expected value, check or kit solution exists in this process yet
@@ -1065,8 +1066,9 @@ class Sandbox:
     def call(self, fn: str, args=(), kwargs=None, harness: str | None = None,
              timeout: float | None = None, echo: bool = True) -> Outcome:
         """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes.
-        With `echo`, the worker sends the arguments back after the call and the kit names the
-        parts that were written (Outcome.mutated)."""
+        With `echo`, the kit names the parts of the arguments the call wrote (Outcome.mutated): the
+        worker sends a fingerprint of the arguments as the call left them, and the arguments
+        themselves when it differs from the fingerprint of the kit's own copy."""
         kwargs = dict(kwargs or {})
         if self.conn is None:
             try:
@@ -1085,6 +1087,7 @@ class Sandbox:
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
+        mine = wire.digest(before) if echo else None      # while the worker runs the call
         syncs = 0
         while True:
             if not self._wait(deadline):
@@ -1126,13 +1129,36 @@ class Sandbox:
         if kernel is not None and peak is not None:
             outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
         if echo and outcome.status != CallStatus.CRASHED:        # crashed: the worker's result was too large
-            if not isinstance(after, list) or len(after) != len(before):
+            if not isinstance(after, str):
                 self._drop_worker()
-                return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the arguments were not sent back); "
-                               "the process was stopped", seconds=seconds)
-            names = self._argument_names(fn, len(args), list(kwargs))
-            outcome = _replace(outcome, mutated=mutation.written(names, before, after))
+                return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
+            if mine is None or after != mine:       # maybe written: compare the arguments themselves
+                view, problem = self._echo(len(before))
+                if problem:
+                    return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+                names = self._argument_names(fn, len(args), list(kwargs))
+                outcome = _replace(outcome, mutated=mutation.written(names, before, view))
         return outcome
+
+    def _echo(self, count: int) -> tuple[list, str]:
+        """(the `count` arguments of the last call as the worker holds them, '') or ([], why they
+        are missing)."""
+        try:
+            self.conn.send(("echo",), timeout=CONTROL_DEADLINE)
+        except (OSError, ChannelTimeout):
+            return [], f"the process {self._ended()}"
+        deadline = time.monotonic() + CONTROL_DEADLINE
+        if not self._wait(deadline):
+            self._drop_worker()
+            return [], MISSING_ARGUMENTS
+        reply, _, detail = self._read(deadline, "arguments sent back")
+        if reply is None:
+            return [], detail
+        after = reply.get("after")
+        if reply.get("kind") != "echo" or not isinstance(after, list) or len(after) != count:
+            self._drop_worker()
+            return [], MISSING_ARGUMENTS
+        return after, ""
 
     def _worker_pid(self) -> int | None:
         """The worker's pid as /proc shows it (self.pid is its keeper: keeper -> nsinit -> worker)."""

@@ -16,6 +16,10 @@ Python numbers, array subclasses plain arrays: honest code that returns them is 
 `decode` (run in the kit) checks every field, and a reply that is too large, malformed or
 truncated raises WireError, which the sandbox reports as a crashed call.
 
+`digest` fingerprints a plain value. After each call the worker sends the fingerprint of the
+arguments as the call left them; the kit compares it with the fingerprint of its own copy and asks
+for the arguments themselves only when the two differ (equal fingerprints mean equal values).
+
 Standard library only at import time (NumPy is imported on first use), so the worker and the kit
 can both import this module cheaply.
 """
@@ -27,6 +31,7 @@ import math
 import re
 import struct
 from enum import StrEnum
+from hashlib import sha256
 from typing import Any
 
 from .errors import WireError
@@ -340,20 +345,65 @@ def _nd(v, blobs, cursor):
     return np.frombuffer(blobs, dtype=dt, count=count, offset=start).reshape(shape)
 
 
+# --- fingerprints of plain values ---------------------------------------------------------------
+
+def digest(value) -> str | None:
+    """A fingerprint of a plain value (what to_plain returns), or None for a value holding any
+    other type. Equal fingerprints mean the values are equal as mutation.same sees them: same
+    types, same keys in the same order, arrays of the same dtype, shape and bytes. Different
+    fingerprints prove nothing (1 and 1.0, -0.0 and 0.0, a reordered dict): the kit then compares
+    the values themselves."""
+    parts: list = []
+    try:
+        _feed(parts.append, value, 0)
+    except _NotPlain:
+        return None
+    return sha256(b"".join(parts)).hexdigest()[:32]
+
+
+class _NotPlain(Exception):
+    pass
+
+
+_BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))     # repr is exact
+
+
+def _feed(add, value, depth: int) -> None:
+    kind = type(value)
+    if kind in _BY_REPR:
+        add(f"v{kind.__name__}:{value!r};".encode("utf-8", "surrogatepass"))
+    elif kind is list or kind is tuple or kind is dict:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
+        for item in (value if kind is not dict else (x for pair in value.items() for x in pair)):
+            _feed(add, item, depth + 1)
+    elif kind is TensorValue:
+        add(f"t{(value.dtype, value.device, tuple(value.shape), value.requires_grad)!r};".encode())
+        _feed(add, value.array, depth + 1)
+    elif getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":
+        add(f"a{value.dtype.str}{value.shape};".encode())
+        add(value.data if value.flags.c_contiguous else value.tobytes())
+    else:
+        raise _NotPlain
+
+
 # --- records ------------------------------------------------------------------------------------
 
-def outcome_message(outcome: Outcome, args_after=None) -> dict:
-    """The record of one call (the worker calls this; values must already be plain)."""
+def outcome_message(outcome: Outcome, args_digest: str | None = None) -> dict:
+    """The record of one call (the worker calls this; values must already be plain), with the
+    fingerprint of the arguments as the call left them."""
     return {"kind": "outcome", "status": outcome.status, "value": outcome.value,
             "error": outcome.error, "output": outcome.output, "detail": outcome.detail,
-            "seconds": outcome.seconds, "extra": outcome.extra, "after": args_after}
+            "seconds": outcome.seconds, "extra": outcome.extra, "after": args_digest}
 
 
 _STATUSES = tuple(CallStatus)          # a tuple: `in` compares, never hashes the untrusted value
 
 
 def read_outcome(message: dict) -> tuple[Outcome, Any]:
-    """(Outcome, the worker's post-call view of the arguments or None) from a decoded reply."""
+    """(Outcome, the fingerprint of the worker's post-call view of the arguments, or whatever the
+    reply carried in its place) from a decoded reply."""
     _want(message.get("kind") == "outcome", "not a call result")
     status = message.get("status")
     _want(status in _STATUSES, "status")

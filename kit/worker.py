@@ -206,6 +206,7 @@ class Worker:
         self.path = ""
         self.capture = None
         self.guard: _ImportGuard | None = None
+        self.after = None          # the last call's arguments as it left them, for an "echo" request
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
         note = apply_limits(memory_bytes)
@@ -254,8 +255,9 @@ class Worker:
 
     def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
              measure: bool = False) -> dict:
-        """Run one function; the reply carries its result and, when `echo`, the arguments as the
-        call left them (the kit compares them with its own copy)."""
+        """Run one function; the reply carries its result and, when `echo`, the fingerprint of the
+        arguments as the call left them (wire.digest). The kit compares it with its own copy's and
+        asks for the arguments themselves ("echo") only when the two differ."""
         fn = getattr(self.module, fn_name, None)
         start = time.perf_counter()
         extra = {}
@@ -282,10 +284,10 @@ class Worker:
         detail = ""
         if status == CallStatus.RAISED and error.type == "MemoryError":
             status, detail = CallStatus.MEMORY, "ran out of memory (MemoryError under the kit's memory cap)"
-        after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
+        self.after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         outcome = Outcome(status, wire.to_plain(value) if status == CallStatus.OK else None, error, (), output,
                           detail, seconds, wire.to_plain(extra) if isinstance(extra, dict) else {})
-        message = wire.outcome_message(outcome, after)
+        message = wire.outcome_message(outcome, wire.digest(self.after) if echo else None)
         message["pure"] = self._violations()
         return message
 
@@ -302,19 +304,28 @@ class Worker:
             kind = message[0]
             if kind == "stop":
                 return
-            reply = self.load(*message[1:]) if kind == "load" else self.call(*message[1:])
+            if kind == "echo":
+                reply = {"kind": "echo", "after": self.after}
+            else:
+                reply = self.load(*message[1:]) if kind == "load" else self.call(*message[1:])
             try:
                 data = wire.encode(reply)
             except Exception as exc:  # noqa: BLE001 - e.g. an integer too long for JSON
-                reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
-                reply["extra"], reply["after"] = {}, None
+                if kind == "echo":
+                    reply["after"] = None
+                else:
+                    reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
+                    reply["extra"] = {}
                 data = wire.encode(reply)
             if len(data) - wire.HEADER.size > wire.MAX_REPLY or \
                     wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT:
-                reply.update(value=Opaque("reply", "the result was too large to send back"), extra={}, after=None)
-                reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
-                reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
-                                   f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
+                if kind == "echo":
+                    reply["after"] = None
+                else:
+                    reply.update(value=Opaque("reply", "the result was too large to send back"), extra={})
+                    reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
+                    reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
+                                       f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
                 data = wire.encode(reply)
             try:
                 self.conn.send_bytes(data)

@@ -140,6 +140,42 @@ def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
         assert box.call("f", ({"k": 1}, [9]), echo=False).mutated == ()
 
 
+
+def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values():
+    x = np.arange(6.0).reshape(2, 3)
+    value = [x, {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5]]
+    copy = [x.copy(), {"Wq": np.ascontiguousarray(x.T), "bq": None}, (1, "s", float("nan")), [True, 2.5]]
+    assert wire.digest(wire.to_plain(value)) == wire.digest(wire.to_plain(copy))
+    written = [x + np.eye(2, 3), {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5]]
+    for other in (written, [x.astype(np.float32), *value[1:]], [x.reshape(3, 2), *value[1:]],
+                  [x, {"bq": None, "Wq": x.T}, *value[2:]], [x, value[1], [1, "s", float("nan")], value[3]]):
+        assert wire.digest(wire.to_plain(other)) != wire.digest(wire.to_plain(value))
+    assert wire.digest([object()]) is None                   # not plain data: no fingerprint at all
+    # the same values with different fingerprints: the kit asks for the arguments and compares them
+    assert wire.digest([1, 0.0]) != wire.digest([1.0, -0.0]) and mutation.same([1, 0.0], [1.0, -0.0])
+
+
+def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path):
+    path = tmp_path / "rewrites.py"
+    path.write_text("def same_values(xs):\n    xs[0] = float(xs[0])\n    xs[1] = -xs[1]\n    return 0\n\n"
+                    "def writes(xs):\n    xs[0] += 1\n    return 0\n")
+    with sandbox.Sandbox(str(path), timeout=5) as box:
+        box.start()
+        assert box.call("same_values", ([1, 0.0],)).mutated == ()       # 1 -> 1.0, 0.0 -> -0.0: equal values
+        assert box.call("writes", ([1, 0.0],)).mutated == ("xs",)
+
+
+def test_a_worker_that_withholds_the_arguments_crashes_the_call(tmp_path):
+    """A fingerprint that differs from the kit's, then no arguments when the kit asks for them."""
+    path = tmp_path / "withholds.py"
+    path.write_text("import attn_kit.wire as w\nw.digest = lambda value: 'forged'\n"
+                    "import attn_kit.worker as k\nk.Worker.after = property(lambda self: None, lambda self, v: None)\n\n"
+                    "def f(xs):\n    return 0\n")
+    with sandbox.Sandbox(str(path), timeout=5) as box:
+        box.start()
+        outcome = box.call("f", ([1, 2],))
+        assert outcome.status == "crashed" and "the arguments were not sent back" in outcome.detail
+
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
     import time
