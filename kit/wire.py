@@ -354,38 +354,32 @@ def digest(value) -> str | None:
     fingerprints prove nothing (1 and 1.0, -0.0 and 0.0, a reordered dict): the kit then compares
     the values themselves."""
     parts: list = []
-    try:
-        _feed(parts.append, value, 0)
-    except _NotPlain:
+    if not _feed(parts.append, value, 0):
         return None
     return sha256(b"".join(parts)).hexdigest()[:32]
-
-
-class _NotPlain(Exception):
-    pass
 
 
 _BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))     # repr is exact
 
 
-def _feed(add, value, depth: int) -> None:
+def _feed(add, value, depth: int) -> bool:
+    """Add the value's canonical bytes; False when it is not plain data."""
     kind = type(value)
     if kind in _BY_REPR:
         add(f"v{kind.__name__}:{value!r};".encode("utf-8", "surrogatepass"))
-    elif kind is list or kind is tuple or kind is dict:
-        if depth >= MAX_DEPTH:
-            raise _NotPlain
+        return True
+    if kind is list or kind is tuple or kind is dict:
         add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
-        for item in (value if kind is not dict else (x for pair in value.items() for x in pair)):
-            _feed(add, item, depth + 1)
-    elif kind is TensorValue:
+        items = value if kind is not dict else (x for pair in value.items() for x in pair)
+        return depth < MAX_DEPTH and all(_feed(add, item, depth + 1) for item in items)
+    if kind is TensorValue:
         add(f"t{(value.dtype, value.device, tuple(value.shape), value.requires_grad)!r};".encode())
-        _feed(add, value.array, depth + 1)
-    elif getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":
+        return _feed(add, value.array, depth + 1)
+    if getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":
         add(f"a{value.dtype.str}{value.shape};".encode())
         add(value.data if value.flags.c_contiguous else value.tobytes())
-    else:
-        raise _NotPlain
+        return True
+    return False
 
 
 # --- records ------------------------------------------------------------------------------------
