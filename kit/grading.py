@@ -11,13 +11,16 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
-from .errors import DependencyMissing, LoadError
-from .registry import CallFailed, Check, CheckContext, CheckFailed, CheckSkipped, Suite
+from .errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from .report import FAILED, CheckResult, CheckStatus, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
+
+if TYPE_CHECKING:      # registry (and NumPy) load in grade(), once the zygote is starting beside them
+    from .registry import Check, Suite
 
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
 
@@ -77,6 +80,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, Chec
         result.status = CheckStatus.SKIP
         result.message = f"{BLOCKED} `{blocker}` did not pass; fix that first"
         return result
+    from .registry import CheckContext
     ctx = CheckContext(sandbox, oracle, seed, check, source=source)
     try:
         check.func(ctx)
@@ -178,8 +182,6 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
 
 def grade(path: str | Path, options: Options = Options()) -> Report:
     """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded."""
-    from . import diagnose
-
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = loader.detect_exercise(source, options.exercise)
@@ -190,6 +192,8 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
     with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
                  preload=(exercise.needs,) if exercise.needs else ()) as sandbox:
+        # the zygote is setting up its first worker now; meanwhile this process loads the rest
+        from . import diagnose
         sandbox_module.taint()
         suite = suite_for(exercise)
         oracle = diagnose.oracle_for(exercise)
