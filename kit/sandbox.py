@@ -1147,7 +1147,7 @@ class Sandbox:
             self.conn.send(("echo",), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             return [], f"the process {self._ended()}"
-        deadline = time.monotonic() + CONTROL_DEADLINE
+        deadline = time.monotonic() + REPLY_GRACE
         if not self._wait(deadline):
             self._drop_worker()
             return [], MISSING_ARGUMENTS

@@ -8,6 +8,7 @@ import collections
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -165,16 +166,27 @@ def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path)
         assert box.call("writes", ([1, 0.0],)).mutated == ("xs",)
 
 
-def test_a_worker_that_withholds_the_arguments_crashes_the_call(tmp_path):
-    """A fingerprint that differs from the kit's, then no arguments when the kit asks for them."""
+@pytest.mark.parametrize("withheld", ["None", "time.sleep(60)"])
+def test_a_worker_that_withholds_the_arguments_crashes_the_call(tmp_path, withheld):
+    """A fingerprint that differs from the kit's, then no arguments (or none within the 2 s the
+    kit waits for them) when the kit asks for them."""
     path = tmp_path / "withholds.py"
-    path.write_text("import attn_kit.wire as w\nw.digest = lambda value: 'forged'\n"
-                    "import attn_kit.worker as k\nk.Worker.after = property(lambda self: None, lambda self, v: None)\n\n"
-                    "def f(xs):\n    return 0\n")
-    with sandbox.Sandbox(str(path), timeout=5) as box:
+    path.write_text(f"""import itertools, time
+import attn_kit.wire, attn_kit.worker
+attn_kit.wire.digest = lambda value: "forged"
+reads = itertools.count()       # the call reads Worker.after once; the kit's request, a second time
+attn_kit.worker.Worker.after = property(lambda self: None if next(reads) == 0 else {withheld},
+                                        lambda self, value: None)
+
+def f(xs):
+    return 0
+""")
+    with sandbox.Sandbox(str(path), timeout=1) as box:
         box.start()
+        started = time.monotonic()
         outcome = box.call("f", ([1, 2],))
         assert outcome.status == "crashed" and "the arguments were not sent back" in outcome.detail
+        assert time.monotonic() - started < 1 + 2 * sandbox.REPLY_GRACE
 
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
