@@ -372,9 +372,9 @@ def _feed(add, value, depth: int) -> bool:
         add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
         items = value if kind is not dict else (x for pair in value.items() for x in pair)
         return depth < MAX_DEPTH and all(_feed(add, item, depth + 1) for item in items)
-    if kind is TensorValue:
+    if kind is TensorValue:          # a meta tensor has no values (mutation.same ignores its array)
         add(f"t{(value.dtype, value.device, tuple(value.shape), value.requires_grad)!r};".encode())
-        return _feed(add, value.array, depth + 1)
+        return value.device == "meta" or _feed(add, value.array, depth + 1)
     if getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":
         add(f"a{value.dtype.str}{value.shape};".encode())
         add(value.data if value.flags.c_contiguous else value.tobytes())

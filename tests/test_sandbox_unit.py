@@ -152,6 +152,9 @@ def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values(
                   [x, {"bq": None, "Wq": x.T}, *value[2:]], [x, value[1], [1, "s", float("nan")], value[3]]):
         assert wire.digest(wire.to_plain(other)) != wire.digest(wire.to_plain(value))
     assert wire.digest([object()]) is None                   # not plain data: no fingerprint at all
+    on = {d: [TensorValue(np.full(2, v), "torch.float32", d, (2,)) for v in (0.0, 1.0)] for d in ("cpu", "meta")}
+    assert wire.digest(on["cpu"][0]) != wire.digest(on["cpu"][1])
+    assert wire.digest(on["meta"][0]) == wire.digest(on["meta"][1])      # a meta tensor has no values
     # the same values with different fingerprints: the kit asks for the arguments and compares them
     assert wire.digest([1, 0.0]) != wire.digest([1.0, -0.0]) and mutation.same([1, 0.0], [1.0, -0.0])
 
