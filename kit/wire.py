@@ -30,6 +30,7 @@ import json
 import math
 import re
 import struct
+from array import array
 from enum import StrEnum
 from hashlib import sha256
 from typing import Any
@@ -368,6 +369,15 @@ def _feed(add, value, depth: int) -> bool:
     if kind in _BY_REPR:
         add(f"v{kind.__name__}:{value!r};".encode("utf-8", "surrogatepass"))
         return True
+    if kind is list or kind is tuple:      # rows of plain numbers, at C speed
+        types = set(map(type, value))
+        if types == {float}:
+            add(b"%s%d;" % (b"f" if kind is list else b"g", len(value)))
+            add(array("d", value).tobytes())
+            return True
+        if types <= _ATOMS:
+            add(f"{'r' if kind is list else 's'}{value!r};".encode("utf-8", "surrogatepass"))
+            return True
     if kind is list or kind is tuple or kind is dict:
         add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
         items = value if kind is not dict else (x for pair in value.items() for x in pair)

@@ -144,12 +144,14 @@ def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
 
 def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values():
     x = np.arange(6.0).reshape(2, 3)
-    value = [x, {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5]]
-    copy = [x.copy(), {"Wq": np.ascontiguousarray(x.T), "bq": None}, (1, "s", float("nan")), [True, 2.5]]
+    value = [x, {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5], [[0.5, float("nan")], (1.5,)]]
+    copy = [x.copy(), {"Wq": np.ascontiguousarray(x.T), "bq": None}, (1, "s", float("nan")), [True, 2.5],
+            [[0.5, float("nan")], (1.5,)]]
     assert wire.digest(wire.to_plain(value)) == wire.digest(wire.to_plain(copy))
     written = [x + np.eye(2, 3), {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5]]
     for other in (written, [x.astype(np.float32), *value[1:]], [x.reshape(3, 2), *value[1:]],
-                  [x, {"bq": None, "Wq": x.T}, *value[2:]], [x, value[1], [1, "s", float("nan")], value[3]]):
+                  [x, {"bq": None, "Wq": x.T}, *value[2:]], [x, value[1], [1, "s", float("nan")], *value[3:]],
+                  [*value[:4], [[0.5, 0.25], (1.5,)]], [*value[:4], [[0.5, float("nan")], [1.5]]]):
         assert wire.digest(wire.to_plain(other)) != wire.digest(wire.to_plain(value))
     assert wire.digest([object()]) is None                   # not plain data: no fingerprint at all
     on = {d: [TensorValue(np.full(2, v), "torch.float32", d, (2,)) for v in (0.0, 1.0)] for d in ("cpu", "meta")}
