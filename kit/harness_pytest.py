@@ -287,20 +287,14 @@ def _name(nodeid: str) -> str:
 
 def run_pytest(test_path: str, implementation_path: str, targets: list, functions: list,
                results_path: str, config_path: str, budgets: dict, default_budget: float,
-               deselect: list, search_dirs: list = (), known_bug: bool = False, pycache: str = "") -> int:
+               deselect: list, search_dirs: list = (), known_bug: bool = False) -> int:
     """Run the tests in test_path against the implementation; return pytest's exit code.
 
     On a known-bug implementation (`known_bug`) failures are the expected outcome and their text is
     never shown, so pytest formats them natively (--tb=native) instead of reading the source of every
     traceback entry: measured, a run on one bug file 0.13 → 0.11 s of CPU. The failing line is read
-    from the exception itself either way (Recorder.pytest_runtest_makereport).
-
-    `pycache` is a folder of the kit's, private to one grading: the first run writes the test file
-    with its asserts rewritten (and the implementation's bytecode) there, and every later run
-    reads it instead of rewriting again. Without it nothing is written at all. Either way no
-    __pycache__ appears beside the candidate's files."""
-    sys.dont_write_bytecode = not pycache
-    sys.pycache_prefix = pycache or None
+    from the exception itself either way (Recorder.pytest_runtest_makereport)."""
+    sys.dont_write_bytecode = True          # leave no __pycache__ beside the candidate's files
     gc.freeze()                             # pytest's gc.collect() calls then skip what the kit left
     os.environ.pop("PYTEST_ADDOPTS", None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"

@@ -327,7 +327,6 @@ class _Runner:
         self.driver.write_text(DRIVER, encoding="utf-8")
         self.config = workdir / "pytest.ini"
         self.config.write_text(CONFIG, encoding="utf-8")
-        self.pycache = workdir / "pycache"     # the rewritten test file, shared by the runs (run_pytest)
         self.search_dirs: list[str] = []
 
     def run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
@@ -350,8 +349,7 @@ class _Runner:
                 outcome = sandbox.call("run_pytest", (
                     str(self.test_path), str(implementation), list(self.use.targets),
                     list(self.exercise.function_names), str(results_path), str(self.config),
-                    budgets, self.timeout, sorted(skipped), self.search_dirs, is_bug, str(self.pycache)),
-                    timeout=limit)
+                    budgets, self.timeout, sorted(skipped), self.search_dirs, is_bug), timeout=limit)
             records = _read_records(results_path)
             running = None
             for record in records:
