@@ -178,7 +178,7 @@ def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
                     time.sleep(0.1)
             return np.asarray(x)
         """)
-    data, code, _ = bench_json(path, "--sizes", "8,16,32,64", "--repeats", "1", "--budget", "3")
+    data, code, _ = bench_json(path, "--sizes", "8,16,32,64", "--repeats", "1", "--budget", "2")
     assert code == 0
     assert data["sizes"] == [8, 16, 32]
     assert "T=64" in data["stopped"] and "did not finish" in data["stopped"] and "--budget" in data["stopped"]

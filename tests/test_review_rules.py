@@ -213,7 +213,7 @@ def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
     week.at(1, 0)
     hang = tmp_path / "hangs.py"
     shutil.copy(CORPUS / "mha" / "infinite_loop.py", hang)
-    hung = grading.grade(hang, grading.Options(seed=11, timeout=1))
+    hung = grading.grade(hang, grading.Options(seed=11, timeout=0.5))
     assert not hung.passed and hung.diagnosis == []
     assert any(r.status == "error" and "did not return" in r.message for r in hung.results)
     assert week.check(hung) == [[]]

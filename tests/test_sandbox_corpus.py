@@ -114,13 +114,13 @@ def test_stub_reports_not_implemented(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, fragment", [
-    ("infinite_loop.py", "did not return within 1 s"),
+    ("infinite_loop.py", "did not return within 0.5 s"),      # each hanging call waits out the timeout
     ("segfault.py", "SIGSEGV"),
     ("sys_exit.py", "sys.exit(3)"),
     ("os_exit.py", "exited with status 7"),
 ])
 def test_call_failures_are_reported_and_other_checks_still_run(name, fragment):
-    data, code = check_json(MHA / name, *FAST)
+    data, code = check_json(MHA / name, "--timeout", "0.5", "--seed", "1")
     assert code == 1
     st = statuses(data)
     assert st["output-shapes"] == "error"
