@@ -39,6 +39,7 @@ import functools
 import importlib
 import importlib.util
 import itertools
+import sys
 import time
 import types
 import warnings
@@ -142,7 +143,7 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
     if inputs is not None:
         args, kwargs = inputs
     else:
-        args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+        args, kwargs = deep_copy((call.args, call.kwargs))
     if float32:       # new float32 copies of the floating data; the rest is as read-only as `inputs`
         args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
@@ -155,6 +156,18 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
     return Local(value=value)
 
 
+def deep_copy(value):
+    """copy.deepcopy(value), with plain torch tensors (harness_torch.plain_tensors) copied by
+    clone() instead: deepcopy serialises each tensor's storage (about 70 µs a tensor, most of a
+    torch file's diagnosis). Views and shared storage still go through deepcopy, which keeps them."""
+    memo: dict = {}
+    if "torch" in sys.modules:
+        from . import harness_torch
+        for key, t in harness_torch.plain_tensors(value).items():
+            memo[key] = t.detach().clone().requires_grad_(t.requires_grad)
+    return copy.deepcopy(value, memo)
+
+
 def _message(exc: BaseException) -> str:
     """str(exc) as the worker reports a candidate's exception (`worker.error_info`)."""
     message = str(exc)
@@ -164,7 +177,7 @@ def _message(exc: BaseException) -> str:
 def shared_inputs(call: Call) -> tuple:
     """The call's arguments copied once, nested lists of numbers as NumPy arrays (the kit's own
     implementations accept both and compute the same values), for many read-only runs."""
-    args, kwargs = copy.deepcopy(call.args), copy.deepcopy(call.kwargs)
+    args, kwargs = deep_copy((call.args, call.kwargs))
     if call.harness:
         return args, kwargs
     return tuple(_as_arrays(a) for a in args), {k: _as_arrays(v) for k, v in kwargs.items()}

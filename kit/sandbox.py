@@ -26,6 +26,7 @@ started with multiprocessing's spawn (no isolation beyond a separate process).
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import select
@@ -319,7 +320,7 @@ class Channel:
 
     # kit side
     def send(self, obj, timeout: float | None = None) -> None:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _dumps(obj)
         if len(data) < 32 << 10:           # fits in the socket's buffer: the send cannot block
             self.sock.sendall(self._HEADER.pack(len(data)) + data)
             return
@@ -376,6 +377,33 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _TensorPickler(pickle.Pickler):
+    """Pickles plain torch tensors by value through NumPy (harness_torch.by_value); everything
+    else, views and tensors sharing storage included, as pickle and torch always do."""
+
+    def __init__(self, file, tensors: dict):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.tensors = tensors
+
+    def reducer_override(self, obj):
+        if id(obj) in self.tensors:
+            from . import harness_torch
+            return harness_torch.by_value(obj)
+        return NotImplemented
+
+
+def _dumps(obj) -> bytes:
+    """What the kit sends a worker, pickled (the kit's own data: never decoded in the kit)."""
+    if "torch" in sys.modules:
+        from . import harness_torch
+        tensors = harness_torch.plain_tensors(obj)
+        if tensors:
+            buffer = io.BytesIO()
+            _TensorPickler(buffer, tensors).dump(obj)
+            return buffer.getvalue()
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def describe_exit(status: int | None) -> str:

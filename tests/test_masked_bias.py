@@ -309,6 +309,37 @@ def test_tensors_reach_the_candidate_by_value(tmp_path):
     assert base.abs().sum().item() == 0.0
 
 
+def test_plain_tensors_cross_by_value_and_views_keep_their_storage(tmp_path):
+    """The kit pickles plain tensors through NumPy (harness_torch.plain_tensors) and leaves views
+    and shared storage to torch: the worker receives the same values, dtypes and flags either way,
+    and the diagnosis' copies of a view still share their base's storage."""
+    from attn_kit import diagnose, harness_torch
+    from attn_kit.sandbox import Sandbox
+
+    x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], dtype=torch.float32, requires_grad=True)
+    base = torch.zeros(4, dtype=torch.float64)
+    meta = torch.empty(2, 5, dtype=torch.float16, device="meta")
+    args = (x, base, base.view(2, 2), meta, torch.tensor([True, False]))
+    plain = harness_torch.plain_tensors(args)
+    assert set(plain) == {id(x), id(meta), id(args[4])}          # base and its view share storage
+    path = tmp_path / "receives.py"
+    path.write_text("def look(x, base, view, meta, flags):\n"
+                    "    view.add_(1)\n"
+                    "    return [str(x.dtype), x.requires_grad, x.is_leaf, x.tolist(), view.tolist(), str(meta.device),\n"
+                    "            tuple(meta.shape), str(meta.dtype), flags.tolist()]\n")
+    with Sandbox(str(path)) as sandbox:
+        sandbox.start()
+        outcome = sandbox.call("look", args)
+    assert outcome.ok, outcome.detail or outcome.error
+    assert outcome.value == ["torch.float32", True, True, [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[1.0, 1.0], [1.0, 1.0]],
+                             "meta", (2, 5), "torch.float16", [True, False]]
+    assert float(base.sum()) == 0.0 and "view" in outcome.mutated       # by value: the kit's own stays zero
+    copied = diagnose.deep_copy(args)
+    assert copied[0] is not x and torch.equal(copied[0], x) and copied[0].requires_grad
+    copied[2].add_(1)
+    assert float(copied[1].sum()) == 4.0 and float(base.sum()) == 0.0    # the copied view still shares
+
+
 # --- without torch ----------------------------------------------------------------------------
 
 def run_without_torch(code: str) -> subprocess.CompletedProcess:
