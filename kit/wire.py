@@ -355,7 +355,10 @@ def digest(value) -> str | None:
     fingerprints prove nothing (1 and 1.0, -0.0 and 0.0, a reordered dict): the kit then compares
     the values themselves."""
     parts: list = []
-    if not _feed(parts.append, value, 0):
+    try:
+        if not _feed(parts.append, value, 0):
+            return None
+    except ValueError:                 # an int too long to print (sys.set_int_max_str_digits)
         return None
     return sha256(b"".join(parts)).hexdigest()[:32]
 

@@ -154,6 +154,7 @@ def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values(
                   [*value[:4], [[0.5, 0.25], (1.5,)]], [*value[:4], [[0.5, float("nan")], [1.5]]]):
         assert wire.digest(wire.to_plain(other)) != wire.digest(wire.to_plain(value))
     assert wire.digest([object()]) is None                   # not plain data: no fingerprint at all
+    assert wire.digest([10 ** 5000]) is None                 # an int too long to print: none either
     on = {d: [TensorValue(np.full(2, v), "torch.float32", d, (2,)) for v in (0.0, 1.0)] for d in ("cpu", "meta")}
     assert wire.digest(on["cpu"][0]) != wire.digest(on["cpu"][1])
     assert wire.digest(on["meta"][0]) == wire.digest(on["meta"][1])      # a meta tensor has no values
@@ -164,11 +165,14 @@ def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values(
 def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path):
     path = tmp_path / "rewrites.py"
     path.write_text("def same_values(xs):\n    xs[0] = float(xs[0])\n    xs[1] = -xs[1]\n    return 0\n\n"
-                    "def writes(xs):\n    xs[0] += 1\n    return 0\n")
+                    "def writes(xs):\n    xs[0] += 1\n    return 0\n\n"
+                    "def writes_a_huge_int(xs):\n    xs[0] = 10 ** 5000\n    return 0\n")
     with sandbox.Sandbox(str(path), timeout=5) as box:
         box.start()
         assert box.call("same_values", ([1, 0.0],)).mutated == ()       # 1 -> 1.0, 0.0 -> -0.0: equal values
         assert box.call("writes", ([1, 0.0],)).mutated == ("xs",)
+        huge = box.call("writes_a_huge_int", ([1, 0.0],))      # no fingerprint, then arguments JSON cannot carry
+        assert huge.status == "crashed" and "the arguments were not sent back" in huge.detail
 
 
 @pytest.mark.parametrize("withheld", ["None", "time.sleep(60)"])
