@@ -11,6 +11,13 @@ from attn_kit.cli_common import one_blas_thread
 one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
 
 import os  # noqa: E402 - after the BLAS setting
+import signal  # noqa: E402
+
+# A shell script's background job (`pytest &`) starts with SIGINT ignored, and every process the
+# tests start would inherit that: the tests that press Ctrl-C on the kit would then wait out their
+# timeouts. A handler, unlike an ignored signal, is reset to the default in an exec'd child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
