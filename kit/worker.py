@@ -292,6 +292,23 @@ class Worker:
         message["pure"] = self._violations()
         return message
 
+    def _reply(self, kind: str, arguments) -> bytes:
+        """The encoded answer to a load or call request, within the kit's bounds."""
+        reply = self.load(*arguments) if kind == "load" else self.call(*arguments)
+        try:
+            data = wire.encode(reply)
+        except Exception as exc:  # noqa: BLE001 - e.g. an integer too long for JSON
+            reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
+            reply["extra"] = {}
+            data = wire.encode(reply)
+        if _too_large(data):
+            reply.update(value=Opaque("reply", "the result was too large to send back"), extra={})
+            reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
+            reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
+                               f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
+            data = wire.encode(reply)
+        return data
+
     def serve(self):
         signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the kit's to handle
         os.register_at_fork(after_in_child=_die_with_parent)
@@ -305,33 +322,26 @@ class Worker:
             kind = message[0]
             if kind == "stop":
                 return
-            if kind == "echo":
-                reply = {"kind": "echo", "after": self.after}
-            else:
-                reply = self.load(*message[1:]) if kind == "load" else self.call(*message[1:])
-            try:
-                data = wire.encode(reply)
-            except Exception as exc:  # noqa: BLE001 - e.g. an integer too long for JSON
-                if kind == "echo":
-                    reply["after"] = None
-                else:
-                    reply["value"] = Opaque(type(reply.get("value")).__name__, f"could not be sent back: {exc}"[:200])
-                    reply["extra"] = {}
-                data = wire.encode(reply)
-            if len(data) - wire.HEADER.size > wire.MAX_REPLY or \
-                    wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT:
-                if kind == "echo":
-                    reply["after"] = None
-                else:
-                    reply.update(value=Opaque("reply", "the result was too large to send back"), extra={})
-                    reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
-                    reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
-                                       f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
-                data = wire.encode(reply)
+            data = _echo_reply(self.after) if kind == "echo" else self._reply(kind, message[1:])
             try:
                 self.conn.send_bytes(data)
             except OSError:
                 return
+
+
+def _too_large(data: bytes) -> bool:
+    """Over the kit's bound for one reply, or for its JSON part."""
+    return len(data) - wire.HEADER.size > wire.MAX_REPLY or wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT
+
+
+def _echo_reply(after) -> bytes:
+    """The last call's arguments, which the kit asked for; none when they cannot be sent (an int
+    too long for JSON, too large), which the kit reports as a crashed call."""
+    try:
+        data = wire.encode({"kind": "echo", "after": after})
+    except Exception:  # noqa: BLE001 - e.g. an integer too long for JSON
+        return wire.encode({"kind": "echo", "after": None})
+    return wire.encode({"kind": "echo", "after": None}) if _too_large(data) else data
 
 
 def serve(conn):
