@@ -383,15 +383,13 @@ class _TensorPickler(pickle.Pickler):
     """Pickles plain torch tensors by value through NumPy (harness_torch.by_value); everything
     else, views and tensors sharing storage included, as pickle and torch always do."""
 
-    def __init__(self, file, tensors: dict):
+    def __init__(self, file, tensors: dict, by_value):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.tensors = tensors
+        self.by_value = by_value
 
     def reducer_override(self, obj):
-        if id(obj) in self.tensors:
-            from . import harness_torch
-            return harness_torch.by_value(obj)
-        return NotImplemented
+        return self.by_value(obj) if id(obj) in self.tensors else NotImplemented
 
 
 def _dumps(obj) -> bytes:
@@ -401,7 +399,7 @@ def _dumps(obj) -> bytes:
         tensors = harness_torch.plain_tensors(obj)
         if tensors:
             buffer = io.BytesIO()
-            _TensorPickler(buffer, tensors).dump(obj)
+            _TensorPickler(buffer, tensors, harness_torch.by_value).dump(obj)
             return buffer.getvalue()
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
