@@ -4,8 +4,7 @@ The kit keeps its own copy of every argument it sends. After the call the worker
 fingerprint of its view of the same arguments (wire.digest of wire.to_plain); when that differs
 from the fingerprint of the kit's copy, it sends the view itself as plain data, and `changed`
 compares the two here, in the kit's process, where the candidate's code cannot patch the
-comparison. A dict that gained or
-lost keys counts as written (`params.setdefault("bq", zeros)`).
+comparison. A dict that gained or lost keys counts as written (`params.setdefault("bq", zeros)`).
 """
 
 from __future__ import annotations

@@ -141,7 +141,6 @@ def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
         assert box.call("f", ({"k": 1}, [9]), echo=False).mutated == ()
 
 
-
 def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values():
     x = np.arange(6.0).reshape(2, 3)
     value = [x, {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5], [[0.5, float("nan")], (1.5,)]]
@@ -196,6 +195,7 @@ def f(xs):
         outcome = box.call("f", ([1, 2],))
         assert outcome.status == "crashed" and "the arguments were not sent back" in outcome.detail
         assert time.monotonic() - started < 1 + 2 * sandbox.REPLY_GRACE
+
 
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
