@@ -30,6 +30,7 @@ from .cli_common import (
     timeout_option_type,
 )
 from .cli_dev import dev
+from .cli_grade import autograder, grade
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 
 
@@ -240,6 +241,8 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
 
 cli.add_command(bench)
 cli.add_command(dev)
+cli.add_command(grade)
+cli.add_command(autograder)
 
 
 def main():
