@@ -98,6 +98,13 @@ class Batch:
     def max_points(self) -> int:
         return sum(c["points"] for c in self.checks)
 
+    @classmethod
+    def from_json(cls, data: dict) -> Batch:
+        """A run back from its `--out json=` file (gradeout.to_json), to write it in other formats."""
+        results = [Result(s["name"], s["path"], s["state"], s["report"], s["error"] or "", s["seconds"],
+                          s["crashed"], s["timed_out"]) for s in data["submissions"]]
+        return cls(data["exercise"], data["seed"], results, data["checks"], data["seconds"], data["jobs"])
+
 
 # --- finding the submissions -----------------------------------------------------------------------
 

@@ -125,18 +125,20 @@ def make_folder(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """One `attn-kit grade` run writing every format, and one with --hidden-details."""
+    """One `attn-kit grade` run writing every format; the same results written again with
+    hidden_details (from the JSON record: Batch.from_json)."""
     root = tmp_path_factory.mktemp("grade")
     folder = make_folder(root)
-    runs = {}
-    for name, extra in (("plain", ()), ("details", ("--hidden-details",))):
-        out = root / name
-        proc = attn_kit("grade", folder, "--exercise", EXERCISE, "--seed", SEED, "--jobs", 2, *extra,
-                        "--out", f"csv={out / 'grades.csv'}", "--out", f"json={out / 'grades.json'}",
-                        "--out", f"junit={out / 'report.xml'}", "--out", f"gradescope={out / 'gradescope'}",
-                        "--out", f"prairielearn={out / 'prairielearn'}", timeout=300)
-        runs[name] = (out, proc)
-    return folder, runs
+    out = root / "plain"
+    proc = attn_kit("grade", folder, "--exercise", EXERCISE, "--seed", SEED, "--jobs", 2,
+                    "--out", f"csv={out / 'grades.csv'}", "--out", f"json={out / 'grades.json'}",
+                    "--out", f"junit={out / 'report.xml'}", "--out", f"gradescope={out / 'gradescope'}",
+                    "--out", f"prairielearn={out / 'prairielearn'}", timeout=300)
+    details = root / "details"
+    again = batch.Batch.from_json(json.loads((out / "grades.json").read_text()))
+    for fmt, path in (("junit", "report.xml"), ("gradescope", "gradescope"), ("prairielearn", "prairielearn")):
+        gradeout.write(again, fmt, details / path, hidden_details=True)
+    return folder, {"plain": (out, proc), "details": (details, None)}
 
 
 NAMES = ["alice", "bob_smith", "carol", "dave", "erin", "frank"]
@@ -301,6 +303,14 @@ def test_misuse_is_exit_2_without_a_traceback(tmp_path):
                  ("grade", tmp_path, "-e", EXERCISE, "--out", "x.txt")):
         proc = attn_kit(*args)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error" in proc.stderr, proc.stderr
+
+
+def test_the_json_record_writes_the_same_files_again(graded, tmp_path):
+    out, _ = graded[1]["plain"]
+    again = batch.Batch.from_json(json.loads((out / "grades.json").read_text()))
+    for fmt, name in (("csv", "grades.csv"), ("junit", "report.xml")):
+        gradeout.write(again, fmt, tmp_path / name)
+        assert (tmp_path / name).read_text() == (out / name).read_text()
 
 
 def test_gradeout_write_rejects_unknown_formats(tmp_path):
