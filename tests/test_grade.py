@@ -316,3 +316,32 @@ def test_the_json_record_writes_the_same_files_again(graded, tmp_path):
 def test_gradeout_write_rejects_unknown_formats(tmp_path):
     with pytest.raises(ValueError):
         gradeout.write(batch.Batch(EXERCISE, 1, []), "yaml", tmp_path / "x")
+
+
+def test_the_terminal_shows_progress_then_a_table_that_fits_80_columns(tmp_path):
+    """In a real pseudo-terminal at 80x24: the progress bar (stderr is a terminal) and then the
+    table, every line within 80 columns, a long submission name folded rather than cut."""
+    import os
+    import re
+    import sys
+
+    import pexpect
+    long_name = "a_candidate_with_a_remarkably_long_submission_file_name_for_this_table"
+    shutil.copy(SOLUTIONS / "reference_numpy.py", tmp_path / f"{long_name}.py")
+    shutil.copy(SOLUTIONS / "bugs" / "no-scaling.py", tmp_path / "bob.py")
+    env = dict(os.environ, NO_COLOR="1", TERM="xterm")
+    env.pop("COLUMNS", None)
+    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", "grade", str(tmp_path), "-e", EXERCISE,
+                                           "--seed", "3", "--jobs", "1"],
+                          env=env, encoding="utf-8", timeout=120, dimensions=(24, 80))
+    raw = child.read()
+    child.close()
+    assert child.exitstatus == 1
+    assert "grading" in raw                                   # the progress bar was drawn
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).replace("\r\n", "\n")
+    table = text[text.index("Submission"):]
+    lines = [line.rstrip("\r") for line in table.splitlines()]
+    assert all(len(line) <= 80 for line in lines), lines
+    assert any(line.startswith("bob ") and "26/47" in line and "no-scaling" in line for line in lines)
+    assert long_name not in table and "".join(line.split()[0] for line in lines[1:3]).startswith(long_name[:40])
+    assert "seed 3" in text
