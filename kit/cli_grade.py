@@ -91,7 +91,16 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
 
 @click.group()
 def autograder():
-    """Write the files an autograding platform runs: gradescope, prairielearn or github."""
+    """Write the files an autograding platform runs: gradescope, prairielearn or github.
+
+    Each recipe carries the kit's own wheel and grades one student's submission with
+    `attn-kit grade` (docs/grading.md).
+
+    \b
+    Examples:
+      attn-kit autograder gradescope --exercise mha-screen -o autograder.zip
+      attn-kit autograder github --exercise mha-screen -o template/
+    """
 
 
 def _recipe(kind: str):
