@@ -128,7 +128,7 @@ def unmet(verdict: Verdict, scores: dict[str, int]) -> list[str]:
         missed.append(f"correctness {scores['correctness']} is below {verdict.correctness}")
     low = [f"{d} {s}" for d, s in scores.items() if s < verdict.each]
     if low:
-        missed.append(f"{', '.join(low)} below {verdict.each}")
+        missed.append(f"{' and '.join(low)} {'is' if len(low) == 1 else 'are'} below {verdict.each}")
     total = sum(scores.values())
     if total < verdict.total:
         missed.append(f"total {total} is below {verdict.total}")
@@ -138,7 +138,7 @@ def unmet(verdict: Verdict, scores: dict[str, int]) -> list[str]:
 def recommend(scores: dict[str, int]) -> tuple[str, list[str]]:
     """The recommendation for six scores and its reasons: why each better verdict was missed, then
     which floors the chosen one met."""
-    reasons = []
+    reasons: list[str] = []
     for verdict in VERDICTS:
         missed = unmet(verdict, scores)
         if not missed:
