@@ -362,8 +362,8 @@ def _rule(out: Console, scores: dict[str, int] | None) -> None:
         out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
     if scores:
         verdict, reasons = recommend(scores)
-        given = ", ".join(f"{d} {s}" for d, s in scores.items())
-        out.print(Text("Scores: ", style="label") + Text(given))
+        out.print(Text("Scores given:", style="label"))
+        out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
         out.print(Text("Recommendation: ", style="label") + Text(verdict, style="label"))
         for reason in reasons:
             out.print(Padding(Text("– " + reason), (0, 0, 0, 2)))

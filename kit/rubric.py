@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import catalog
+from .errors import UsageError
 from .report import FAILED, CheckStatus
 
 SEVERITY_SCORE = {"crash": 1, "wrong": 2, "edge": 3}    # the best correctness a cause of this severity allows
@@ -164,3 +165,30 @@ def recommendation_range(scores: dict[str, int | None]) -> tuple[str, str]:
     low = {d: 1 if s is None else s for d, s in scores.items()}
     high = {d: 4 if s is None else s for d, s in scores.items()}
     return recommend(low)[0], recommend(high)[0]
+
+
+def parse_scores(text: str) -> dict[str, int]:
+    """`mock --interviewer --scores`: six scores 1-4, either in dimension order ("3,2,3,3,2,3") or
+    named ("correctness=3,robustness=2,..."); anything else is a UsageError saying what is expected."""
+    dims = catalog.DIMENSIONS
+    expected = (f"--scores takes six scores from 1 to 4, in the order {', '.join(dims)} (for example "
+                f"--scores 3,2,3,3,2,3) or named (--scores correctness=3,robustness=2,...)")
+    parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+    named = [p.partition("=") for p in parts]
+    if all(sep for _, sep, _ in named):
+        pairs = [(name.strip().lower(), value.strip()) for name, _, value in named]
+    elif not any(sep for _, sep, _ in named) and len(parts) == len(dims):
+        pairs = list(zip(dims, parts))
+    else:
+        raise UsageError(f"{expected}; got '{text}'.")
+    scores = {}
+    for name, value in pairs:
+        if name not in dims:
+            raise UsageError(f"{expected}; '{name}' is not a dimension.")
+        if value not in ("1", "2", "3", "4"):
+            raise UsageError(f"{expected}; {name} = '{value}' is not 1, 2, 3 or 4.")
+        scores[name] = int(value)
+    missing = [d for d in dims if d not in scores]
+    if missing or len(pairs) != len(dims):
+        raise UsageError(f"{expected}; " + (f"missing: {', '.join(missing)}." if missing else "a dimension is given twice."))
+    return {d: scores[d] for d in dims}

@@ -229,8 +229,8 @@ def test_the_sheet_states_the_rule_and_the_reasons_at_80_columns():
 def test_the_interviewer_sheet_in_a_real_terminal_shows_the_rule():
     pexpect = pytest.importorskip("pexpect")
     env = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm", NO_COLOR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit", "mock", "rope", "--interviewer"], env=env,
-                          dimensions=(24, 80), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(sys.executable, ["-m", "attn_kit", "mock", "rope", "--interviewer", "--scores", "3,4,3,1,3,4"],
+                          env=env, dimensions=(24, 80), encoding="utf-8", timeout=60)
     child.expect(pexpect.EOF)
     child.close()
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before).replace("\r", "")
@@ -240,6 +240,34 @@ def test_the_interviewer_sheet_in_a_real_terminal_shows_the_rule():
     flat = " ".join(text.split())
     for anchor in catalog.exercise("rope").scoring[0].anchors:
         assert " ".join(anchor.split())[:60] in flat
+    assert "  correctness 3, robustness 4, shapes 3, tests 1, systems 3, communication 4" in [
+        line.rstrip() for line in text.splitlines()]
+    assert "Recommendation: lean no" in text and "– not hire: tests 1 is below 2" in text
+
+
+@pytest.mark.parametrize("text, scores", [
+    ("3,2,3,3,2,3", (3, 2, 3, 3, 2, 3)),
+    ("systems=2, correctness=4,robustness=4,shapes=4,tests=4,communication=1", (4, 4, 4, 4, 2, 1)),
+])
+def test_scores_are_read_in_order_or_by_name(text, scores):
+    assert rubric.parse_scores(text) == six(*scores)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--interviewer", "--scores", "3,2,3"], "got '3,2,3'"),
+    (["--interviewer", "--scores", "3,2,3,3,2,5"], "communication = '5' is not 1, 2, 3 or 4"),
+    (["--interviewer", "--scores", "correctness=3,style=2"], "'style' is not a dimension"),
+    (["--interviewer", "--scores", "correctness=3,correctness=2,shapes=1,tests=1,systems=1,communication=1"],
+     "missing: robustness"),
+    (["--scores", "3,2,3,3,2,3"], "--scores goes with --interviewer"),
+])
+def test_bad_scores_are_a_usage_error_not_a_traceback(args, says):
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+    result = CliRunner().invoke(cli, ["mock", "rope", *args])
+    assert result.exit_code == 2 and says in " ".join(result.output.split())
+    assert "Traceback" not in result.output
 
 
 def test_every_exercise_has_cases_for_all_four_levels():
