@@ -320,7 +320,7 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
         "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used,
                   "available": len(exercise.hints)},
         "scoring": rows,
-        "recommendation": recommendation(rows),
+        "recommendation": recommendation(rows) if status != MockStatus.ABANDONED else None,
         "discussion": [d.to_json() for d in discussion],
         "followups": [f.prompt for f in exercise.followups],
         "solution_file": str(session.file),

@@ -275,3 +275,14 @@ def test_every_exercise_has_cases_for_all_four_levels():
     assert levels == {(e.id, n) for e, n in itertools.product(EXERCISES, (1, 2, 3, 4))}
     assert all(p.values[2] for p in anchor_cases())     # an example of every level exists in each catalogue
     assert bug_id_of(bug_file("mha-screen", "no-scaling")) == "no-scaling"
+
+
+def test_an_abandoned_session_gets_no_scores_and_no_recommendation(tmp_path):
+    from attn_kit.store import now
+    session = mock.create_session(catalog.exercise("sliding-window"), 40, tmp_path)
+    abandoned = mock.report_data(session, mock.MockStatus.ABANDONED, 10.0, now())
+    assert abandoned["recommendation"] is None and abandoned["scoring"][0]["score"] is None
+    assert "## Recommendation" not in render_practice.mock_report_markdown(abandoned)
+    ungraded = mock.report_data(session, mock.MockStatus.SUBMITTED, 10.0, now())    # could not be graded
+    assert ungraded["scoring"][0]["score"] == 1 and ungraded["recommendation"]["range"] == ["no", "no"]
+    assert "the file could not be graded" in ungraded["scoring"][0]["why"]
