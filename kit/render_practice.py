@@ -299,7 +299,8 @@ def mock_report_markdown(data: dict) -> str:
     if data.get("scoring"):
         lines += ["", "## Scores (1-4 per dimension)", "",
                   "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
-                  "the file runs); score the other dimensions at the highest anchor that fully holds. Each hint "
+                  "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
+                  "does). Each hint "
                   "used caps its dimension at 3.", "",
                   "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
         for row in data["scoring"]:
@@ -373,8 +374,8 @@ def _scoring(exercise, out: Console) -> None:
     """The scored rubric: four anchors per dimension, which hints cap it, checkpoints, seniority."""
     from .rubric import MANY_CAUSES
     out.print(Rule(Text("Scoring: 1 to 4 per dimension", style="label")))
-    out.print(Text("Give each dimension the highest level whose description fully holds; the levels are ordered "
-                   "and every outcome falls in one. Each hint the candidate used caps its dimension at 3. "
+    out.print(Text("Give each dimension the highest level whose description fully holds (1 when none does): the "
+                   "levels are ordered, each asks more than the one below. Each hint the candidate used caps its dimension at 3. "
                    "Correctness is scored by the kit from the diagnosed causes: a cause that crashes on ordinary "
                    "inputs allows 1, one wrong on ordinary inputs 2, one that shows only at an edge 3; "
                    f"{MANY_CAUSES} or more causes lower the score by one.", style="muted"))
