@@ -163,6 +163,9 @@ class Exercise:
         return tuple(b for b in bugs() if b in present)
 
 
+SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
+
+
 @dataclass(frozen=True)
 class Bug:
     id: str
@@ -171,6 +174,7 @@ class Bug:
     fix: str              # the fix in one sentence
     test_idea: str        # the one-line idea of a test that catches it
     concept: str          # the discussion concept it belongs to (for review scheduling)
+    severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
 
 
 def _build(cls, data: dict, where: str):

@@ -292,10 +292,13 @@ class MockTerminal:
               show_default=True, help="Folder in which the new session folder is created.")
 @click.option("--interviewer", is_flag=True,
               help="Only print the interviewer's sheet: statement, what to watch for, key points.")
+@click.option("--scores", metavar="SCORES",
+              help="With --interviewer: the six scores given (e.g. 3,2,3,3,2,3 in the sheet's order); the "
+                   "sheet then shows the recommendation and why.")
 @click.option("--unattended", is_flag=True,
               help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input).")
 @reports_errors
-def mock(exercise, minutes, parent, interviewer, unattended):
+def mock(exercise, minutes, parent, interviewer, scores, unattended):
     """Run a timed mock screen.
 
     Writes a fresh starter into a new session folder, shows the statement and a live
@@ -305,18 +308,28 @@ def mock(exercise, minutes, parent, interviewer, unattended):
 
     Without EXERCISE, picks the first exercise you have not yet passed in a mock.
 
+    Correctness is scored from the causes the diagnosis finds; --interviewer prints the anchors
+    for all six dimensions and the rule that turns the six scores into strong hire, hire, lean
+    no or no (with --scores, the verdict and the reasons).
+
     \b
     Examples:
       attn-kit mock mha-screen --minutes 45
       attn-kit mock --dir ~/screens
       attn-kit mock mha-screen --interviewer
+      attn-kit mock mha-screen --interviewer --scores 3,2,3,3,2,3
     """
     from . import catalog, render_practice
     from . import mock as mock_module
+    from .errors import UsageError
     from .store import StoreError
+    if scores is not None and not interviewer:
+        raise UsageError("--scores goes with --interviewer: it fills in the sheet's recommendation.")
     if interviewer:
+        from .rubric import parse_scores
+        given = parse_scores(scores) if scores is not None else None
         ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)
-        render_practice.interviewer_sheet(ex)
+        render_practice.interviewer_sheet(ex, scores=given)
         return
     store = None
     try:

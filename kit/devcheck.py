@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import catalog, compose
+from . import catalog, compose, rubric
 from .errors import CatalogError, DependencyMissing
 from .paths import bug_id_of, package_dir
 
@@ -172,6 +172,9 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
         for key in ("title", "symptom", "fix", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
+        if entry.get("severity") not in catalog.SEVERITIES:
+            yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
+                                 f"(the header of bugs.toml says which; the mock's correctness score needs it)")
 
 
 @validator
@@ -214,6 +217,28 @@ def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
             if len(d.anchors) != 4:
                 yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+        yield from (Problem(where, text) for text in scoring_problems(exercise))
+
+
+def scoring_problems(exercise: catalog.Exercise) -> list[str]:
+    """The rubric the mock scores with: every dimension once, in DIMENSIONS order, with four distinct
+    anchors; correctness anchors describe rubric.correctness's levels in order (each starts with its
+    rubric.CORRECTNESS_LEADS entry), so the auto-score and the written anchor agree."""
+    problems = []
+    dims = [d.dimension for d in exercise.scoring]
+    if dims != list(catalog.DIMENSIONS):
+        problems.append(f"[[scoring]] dimensions are {', '.join(dims) or 'none'}; the mock needs each of "
+                        f"{', '.join(catalog.DIMENSIONS)} once, in that order")
+    for d in exercise.scoring:
+        texts = [" ".join(a.split()) for a in d.anchors]
+        if any(not t for t in texts) or len(set(texts)) != len(texts):
+            problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
+        if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
+            for score, (text, lead) in enumerate(zip(texts, rubric.CORRECTNESS_LEADS), 1):
+                if not text.startswith(lead):
+                    problems.append(f"[[scoring]] correctness anchor {score} must start with '{lead}' (the level "
+                                    f"the auto-score gives; see kit/rubric.py)")
+    return problems
 
 
 # What a gentle first hint must not contain: each pattern is one way code shows up in prose.

@@ -298,14 +298,21 @@ def mock_report_markdown(data: dict) -> str:
                  f"({hints['used_in_total']} of {hints['available']} used in total)")
     if data.get("scoring"):
         lines += ["", "## Scores (1-4 per dimension)", "",
-                  "Correctness is read off the graded checks; score the other dimensions against their "
-                  "anchors. Each hint used caps its dimension at 3.", "",
+                  "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
+                  "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
+                  "does). Each hint "
+                  "used caps its dimension at 3.", "",
                   "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
         for row in data["scoring"]:
             score = "–" if row["score"] is None else f"{row['score']}/4"
             cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
             anchors = [a.replace("|", "\\|") for a in row["anchors"]]
             lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
+        why = next((row.get("why") for row in data["scoring"] if row["dimension"] == "correctness"), "")
+        if why:
+            lines += ["", f"Correctness: {why}."]
+    if data.get("recommendation"):
+        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -334,11 +341,44 @@ def mock_report_markdown(data: dict) -> str:
 
 
 
+def recommendation_lines(recommendation: dict) -> list[str]:
+    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines."""
+    verdict, (worst, best) = recommendation["verdict"], recommendation["range"]
+    if verdict:
+        head = f"**{verdict}**"
+    elif worst == best:
+        head = f"**{worst}**, whatever the scores still to give"
+    else:
+        head = f"between **{worst}** and **{best}**, depending on the scores still to give"
+    return [f"- Recommendation: {head}"] + [f"- {reason}" for reason in recommendation["reasons"]]
+
+
+def _rule(out: Console, scores: dict[str, int] | None) -> None:
+    """The written rule that turns the six scores into a recommendation; with `scores`, its verdict
+    and the reasons."""
+    from .rubric import VERDICTS, floors, recommend
+    out.print(Rule(Text("Recommendation", style="label")))
+    out.print(Text("The first line whose floors the six scores all meet:", style="muted"))
+    for verdict in VERDICTS:
+        out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
+    if scores:
+        verdict, reasons = recommend(scores)
+        out.print(Text("Scores given:", style="label"))
+        out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
+        out.print(Text("Recommendation: ", style="label") + Text(verdict, style="label"))
+        for reason in reasons:
+            out.print(Padding(Text("– " + reason), (0, 0, 0, 2)))
+
+
 def _scoring(exercise, out: Console) -> None:
     """The scored rubric: four anchors per dimension, which hints cap it, checkpoints, seniority."""
+    from .rubric import MANY_CAUSES
     out.print(Rule(Text("Scoring: 1 to 4 per dimension", style="label")))
-    out.print(Text("Each hint the candidate used caps its dimension at 3. Correctness comes from the checks.",
-                   style="muted"))
+    out.print(Text("Give each dimension the highest level whose description fully holds (1 when none does): the "
+                   "levels are ordered, each asks more than the one below. Each hint the candidate used caps its dimension at 3. "
+                   "Correctness is scored by the kit from the diagnosed causes: a cause that crashes on ordinary "
+                   "inputs allows 1, one wrong on ordinary inputs 2, one that shows only at an edge 3; "
+                   f"{MANY_CAUSES} or more causes lower the score by one.", style="muted"))
     levels: dict[str, list[int]] = {}
     for number, hint in enumerate(exercise.hints, 1):
         levels.setdefault(hint.dimension or "correctness", []).append(number)
@@ -358,12 +398,15 @@ def _scoring(exercise, out: Console) -> None:
             out.print(Text(f"  {item.level}: ", style="label") + Text(item.expect))
 
 
-def interviewer_sheet(exercise, out: Console | None = None) -> None:
+def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, int] | None = None) -> None:
+    """`mock --interviewer`: statement, rubric, the recommendation rule (applied to `scores` when given:
+    dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {exercise.minutes} minutes", style="label")))
     render.statement(exercise, out)
     if exercise.scoring:
         _scoring(exercise, out)
+        _rule(out, scores)
     if exercise.rubric:
         out.print(Rule(Text("What to watch for", style="label")))
         for item in exercise.rubric:
