@@ -13,7 +13,7 @@ import io
 import sys
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
+from rich.markdown import CodeBlock, Markdown
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -141,8 +141,33 @@ def where_you_are(status, command: str, out: Console | None = None) -> None:
               + Text(" · every command: ", style="muted") + Text("attn-kit --help", style="command"))
 
 
+class _Code(CodeBlock):
+    """A code block of our content, highlighted as Python unless its fence names a language."""
+
+    @classmethod
+    def create(cls, markdown, token) -> CodeBlock:
+        return cls((token.info or "").partition(" ")[0] or "python", markdown.code_theme)
+
+
+class _Content(Markdown):
+    elements = {**Markdown.elements, "code_block": _Code, "fence": _Code}
+
+
+def content(text: str) -> Markdown:
+    """A statement, hint or model answer from prompts/ as rich Markdown. Every piece of content
+    goes through here. Only the blank lines at either end are trimmed: a hint that opens with an
+    indented code block keeps that indent (stripping it turned the block into one reflowed
+    paragraph). prompts/ keeps code lines short enough to show whole at 80 columns."""
+    lines = text.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return _Content("\n".join(lines))
+
+
 def statement(exercise, out: Console | None = None) -> None:
-    (out or console()).print(Markdown(exercise.statement))
+    (out or console()).print(content(exercise.statement))
 
 
 def started(exercise, path, out: Console | None = None) -> None:
