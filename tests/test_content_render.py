@@ -120,6 +120,16 @@ def test_the_interviewer_sheet_keeps_the_statements_code(exercise, width):
             assert lost(question.answer, shown) == [], question.id
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_model_answer_keeps_its_code(width):
+    answers = [(e, q) for e in EXERCISES for q in e.questions if q.answer]
+    assert answers
+    for exercise, question in answers:
+        out = console(width)
+        render_practice.model_answer(question, out)
+        assert lost(question.answer, out.file.getvalue()) == [], (exercise.id, question.id)
+
+
 def test_one_line_content_holds_no_code_block():
     """Follow-ups, key points and question prompts are shown as plain wrapped text, which is right
     only while none of them holds a code block (a line of code or an indented block)."""
