@@ -9,6 +9,7 @@ of its code blocks must come out as one line of the output, with the block's ind
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -20,7 +21,7 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from attn_kit import catalog, render, render_practice
+from attn_kit import catalog, devcheck, render, render_practice
 
 from test_practice import plain
 
@@ -138,6 +139,40 @@ def test_one_line_content_holds_no_code_block():
              + [q.prompt for q in e.questions] + [p for q in e.questions for p in q.key_points]]
     assert texts
     assert [(where, t[:50]) for where, t in texts if parse(t).code or "\n    " in t] == []
+
+
+def shown_as(kind: str, code_line: str, width: int = 80) -> str:
+    """One code line rendered the way `kind` (statement, hint, model answer) is shown."""
+    text = f"Text.\n\n    {code_line}\n"
+    out = console(width)
+    if kind == "statement":
+        render.statement(SimpleNamespace(statement=text), out)
+    elif kind == "hint":
+        hint = catalog.Hint(title="t", text=text)
+        render_practice.hints(SimpleNamespace(id="x", hints=(hint,)), [SimpleNamespace(level=1, hint=hint)], 1, out)
+    else:
+        render_practice.model_answer(SimpleNamespace(answer=text, source=""), out)
+    return out.file.getvalue()
+
+
+@pytest.mark.parametrize("kind", sorted(devcheck.CODE_WIDTH))
+def test_dev_check_code_widths_are_the_renderers(kind):
+    """`attn-kit dev check` allows exactly the code lines that show whole at 80 columns."""
+    limit = devcheck.CODE_WIDTH[kind]
+    fits, too_long = "x = " + "1" * (limit - 4), "x = " + "1" * (limit - 3)
+    assert block_shown([fits], shown_as(kind, fits).splitlines())
+    assert not block_shown([too_long], shown_as(kind, too_long).splitlines())
+
+
+def test_dev_check_flags_a_long_code_line():
+    exercise = catalog.exercise("tiled-softmax")
+    long_hint = catalog.Hint(title="t", text="    " + "y = 1  # " + "z" * 80 + "\n")
+    content = devcheck.Content.installed()
+    content.__dict__["exercises"] = {exercise.id: dataclasses.replace(exercise, hints=(*exercise.hints, long_hint))}
+    problems = list(devcheck.code_fits_an_80_column_terminal(content))
+    assert len(problems) == 1 and "hint 16" in problems[0].message and "76" in problems[0].message
+    content.__dict__["exercises"] = {exercise.id: exercise}
+    assert list(devcheck.code_fits_an_80_column_terminal(content)) == []
 
 
 def test_the_check_can_fail():
