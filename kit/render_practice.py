@@ -246,8 +246,9 @@ def model_answer(question, out: Console | None = None) -> None:
     if question.answer:
         out.print(Padding(Text("Model answer:", style="label"), (0, 0, 0, 2)))
         out.print(Padding(render.content(question.answer), (0, 0, 0, 4)))
-    if question.source:
-        out.print(Padding(Text("Source: ", style="muted") + Text(question.source, style="muted"), (0, 0, 0, 4)))
+    if question.source:             # the reference, without the name of the test that checks it
+        where = question.source.split("; checked by ")[0]
+        out.print(Padding(Text("Source: " + where, style="muted"), (0, 0, 0, 4)))
 
 
 def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
@@ -411,7 +412,7 @@ def card_back(entry, out: Console | None = None) -> None:
     out.print(Text("Key points:", style="label"))
     for index, point in enumerate(entry.question.key_points):
         required = index in entry.question.required
-        out.print(Text("  • ") + Text(point) + (Text("  (required)", style="label") if required else Text("")))
+        out.print(render.hanging("  • ", Text(point) + (Text("  (required)", style="label") if required else Text(""))))
     model_answer(entry.question, out)
 
 

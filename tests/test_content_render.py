@@ -131,6 +131,19 @@ def test_every_model_answer_keeps_its_code(width):
         assert lost(question.answer, out.file.getvalue()) == [], (exercise.id, question.id)
 
 
+def test_a_review_card_shows_the_model_answer_and_its_source():
+    exercise = catalog.exercise("gqa")
+    question = next(q for q in exercise.questions if q.id == "mla-weight-absorption")
+    out = console(80)
+    render_practice.card_back(SimpleNamespace(exercise=exercise, question=question), out)
+    shown = out.file.getvalue()
+    assert "Model answer:" in shown and lost(question.answer, shown) == []
+    assert "Source: DeepSeek-V2" in shown and "checked by" not in shown
+    lines = shown.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  • "))
+    assert lines[first + 1].startswith("    ")                 # a wrapped key point keeps its indent
+
+
 def test_one_line_content_holds_no_code_block():
     """Follow-ups, key points and question prompts are shown as plain wrapped text, which is right
     only while none of them holds a code block (a line of code or an indented block)."""
