@@ -242,8 +242,9 @@ def test_attention_backward_uses_s_only_for_the_key_length():
     exercise = catalog.exercise("attention-backward")
     texts = [exercise.statement, exercise.starter, *[h.text for h in exercise.hints],
              *[p for q in exercise.questions for p in (q.prompt, *q.key_points)],
-             *[c.expect for c in exercise.checkpoints]]
-    score_as_s = re.compile(r"\bdS\b|softmax\(S\)|\bS = q|\(or S\)|recomputing S\b")
+             *[c.expect for c in exercise.checkpoints],
+             (solutions_dir("attention-backward") / "reference_numpy.py").read_text(encoding="utf-8")]
+    score_as_s = re.compile(r"\bdS\b|dSᵀ|softmax\(S\)|softmax of S\b|\bS = q|\bS = scale|\(or S\)|recomputing S\b")
     assert [t[:60] for t in texts if score_as_s.search(t)] == []
     assert "`Z = q kᵀ / sqrt(d)` (the T×S scores; S is only ever the key length)" in exercise.statement
     backward = [b for b in catalog.bugs().values() if b.concept == "backward"]
