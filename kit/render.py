@@ -15,6 +15,7 @@ import sys
 from rich.console import Console, Group
 from rich.markdown import CodeBlock, Markdown
 from rich.padding import Padding
+from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from rich.theme import Theme
@@ -142,11 +143,16 @@ def where_you_are(status, command: str, out: Console | None = None) -> None:
 
 
 class _Code(CodeBlock):
-    """A code block of our content, highlighted as Python unless its fence names a language."""
+    """A code block of our content, highlighted as Python unless its fence names a language, in
+    the colours `attn-kit solution` uses (the terminal's own background, light or dark)."""
 
     @classmethod
     def create(cls, markdown, token) -> CodeBlock:
-        return cls((token.info or "").partition(" ")[0] or "python", markdown.code_theme)
+        return cls((token.info or "").partition(" ")[0] or "python", "ansi_dark")
+
+    def __rich_console__(self, console, options):
+        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=1,
+                     background_color="default")
 
 
 class _Content(Markdown):
