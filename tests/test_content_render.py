@@ -93,6 +93,17 @@ def test_every_hint_keeps_its_code_and_structure(exercise, level, width):
     assert lost(hint.text, shown_hint(exercise, level, width)) == []
 
 
+def test_near_code_is_highlighted_as_python():
+    """In colour, the keywords of a hint's code block get a style of their own; its prose does not."""
+    exercise = catalog.exercise("tiled-softmax")
+    out = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="256", no_color=False,
+                  theme=render.THEME)
+    render_practice.hints(exercise, [SimpleNamespace(level=12, hint=exercise.hints[11])], 12, out)
+    shown = out.file.getvalue()
+    assert re.search(r"\x1b\[[0-9;]*m for\b|\x1b\[[0-9;]*mfor\x1b", shown)
+    assert re.search(r"\x1b\[[0-9;]*mrange\x1b", shown)
+
+
 def test_the_near_code_hints_do_hold_code():
     """The test above has something to check: the near-code hints parse as code blocks."""
     near_code = [(e.id, n) for e, n in HINTS if e.hints[n - 1].step == "code"]
