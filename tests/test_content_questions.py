@@ -324,6 +324,10 @@ def test_ulysses_reshard_is_exact():
                       for n in range(3))
         outs.append(attend(qj, kj, vj))
     np.testing.assert_allclose(np.concatenate(outs, axis=0), full, atol=1e-12)
+    shard = seq_shards[0][0]                                   # device 0's q: H × T/N × hd
+    kept = shard[:heads].size                                  # the heads device 0 is assigned
+    assert kept / shard.size == 1 / N and (shard.size - kept) / shard.size == (N - 1) / N
+    says("ulysses-vs-ring", "keeps 1/N of its T/N-token shard and sends the other (N − 1)/N")
     kv_heads = 8
     assert [n for n in range(1, 17) if kv_heads % n == 0] == [1, 2, 4, 8]
     says("ulysses-vs-ring", "8 K/V heads allow 1, 2, 4 or 8 devices", "at most 8 devices")
