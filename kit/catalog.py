@@ -46,6 +46,8 @@ class Question:
     prompt: str
     key_points: tuple[str, ...]
     required: tuple[int, ...] = ()   # 0-based indexes of the key points an answer must cover (one or two)
+    answer: str = ""                 # a model answer (Markdown: code blocks allowed), for review and the sheet
+    source: str = ""                 # where its facts come from: a paper or formula, recomputed in the tests
 
 
 @dataclass(frozen=True)

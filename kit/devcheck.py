@@ -307,6 +307,37 @@ def exercise_links(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
+# The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
+# indent it is printed at and the column rich's code block pads each side with (render.content;
+# tests/test_content_render.py holds these numbers against the renderer).
+CODE_WIDTH = {"statement": 78, "hint": 76, "answer": 74}
+
+
+def code_lines(text: str) -> list[str]:
+    """The lines of the Markdown code blocks (indented or fenced) in `text`, as rich parses them."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt().parse(text)
+    return [line for t in tokens if t.type in ("code_block", "fence") for line in t.content.splitlines()]
+
+
+@validator
+def code_fits_an_80_column_terminal(content: Content) -> Iterable[Problem]:
+    """Every code line of a statement, hint or model answer shows whole at 80 columns: a longer
+    one wraps in the middle of the code."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        texts = [("statement", "the statement", exercise.statement)]
+        texts += [("hint", f"hint {n}", h.text) for n, h in enumerate(exercise.hints, 1)]
+        texts += [("answer", f"question '{q.id}'", q.answer) for q in exercise.questions]
+        for kind, name, text in texts:
+            for line in code_lines(text):
+                if len(line) > CODE_WIDTH[kind]:
+                    yield Problem(where, f"{name} has a code line of {len(line)} characters, over the "
+                                         f"{CODE_WIDTH[kind]} that show whole at 80 columns "
+                                         f"({line.strip()[:40]!r}…): split it, or put its comment on "
+                                         "the line above")
+
+
 @validator
 def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem]:
     """Each exercise has a reference, and every reference and bug file starts `# attn-kit: <id>`."""

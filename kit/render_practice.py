@@ -13,7 +13,6 @@ from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
@@ -63,7 +62,7 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         if item.hint.step in steps:
             line += Text(f" · {steps[item.hint.step]}", style="muted")
         out.print(line)
-        out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
+        out.print(Padding(render.content(item.hint.text), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
         following = next((n for n, h in enumerate(exercise.hints, 1)
@@ -238,6 +237,18 @@ def key_points_intro(out: Console | None = None) -> None:
 
 def key_point(number: int, text: str, out: Console | None = None, required: bool = False) -> None:
     _out(out).print(Text(f"  {number}. ") + Text(text) + (Text("  (required)", style="label") if required else Text("")))
+
+
+def model_answer(question, out: Console | None = None) -> None:
+    """A question's model answer (Markdown through render.content, so its code stays code) and
+    where its facts come from."""
+    out = _out(out)
+    if question.answer:
+        out.print(Padding(Text("Model answer:", style="label"), (0, 0, 0, 2)))
+        out.print(Padding(render.content(question.answer), (0, 0, 0, 4)))
+    if question.source:             # the reference, without the name of the test that checks it
+        where = question.source.split("; checked by ")[0]
+        out.print(Padding(Text("Source: " + where, style="muted"), (0, 0, 0, 4)))
 
 
 def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
@@ -421,6 +432,7 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
             for index, point in enumerate(question.key_points):
                 mark = Text("(required) ", style="label") if index in question.required else Text("")
                 out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
+            model_answer(question, out)
     followups(exercise, out, answers=True)
 
 
@@ -443,7 +455,8 @@ def card_back(entry, out: Console | None = None) -> None:
     out.print(Text("Key points:", style="label"))
     for index, point in enumerate(entry.question.key_points):
         required = index in entry.question.required
-        out.print(Text("  • ") + Text(point) + (Text("  (required)", style="label") if required else Text("")))
+        out.print(render.hanging("  • ", Text(point) + (Text("  (required)", style="label") if required else Text(""))))
+    model_answer(entry.question, out)
 
 
 def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> None:
