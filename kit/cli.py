@@ -25,6 +25,7 @@ from .cli_common import (
     json_context,
     one_blas_thread,
     parse_size,
+    reader_may_stop,
     reports_errors,
     stop_on_sigterm,
     timeout_option_type,
@@ -178,16 +179,19 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         from . import repro as repro_module
         written = repro_module.write(report, repro)
     if as_json:
-        click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
+        with reader_may_stop():
+            click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
     else:
         from . import catalog, render
-        render.report(report, catalog.exercise(report.exercise), first=first)
-        render.repro_written(written)
-        if tests:
-            render.console().print()
-            render.test_grade(tests)
+        with reader_may_stop():
+            render.report(report, catalog.exercise(report.exercise), first=first)
+            render.repro_written(written)
+            if tests:
+                render.console().print()
+                render.test_grade(tests)
         from .cli_practice import after_check
-        after_check(report)            # history, concept cards, the hints-used line; never raises
+        with reader_may_stop():
+            after_check(report)            # history, concept cards, the hints-used line; never raises
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
 
 
@@ -230,11 +234,12 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
     """
     from . import testgrade
     grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
-    if as_json:
-        click.echo(json.dumps(grade.to_json()))
-    else:
-        from . import render
-        render.test_grade(grade)
+    with reader_may_stop():
+        if as_json:
+            click.echo(json.dumps(grade.to_json()))
+        else:
+            from . import render
+            render.test_grade(grade)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
 
 

@@ -176,9 +176,22 @@ def reset(exercise, file, yes):
     if file.exists() and not yes:
         other = practice.file_exercise(file)
         note = f" (its header says it is for {other})" if other and other != ex.id else ""
-        click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter? (a backup of it is kept)", abort=True)
+        if not click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter? (a backup of it is kept)"):
+            render_practice.reset_declined(file)      # a choice, not a failure: exit 0
+            return
     backup = practice.reset(ex, file)
     render_practice.reset_done(file, backup)
+
+
+def read_answer() -> list[str]:
+    """A free answer of any number of lines, ended by an empty one (or end of input): the same in
+    `mock` and `discuss`."""
+    lines = []
+    while True:
+        line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
+        if not line.strip():
+            return lines
+        lines.append(line)
 
 
 # --- mock ---------------------------------------------------------------------------------------
@@ -239,7 +252,7 @@ class MockTerminal:
 
     def graded(self, report, exercise) -> None:
         from . import render
-        render.report(report, exercise)
+        render.report(report)          # no exercise: the mock shows its follow-ups once, in their own section
 
     def error(self, message: str) -> None:
         from . import render
@@ -255,12 +268,7 @@ class MockTerminal:
         from . import render_practice
         try:
             render_practice.discussion_question(index, count, question)
-            lines = []
-            while True:
-                line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
-                if not line.strip():
-                    break
-                lines.append(line)
+            lines = read_answer()
             render_practice.key_points_intro()
             covered = []
             for number, point in enumerate(question.key_points, 1):
@@ -367,9 +375,13 @@ def discuss(exercise, due_only, new):
         reviewed: list = []
         choices = click.Choice(sorted(set(review.RATINGS) | {"q"}))
         try:
-            for index, entry in enumerate(entries, 1):
+            index = 0
+            while index < len(entries):
+                entry = entries[index]
+                index += 1
                 render_practice.card_front(index, len(entries), entry, current=current)
-                click.prompt("Your answer (Enter to reveal the key points)", default="", show_default=False)
+                render_practice.answer_prompt()
+                read_answer()
                 render_practice.card_back(entry)
                 answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
                                       show_choices=False)
@@ -379,6 +391,10 @@ def discuss(exercise, due_only, new):
                 card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
                 render_practice.card_scheduled(card.due, at)
                 reviewed.append(entry)
+                if index == len(entries):      # cards that came due during the session (a minute after "again")
+                    queued = {e.key for e in entries[index:]}
+                    entries += [e for e in review.queue(store, exercise, due_only=True, first=current)
+                                if e.key not in queued]
         except (click.Abort, EOFError, KeyboardInterrupt):      # Ctrl-C or end of input: stop, keep what was rated
             render_practice.discuss_stopped()
         render_practice.discuss_summary(len(reviewed), review.outlook(store, exercise))

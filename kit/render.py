@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import sys
 
 from rich.console import Console, Group
@@ -75,10 +76,24 @@ class Unpadded(io.TextIOBase):
         return getattr(self.stream, "encoding", "utf-8")
 
 
+class KitConsole(Console):
+    """A Console that, when its reader goes away (`attn-kit check FILE | head`), drops the rest of
+    its output and lets the command finish (save the run, exit with its own status) instead of
+    rich's default of exiting with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
 def console() -> Console:
     stdout = sys.stdout
     piped = not (hasattr(stdout, "isatty") and stdout.isatty())
-    return Console(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+    return KitConsole(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
 
 
 def hanging(prefix: Text | str, body: Text) -> Table:

@@ -47,6 +47,11 @@ def span(delta: timedelta) -> str:
     return "1 minute"
 
 
+def minutes_text(minutes: float) -> str:
+    """'1 minute', '45 minutes', '0.5 minutes'."""
+    return f"{minutes:g} minute{'' if minutes == 1 else 's'}"
+
+
 def clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
@@ -129,6 +134,11 @@ def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> N
                   soft_wrap=True)
 
 
+def reset_declined(path: Path, out: Console | None = None) -> None:
+    _out(out).print(Text("Nothing changed: ", style="label") + Text(f"{path} is as it was.", style="muted"),
+                    soft_wrap=True)
+
+
 # --- watch mode ---------------------------------------------------------------------------------
 
 def watch_screen(path: Path, report=None, error: str = "", exercise=None, recorded=None, mode: str = "events",
@@ -158,7 +168,7 @@ def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None)
     render.statement(exercise, out)
     out.print()
     out.print(Panel(Group(
-        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes:g} minutes."),
+        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes_text(minutes)}."),
         Text("Open this file in your editor: ", style="muted") + Text(str(file), style="command"),
         Text("Each save re-runs the public examples; the full graded suite runs at the end.", style="muted"),
         Text("s", style="command") + Text(" submit · ", style="muted") + Text("Ctrl-C", style="command")
@@ -360,7 +370,7 @@ def _scoring(exercise, out: Console) -> None:
 
 def interviewer_sheet(exercise, out: Console | None = None) -> None:
     out = _out(out)
-    out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {exercise.minutes} minutes", style="label")))
+    out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
     render.statement(exercise, out)
     if exercise.scoring:
         _scoring(exercise, out)
@@ -393,6 +403,11 @@ def card_front(index: int, count: int, entry, out: Console | None = None, curren
     out.print(Text(f"Card {index}/{count} · {state} · {entry.question.concept}", style="muted"))
     out.print(Text(f"Exercise: {entry.exercise.id}{mark} — {entry.exercise.title}", style="muted"))
     out.print(Text(entry.question.prompt, style="label"))
+
+
+def answer_prompt(out: Console | None = None) -> None:
+    _out(out).print(Text("Your answer, as you would say it; an empty line ends it and shows the key points:",
+                         style="muted"))
 
 
 def card_back(entry, out: Console | None = None) -> None:
