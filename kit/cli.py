@@ -109,6 +109,8 @@ def start(exercise, file, force):
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
     path.write_text(ex.starter, encoding="utf-8")
+    from . import practice
+    practice.mark_started(ex.id, path)          # the current exercise now, for `attn-kit`, hint and discuss
     render.started(ex, path)
 
 

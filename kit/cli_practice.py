@@ -74,7 +74,8 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
     if as_json or repro:
         raise UsageError("--watch shows a live screen; it does not combine with --json or --repro.")
     if not file.exists():
-        raise UsageError(f"no such file: {file}. Create it with `attn-kit start EXERCISE {file}`.")
+        from .loader import missing_file
+        raise UsageError(missing_file(file))
     if options.seed is None:      # one seed for the whole session, so results only move when the code does
         options = dataclasses.replace(options, seed=random.SystemRandom().randrange(1, 100_000))
     watcher = FileWatcher(file)
@@ -112,24 +113,29 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
 # --- hint, solution, reset ----------------------------------------------------------------------
 
 @click.command()
-@click.argument("exercise")
+@click.argument("exercise", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Show every hint at once.")
 @click.option("--level", type=int, metavar="N", help="Show hint N (the check output points to these).")
 @reports_errors
 def hint(exercise, show_all, level):
-    """Show the next hint for EXERCISE (levels 1..N, gentlest first).
+    """Show the next hint for EXERCISE (default: your current exercise).
 
-    Hints you have seen are recorded; `check` and mock reports show how many you used.
+    The next hint is about what your last check of the exercise failed, gentlest first (a
+    question, then the idea, then near-code); with no failed check, the next unseen one. Hints
+    you have seen are recorded; `check` and mock reports show how many you used.
 
     \b
     Examples:
+      attn-kit hint
       attn-kit hint mha-screen
       attn-kit hint mha-screen --level 3
       attn-kit hint mha-screen --all
     """
     from . import catalog, practice, render_practice
-    ex = catalog.exercise(exercise)
     with _open_store() as store:
+        if exercise is None:
+            exercise = practice.current_exercise(store)[0] or next(iter(catalog.exercises()))
+        ex = catalog.exercise(exercise)
         shown = practice.take_hints(store, ex, level=level, show_all=show_all)
         used = practice.hints_used(store, ex.id)
     render_practice.hints(ex, shown, used)
@@ -186,7 +192,7 @@ def reset(exercise, file, yes):
 def read_answer() -> list[str]:
     """A free answer of any number of lines, ended by an empty one (or end of input): the same in
     `mock` and `discuss`."""
-    lines = []
+    lines: list[str] = []
     while True:
         line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
         if not line.strip():
@@ -362,12 +368,12 @@ def discuss(exercise, due_only, new):
       attn-kit discuss mha-screen --new 2
       attn-kit discuss --due
     """
-    from . import catalog, render_practice, review
+    from . import catalog, practice, render_practice, review
     from .store import now
     if exercise:
         catalog.exercise(exercise)
     with _open_store() as store:
-        current = None if exercise else store.current_exercise()
+        current = None if exercise else practice.current_exercise(store)[0]
         entries = review.queue(store, exercise, due_only=due_only, new=new, first=current)
         if not entries:
             render_practice.nothing_to_review(review.outlook(store, exercise), due_only, new)

@@ -5,6 +5,7 @@ Rendering is not done here; cli.py hands the Report to render.py or prints its J
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import random
@@ -204,6 +205,11 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         other = looks_like(exercise, info.functions)
         if other is not None:
             named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+            if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+                raise LoadError(
+                    f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
+                    f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
+                    f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
             raise LoadError(
                 f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
                 f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "

@@ -68,6 +68,8 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         if item.hint.step in steps:
             line += Text(f" · {steps[item.hint.step]}", style="muted")
         out.print(line)
+        if item.because:
+            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"), (0, 0, 0, 2)))
         out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
@@ -89,6 +91,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
+            if recorded.next_hint:          # named, so the user knows it is about this failure
+                title = report_hint_title(report.exercise, recorded.next_hint)
+                line += Text(f" shows hint {recorded.next_hint}, “{title}”.", style="muted")
         out.print(line)
     if recorded.ratings:
         from .store import now
@@ -100,6 +105,11 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         out.print(Text(f"Review: this run shows the {', '.join(concepts)} mistake, so {count} "
                        f"{'card' if count == 1 else 'cards'} you reviewed before came back ({when}; "
                        f"attn-kit discuss).", style="muted"))
+
+
+def report_hint_title(exercise_id: str, level: int) -> str:
+    from . import catalog
+    return catalog.exercise(exercise_id).hints[level - 1].title
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:

@@ -117,3 +117,94 @@ def test_the_crossover_question_names_what_its_key_points_count():
     question = next(q for q in catalog.exercise("mha-screen").questions if q.id == "attention-vs-linear-flops")
     assert any("MLP" in point for point in question.key_points)
     assert "MLP" in question.prompt and "projections" in question.prompt
+
+
+# --- the kit always knows what's next -------------------------------------------------------------
+
+def test_start_makes_its_exercise_current(tmp_path, monkeypatch, attn_home):
+    monkeypatch.chdir(tmp_path)
+    from attn_kit.store import open_store
+    with open_store() as store:                    # an older run of another exercise
+        store.add_check(exercise="mha-screen", file="s.py", seed=1, passed=False, checks_passed=3,
+                        checks_total=26, points=4, max_points=47, public_only=False, failing=[], bugs=[],
+                        concepts_failed=[])
+    assert CliRunner().invoke(cli, ["start", "kv-cache", "kv.py"]).exit_code == 0
+    where = CliRunner().invoke(cli, [])
+    assert "Current exercise: kv-cache (started)" in where.output
+    assert "Next: attn-kit check kv.py" in where.output
+    listing = CliRunner().invoke(cli, ["list"], env={"COLUMNS": "200"}).output
+    assert any(line.startswith("kv-cache") and " started " in line for line in listing.splitlines()), listing
+    with open_store() as store:                    # a later check of another exercise takes over
+        store.add_check(exercise="gqa", file="g.py", seed=1, passed=False, checks_passed=1,
+                        checks_total=9, points=1, max_points=20, public_only=False, failing=[], bugs=[],
+                        concepts_failed=[])
+    assert "Current exercise: gqa" in CliRunner().invoke(cli, []).output
+
+
+def test_starting_never_creates_the_history(tmp_path, monkeypatch, attn_home):
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(cli, ["start", "gqa"]).exit_code == 0
+    assert not (attn_home / "history.db").exists()
+    assert "Current exercise: gqa (started)" in CliRunner().invoke(cli, []).output
+
+
+def test_the_next_hint_is_about_the_check_that_failed(tmp_path):
+    """no-scaling fails the scaling checks: `hint` gives the scaling ladder, gentlest first, not
+    hint 1 (softmax); the Stuck? line after the check names that hint."""
+    from attn_kit import practice, render_practice
+    from attn_kit.store import open_store
+    exercise = catalog.exercise("mha-screen")
+    mine = tmp_path / "mine.py"
+    mine.write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
+    report = grading.grade(mine, grading.Options(seed=1))
+    with open_store() as store:
+        recorded = practice.record_check(store, report)
+        ladder, because = practice.failure_ladder(exercise, [r.id for r in report.results if r.status != "pass"],
+                                                  [d.bug for d in report.diagnosis])
+        assert ladder and ladder[0] != 1 and because
+        assert {exercise.hints[n - 1].concept for n in ladder} == {"scaling"}
+        assert [exercise.hints[n - 1].step for n in ladder] == sorted(
+            (exercise.hints[n - 1].step for n in ladder), key=catalog.HINT_STEPS.index)
+        assert recorded.next_hint == ladder[0]
+        shown = [practice.take_hints(store, exercise)[0] for _ in ladder]
+        assert [s.level for s in shown] == ladder and shown[0].because == because
+        after = practice.take_hints(store, exercise)[0]     # that topic used up: the plain next unseen
+        assert after.level == 1 and not after.because
+    out = Console(width=200, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render_practice.after_check(recorded, report, out)
+    title = exercise.hints[ladder[0] - 1].title
+    assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{title}”" in out.file.getvalue()
+
+
+def test_bare_hint_uses_the_current_exercise(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    CliRunner().invoke(cli, ["start", "rope"])
+    result = CliRunner().invoke(cli, ["hint"])
+    assert result.exit_code == 0 and f"Hint 1/{len(catalog.exercise('rope').hints)}" in result.output
+    assert "Hints used for rope: 1" in result.output
+
+
+def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
+    from attn_kit import loader
+    from attn_kit.errors import LoadError, UsageError
+    monkeypatch.chdir(tmp_path)
+    Path("sol.py").write_text(REFERENCE.read_text())
+    result = CliRunner().invoke(cli, ["check", "sol"])
+    assert result.exit_code == 2 and "Did you mean sol.py?" in result.output
+    assert "Did you mean sol.py?" in CliRunner().invoke(cli, ["check", "sool.py"]).output
+    assert "attn-kit start EXERCISE" in CliRunner().invoke(cli, ["check", "other.py"]).output
+    typo = tmp_path / "typo.py"                    # the header says mha-screen; the name is mha-masked-bias's
+    typo.write_text(REFERENCE.read_text().replace("def multi_head_attention", "def multihead_attention"))
+    try:
+        grading.grade(typo, grading.Options(seed=1))
+        raise AssertionError("graded a file without its main function")
+    except LoadError as exc:
+        assert "Did you mean `multi_head_attention` where it says `multihead_attention`?" in str(exc)
+        assert "looks like a" not in str(exc)
+    headless = tmp_path / "headless.py"            # no header, a near miss of a main function
+    headless.write_text("def multi_head_atention(x):\n    return x\n")
+    try:
+        loader.detect_exercise(loader.read_source(headless))
+        raise AssertionError("detected an exercise")
+    except (LoadError, UsageError) as exc:
+        assert "Did you mean `multi_head_attention` (mha-screen)" in str(exc)
