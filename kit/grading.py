@@ -40,8 +40,8 @@ def require(exercise: catalog.Exercise) -> None:
     """Raise DependencyMissing when the exercise needs an optional package that is not installed."""
     if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
         raise DependencyMissing(
-            f"{exercise.id} needs {exercise.needs}, which is not installed here. Install it with "
-            f"`pip install 'attn-kit[{exercise.needs}]'` (or `pip install {exercise.needs}`), then run again.")
+            f"{exercise.id} needs {exercise.needs}, which is not installed here. "
+            + DependencyMissing.how_to_install(exercise.needs))
 
 
 def suite_for(exercise: catalog.Exercise) -> Suite:
