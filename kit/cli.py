@@ -171,11 +171,14 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     if watch:
         from .cli_practice import watch_check
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
-    report = grading.grade(file, options)
-    tests = None
-    if tests_file:          # --tests: the candidate's own tests, against references and known bugs
-        from . import testgrade
-        tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file)
+    from . import render
+    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+        report = grading.grade(file, options, progress=status)
+        tests = None
+        if tests_file:          # --tests: the candidate's own tests, against references and known bugs
+            from . import testgrade
+            tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file,
+                                          progress=status)
     written = []
     if repro:
         from . import repro as repro_module
@@ -184,7 +187,7 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         with reader_may_stop():
             click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
     else:
-        from . import catalog, render
+        from . import catalog
         with reader_may_stop():
             render.report(report, catalog.exercise(report.exercise), first=first)
             render.repro_written(written)
@@ -234,8 +237,9 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
       attn-kit test-tests my_tests.py --exercise mha-screen --json
       attn-kit check solution.py --tests my_tests.py
     """
-    from . import testgrade
-    grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
+    from . import render, testgrade
+    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+        grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
     with reader_may_stop():
         if as_json:
             click.echo(json.dumps(grade.to_json()))

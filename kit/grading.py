@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
@@ -181,8 +181,9 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
     return found
 
 
-def grade(path: str | Path, options: Options = Options()) -> Report:
-    """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded."""
+def grade(path: str | Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Report:
+    """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded.
+    `progress`, if given, is told in words what is being done (a check starting, the diagnosis)."""
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = loader.detect_exercise(source, options.exercise)
@@ -217,9 +218,12 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
                 f"`# attn-kit: {other.id}`.")
         loader.check_functions(exercise, info.functions, source.path)
         statuses: dict[str, CheckStatus] = {}
+        planned = [c for c in suite.checks if c.public or not options.public_only]
         for check in suite.checks:
             if options.public_only and not check.public:
                 continue
+            if progress is not None:
+                progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
             result = run_check(check, sandbox, oracle, seed, statuses, exercise, source)
             statuses[check.id] = result.status
             results.append(result)
@@ -235,6 +239,8 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
                      f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
                      "match the reference exactly)")
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
+    if progress is not None and any(r.status in FAILED for r in results):
+        progress(f"{source.path.name}: matching the failures against the known bugs")
     finding = diagnose.analyse(exercise, results)
     report.diagnosis = finding.diagnoses
     report.near_misses = finding.near_misses

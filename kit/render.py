@@ -8,10 +8,13 @@ Colour is off under NO_COLOR and when output is piped (rich's own rules).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
 import sys
+import threading
+from collections.abc import Callable, Iterator
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
@@ -122,6 +125,35 @@ def warning(message: str) -> None:
 
 def info(message: str) -> None:
     console().print(message)
+
+
+@contextlib.contextmanager
+def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A live line on stderr while slow work runs: a spinner, `text` and the seconds so far; it is
+    removed when the work ends. Yields `update(text)` to change the text (any thread may call it).
+    Nothing at all is drawn when stderr is not a terminal, under CI, or when `enabled` is False
+    (--json), so piped and JSON output are unchanged.
+
+    It redraws only when `update` is called, from the caller's thread, never from a timer thread
+    of its own: check forks its sandbox's zygote while this line is up, and a fork must not copy a
+    thread that may hold a lock. Used by check, test-tests and bench."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    err = error_console()
+    if not enabled or not err.is_terminal or os.environ.get("CI"):
+        yield lambda text: None
+        return
+    line = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                    transient=True, auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+    lock = threading.Lock()
+    with line:
+        task = line.add_task(text, total=None)
+        line.refresh()
+
+        def update(new: str) -> None:
+            with lock:
+                line.update(task, description=new)
+                line.refresh()
+        yield update
 
 
 # --- exercises ------------------------------------------------------------------------------

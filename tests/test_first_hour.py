@@ -12,6 +12,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
@@ -208,3 +209,51 @@ def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
         raise AssertionError("detected an exercise")
     except (LoadError, UsageError) as exc:
         assert "Did you mean `multi_head_attention` (mha-screen)" in str(exc)
+
+
+# --- progress on long work ------------------------------------------------------------------------
+
+def _terminal(*args, cwd):
+    import pexpect
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    return pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=env, cwd=str(cwd),
+                         encoding="utf-8", dimensions=(24, 80), timeout=120)
+
+
+def test_check_shows_a_live_line_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
+    """The line is drawn from the first check on (a slow solution keeps it up; the terminal's
+    stream shows it even for a fast one, before it is erased)."""
+    import pexpect
+    slow = tmp_path / "slow.py"
+    slow.write_text(REFERENCE.read_text())
+    child = _terminal("check", slow, "--seed", "1", cwd=tmp_path)
+    child.expect(r"slow\.py: check \d+/\d+ [a-z-]+")          # which check of how many is running
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    piped = subprocess.run([sys.executable, "-m", "attn_kit.cli", "check", str(slow), "--seed", "1"],
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and "check 1/" not in piped.stderr + piped.stdout
+    data = subprocess.run([sys.executable, "-m", "attn_kit.cli", "check", str(slow), "--seed", "1", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert data.stdout.count("\n") == 1 and "check 1/" not in data.stderr
+
+
+@pytest.mark.slow
+def test_test_tests_shows_how_many_implementations_have_run(tmp_path):
+    import pexpect
+
+    from helpers import CORPUS
+    child = _terminal("test-tests", CORPUS / "candidate_tests" / "shapes_only.py", cwd=tmp_path)
+    child.expect(r"your tests ran against \d+ of \d+ implementations")
+    child.expect(pexpect.EOF)
+    child.close()
+
+
+def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
+    with render.working("busy", enabled=False) as update:
+        update("still busy")
+    with render.working("busy") as update:         # stderr is captured here: not a terminal
+        update("still busy")
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
