@@ -258,7 +258,9 @@ class MockTerminal:
 
     def graded(self, report, exercise) -> None:
         from . import render
-        render.report(report)          # no exercise: the mock shows its follow-ups once, in their own section
+        # brief: the first failure in full fits one screen; no exercise: the mock shows its
+        # follow-ups once, in their own section
+        render.report(report, brief=True)
 
     def error(self, message: str) -> None:
         from . import render
@@ -282,6 +284,7 @@ class MockTerminal:
                 covered.append(click.confirm("     covered?", default=False))
             render_practice.discussion_score(sum(covered), len(covered))
         except (click.Abort, EOFError, KeyboardInterrupt):
+            click.echo()                   # end the prompt's line before the warning that follows
             return None
         return "\n".join(lines), covered
 

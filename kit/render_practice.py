@@ -81,7 +81,7 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         out.print()
     tail = (f"{total - used} more: attn-kit hint {exercise.id}" if used < total
             else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference")
-    out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"), soft_wrap=True)
+    out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"))
 
 
 def after_check(recorded, report, out: Console | None = None) -> None:
@@ -114,14 +114,14 @@ def report_hint_title(exercise_id: str, level: int) -> str:
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:
     _out(out).print(Text(f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
-                         f"files. Check your own file to record progress.", style="muted"), soft_wrap=True)
+                         f"files. Check your own file to record progress.", style="muted"))
 
 
 def history_created(path, out: Console | None = None) -> None:
     """Said once, when the history file is first created (on stderr, so --json stays clean)."""
     out = out or render.error_console()
     out.print(Text(f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
-                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"), soft_wrap=True)  # a path is never cut
+                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"))  # wrapped at spaces: a path stays whole
 
 
 # --- solution, reset ----------------------------------------------------------------------------
@@ -138,15 +138,13 @@ def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
 
 def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> None:
     out = _out(out)
-    out.print(Text("Wrote a fresh starter to ", style="muted") + Text(str(path), style="label"), soft_wrap=True)
+    out.print(Text("Wrote a fresh starter to ", style="muted") + Text(str(path), style="label"))
     if backup:
-        out.print(Text("Your previous version is saved at ", style="muted") + Text(str(backup), style="label"),
-                  soft_wrap=True)
+        out.print(Text("Your previous version is saved at ", style="muted") + Text(str(backup), style="label"))
 
 
 def reset_declined(path: Path, out: Console | None = None) -> None:
-    _out(out).print(Text("Nothing changed: ", style="label") + Text(f"{path} is as it was.", style="muted"),
-                    soft_wrap=True)
+    _out(out).print(Text("Nothing changed: ", style="label") + Text(f"{path} is as it was.", style="muted"))
 
 
 # --- watch mode ---------------------------------------------------------------------------------
@@ -157,7 +155,7 @@ def watch_screen(path: Path, report=None, error: str = "", exercise=None, record
     out = _out(out)
     out.clear()
     if report is not None:
-        render.report(report, exercise, out)
+        render.report(report, exercise, out, brief=True)      # the first failure in full fits 80×24
         if recorded is not None:
             after_check(recorded, report, out)
     else:
@@ -167,8 +165,9 @@ def watch_screen(path: Path, report=None, error: str = "", exercise=None, record
     if note:
         out.print(Text(f"note: {note}", style="warning"))
     how = "file events" if mode == "events" else "polling"
-    out.print(Text(f"Watching {path} ({how}, run {runs}) — save to re-run · r re-run · q or Ctrl-C quit",
-                   style="muted"), soft_wrap=True)
+    # the keys first: a narrow terminal cuts the end of the line, never wraps it
+    out.print(Text("save re-runs · r re-run · q quit", style="command")
+              + Text(f" · run {runs} · watching {path} ({how})", style="muted"), no_wrap=True, overflow="ellipsis")
 
 
 # --- mock screens -------------------------------------------------------------------------------
@@ -184,7 +183,7 @@ def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None)
         Text("s", style="command") + Text(" submit · ", style="muted") + Text("Ctrl-C", style="command")
         + Text(" stop (asks: submit or abandon)", style="muted"),
     ), expand=False))
-    out.print(Text("session file: ", style="muted") + Text(str(file)), soft_wrap=True)
+    out.print(Text("session file: ", style="muted") + Text(str(file)))
 
 
 def mock_status(remaining: float, status, width: int | None = None) -> Text:
@@ -279,7 +278,7 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
     out = _out(out)
     out.print()
     out.print(Text(summary, style="label"))
-    out.print(Text("Report: ", style="muted") + Text(str(path), style="command"), soft_wrap=True)
+    out.print(Text("Report: ", style="muted") + Text(str(path), style="command"))
 
 
 def mock_finished(path: Path, status: str, report, discussion, out: Console | None = None) -> None:

@@ -249,17 +249,17 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     sol.write_text(STARTER)
     child = spawn("check", sol, "--watch", env={"ATTN_KIT_POLL": poll})
     child.expect("not implemented yet")
+    child.expect(r"run 1 · watching")
     child.expect("polling" if poll == "1" else "file events")
-    child.expect(r"run 1\)")
     time.sleep(0.3)
     sol.write_text(NO_SCALING.read_text())
-    child.expect(r"run 2\)")
+    child.expect(r"run 2 · watching")
     before = plain(child.before)
     assert "matches no-scaling" in before and "Score:" in before
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
     child.expect(f"All {CHECKS} checks passed")
-    child.expect(r"run 3\)")
+    child.expect(r"run 3 · watching")
     if poll == "1":
         child.sendintr()                    # Ctrl-C
     else:
@@ -278,7 +278,7 @@ def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     sol.write_text("# attn-kit: mha-screen\ndef stable_softmax(:\n")
     child = spawn("check", sol, "--watch")
     child.expect("Error:")
-    child.expect(r"run 1\)")
+    child.expect(r"run 1 · watching")
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
     child.expect(f"All {CHECKS} checks passed")
