@@ -132,7 +132,8 @@ def show(exercise):
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
+              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; "
+                   "see the README). JSON runs are not saved to your history.")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
 @click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")

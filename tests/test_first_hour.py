@@ -257,3 +257,8 @@ def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
         update("still busy")
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_check_help_says_json_runs_are_not_saved():
+    text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
+    assert "JSON runs are not saved to your history" in text
