@@ -12,6 +12,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from attn_kit import catalog, grading, render
@@ -80,6 +81,7 @@ def test_each_exercise_check_count_in_the_readme_is_its_suite_s():
     assert said and int(said.group(1)) == check_count("mha-masked-bias")
 
 
+@pytest.mark.slow                      # runs the tests against every implementation of the exercise
 def test_the_test_tests_example_is_a_real_run():
     grade = graded_tests(CORPUS / "candidate_tests" / "readme_example.py", "mha-screen")
     shown = block_after("It still counts, but only")
