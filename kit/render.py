@@ -223,7 +223,8 @@ def started(exercise, path, out: Console | None = None) -> None:
     statement(exercise, out)
     out.print()
     out.print(Text("Wrote the starter file ", style="muted") + Text(str(path), style="label")
-              + Text(". Edit it, then run: ", style="muted") + Text(f"attn-kit check {path}", style="command"))
+              + Text(". Edit it, then run:", style="muted"))
+    out.print(Text(f"  attn-kit check {path}", style="command"), soft_wrap=True)     # one line, to copy whole
 
 
 # --- check reports ----------------------------------------------------------------------------

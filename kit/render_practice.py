@@ -190,8 +190,9 @@ def mock_status(remaining: float, status, width: int | None = None) -> Text:
     """The one live status line, fitted to `width` (the terminal's): the failing check names go
     first, then the separators shrink, then the save count; it never wraps."""
     width = width or console().width
-    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (0, "  │  ", True), (0, " │ ", True),
-                              (0, " │ ", False)):
+    # the failing names matter more than the separators' width or the save count
+    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (1, " │ ", True), (1, " │ ", False),
+                              (0, "  │  ", True), (0, " │ ", True), (0, " │ ", False)):
         line = _mock_status(remaining, status, names, sep, saves)
         if line.cell_len <= width - 1:
             return line
@@ -256,7 +257,8 @@ def key_points_intro(out: Console | None = None) -> None:
 
 
 def key_point(number: int, text: str, out: Console | None = None, required: bool = False) -> None:
-    _out(out).print(Text(f"  {number}. ") + Text(text) + (Text("  (required)", style="label") if required else Text("")))
+    _out(out).print(render.hanging(f"  {number}. ", Text(text) + (Text("  (required)", style="label") if required
+                                                                else Text(""))))
 
 
 def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
@@ -424,7 +426,7 @@ def card_back(entry, out: Console | None = None) -> None:
     out.print(Text("Key points:", style="label"))
     for index, point in enumerate(entry.question.key_points):
         required = index in entry.question.required
-        out.print(Text("  • ") + Text(point) + (Text("  (required)", style="label") if required else Text("")))
+        out.print(render.hanging("  • ", Text(point) + (Text("  (required)", style="label") if required else Text(""))))
 
 
 def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> None:
