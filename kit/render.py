@@ -451,8 +451,8 @@ def test_grade(grade, out: Console | None = None) -> None:
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            out.print(Text(f"  ✗ {w.name}", style="check.fail")
-                      + Text(f"{where} — {verb} on {w.implementation}", style="muted"))
+            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
             body = [Text(w.message.rstrip())]
             if w.output.strip():
                 body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]

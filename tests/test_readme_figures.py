@@ -94,6 +94,11 @@ def test_the_test_tests_example_is_a_real_run():
     assert known == len({bug_id for bug_id in map(_bug_id, bug_files("mha-screen"))})
     score = f"Score: {caught}/{known} known bugs caught ({round(100 * caught / known)}%); 1 wrong test to fix first"
     assert shown[-1] == score, f"{shown[-1]!r} != {score!r}"
+    out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.test_grade(grade, out)
+    real = [line.rstrip().replace("readme_example.py", "my_tests.py") for line in out.file.getvalue().split("\n")]
+    missing = in_order(shown[2:], real)               # after the header and its timing
+    assert not missing, "README lines not in the real run:\n" + "\n".join(missing) + "\n\nThe real run:\n" + "\n".join(real)
     rows = {line.split()[1]: line for line in shown if line.startswith(("✓  ", "✗  "))}
     for bug, line in rows.items():
         assert line.startswith("✓" if bug in data["caught"] else "✗"), line
