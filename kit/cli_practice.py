@@ -118,10 +118,10 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
 @click.option("--level", type=int, metavar="N", help="Show hint N (the check output points to these).")
 @reports_errors
 def hint(exercise, show_all, level):
-    """Show the next hint for EXERCISE (default: your current exercise).
+    """Show the next hint for EXERCISE (default: your current one), gentlest first.
 
-    The next hint is about what your last check of the exercise failed, gentlest first (a
-    question, then the idea, then near-code); with no failed check, the next unseen one. Hints
+    The next hint is about what your last check of the exercise failed (a question, then the
+    idea, then near-code); with no failed check, the next unseen one. Hints
     you have seen are recorded; `check` and mock reports show how many you used.
 
     \b

@@ -68,8 +68,9 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         if item.hint.step in steps:
             line += Text(f" · {steps[item.hint.step]}", style="muted")
         out.print(line)
-        if item.because:
-            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"), (0, 0, 0, 2)))
+        if getattr(item, "because", ""):
+            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"),
+                              (0, 0, 0, 2)))
         out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))

@@ -53,10 +53,11 @@ def points(exercise_id: str) -> int:
     return sum(c.points for c in grading.suite_for(catalog.exercise(exercise_id)).checks)
 
 
-def test_the_check_example_is_a_real_report(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", "solution.py")
-    report = grading.grade(Path("solution.py"), grading.Options(seed=7))
+def test_the_check_example_is_a_real_report(tmp_path):
+    mine = tmp_path / "solution.py"
+    shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
+    report = grading.grade(mine, grading.Options(seed=7))
+    report.path = "solution.py"                    # as `attn-kit check solution.py` run in its folder shows it
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
     render.report(report, MHA, out)
     real = [line.rstrip() for line in out.file.getvalue().split("\n")]
