@@ -182,7 +182,7 @@ def reset(exercise, file, yes):
     if file.exists() and not yes:
         other = practice.file_exercise(file)
         note = f" (its header says it is for {other})" if other and other != ex.id else ""
-        if not click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter? (a backup of it is kept)"):
+        if not click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter (backup kept)?"):
             render_practice.reset_declined(file)      # a choice, not a failure: exit 0
             return
     backup = practice.reset(ex, file)
