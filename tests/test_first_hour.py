@@ -23,6 +23,7 @@ from attn_kit.paths import solutions_dir
 REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 
 
+@pytest.mark.slow                  # end to end: the CLI in several processes
 def test_a_reader_that_stops_early_keeps_the_exit_status(tmp_path):
     """`attn-kit check FILE | head`: the reader closes the pipe before the report is written;
     a passing file still exits 0 (rich's default on a closed pipe is 1), and the run is saved."""
@@ -220,6 +221,7 @@ def _terminal(*args, cwd):
                          encoding="utf-8", dimensions=(24, 80), timeout=120)
 
 
+@pytest.mark.slow                  # end to end: the CLI in several processes
 def test_check_shows_a_live_line_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
     """The line is drawn from the first check on (a slow solution keeps it up; the terminal's
     stream shows it even for a fast one, before it is erased)."""
