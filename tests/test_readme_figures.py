@@ -126,3 +126,14 @@ def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
     said = re.search(r"public checks (\d+)/(\d+)  failing: (\S+)", README)
     assert said and int(said.group(2)) == public and int(said.group(1)) == public - 1
     assert said.group(3) in {c.id for c in grading.suite_for(MHA).checks if c.public}
+
+
+def test_the_bench_examples_state_each_exercise_s_expectation():
+    """The measured exponents vary by machine (the README says whose run it was); what each line
+    expects and why comes from the exercise's [bench] table."""
+    said = re.findall(r"^(time|memory)\s+≈ T\^[\d.]+\s+[✓▲▼] expected T\^([\d.]+): (.+)$", README, re.M)
+    assert len(said) >= 3
+    expectations = {(kind, float(getattr(e.bench, kind).exponent), getattr(e.bench, kind).why)
+                    for e in catalog.exercises().values() for kind in ("time", "memory")}
+    for kind, exponent, why in said:
+        assert (kind, float(exponent), why.strip()) in expectations, (kind, exponent, why)
