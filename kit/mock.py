@@ -26,7 +26,7 @@ from typing import Callable, Protocol
 
 from . import catalog, rubric
 from .errors import KitError, UsageError
-from .report import FAILED
+from .report import CheckStatus
 from .store import Store, StoreError, iso, now
 
 LIVE_TIMEOUT = 5.0          # seconds one call may take during the live public runs
@@ -182,7 +182,9 @@ def public_status(session: Session, status: Status) -> Status:
     except KitError as exc:
         return Status(error=str(exc).splitlines()[0][:160], saves=status.saves)
     passed, total = report.score
-    failing = [r.id for r in report.results if r.status in FAILED]
+    # every check that did not pass, those not checked after an earlier failure included, so the
+    # status names as many checks as its count says are not passing
+    failing = [r.id for r in report.results if r.status != CheckStatus.PASS]
     return Status(passed=passed, total=total, failing=failing, saves=status.saves)
 
 
