@@ -1,6 +1,6 @@
 """Starts, feeds and stops the candidate's worker process.
 
-Process model (Linux; see the README's threat model):
+Process model (Linux; see docs/threat-model.md):
 
     kit ── zygote ── nsinit ── worker ── (whatever the candidate's code starts)
 
