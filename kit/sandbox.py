@@ -92,22 +92,59 @@ def harden_kit() -> None:
     _prctl(PR_SET_DUMPABLE, 0)
 
 
-def _drop_privileges() -> None:
-    """In a worker: no capability (effective, permitted, bounding), none regained by exec."""
+WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
+CAP_DAC_READ_SEARCH = 2
+PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
+SECBIT_NO_SETUID_FIXUP = 4
+_WORKER_TMP: list[str] = []  # the temporary folder a worker started by root may write in
+ROOT_REFUSED = ("the kit runs as root and could not run your code as an unprivileged user ({why}); "
+                "run attn-kit as an ordinary user, or in a container as its recipe in "
+                "docs/threat-model.md shows")
+
+
+def _drop_privileges(leave_root: bool = False) -> str:
+    """In a worker: no capability (effective, permitted, bounding), none regained by exec. With
+    `leave_root`, when running as root: first become uid/gid WORKER_UID with no supplementary
+    group, keeping only CAP_DAC_READ_SEARCH (read and search any file, as the user could: the
+    solution, its folder, the interpreter; also across exec, as an ambient capability), so the
+    candidate's code cannot write to the kit, the venv or the interpreter, which root owns.
+    Returns '' or why root could not be left."""
     if not _LINUX:
-        return
+        return ""
+    why = ""
+    keep = 0
     try:
         import ctypes
         libc = _libc()
+        if leave_root and os.geteuid() == 0:
+            try:
+                libc.prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0)   # keep caps through setresuid
+                os.setgroups([])
+                os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
+                os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
+                keep = 1 << CAP_DAC_READ_SEARCH
+            except OSError as exc:
+                why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
+            if _WORKER_TMP:
+                os.environ["TMPDIR"] = _WORKER_TMP[0]
+                import tempfile
+                tempfile.tempdir = _WORKER_TMP[0]
         for cap in range(64):
-            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+            if not keep >> cap & 1:
+                libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         libc.prctl(PR_SET_SECUREBITS, 0x2F, 0, 0, 0)     # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, locked
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-        data = (ctypes.c_uint32 * 6)()
-        libc.capset(header, data)
+        data = (ctypes.c_uint32 * 6)(keep, keep, keep)   # effective, permitted, inheritable (low 32 caps)
+        if libc.capset(header, data) != 0 and keep:
+            why = why or "the capabilities could not be set"
+        if keep:
+            libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0)
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    if leave_root and not why and (os.geteuid() == 0 or os.getuid() == 0):
+        why = "the process is still root"
+    return why
 
 
 def _enter_user_namespace() -> bool:
@@ -117,6 +154,8 @@ def _enter_user_namespace() -> bool:
         return False
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
+    if uid == 0:          # root creates namespaces without one, and its workers leave root (WORKER_UID)
+        return True
     if libc.unshare(CLONE_NEWUSER) == 0:
         try:
             for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
@@ -464,10 +503,10 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     if pid == 0:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            _drop_privileges()
+            refused = _drop_privileges(leave_root=True)
             _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
             from . import worker  # imported by the zygote already (_zygote_child)
-            worker.serve(Channel(sock))
+            worker.serve(Channel(sock), refused and ROOT_REFUSED.format(why=refused))
         finally:
             os._exit(0)
     sock.close()
@@ -526,6 +565,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.namespaces = self.read_only = False
         self.spare: tuple[int, socket.socket, int] | None = None
         self.want_spare = False
+        self.tmp = ""
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -534,6 +574,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _prctl(PR_SET_DUMPABLE, 0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if _LINUX and os.geteuid() == 0:
+            self.tmp = _worker_tmp()
         if _LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):   # set: test the fallback
             _enter_user_namespace()
             self.read_only = _read_only(protected_paths())
@@ -671,6 +713,22 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         if not self.namespaces:
             kill_tree(os.getpid(), include_root=False)
         self._reap()
+        if self.tmp:
+            import shutil
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _worker_tmp() -> str:  # pragma: no cover - runs in the zygote
+    """In a zygote started by root: a fresh private folder owned by WORKER_UID, the temporary
+    folder of its workers (they cannot write anywhere root owns, /tmp's sticky folder aside)."""
+    import tempfile
+    try:
+        folder = tempfile.mkdtemp(prefix="attn-kit-worker-")
+        os.chown(folder, WORKER_UID, WORKER_UID)
+    except OSError:
+        return ""
+    _WORKER_TMP[:] = [folder]
+    return folder
 
 
 def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
@@ -741,7 +799,7 @@ class _Zygote:
         else:              # a fresh interpreter: nothing of the kit's memory
             _settle_torch()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
+                [sys.executable, "-P", "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
             pid = self.process.pid
@@ -1266,6 +1324,8 @@ def _read_load(reply: dict) -> LoadInfo:
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:
+    if error.type == "RefusedAsRoot":
+        return f"{path} was not run: {error.message}"
     if error.type == "SyntaxError" or error.type == "IndentationError":
         text = f"{path} has a {error.type}: {error.message}"
     else:

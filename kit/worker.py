@@ -27,6 +27,7 @@ from .values import CallStatus, ErrorInfo, Opaque, Outcome
 OUTPUT_LIMIT = 4000            # characters of captured output kept per call
 FILE_SIZE_LIMIT = 16 << 20     # a runaway print loop stops at 16 MiB instead of filling the disk
 _KIT_DIR = str(Path(__file__).resolve().parent)
+REFUSED = "RefusedAsRoot"      # the error type of a load the worker refused (it could not leave root)
 
 
 def _candidate_frames(tb, path: str) -> tuple[str, str]:
@@ -207,8 +208,12 @@ class Worker:
         self.capture = None
         self.guard: _ImportGuard | None = None
         self.after = None          # the last call's arguments as it left them, for an "echo" request
+        self.refused = ""          # why the candidate's code must not run here (still root)
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
+        if self.refused:
+            return {"kind": "load", "status": CallStatus.RAISED, "error": ErrorInfo(REFUSED, self.refused),
+                    "output": "", "note": "", "functions": {}, "pure": []}
         note = apply_limits(memory_bytes)
         _detach_stdin()        # input() must not read (or steal) the user's keystrokes
         self.capture = _Capture()
@@ -344,5 +349,9 @@ def _echo_reply(after) -> bytes:
     return wire.encode({"kind": "echo", "after": None}) if _too_large(data) else data
 
 
-def serve(conn):
-    Worker(conn).serve()
+def serve(conn, refused: str = "") -> None:
+    """Answer the kit's requests; `refused` (the worker is still root, see sandbox._drop_privileges)
+    makes every load fail with that message, before any of the candidate's code runs."""
+    worker = Worker(conn)
+    worker.refused = refused
+    worker.serve()
