@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import safefile
 from .report import FAILED, Report
 
 TEMPLATE = '''"""attn-kit repro for check `{check}` (exercise {exercise}, seed {seed}).
@@ -106,6 +107,6 @@ def write(report: Report, folder: str | Path) -> list[Path]:
                                solution=str(Path(report.path).resolve()), assignments="\n".join(lines),
                                fn=call.fn, call_args=call_args, expected_block=expected)
         path = folder / name
-        path.write_text(text, encoding="utf-8")
+        safefile.write_text(path, text)          # never through a symlink planted in the folder
         written.append(path)
     return written
