@@ -718,6 +718,16 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def share_with_worker(folder: str) -> None:
+    """A folder of the kit's that the worker writes in (test-tests' records): run as root, the
+    worker is WORKER_UID, so the folder becomes its. The kit only reads what is in it."""
+    if _LINUX and os.geteuid() == 0:
+        try:
+            os.chown(folder, WORKER_UID, WORKER_UID)
+        except OSError:
+            pass
+
+
 def _worker_tmp() -> str:  # pragma: no cover - runs in the zygote
     """In a zygote started by root: a fresh private folder owned by WORKER_UID, the temporary
     folder of its workers (they cannot write anywhere root owns, /tmp's sticky folder aside)."""

@@ -436,6 +436,7 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
+            sandbox_module.share_with_worker(tmp)    # the worker writes its records there
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
             if solution is not None:
                 runner.search_dirs.append(str(Path(solution).resolve().parent))
