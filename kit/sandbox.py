@@ -1315,7 +1315,7 @@ def _replace(outcome: Outcome, **changes) -> Outcome:
 def _names(value) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(str(v)[:80] for v in value if isinstance(v, str))[:50]
+    return tuple(wire.visible(str(v)[:80]) for v in value if isinstance(v, str))[:50]
 
 
 def _read_load(reply: dict) -> LoadInfo:
@@ -1329,8 +1329,8 @@ def _read_load(reply: dict) -> LoadInfo:
     want(reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo), "error")
     output, note = reply.get("output"), reply.get("note")
     want(isinstance(output, str) and isinstance(note, str), "output")
-    return LoadInfo({k[:200]: v[:2000] for k, v in functions.items()}, output[:100_000], note[:500],
-                    _names(reply.get("pure")))
+    return LoadInfo({wire.visible(k[:200]): wire.visible(v[:2000]) for k, v in functions.items()},
+                    wire.visible(output[:100_000]), wire.visible(note[:500]), _names(reply.get("pure")))
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:

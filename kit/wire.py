@@ -74,6 +74,22 @@ def to_plain(value, depth: int = 0, budget: _Budget | None = None):
         return Opaque(_type_name(value), f"could not be read: {type(exc).__name__}")
 
 
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides and
+# isolates: a terminal acts on them (moves the cursor, clears lines, recolours, reorders text)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return {0x0D: "\\r", 0x1B: "\\e"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(text: str) -> str:
+    """The candidate's text with every control character the terminal would act on written out
+    (ESC as \\e, CR as \\r, others as \\xNN or \\uNNNN), so it cannot paint the screen."""
+    return _CONTROL.sub(_escape, text)
+
+
 def _type_name(value) -> str:
     try:
         return str(type(value).__name__)[:80]
@@ -311,10 +327,12 @@ def _untag(v, blobs, cursor, depth):
         return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
                            _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
     if tag == "opaque":
-        return Opaque(_text(v.get("type"), "type name")[:80], _text(v.get("text"), "text")[:200])
+        return Opaque(visible(_text(v.get("type"), "type name")[:80]), visible(_text(v.get("text"), "text")[:200]))
     if tag == "error":
-        return ErrorInfo(_text(v.get("type"), "error type")[:80], _text(v.get("message"), "message")[:2000],
-                         _text(v.get("where"), "where")[:300], _text(v.get("traceback"), "traceback")[:20000])
+        return ErrorInfo(visible(_text(v.get("type"), "error type")[:80]),
+                         visible(_text(v.get("message"), "message")[:2000]),
+                         visible(_text(v.get("where"), "where")[:300]),
+                         visible(_text(v.get("traceback"), "traceback")[:20000]))
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
 
 
@@ -422,6 +440,6 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     extra = message.get("extra")
     _want(isinstance(extra, dict), "extra")
     outcome = Outcome(CallStatus(status), message.get("value"), error, (),
-                      _text(message.get("output"), "output")[:100_000],
-                      _text(message.get("detail"), "detail")[:2000], float(seconds), extra)
+                      visible(_text(message.get("output"), "output")[:100_000]),
+                      visible(_text(message.get("detail"), "detail")[:2000]), float(seconds), extra)
     return outcome, message.get("after")

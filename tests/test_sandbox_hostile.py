@@ -95,7 +95,7 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
         folder.chmod(0o777)
     if "sentinel" in spec:
         (folder / spec["sentinel"]).write_text("sentinel\n")
-    for helper in HELPERS:
+    for helper in (*HELPERS, *spec.get("copy", ())):
         shutil.copy(HOSTILE / helper, folder / helper)
     file = spec.get("file", f"{name}.py")
     if file == "@fifo":
@@ -181,6 +181,7 @@ def test_corpus_is_large_and_every_file_has_an_outcome():
     files = {p.stem for p in HOSTILE.glob("*.py")} - {Path(h).stem for h in HELPERS}
     assert len(files) >= 40
     named = {spec.get("file", f"{name}.py")[:-3] for name, spec in OUTCOMES.items()}
+    named |= {copied[:-3] for spec in OUTCOMES.values() for copied in spec.get("copy", ())}
     assert files <= named | {"honest_numpy"}, files - named
 
 
