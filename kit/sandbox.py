@@ -371,10 +371,10 @@ class Channel:
         finally:
             self.sock.settimeout(None)
 
-    def recv_reply(self, deadline: float, grace: float = REPLY_GRACE) -> dict:
+    def recv_reply(self, deadline: float, grace: float = REPLY_GRACE, text_limit: int = wire.TEXT_FLOOR) -> dict:
         """One reply, decoded; EOFError when the worker is gone, ChannelTimeout when it stalls,
-        wire.WireError when the reply is too large or malformed."""
-        total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)))
+        wire.WireError when the reply is too large (JSON text over `text_limit`) or malformed."""
+        total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)), text_limit)
         body = self._exactly(total, max(deadline, time.monotonic() + min(REPLY_GRACE, grace)))
         return wire.decode(body, text)
 
@@ -1044,6 +1044,7 @@ class Sandbox:
         self.pure_seen: list[str] = []
         self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
         self.broken = ""          # why no worker can be started any more
+        self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
 
     def __enter__(self):
         return self
@@ -1078,7 +1079,7 @@ class Sandbox:
     def _read(self, deadline: float, what: str) -> tuple[dict | None, str, str]:
         """(reply, status, detail): status is '' on success, else timeout/crashed/memory."""
         try:
-            return self.conn.recv_reply(deadline, self.timeout), "", ""
+            return self.conn.recv_reply(deadline, self.timeout, self.text_limit), "", ""
         except ChannelTimeout as exc:
             self._drop_worker()
             return None, CallStatus.CRASHED, f"its {what} was cut short: it {exc} (the process was stopped)"
@@ -1095,6 +1096,7 @@ class Sandbox:
 
     def start(self) -> LoadInfo:
         """Start a worker and load the file; raise LoadError if it cannot be loaded."""
+        self.text_limit = wire.TEXT_FLOOR
         if self.broken:
             raise LoadError(self.broken)
         try:
@@ -1171,6 +1173,7 @@ class Sandbox:
                 return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
+        self.text_limit = wire.text_limit((args, kwargs))
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         measure = bool(harness and "measure" in harness and _LINUX)
         kernel, peak = None, None
