@@ -321,8 +321,20 @@ def _signal(pid: int, sig) -> None:
 
 
 def _resident_bytes(pids) -> int:
+    """The memory the processes hold together: the sum of their proportional set sizes (Pss: a
+    page shared by n of them counts 1/n in each, so pages a fork shares with its parent, such as
+    NumPy's, count once), or of their resident sizes where the kernel has no smaps_rollup."""
     total = 0
     for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            continue
+        except (OSError, ValueError, IndexError):
+            pass
         try:
             with open(f"/proc/{pid}/statm", "rb") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -1105,6 +1117,7 @@ class Sandbox:
             self.broken = f"no worker process could be started ({exc})"
             raise LoadError(self.broken) from None
         load_timeout = self.timeout        # importing the file gets the same budget as one call
+        self.memory_note = ""
         try:
             self.conn.send(("load", self.path, self.memory, self.pure), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
@@ -1116,7 +1129,7 @@ class Sandbox:
                             "is there a loop or a long computation at the top level of the file?")
         reply, status, detail = self._read(deadline, "answer to loading the file")
         if reply is None:
-            raise LoadError(f"loading {self.path}: {detail}.")
+            raise LoadError(f"loading {self.path}: {self.memory_note or detail}.")
         try:
             info = _read_load(reply)
         except wire.WireError as exc:
@@ -1147,6 +1160,17 @@ class Sandbox:
                 return True          # the worker has been killed; the read reports it
             first = False
 
+    def _held_too_much(self) -> bool:
+        """Whether the worker's processes hold more than the memory cap together right now (then
+        the worker was stopped): checked before and after every call, however short."""
+        if not (self.memory and _LINUX and self.conn is not None and self.pid is not None):
+            return False
+        self.memory_note = ""
+        if not self._over_memory():
+            return False
+        self._drop_worker(kill=True)
+        return True
+
     def _over_memory(self) -> bool:
         tree = descendants(self.pid)
         if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
@@ -1160,11 +1184,18 @@ class Sandbox:
         return False
 
     def call(self, fn: str, args=(), kwargs=None, harness: str | None = None,
-             timeout: float | None = None, echo: bool = True) -> Outcome:
+             timeout: float | None = None, echo: bool = True, memory_limit: int | None = None) -> Outcome:
         """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes.
         With `echo`, the kit names the parts of the arguments the call wrote (Outcome.mutated): the
         worker sends a fingerprint of the arguments as the call left them, and the arguments
-        themselves when it differs from the fingerprint of the kit's own copy."""
+        themselves when it differs from the fingerprint of the kit's own copy.
+
+        `memory_limit` (a measured call, Linux): just before the call the kit itself lowers the
+        data limit (RLIMIT_DATA, soft and hard) of the worker and of every process it started to
+        what each holds plus `memory_limit` bytes; children inherit it and the candidate's code
+        cannot raise it. A call that needs more gets MemoryError (status memory); where the limit
+        cannot be applied the call is reported as crashed, saying why. The worker is replaced after
+        the call, since its limit cannot be raised again."""
         kwargs = dict(kwargs or {})
         if self.conn is None:
             try:
@@ -1176,9 +1207,12 @@ class Sandbox:
         self.text_limit = wire.text_limit((args, kwargs))
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         measure = bool(harness and "measure" in harness and _LINUX)
+        unlimited = ""            # why memory_limit could not be applied
         kernel, peak = None, None
         started = time.perf_counter()
         self.memory_note = ""
+        if self._held_too_much():          # processes started by earlier calls, holding memory between them
+            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
         try:
             self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
@@ -1198,6 +1232,8 @@ class Sandbox:
             # and then reads the worker's peak resident memory (VmHWM) from the kernel
             if syncs == 0:
                 kernel = self._reset_peak()
+                if memory_limit is not None:
+                    unlimited = self._limit_data(memory_limit, deadline + min(REPLY_GRACE, limit))
             elif kernel is not None:
                 peak = status_field(kernel[0], "VmHWM")
             syncs += 1
@@ -1207,6 +1243,12 @@ class Sandbox:
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
+        if memory_limit is not None and self.conn is not None:
+            self._drop_worker()            # its data limit cannot be raised again: the next call gets a new one
+        if memory_limit is not None and (unlimited or not measure) and reply is not None:
+            why = unlimited or ("the kit measures memory only on Linux" if not _LINUX else "the call was not measured")
+            return Outcome(CallStatus.CRASHED, detail=f"the kit could not limit the memory of this call ({why}), "
+                           "so the memory property is not measured", seconds=seconds)
         if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
             # a measured call that returned without stopping before and after it: the kernel's
             # reading of its memory is missing, and only the candidate's process could have skipped it
@@ -1217,6 +1259,8 @@ class Sandbox:
             if self.memory_note:
                 status, detail = CallStatus.MEMORY, self.memory_note
             return Outcome(status, detail=detail, seconds=seconds)
+        if self._held_too_much():          # a call too short for the polling in _wait
+            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
         try:
             outcome, after = wire.read_outcome(reply)
         except wire.WireError as exc:
@@ -1278,6 +1322,46 @@ class Sandbox:
         rss = status_field(pid, "VmRSS")
         return None if rss is None else (pid, rss)
 
+    def _limit_data(self, extra: int, deadline: float) -> str:
+        """Limit the data (RLIMIT_DATA, soft and hard) of the worker and every process below it to
+        what each holds plus `extra` bytes, while the worker waits to start a measured call; '' or
+        why it could not be done. The kit sets it with prlimit where it may (same uid, or
+        CAP_SYS_RESOURCE); elsewhere it asks the worker to set its own. Either way it then reads
+        every process's limit back from /proc before the call may start: a limit that is missing
+        or higher is reported, never ignored (a hard limit, once lowered, cannot be raised)."""
+        import resource
+        worker = self._worker_pid()
+        if worker is None:
+            return "the worker's process was not found"
+        tree = [worker, *descendants(worker)]
+        try:
+            for pid in tree:
+                used = status_field(pid, "VmData")
+                if used is not None:
+                    resource.prlimit(pid, resource.RLIMIT_DATA, (used + extra, used + extra))
+        except ProcessLookupError:
+            pass
+        except PermissionError:          # another uid and no CAP_SYS_RESOURCE: the worker sets its own
+            try:
+                self.conn.send(("limit", extra), timeout=CONTROL_DEADLINE)
+                reply, _, detail = self._read(deadline, "answer")
+            except (OSError, ChannelTimeout):
+                return "the worker did not answer"
+            if reply is None or reply.get("kind") != "sync":
+                return detail or "the worker did not answer"
+        except (OSError, ValueError) as exc:
+            return f"prlimit failed: {exc}"
+        for pid in [worker, *descendants(worker)]:
+            limit, used = _data_limit(pid), status_field(pid, "VmData")
+            if used is None or limit is None:
+                if _alive_worker(pid):
+                    return f"the kernel did not show the data limit of process {pid}"
+                continue
+            if limit > used + extra + (4 << 20):
+                return (f"a process of the call ({'the worker' if pid == worker else 'started earlier'}) is not "
+                        f"under the limit")
+        return ""
+
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
         """The parameter names the arguments bind to, from the signature the file declared."""
         names = [f"argument {i + 1}" for i in range(positional)] + keywords
@@ -1299,6 +1383,19 @@ class Sandbox:
             self._drop_worker()
         if self.owns_launcher:
             self.launcher.close()
+
+
+def _data_limit(pid: int) -> int | None:
+    """The hard RLIMIT_DATA of a process from /proc/<pid>/limits (world-readable), or None."""
+    try:
+        with open(f"/proc/{pid}/limits") as fh:
+            for line in fh:
+                if line.startswith("Max data size"):
+                    hard = line[26:].split()[1]
+                    return 1 << 62 if hard == "unlimited" else int(hard)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _alive_worker(pid: int) -> bool:

@@ -254,9 +254,20 @@ class Worker:
         return list(self.guard.violations) if self.guard else []
 
     def _sync(self) -> None:
-        """A measured call: tell the kit the call starts (or ended) and wait for its go-ahead."""
+        """A measured call: tell the kit the call starts (or ended) and wait for its go-ahead. The
+        kit may first ask for a data limit (where it cannot set one itself): it is set, soft and
+        hard, and the kit checks it in /proc before it lets the call run."""
         self.conn.send_bytes(wire.encode({"kind": "sync"}))
-        self.conn.recv_bytes()
+        message = pickle.loads(self.conn.recv_bytes())       # from the kit: trusted
+        if message[0] == "limit":
+            try:
+                import resource
+                limit = _status_bytes("VmData") + int(message[1])
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            except (ImportError, ValueError, OSError):
+                pass                     # the kit sees the limit missing and reports it
+            self.conn.send_bytes(wire.encode({"kind": "sync"}))
+            self.conn.recv_bytes()
 
     def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
              measure: bool = False) -> dict:
