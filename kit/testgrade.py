@@ -316,7 +316,8 @@ def _read_records(path: Path) -> list[dict]:
     return records
 
 
-_RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {"collected": {"names": list}, "collect_error": {"message": str}, "start": {"name": str},
+_RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "collected": {"names": list}, "collect_error": {"message": str}, "start": {"name": str},
                   "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str,
                              "seconds": (int, float)}}
 
