@@ -93,6 +93,7 @@ def harden_kit() -> None:
 
 
 WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
+WORKER_PROCESSES = 1024     # processes and threads of WORKER_UID at once (RLIMIT_NPROC): no fork bomb
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 SECBIT_NO_SETUID_FIXUP = 4
@@ -123,6 +124,8 @@ def _drop_privileges(leave_root: bool = False) -> str:
                 os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
                 os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
                 keep = 1 << CAP_DAC_READ_SEARCH
+                import resource  # a uid of its own: a process count its code cannot exceed
+                resource.setrlimit(resource.RLIMIT_NPROC, (WORKER_PROCESSES, WORKER_PROCESSES))
             except OSError as exc:
                 why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
             if _WORKER_TMP:

@@ -318,8 +318,7 @@ def _read_records(path: Path) -> list[dict]:
 
 _RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "collected": {"names": list}, "collect_error": {"message": str}, "start": {"name": str},
-                  "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str,
-                             "seconds": (int, float)}}
+    "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str, "seconds": (int, float)}}
 
 
 def _well_formed(record) -> bool:
