@@ -132,7 +132,9 @@ def show(exercise):
               help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
-@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
+@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library. Advisory: "
+              "checked inside your code's own process, so code written to evade it can "
+              "(docs/threat-model.md).")
 @click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
               help="Seconds one call of your code may take.")
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")

@@ -97,3 +97,14 @@ def test_as_root_the_candidate_runs_as_an_unprivileged_uid(tmp_path):
         denied = box.call("write", (str(Path(sys.prefix) / "bin" / "attn-kit-probe"),), echo=False)
     assert denied.status == "raised" and denied.error.type == "PermissionError"
     assert not (Path(sys.prefix) / "bin" / "attn-kit-probe").exists()
+
+
+def test_pure_is_documented_as_advisory_where_it_is_offered():
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
+    assert "Advisory: checked inside your code's own process" in text
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "threat-model.md").read_text(encoding="utf-8")
+    assert "`--pure` is advisory" in doc
