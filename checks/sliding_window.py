@@ -241,7 +241,8 @@ def memory_stays_within_bound(ctx):
     limit = kernel_limit(bound, naive)
     outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet", memory_limit=limit)
     failed = limit_failure(ctx, (q, k, v, window), replay_peak_over_bound, limit, f"at B={B}, H={H}, T={T}, d={d}, window={window}",
-                           f"the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB",
+                           f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores "
+                           f"alone are {naive / 2**20:.0f} MiB",
                            "Score each chunk of queries against the keys its window can reach")
     if failed:
         raise failed

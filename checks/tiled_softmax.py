@@ -262,7 +262,8 @@ def memory_stays_within_bound(ctx):
                           memory_limit=limit)
     failed = limit_failure(ctx, (q, k, v, mask, block_size), replay_peak_over_bound, limit,
                            f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",
-                           f"the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in float64",
+                           f"bound 64·T·(block_size + dv) = {bound / 2**20:.2f} MiB; the T×S score matrix alone "
+                           f"is 8·T·S = {naive / 2**20:.0f} MiB in float64 and {naive / 4 / 2**20:.0f} MiB in float16",
                            "Keep only one T×block_size block at a time")
     if failed:
         raise failed
