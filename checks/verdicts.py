@@ -107,8 +107,8 @@ def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: 
     ctx.record_for_diagnosis(real.fn, args, {}, Outcome("ok", value=[1.0], mutated=outcome.mutated,
                                                         output=outcome.output, seconds=outcome.seconds),
                              replay=replay, instead_of=(real,))
-    return CheckFailed(f"{where}: the call needed more than {limit / 2**20:.0f} MiB beyond its inputs, a limit "
-                       f"the kernel enforces on your process and every process it starts; {naive_text}. "
+    return CheckFailed(f"{where}: peak {limit / 2**20:.2f} MiB or more during the call, where the kernel stopped it "
+                       f"(a limit on your process and every process it starts, beyond the inputs); {naive_text}. "
                        f"{advice}")
 
 
