@@ -108,3 +108,17 @@ def test_pure_is_documented_as_advisory_where_it_is_offered():
     assert "Advisory: checked inside your code's own process" in text
     doc = (Path(__file__).resolve().parent.parent / "docs" / "threat-model.md").read_text(encoding="utf-8")
     assert "`--pure` is advisory" in doc
+
+
+def test_repro_scripts_for_messages_with_backslashes_are_valid_python(tmp_path):
+    from attn_kit import repro
+    from attn_kit.report import Call, CheckResult, CheckStatus, Report
+    from attn_kit.values import CallStatus, Outcome
+
+    call = Call("stable_softmax", ([1.0],), {}, Outcome(CallStatus.OK, [1.0]), expected=[1.0])
+    message = 'printed \\e[2J and \\x1 and \\N{ and C:\\Users\\me """ end\\'
+    result = CheckResult("a-check", "A \\N title", CheckStatus.FAIL, 0, 1, message, failing_call=call)
+    [path] = repro.write(Report("mha-screen", str(tmp_path / "s.py"), 1, [result]), tmp_path / "repro")
+    source = path.read_text(encoding="utf-8")
+    compile(source, str(path), "exec")
+    assert "\\\\x1" in source
