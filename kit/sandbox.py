@@ -1060,6 +1060,8 @@ class Sandbox:
         self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
         self.broken = ""          # why no worker can be started any more
         self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
+        self.memory_note = ""                # why the kit stopped the worker for memory, if it did
+        self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
 
     def __enter__(self):
         return self
@@ -1104,9 +1106,13 @@ class Sandbox:
         except (EOFError, OSError):
             how = self._ended()
             detail, status = f"the process {how}", CallStatus.CRASHED
-            if "SIGKILL" in how and self.memory:
-                status = CallStatus.MEMORY
-                detail += f"; it may have exceeded the memory cap of {self.memory / 2**30:g} GiB"
+            if "SIGKILL" in how and not self.memory_note:
+                if _oom_kills() > self.oom_kills:
+                    status = CallStatus.MEMORY
+                    detail += "; the kernel ran out of memory and killed it"
+                else:       # the kit kills only for its own reasons, and says which (memory_note)
+                    detail = ("the process was killed by SIGKILL, not by the kit and not for memory (the "
+                              "kernel reported no out-of-memory kill)")
             return None, status, detail
 
     def start(self) -> LoadInfo:
@@ -1121,6 +1127,7 @@ class Sandbox:
             raise LoadError(self.broken) from None
         load_timeout = self.timeout        # importing the file gets the same budget as one call
         self.memory_note = ""
+        self.oom_kills = _oom_kills() if _LINUX else 0
         try:
             self.conn.send(("load", self.path, self.memory, self.pure), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
@@ -1216,6 +1223,7 @@ class Sandbox:
         self.memory_note = ""
         if self._held_too_much():          # processes started by earlier calls, holding memory between them
             return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
+        self.oom_kills = _oom_kills() if _LINUX else 0
         try:
             self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
@@ -1386,6 +1394,18 @@ class Sandbox:
             self._drop_worker()
         if self.owns_launcher:
             self.launcher.close()
+
+
+def _oom_kills() -> int:
+    """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0."""
+    try:
+        with open("/proc/vmstat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _data_limit(pid: int) -> int | None:
