@@ -297,6 +297,33 @@ def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
     return found
 
 
+def _children_tree(root: int) -> list[int]:
+    """Every process below `root`, from the kernel's per-task lists of children (a few small
+    reads, where a /proc walk reads every process of the machine: this runs before and after
+    every call); the /proc walk where those lists are missing (no CONFIG_PROC_CHILDREN)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return descendants(root)
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:                          # it ended meanwhile
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                    children = [int(n) for n in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+    return found
+
+
 def kill_tree(root: int, include_root: bool = True) -> None:
     """SIGKILL a process and everything below it, stopping them first so none forks away."""
     if not _LINUX:
@@ -1182,7 +1209,7 @@ class Sandbox:
         return True
 
     def _over_memory(self) -> bool:
-        tree = descendants(self.pid)
+        tree = _children_tree(self.pid)
         if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
             return False
         used = _resident_bytes(tree)
