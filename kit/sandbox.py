@@ -1203,6 +1203,8 @@ class Sandbox:
         if not (self.memory and _LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
+        if len(_children_tree(self.pid)) <= 2:     # nsinit and the worker alone: its own limits hold it
+            return False
         if not self._over_memory():
             return False
         self._drop_worker(kill=True)
