@@ -1089,6 +1089,7 @@ class Sandbox:
         self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
         self.memory_note = ""                # why the kit stopped the worker for memory, if it did
         self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
+        self._previous: tuple[str, str] | None = None   # the last echoed call: fn, its arguments' fingerprint
 
     def __enter__(self):
         return self
@@ -1098,6 +1099,7 @@ class Sandbox:
 
     def _drop_worker(self, kill: bool = True) -> int | None:
         """Kill (or just reap) the worker and everything it started; its exit status."""
+        self._previous = None
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
@@ -1319,7 +1321,21 @@ class Sandbox:
                     return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
                 names = self._argument_names(fn, len(args), list(kwargs))
                 outcome = _replace(outcome, mutated=mutation.written(names, before, view))
+            outcome = self._previous_written(outcome, reply.get("previous"))
+        self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
         return outcome
+
+    def _previous_written(self, outcome: Outcome, now) -> Outcome:
+        """The outcome, naming the previous call's arguments when the fingerprint the worker took
+        of them at the end of this call differs from the kit's own: something wrote into them
+        after that call returned (a reference the code kept)."""
+        if self._previous is None or self.conn is None:
+            return outcome
+        fn, then = self._previous            # the fingerprint the worker sent when that call returned
+        if not isinstance(now, str) or now == then:
+            return outcome
+        part = f"the arguments of the previous `{fn}` call (written after it returned)"
+        return _replace(outcome, mutated=(*outcome.mutated, part))
 
     def _echo(self, count: int) -> tuple[list, str]:
         """(the `count` arguments of the last call as the worker holds them, '') or ([], why they

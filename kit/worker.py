@@ -209,6 +209,7 @@ class Worker:
         self.guard: _ImportGuard | None = None
         self.after = None          # the last call's arguments as it left them, for an "echo" request
         self.refused = ""          # why the candidate's code must not run here (still root)
+        self.previous = None       # the last call's arguments themselves (the objects it was given)
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
         if self.refused:
@@ -306,6 +307,11 @@ class Worker:
         # no fingerprint (an int too long to print): "" matches none, so the kit asks for the arguments
         message = wire.outcome_message(outcome, (wire.digest(self.after) or "") if echo else None)
         message["pure"] = self._violations()
+        # the previous call's arguments as they are now: a write made after that call returned
+        # (during this one, through a reference the code kept) changes this fingerprint
+        if echo and self.previous is not None:
+            message["previous"] = wire.digest(wire.to_plain(self.previous)) or ""
+        self.previous = list(args) + list(kwargs.values()) if echo else None
         return message
 
     def _reply(self, kind: str, arguments) -> bytes:
