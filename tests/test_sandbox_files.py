@@ -122,3 +122,15 @@ def test_repro_scripts_for_messages_with_backslashes_are_valid_python(tmp_path):
     source = path.read_text(encoding="utf-8")
     compile(source, str(path), "exec")
     assert "\\\\x1" in source
+
+
+def test_a_worker_that_could_not_leave_root_refuses_every_file_with_the_recipe():
+    from attn_kit import sandbox, worker
+
+    refusing = worker.Worker(conn=None)
+    refusing.refused = sandbox.ROOT_REFUSED.format(why="changing to uid 65534 failed: Operation not permitted")
+    reply = refusing.load("/nonexistent/solution.py", None)
+    assert reply["status"] == "raised" and reply["functions"] == {}
+    text = sandbox._load_failure_text("solution.py", reply["error"], reply["output"])
+    assert text.startswith("solution.py was not run: the kit runs as root") and "docs/threat-model.md" in text
+    assert "\n" not in text
