@@ -16,7 +16,7 @@ import numpy as np
 
 from attn_kit.registry import CallFailed, CheckFailed, Suite
 
-from .verdicts import peak_over, peak_verdict
+from .verdicts import kernel_limit, limit_failure, peak_over, peak_verdict
 
 SUITE = Suite("sliding-window")
 check = SUITE.check
@@ -238,7 +238,14 @@ def memory_stays_within_bound(ctx):
     q, k, v = qkv(ctx.rng, B, H, T, d)
     bound, naive = memory_bound(B, H, T, window, d), 8 * B * H * T * T
     ctx.describe(B=B, H=H, T=T, d=d, window=window)
-    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet")
+    limit = kernel_limit(bound, naive)
+    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet", memory_limit=limit)
+    failed = limit_failure(ctx, (q, k, v, window), replay_peak_over_bound, limit, f"at B={B}, H={H}, T={T}, d={d}, window={window}",
+                           f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores "
+                           f"alone are {naive / 2**20:.0f} MiB",
+                           "Score each chunk of queries against the keys its window can reach")
+    if failed:
+        raise failed
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])
     peak, over, seconds = peak_verdict(ctx, (q, k, v, window), bound, naive, replay_peak_over_bound)

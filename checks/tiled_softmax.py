@@ -20,7 +20,7 @@ import numpy as np
 from attn_kit.registry import CallFailed, CheckFailed, Suite
 
 from .cases import qkv
-from .verdicts import peak_over, peak_verdict
+from .verdicts import kernel_limit, limit_failure, peak_over, peak_verdict
 
 SUITE = Suite("tiled-softmax")
 check = SUITE.check
@@ -257,7 +257,16 @@ def memory_stays_within_bound(ctx):
     mask = random_mask(ctx.rng, T, S)
     bound, naive = memory_bound(T, block_size, dv), 8 * T * S
     ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size, mask="random T×S")
-    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet")
+    limit = kernel_limit(bound, naive)
+    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet",
+                          memory_limit=limit)
+    failed = limit_failure(ctx, (q, k, v, mask, block_size), replay_peak_over_bound, limit,
+                           f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",
+                           f"bound 64·T·(block_size + dv) = {bound / 2**20:.2f} MiB; the T×S score matrix alone "
+                           f"is 8·T·S = {naive / 2**20:.0f} MiB in float64 and {naive / 4 / 2**20:.0f} MiB in float16",
+                           "Keep only one T×block_size block at a time")
+    if failed:
+        raise failed
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])      # no --repro script: its inputs would be megabytes of literals
     peak, over, seconds = peak_verdict(ctx, (q, k, v, mask, block_size), bound, naive, replay_peak_over_bound)

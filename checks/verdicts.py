@@ -88,6 +88,30 @@ def peak_verdict(ctx, args: tuple, bound: int, naive: int, replay) -> tuple[int,
     return peak, over, real.outcome.seconds
 
 
+def kernel_limit(bound: int, naive: int) -> int:
+    """What a memory check's call may add to each of its processes' data (RLIMIT_DATA, applied by
+    the kit from outside: Sandbox.call's memory_limit): halfway between the bound and the naive
+    matrix, so a solution within the bound never meets it and one that builds the matrix does,
+    in a forked child too, whatever it does to its own peak readings."""
+    return (bound + naive) // 2
+
+
+def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: str, advice: str):
+    """CheckFailed for the call just made when the kernel's limit stopped it (status memory), else
+    None; recorded for the diagnosis as over the bound ([1.0], as peak_verdict records it)."""
+    from attn_kit.registry import CheckFailed
+    real = ctx.last_call
+    outcome = real.outcome
+    if outcome.status != CallStatus.MEMORY:
+        return None
+    ctx.record_for_diagnosis(real.fn, args, {}, Outcome("ok", value=[1.0], mutated=outcome.mutated,
+                                                        output=outcome.output, seconds=outcome.seconds),
+                             replay=replay, instead_of=(real,))
+    return CheckFailed(f"{where}: peak {limit / 2**20:.2f} MiB or more during the call, where the kernel stopped it "
+                       f"(a limit on your process and every process it starts, beyond the inputs); {naive_text}. "
+                       f"{advice}")
+
+
 def peak_over(bound: int, fn, *args) -> list[float]:
     """[1.0] when fn(*args), measured by the kit's tracemalloc harness, peaks above `bound`, else
     [0.0]: a memory check's verdict for one of the kit's own implementations."""

@@ -22,6 +22,7 @@ from .cli_common import (
     EXIT_USAGE,
     SEED,
     SIZE,
+    FiniteFloat,
     json_context,
     one_blas_thread,
     parse_size,
@@ -137,7 +138,9 @@ def show(exercise):
                    "see the README). JSON runs are not saved to your history.")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
-@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
+@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library. Advisory: "
+              "checked inside your code's own process, so code written to evade it can "
+              "(docs/threat-model.md).")
 @click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
               help="Seconds one call of your code may take.")
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
@@ -218,7 +221,7 @@ cli.add_command(progress)
 @click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
               help="Seconds one test may take on a correct implementation.")
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
-@click.option("--min-score", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+@click.option("--min-score", type=FiniteFloat(0, 1), default=0.0, show_default=True,
               help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).")
 @reports_errors
 def test_tests(file, exercise, as_json, timeout, memory, min_score):

@@ -45,7 +45,7 @@ def parse_size(text) -> int | None:
         raise click.BadParameter(f"'{text}' is not a size; write e.g. 2G, 512M or 0 for no cap")
     number, unit = float(match.group(1)), match.group(2)
     size = int(number * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
-    return size or None
+    return max(size, 1) if number > 0 else None      # 0.0000001 is a (tiny) cap, not "no cap"
 
 
 JSON_COMMANDS = {"check": "check", "test_tests": "test-tests", "bench": "bench"}

@@ -426,7 +426,7 @@ def discuss(exercise, due_only, new):
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=20, show_default=True,
               help="How many of the most recent entries of each kind.")
 @click.option("--where", is_flag=True, help="Only print the path of the history file (ATTN_KIT_HOME moves it).")
 @reports_errors

@@ -29,7 +29,9 @@ def _ragged(value, path="") -> str:
     """Explain where a nested list stops being rectangular, or ''."""
     if not isinstance(value, (list, tuple)):
         return ""
-    lengths = [len(v) if isinstance(v, (list, tuple, np.ndarray)) else None for v in value]
+    # a 0-d array is a number (np.array(x) of each entry, a list of NumPy scalars made arrays)
+    lengths = [len(v) if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim) else None
+               for v in value]
     if any(n is not None for n in lengths) and any(n is None for n in lengths):
         i = lengths.index(None)
         return f"entry {path}[{i}] is a number where its neighbours are lists"

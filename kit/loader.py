@@ -208,7 +208,7 @@ def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path:
 def parameters(text: str) -> list[inspect.Parameter] | None:
     try:
         tree = ast.parse(f"def f{text}: pass")
-    except SyntaxError:
+    except (SyntaxError, ValueError):       # ValueError: a NUL in a default's repr
         return None
     args = tree.body[0].args
     params = []

@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import catalog, rubric
+from . import catalog, rubric, safefile
 from .errors import KitError, UsageError
 from .report import CheckStatus
 from .store import Store, StoreError, iso, now
@@ -334,8 +334,8 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
 def write_report(session: Session, data: dict, markdown: str) -> Path:
     """report.md (`markdown`, the render layer's text for `data`) and report.json in the session folder."""
     md = session.folder / "report.md"
-    md.write_text(markdown, encoding="utf-8")
-    (session.folder / "report.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    safefile.write_text(md, markdown)        # the candidate's code may have planted symlinks here
+    safefile.write_text(session.folder / "report.json", json.dumps(data, indent=2) + "\n")
     return md
 
 

@@ -75,9 +75,14 @@ class CheckContext:
         self.float32 = 0.0            # largest |Δ| accepted as float32 rounding (0: none)
 
     # --- calling the candidate -------------------------------------------------------------
-    def outcome(self, fn: str, *args, harness: str | None = None, **kwargs) -> Outcome:
-        """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included)."""
-        outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
+    def outcome(self, fn: str, *args, harness: str | None = None, memory_limit: int | None = None,
+                **kwargs) -> Outcome:
+        """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
+        `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call)."""
+        if memory_limit is None:
+            outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
+        else:
+            outcome = self.sandbox.call(fn, args, kwargs, harness=harness, memory_limit=memory_limit)
         self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import safefile
 from .report import FAILED, Report
 
 TEMPLATE = '''"""attn-kit repro for check `{check}` (exercise {exercise}, seed {seed}).
@@ -110,6 +111,12 @@ def _parameter_names(exercise_id: str, fn: str, count: int) -> list[str]:
     return [names[i] if i < len(names) else f"arg{i + 1}" for i in range(count)]
 
 
+def _docstring_safe(text: str) -> str:
+    """Text to put inside the script's docstring: backslashes doubled (a message quoting `\\e[2J`
+    or a Windows path is no escape sequence) and no closing triple quote."""
+    return text.replace("\\", "\\\\").replace('"""', "'''")
+
+
 def write(report: Report, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,11 +137,11 @@ def write(report: Report, folder: str | Path) -> list[Path]:
         else:
             expected = ""
         name = f"repro_{result.id.replace('-', '_')}.py"
-        text = TEMPLATE.format(check=result.id, exercise=report.exercise, seed=report.seed, title=result.title,
-                               message=result.message.replace('"""', "'''"), name=name,
+        text = TEMPLATE.format(check=result.id, exercise=report.exercise, seed=report.seed,
+                               title=_docstring_safe(result.title), message=_docstring_safe(result.message), name=name,
                                solution=str(Path(report.path).resolve()), assignments="\n".join(lines),
                                fn=call.fn, call_args=call_args, expected_block=expected)
         path = folder / name
-        path.write_text(text, encoding="utf-8")
+        safefile.write_text(path, text)          # never through a symlink planted in the folder
         written.append(path)
     return written

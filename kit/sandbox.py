@@ -1,6 +1,6 @@
 """Starts, feeds and stops the candidate's worker process.
 
-Process model (Linux; see the README's threat model):
+Process model (Linux; see docs/threat-model.md):
 
     kit ── zygote ── nsinit ── worker ── (whatever the candidate's code starts)
 
@@ -92,22 +92,62 @@ def harden_kit() -> None:
     _prctl(PR_SET_DUMPABLE, 0)
 
 
-def _drop_privileges() -> None:
-    """In a worker: no capability (effective, permitted, bounding), none regained by exec."""
+WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
+WORKER_PROCESSES = 1024     # processes and threads of WORKER_UID at once (RLIMIT_NPROC): no fork bomb
+CAP_DAC_READ_SEARCH = 2
+PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
+SECBIT_NO_SETUID_FIXUP = 4
+_WORKER_TMP: list[str] = []  # the temporary folder a worker started by root may write in
+ROOT_REFUSED = ("the kit runs as root and could not run your code as an unprivileged user ({why}); "
+                "run attn-kit as an ordinary user, or in a container as its recipe in "
+                "docs/threat-model.md shows")
+
+
+def _drop_privileges(leave_root: bool = False) -> str:
+    """In a worker: no capability (effective, permitted, bounding), none regained by exec. With
+    `leave_root`, when running as root: first become uid/gid WORKER_UID with no supplementary
+    group, keeping only CAP_DAC_READ_SEARCH (read and search any file, as the user could: the
+    solution, its folder, the interpreter; also across exec, as an ambient capability), so the
+    candidate's code cannot write to the kit, the venv or the interpreter, which root owns.
+    Returns '' or why root could not be left."""
     if not _LINUX:
-        return
+        return ""
+    why = ""
+    keep = 0
     try:
         import ctypes
         libc = _libc()
+        if leave_root and os.geteuid() == 0:
+            try:
+                libc.prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0)   # keep caps through setresuid
+                os.setgroups([])
+                os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
+                os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
+                keep = 1 << CAP_DAC_READ_SEARCH
+                import resource  # a uid of its own: a process count its code cannot exceed
+                resource.setrlimit(resource.RLIMIT_NPROC, (WORKER_PROCESSES, WORKER_PROCESSES))
+            except OSError as exc:
+                why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
+            if _WORKER_TMP:
+                os.environ["TMPDIR"] = _WORKER_TMP[0]
+                import tempfile
+                tempfile.tempdir = _WORKER_TMP[0]
         for cap in range(64):
-            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+            if not keep >> cap & 1:
+                libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
         libc.prctl(PR_SET_SECUREBITS, 0x2F, 0, 0, 0)     # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, locked
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-        data = (ctypes.c_uint32 * 6)()
-        libc.capset(header, data)
+        data = (ctypes.c_uint32 * 6)(keep, keep, keep)   # effective, permitted, inheritable (low 32 caps)
+        if libc.capset(header, data) != 0 and keep:
+            why = why or "the capabilities could not be set"
+        if keep:
+            libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0)
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    if leave_root and not why and (os.geteuid() == 0 or os.getuid() == 0):
+        why = "the process is still root"
+    return why
 
 
 def _enter_user_namespace() -> bool:
@@ -117,6 +157,8 @@ def _enter_user_namespace() -> bool:
         return False
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
+    if uid == 0:          # root creates namespaces without one, and its workers leave root (WORKER_UID)
+        return True
     if libc.unshare(CLONE_NEWUSER) == 0:
         try:
             for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
@@ -255,6 +297,33 @@ def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
     return found
 
 
+def _children_tree(root: int) -> list[int]:
+    """Every process below `root`, from the kernel's per-task lists of children (a few small
+    reads, where a /proc walk reads every process of the machine: this runs before and after
+    every call); the /proc walk where those lists are missing (no CONFIG_PROC_CHILDREN)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return descendants(root)
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:                          # it ended meanwhile
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                    children = [int(n) for n in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+    return found
+
+
 def kill_tree(root: int, include_root: bool = True) -> None:
     """SIGKILL a process and everything below it, stopping them first so none forks away."""
     if not _LINUX:
@@ -282,8 +351,20 @@ def _signal(pid: int, sig) -> None:
 
 
 def _resident_bytes(pids) -> int:
+    """The memory the processes hold together: the sum of their proportional set sizes (Pss: a
+    page shared by n of them counts 1/n in each, so pages a fork shares with its parent, such as
+    NumPy's, count once), or of their resident sizes where the kernel has no smaps_rollup."""
     total = 0
     for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            continue
+        except (OSError, ValueError, IndexError):
+            pass
         try:
             with open(f"/proc/{pid}/statm", "rb") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -332,10 +413,10 @@ class Channel:
         finally:
             self.sock.settimeout(None)
 
-    def recv_reply(self, deadline: float, grace: float = REPLY_GRACE) -> dict:
+    def recv_reply(self, deadline: float, grace: float = REPLY_GRACE, text_limit: int = wire.TEXT_FLOOR) -> dict:
         """One reply, decoded; EOFError when the worker is gone, ChannelTimeout when it stalls,
-        wire.WireError when the reply is too large or malformed."""
-        total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)))
+        wire.WireError when the reply is too large (JSON text over `text_limit`) or malformed."""
+        total, text = wire.read_header(bytes(self._exactly(wire.HEADER.size, deadline)), text_limit)
         body = self._exactly(total, max(deadline, time.monotonic() + min(REPLY_GRACE, grace)))
         return wire.decode(body, text)
 
@@ -464,10 +545,10 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     if pid == 0:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            _drop_privileges()
+            refused = _drop_privileges(leave_root=True)
             _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
             from . import worker  # imported by the zygote already (_zygote_child)
-            worker.serve(Channel(sock))
+            worker.serve(Channel(sock), refused and ROOT_REFUSED.format(why=refused))
         finally:
             os._exit(0)
     sock.close()
@@ -526,6 +607,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.namespaces = self.read_only = False
         self.spare: tuple[int, socket.socket, int] | None = None
         self.want_spare = False
+        self.tmp = ""
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -534,6 +616,8 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         _prctl(PR_SET_DUMPABLE, 0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if _LINUX and os.geteuid() == 0:
+            self.tmp = _worker_tmp()
         if _LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):   # set: test the fallback
             _enter_user_namespace()
             self.read_only = _read_only(protected_paths())
@@ -671,6 +755,32 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         if not self.namespaces:
             kill_tree(os.getpid(), include_root=False)
         self._reap()
+        if self.tmp:
+            import shutil
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def share_with_worker(folder: str) -> None:
+    """A folder of the kit's that the worker writes in (test-tests' records): run as root, the
+    worker is WORKER_UID, so the folder becomes its. The kit only reads what is in it."""
+    if _LINUX and os.geteuid() == 0:
+        try:
+            os.chown(folder, WORKER_UID, WORKER_UID)
+        except OSError:
+            pass
+
+
+def _worker_tmp() -> str:  # pragma: no cover - runs in the zygote
+    """In a zygote started by root: a fresh private folder owned by WORKER_UID, the temporary
+    folder of its workers (they cannot write anywhere root owns, /tmp's sticky folder aside)."""
+    import tempfile
+    try:
+        folder = tempfile.mkdtemp(prefix="attn-kit-worker-")
+        os.chown(folder, WORKER_UID, WORKER_UID)
+    except OSError:
+        return ""
+    _WORKER_TMP[:] = [folder]
+    return folder
 
 
 def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
@@ -741,7 +851,7 @@ class _Zygote:
         else:              # a fresh interpreter: nothing of the kit's memory
             _settle_torch()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
+                [sys.executable, "-P", "-m", "attn_kit.sandbox", str(theirs.fileno()), *preload],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
             pid = self.process.pid
@@ -976,6 +1086,10 @@ class Sandbox:
         self.pure_seen: list[str] = []
         self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
         self.broken = ""          # why no worker can be started any more
+        self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
+        self.memory_note = ""                # why the kit stopped the worker for memory, if it did
+        self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
+        self._previous: tuple[str, str] | None = None   # the last echoed call: fn, its arguments' fingerprint
 
     def __enter__(self):
         return self
@@ -985,6 +1099,7 @@ class Sandbox:
 
     def _drop_worker(self, kill: bool = True) -> int | None:
         """Kill (or just reap) the worker and everything it started; its exit status."""
+        self._previous = None
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
@@ -1010,7 +1125,7 @@ class Sandbox:
     def _read(self, deadline: float, what: str) -> tuple[dict | None, str, str]:
         """(reply, status, detail): status is '' on success, else timeout/crashed/memory."""
         try:
-            return self.conn.recv_reply(deadline, self.timeout), "", ""
+            return self.conn.recv_reply(deadline, self.timeout, self.text_limit), "", ""
         except ChannelTimeout as exc:
             self._drop_worker()
             return None, CallStatus.CRASHED, f"its {what} was cut short: it {exc} (the process was stopped)"
@@ -1020,13 +1135,18 @@ class Sandbox:
         except (EOFError, OSError):
             how = self._ended()
             detail, status = f"the process {how}", CallStatus.CRASHED
-            if "SIGKILL" in how and self.memory:
-                status = CallStatus.MEMORY
-                detail += f"; it may have exceeded the memory cap of {self.memory / 2**30:g} GiB"
+            if "SIGKILL" in how and not self.memory_note:
+                if _oom_kills() > self.oom_kills:
+                    status = CallStatus.MEMORY
+                    detail += "; the kernel ran out of memory and killed it"
+                else:       # the kit kills only for its own reasons, and says which (memory_note)
+                    detail = ("the process was killed by SIGKILL, not by the kit and not for memory (the "
+                              "kernel reported no out-of-memory kill)")
             return None, status, detail
 
     def start(self) -> LoadInfo:
         """Start a worker and load the file; raise LoadError if it cannot be loaded."""
+        self.text_limit = wire.TEXT_FLOOR
         if self.broken:
             raise LoadError(self.broken)
         try:
@@ -1035,6 +1155,8 @@ class Sandbox:
             self.broken = f"no worker process could be started ({exc})"
             raise LoadError(self.broken) from None
         load_timeout = self.timeout        # importing the file gets the same budget as one call
+        self.memory_note = ""
+        self.oom_kills = _oom_kills() if _LINUX else 0
         try:
             self.conn.send(("load", self.path, self.memory, self.pure), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
@@ -1046,7 +1168,7 @@ class Sandbox:
                             "is there a loop or a long computation at the top level of the file?")
         reply, status, detail = self._read(deadline, "answer to loading the file")
         if reply is None:
-            raise LoadError(f"loading {self.path}: {detail}.")
+            raise LoadError(f"loading {self.path}: {self.memory_note or detail}.")
         try:
             info = _read_load(reply)
         except wire.WireError as exc:
@@ -1077,8 +1199,21 @@ class Sandbox:
                 return True          # the worker has been killed; the read reports it
             first = False
 
+    def _held_too_much(self) -> bool:
+        """Whether the worker's processes hold more than the memory cap together right now (then
+        the worker was stopped): checked before and after every call, however short."""
+        if not (self.memory and _LINUX and self.conn is not None and self.pid is not None):
+            return False
+        self.memory_note = ""
+        if len(_children_tree(self.pid)) <= 2:     # nsinit and the worker alone: its own limits hold it
+            return False
+        if not self._over_memory():
+            return False
+        self._drop_worker(kill=True)
+        return True
+
     def _over_memory(self) -> bool:
-        tree = descendants(self.pid)
+        tree = _children_tree(self.pid)
         if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
             return False
         used = _resident_bytes(tree)
@@ -1090,11 +1225,18 @@ class Sandbox:
         return False
 
     def call(self, fn: str, args=(), kwargs=None, harness: str | None = None,
-             timeout: float | None = None, echo: bool = True) -> Outcome:
+             timeout: float | None = None, echo: bool = True, memory_limit: int | None = None) -> Outcome:
         """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes.
         With `echo`, the kit names the parts of the arguments the call wrote (Outcome.mutated): the
         worker sends a fingerprint of the arguments as the call left them, and the arguments
-        themselves when it differs from the fingerprint of the kit's own copy."""
+        themselves when it differs from the fingerprint of the kit's own copy.
+
+        `memory_limit` (a measured call, Linux): just before the call the kit itself lowers the
+        data limit (RLIMIT_DATA, soft and hard) of the worker and of every process it started to
+        what each holds plus `memory_limit` bytes; children inherit it and the candidate's code
+        cannot raise it. A call that needs more gets MemoryError (status memory); where the limit
+        cannot be applied the call is reported as crashed, saying why. The worker is replaced after
+        the call, since its limit cannot be raised again."""
         kwargs = dict(kwargs or {})
         if self.conn is None:
             try:
@@ -1103,11 +1245,16 @@ class Sandbox:
                 return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
+        self.text_limit = wire.text_limit((args, kwargs))
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         measure = bool(harness and "measure" in harness and _LINUX)
+        unlimited = ""            # why memory_limit could not be applied
         kernel, peak = None, None
         started = time.perf_counter()
         self.memory_note = ""
+        if self._held_too_much():          # processes started by earlier calls, holding memory between them
+            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
+        self.oom_kills = _oom_kills() if _LINUX else 0
         try:
             self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
@@ -1127,6 +1274,8 @@ class Sandbox:
             # and then reads the worker's peak resident memory (VmHWM) from the kernel
             if syncs == 0:
                 kernel = self._reset_peak()
+                if memory_limit is not None:
+                    unlimited = self._limit_data(memory_limit, deadline + min(REPLY_GRACE, limit))
             elif kernel is not None:
                 peak = status_field(kernel[0], "VmHWM")
             syncs += 1
@@ -1136,6 +1285,12 @@ class Sandbox:
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
+        if memory_limit is not None and self.conn is not None:
+            self._drop_worker()            # its data limit cannot be raised again: the next call gets a new one
+        if memory_limit is not None and (unlimited or not measure) and reply is not None:
+            why = unlimited or ("the kit measures memory only on Linux" if not _LINUX else "the call was not measured")
+            return Outcome(CallStatus.CRASHED, detail=f"the kit could not limit the memory of this call ({why}), "
+                           "so the memory property is not measured", seconds=seconds)
         if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
             # a measured call that returned without stopping before and after it: the kernel's
             # reading of its memory is missing, and only the candidate's process could have skipped it
@@ -1146,6 +1301,8 @@ class Sandbox:
             if self.memory_note:
                 status, detail = CallStatus.MEMORY, self.memory_note
             return Outcome(status, detail=detail, seconds=seconds)
+        if self._held_too_much():          # a call too short for the polling in _wait
+            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
         try:
             outcome, after = wire.read_outcome(reply)
         except wire.WireError as exc:
@@ -1164,7 +1321,21 @@ class Sandbox:
                     return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
                 names = self._argument_names(fn, len(args), list(kwargs))
                 outcome = _replace(outcome, mutated=mutation.written(names, before, view))
+            outcome = self._previous_written(outcome, reply.get("previous"))
+        self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
         return outcome
+
+    def _previous_written(self, outcome: Outcome, now) -> Outcome:
+        """The outcome, naming the previous call's arguments when the fingerprint the worker took
+        of them at the end of this call differs from the kit's own: something wrote into them
+        after that call returned (a reference the code kept)."""
+        if self._previous is None or self.conn is None:
+            return outcome
+        fn, then = self._previous            # the fingerprint the worker sent when that call returned
+        if not isinstance(now, str) or now == then:
+            return outcome
+        part = f"the arguments of the previous `{fn}` call (written after it returned)"
+        return _replace(outcome, mutated=(*outcome.mutated, part))
 
     def _echo(self, count: int) -> tuple[list, str]:
         """(the `count` arguments of the last call as the worker holds them, '') or ([], why they
@@ -1207,6 +1378,46 @@ class Sandbox:
         rss = status_field(pid, "VmRSS")
         return None if rss is None else (pid, rss)
 
+    def _limit_data(self, extra: int, deadline: float) -> str:
+        """Limit the data (RLIMIT_DATA, soft and hard) of the worker and every process below it to
+        what each holds plus `extra` bytes, while the worker waits to start a measured call; '' or
+        why it could not be done. The kit sets it with prlimit where it may (same uid, or
+        CAP_SYS_RESOURCE); elsewhere it asks the worker to set its own. Either way it then reads
+        every process's limit back from /proc before the call may start: a limit that is missing
+        or higher is reported, never ignored (a hard limit, once lowered, cannot be raised)."""
+        import resource
+        worker = self._worker_pid()
+        if worker is None:
+            return "the worker's process was not found"
+        tree = [worker, *descendants(worker)]
+        try:
+            for pid in tree:
+                used = status_field(pid, "VmData")
+                if used is not None:
+                    resource.prlimit(pid, resource.RLIMIT_DATA, (used + extra, used + extra))
+        except ProcessLookupError:
+            pass
+        except PermissionError:          # another uid and no CAP_SYS_RESOURCE: the worker sets its own
+            try:
+                self.conn.send(("limit", extra), timeout=CONTROL_DEADLINE)
+                reply, _, detail = self._read(deadline, "answer")
+            except (OSError, ChannelTimeout):
+                return "the worker did not answer"
+            if reply is None or reply.get("kind") != "sync":
+                return detail or "the worker did not answer"
+        except (OSError, ValueError) as exc:
+            return f"prlimit failed: {exc}"
+        for pid in [worker, *descendants(worker)]:
+            limit, used = _data_limit(pid), status_field(pid, "VmData")
+            if used is None or limit is None:
+                if _alive_worker(pid):
+                    return f"the kernel did not show the data limit of process {pid}"
+                continue
+            if limit > used + extra + (4 << 20):
+                return (f"a process of the call ({'the worker' if pid == worker else 'started earlier'}) is not "
+                        f"under the limit")
+        return ""
+
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
         """The parameter names the arguments bind to, from the signature the file declared."""
         names = [f"argument {i + 1}" for i in range(positional)] + keywords
@@ -1230,6 +1441,31 @@ class Sandbox:
             self.launcher.close()
 
 
+def _oom_kills() -> int:
+    """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0."""
+    try:
+        with open("/proc/vmstat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _data_limit(pid: int) -> int | None:
+    """The hard RLIMIT_DATA of a process from /proc/<pid>/limits (world-readable), or None."""
+    try:
+        with open(f"/proc/{pid}/limits") as fh:
+            for line in fh:
+                if line.startswith("Max data size"):
+                    hard = line[26:].split()[1]
+                    return 1 << 62 if hard == "unlimited" else int(hard)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _alive_worker(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -1247,7 +1483,7 @@ def _replace(outcome: Outcome, **changes) -> Outcome:
 def _names(value) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(str(v)[:80] for v in value if isinstance(v, str))[:50]
+    return tuple(wire.visible(str(v)[:80]) for v in value if isinstance(v, str))[:50]
 
 
 def _read_load(reply: dict) -> LoadInfo:
@@ -1261,11 +1497,13 @@ def _read_load(reply: dict) -> LoadInfo:
     want(reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo), "error")
     output, note = reply.get("output"), reply.get("note")
     want(isinstance(output, str) and isinstance(note, str), "output")
-    return LoadInfo({k[:200]: v[:2000] for k, v in functions.items()}, output[:100_000], note[:500],
-                    _names(reply.get("pure")))
+    return LoadInfo({wire.visible(k[:200]): wire.visible(v[:2000]) for k, v in functions.items()},
+                    wire.visible(output[:100_000]), wire.visible(note[:500]), _names(reply.get("pure")))
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:
+    if error.type == "RefusedAsRoot":
+        return f"{path} was not run: {error.message}"
     if error.type == "SyntaxError" or error.type == "IndentationError":
         text = f"{path} has a {error.type}: {error.message}"
     else:

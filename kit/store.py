@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import safefile
 from .errors import StoreError
 
 DB_NAME = "history.db"
@@ -491,6 +492,12 @@ def open_store(path: Path | None = None) -> Store:
     except OSError as exc:
         raise StoreError(f"cannot create the attn-kit data folder {path.parent}: {exc.strerror}. "
                          f"Set ATTN_KIT_HOME to a writable folder.") from None
+    try:      # SQLite would write through a symlink planted where the database or its journal goes
+        safefile.check_folder(path.parent)
+        for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+            safefile.check_file(path.with_name(name))
+    except safefile.UnsafePath as exc:
+        raise StoreError(f"cannot open the history database {path}: {exc.filename}: {exc.strerror}.") from None
     for attempt in range(2):
         try:
             inode = path.stat().st_ino

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import catalog, loader
+from . import catalog, loader, wire
 from . import sandbox as sandbox_module
 from .errors import LoadError
 from .paths import bug_files, bug_id_of, reference_files
@@ -308,10 +308,31 @@ def _read_records(path: Path) -> list[dict]:
     records = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             break                         # a line cut short by a crash: the rest is lost
+        if not _well_formed(record):
+            break                         # written by the tests themselves (they run in that process)
+        records.append(record)
     return records
+
+
+_RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "collected": {"names": list}, "collect_error": {"message": str}, "start": {"name": str},
+    "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str, "seconds": (int, float)}}
+
+
+def _well_formed(record) -> bool:
+    """A record as the kit's driver writes it: the fields its event needs, of the right types."""
+    if not isinstance(record, dict) or record.get("event") not in _RECORD_FIELDS:
+        return False
+    fields = _RECORD_FIELDS[record["event"]]
+    if not all(isinstance(record.get(name), kind) and type(record.get(name)) is not bool
+               for name, kind in fields.items()):
+        return False
+    if record["event"] == "result" and record["outcome"] not in tuple(TestOutcome):
+        return False
+    return record["event"] != "collected" or all(isinstance(n, str) for n in record["names"])
 
 
 class _Runner:
@@ -365,14 +386,16 @@ class _Runner:
             for record in records:
                 kind = record["event"]
                 if kind == "collected":
-                    result.collected = result.collected or record["names"]
+                    result.collected = result.collected or [wire.visible(n) for n in record["names"]]
                 elif kind == "collect_error":
-                    result.error = result.error or record["message"]
+                    result.error = result.error or wire.visible(record["message"])
                 elif kind == "start":
-                    running = record["name"]
+                    running = wire.visible(record["name"])
                 elif kind == "result":
-                    result.tests[record["name"]] = TestRun(record["outcome"], record["message"], record["where"],
-                                                           record["output"], record["seconds"])
+                    shown = wire.visible       # written by the candidate's process: no terminal codes
+                    result.tests[shown(record["name"])] = TestRun(record["outcome"], shown(record["message"]),
+                                                                  shown(record["where"]), shown(record["output"]),
+                                                                  record["seconds"])
                     running = None
             if outcome.ok:
                 if isinstance(outcome.value, int) and outcome.value >= 3 and not result.error \
@@ -447,6 +470,7 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
+            sandbox_module.share_with_worker(tmp)    # the worker writes its records there
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
             if solution is not None:
                 runner.search_dirs.append(str(Path(solution).resolve().parent))

@@ -42,6 +42,12 @@ MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed c
 MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
 MAX_DEPTH = 64                 # nesting of lists/tuples/dicts; deeper parts become Opaque
 MAX_ITEMS = 1 << 20            # list/dict entries in one reply (arrays are not counted)
+# The JSON text of one reply is bounded by what the call was given, so that decoding it costs the
+# kit time and memory in proportion to the check (at most ~20 bytes of Python objects per byte of
+# text, for lists of empty lists): TEXT_FLOOR, plus TEXT_PER_ENTRY per number in the arguments
+# (an output up to 256 times its inputs, such as B×H×T×T weights, at 24 bytes per number).
+TEXT_FLOOR = 4 << 20
+TEXT_PER_ENTRY = 24 * 256
 HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
 _DTYPE = re.compile(r"[<>|=]?[biufc]\d{1,2}")
 _TAG = "$"
@@ -72,6 +78,22 @@ def to_plain(value, depth: int = 0, budget: _Budget | None = None):
         return _plain(value, depth, budget)
     except Exception as exc:  # noqa: BLE001 - the candidate's objects may raise anything
         return Opaque(_type_name(value), f"could not be read: {type(exc).__name__}")
+
+
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides and
+# isolates: a terminal acts on them (moves the cursor, clears lines, recolours, reorders text)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return {0x0D: "\\r", 0x1B: "\\e"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(text: str) -> str:
+    """The candidate's text with every control character the terminal would act on written out
+    (ESC as \\e, CR as \\r, others as \\xNN or \\uNNNN), so it cannot paint the screen."""
+    return _CONTROL.sub(_escape, text)
 
 
 def _type_name(value) -> str:
@@ -228,17 +250,40 @@ def encode(message: dict) -> bytes:
 
 # --- decoding (kit side) ------------------------------------------------------------------------
 
-def read_header(data: bytes) -> tuple[int, int]:
-    """(bytes that follow, length of the JSON part); WireError when they cannot be right."""
+def entries(value, depth: int = 0) -> int:
+    """How many numbers the kit's own value holds (arrays and tensors by size), for text_limit."""
+    if depth > MAX_DEPTH:
+        return 0
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and not isinstance(value, TensorValue):
+        return math.prod(int(n) for n in shape) if shape else 1
+    if isinstance(value, TensorValue):
+        return math.prod(value.shape) if value.shape else 1
+    if isinstance(value, (list, tuple)):
+        return sum(entries(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return sum(entries(v, depth + 1) for v in value.values())
+    return 1
+
+
+def text_limit(arguments) -> int:
+    """The most JSON text the kit reads in the reply to a call given `arguments`."""
+    return min(MAX_TEXT, TEXT_FLOOR + TEXT_PER_ENTRY * entries(arguments))
+
+
+def read_header(data: bytes, limit: int = MAX_TEXT) -> tuple[int, int]:
+    """(bytes that follow, length of the JSON part); WireError when they cannot be right or the
+    JSON part is over `limit` (text_limit of the call's arguments)."""
     total, text = HEADER.unpack(data)
     if total > MAX_REPLY:
         raise WireError(f"its reply announced {total:,} bytes, more than the kit's limit of "
                         f"{MAX_REPLY >> 20} MiB per reply")
     if text > total:
         raise WireError("its reply was malformed (a header that does not add up)")
-    if text > MAX_TEXT:
+    if text > min(limit, MAX_TEXT):
         raise WireError(f"its reply held {text:,} bytes of lists and numbers as text, more than the kit's "
-                        f"limit of {MAX_TEXT >> 20} MiB (return NumPy arrays for large results)")
+                        f"limit of {min(limit, MAX_TEXT) / 2**20:.1f} MiB for this call (return NumPy "
+                        f"arrays for large results)")
     return total, text
 
 
@@ -311,10 +356,12 @@ def _untag(v, blobs, cursor, depth):
         return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
                            _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
     if tag == "opaque":
-        return Opaque(_text(v.get("type"), "type name")[:80], _text(v.get("text"), "text")[:200])
+        return Opaque(visible(_text(v.get("type"), "type name")[:80]), visible(_text(v.get("text"), "text")[:200]))
     if tag == "error":
-        return ErrorInfo(_text(v.get("type"), "error type")[:80], _text(v.get("message"), "message")[:2000],
-                         _text(v.get("where"), "where")[:300], _text(v.get("traceback"), "traceback")[:20000])
+        return ErrorInfo(visible(_text(v.get("type"), "error type")[:80]),
+                         visible(_text(v.get("message"), "message")[:2000]),
+                         visible(_text(v.get("where"), "where")[:300]),
+                         visible(_text(v.get("traceback"), "traceback")[:20000]))
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
 
 
@@ -422,6 +469,6 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     extra = message.get("extra")
     _want(isinstance(extra, dict), "extra")
     outcome = Outcome(CallStatus(status), message.get("value"), error, (),
-                      _text(message.get("output"), "output")[:100_000],
-                      _text(message.get("detail"), "detail")[:2000], float(seconds), extra)
+                      visible(_text(message.get("output"), "output")[:100_000]),
+                      visible(_text(message.get("detail"), "detail")[:2000]), float(seconds), extra)
     return outcome, message.get("after")

@@ -27,6 +27,7 @@ from .values import CallStatus, ErrorInfo, Opaque, Outcome
 OUTPUT_LIMIT = 4000            # characters of captured output kept per call
 FILE_SIZE_LIMIT = 16 << 20     # a runaway print loop stops at 16 MiB instead of filling the disk
 _KIT_DIR = str(Path(__file__).resolve().parent)
+REFUSED = "RefusedAsRoot"      # the error type of a load the worker refused (it could not leave root)
 
 
 def _candidate_frames(tb, path: str) -> tuple[str, str]:
@@ -207,8 +208,13 @@ class Worker:
         self.capture = None
         self.guard: _ImportGuard | None = None
         self.after = None          # the last call's arguments as it left them, for an "echo" request
+        self.refused = ""          # why the candidate's code must not run here (still root)
+        self.previous = None       # the last call's arguments themselves (the objects it was given)
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
+        if self.refused:
+            return {"kind": "load", "status": CallStatus.RAISED, "error": ErrorInfo(REFUSED, self.refused),
+                    "output": "", "note": "", "functions": {}, "pure": []}
         note = apply_limits(memory_bytes)
         _detach_stdin()        # input() must not read (or steal) the user's keystrokes
         self.capture = _Capture()
@@ -249,9 +255,20 @@ class Worker:
         return list(self.guard.violations) if self.guard else []
 
     def _sync(self) -> None:
-        """A measured call: tell the kit the call starts (or ended) and wait for its go-ahead."""
+        """A measured call: tell the kit the call starts (or ended) and wait for its go-ahead. The
+        kit may first ask for a data limit (where it cannot set one itself): it is set, soft and
+        hard, and the kit checks it in /proc before it lets the call run."""
         self.conn.send_bytes(wire.encode({"kind": "sync"}))
-        self.conn.recv_bytes()
+        message = pickle.loads(self.conn.recv_bytes())       # from the kit: trusted
+        if message[0] == "limit":
+            try:
+                import resource
+                limit = _status_bytes("VmData") + int(message[1])
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            except (ImportError, ValueError, OSError):
+                pass                     # the kit sees the limit missing and reports it
+            self.conn.send_bytes(wire.encode({"kind": "sync"}))
+            self.conn.recv_bytes()
 
     def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
              measure: bool = False) -> dict:
@@ -290,6 +307,11 @@ class Worker:
         # no fingerprint (an int too long to print): "" matches none, so the kit asks for the arguments
         message = wire.outcome_message(outcome, (wire.digest(self.after) or "") if echo else None)
         message["pure"] = self._violations()
+        # the previous call's arguments as they are now: a write made after that call returned
+        # (during this one, through a reference the code kept) changes this fingerprint
+        if echo and self.previous is not None:
+            message["previous"] = wire.digest(wire.to_plain(self.previous)) or ""
+        self.previous = list(args) + list(kwargs.values()) if echo else None
         return message
 
     def _reply(self, kind: str, arguments) -> bytes:
@@ -344,5 +366,9 @@ def _echo_reply(after) -> bytes:
     return wire.encode({"kind": "echo", "after": None}) if _too_large(data) else data
 
 
-def serve(conn):
-    Worker(conn).serve()
+def serve(conn, refused: str = "") -> None:
+    """Answer the kit's requests; `refused` (the worker is still root, see sandbox._drop_privileges)
+    makes every load fail with that message, before any of the candidate's code runs."""
+    worker = Worker(conn)
+    worker.refused = refused
+    worker.serve()

@@ -1,4 +1,4 @@
-"""The README's container recipe, run as written (docker or podman) where an engine is available.
+"""The threat model's container recipe (docs/threat-model.md), run as written (docker or podman) where an engine is available.
 
 There is no container engine on many machines (CI runners without Docker, this repository's own
 development machine): the test then skips, saying so."""
@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def recipe() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "threat-model.md").read_text(encoding="utf-8")
     block = re.search(r"```sh\n# container recipe\n(.*?)```", text, re.S)
-    assert block, "the README has no container recipe block"
+    assert block, "docs/threat-model.md has no container recipe block"
     return block.group(1)
 
 

@@ -223,6 +223,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):
     pid_file = tmp_path / "pids"
+    tmp_path.chmod(0o777)       # run as root, the candidate's code runs as an unprivileged uid
     proc = subprocess.Popen([sys.executable, "-m", "attn_kit.cli", "check", str(MHA / "records_pids.py"),
                              "--timeout", "60"], env=dict(os.environ, ATTN_PID_FILE=str(pid_file)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

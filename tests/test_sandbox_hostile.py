@@ -28,7 +28,7 @@ from conftest import CORPUS
 
 HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
-HELPERS = ("honest_numpy.py", "hostile_util.py")
+HELPERS = ("honest_numpy.py", "hostile_util.py", "known_bug_no_scaling.py")
 DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
 THREADS = 4
 
@@ -45,6 +45,17 @@ class Run:
     kit_pid: int
     markers: dict[str, str] = field(default_factory=dict)     # marker file name -> content
     left: list[str] = field(default_factory=list)             # processes of the run still alive
+    then: Run | None = None           # a persistence chain's second run, in the same folder
+    sentinel: str | None = None       # the sentinel file's content after both runs
+
+
+def case_spec(name: str) -> dict:
+    """The case's expectations; `unprivileged` overrides them where the kit does not run as root."""
+    spec = dict(OUTCOMES[name])
+    extra = spec.pop("unprivileged", {})
+    if os.geteuid() != 0:
+        spec.update(extra)
+    return spec
 
 
 def _processes_with(token: str) -> list[str]:
@@ -79,7 +90,12 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
     folder = root / token
     markers = folder / "markers"
     markers.mkdir(parents=True)
-    for helper in HELPERS:
+    markers.chmod(0o777)        # run as root, the candidate's code runs as an unprivileged uid
+    if spec.get("writable"):    # a folder the candidate's code can write in, as a user's own folder
+        folder.chmod(0o777)
+    if "sentinel" in spec:
+        (folder / spec["sentinel"]).write_text("sentinel\n")
+    for helper in (*HELPERS, *spec.get("copy", ())):
         shutil.copy(HOSTILE / helper, folder / helper)
     file = spec.get("file", f"{name}.py")
     if file == "@fifo":
@@ -94,6 +110,17 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
                ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path), **spec.get("env", {}))
     argv = [sys.executable, "-m", "attn_kit.cli", "check", str(path), "--json",
             *spec.get("args", DEFAULT_ARGS)]
+    run = _run(argv, spec, env, folder, markers, token)
+    if "then" in spec:          # a persistence chain: the same folder, the same data folder, a known bug
+        then = [sys.executable, "-m", "attn_kit", "check", spec["then"], "--json", *DEFAULT_ARGS]
+        run.then = _run(then, {}, env, folder, markers, token)
+    if "sentinel" in spec:
+        run.sentinel = (folder / spec["sentinel"]).read_text(errors="replace")
+    run.markers = {m.name: m.read_text(errors="replace") for m in markers.iterdir()}
+    return run
+
+
+def _run(argv: list[str], spec: dict, env: dict, folder: Path, markers: Path, token: str) -> Run:
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env, cwd=folder, text=True)
@@ -120,8 +147,17 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
         except OSError:
             pass
-    found = {m.name: m.read_text(errors="replace") for m in markers.iterdir()}
-    return Run(proc.returncode, out, err, seconds, proc.pid, found, left)
+    return Run(proc.returncode, out, err, seconds, proc.pid, {}, left)
+
+
+def _remove_interpreter_markers() -> None:
+    """writes_interpreter's files, should a regression let it write them (they are empty)."""
+    import sysconfig
+    places = {sys.prefix, os.path.join(sys.prefix, "bin"), os.path.dirname(os.path.realpath(sys.executable)),
+              sys.base_prefix, os.path.join(sys.base_prefix, "lib"), sysconfig.get_paths()["purelib"]}
+    for folder in places:
+        for path in Path(folder).glob("attn-kit-hostile-*"):
+            path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
@@ -132,11 +168,12 @@ def hostile_runs():
     order = sorted(OUTCOMES, key=lambda n: -OUTCOMES[n].get("seconds", 20) - ("signal" in OUTCOMES[n]) * 10)
     try:
         with ThreadPoolExecutor(THREADS) as pool:
-            futures = {name: pool.submit(_run_case, name, OUTCOMES[name], root) for name in order}
+            futures = {name: pool.submit(_run_case, name, case_spec(name), root) for name in order}
             yield {name: future.result() for name, future in futures.items()}
     finally:
         for fd in terminal:
             os.close(fd)
+        _remove_interpreter_markers()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -144,12 +181,13 @@ def test_corpus_is_large_and_every_file_has_an_outcome():
     files = {p.stem for p in HOSTILE.glob("*.py")} - {Path(h).stem for h in HELPERS}
     assert len(files) >= 40
     named = {spec.get("file", f"{name}.py")[:-3] for name, spec in OUTCOMES.items()}
+    named |= {copied[:-3] for spec in OUTCOMES.values() for copied in spec.get("copy", ())}
     assert files <= named | {"honest_numpy"}, files - named
 
 
 @pytest.mark.parametrize("name", sorted(OUTCOMES))
 def test_hostile_file(hostile_runs, name):
-    spec, run = OUTCOMES[name], hostile_runs[name]
+    spec, run = case_spec(name), hostile_runs[name]
     context = f"{name}: exit {run.code}\nstdout: {run.stdout[:1500]}\nstderr: {run.stderr[-1500:]}"
     assert run.code == spec["exit"], context
     assert "Traceback (most recent call last)" not in run.stderr, context
@@ -173,4 +211,16 @@ def test_hostile_file(hostile_runs, name):
     assert not from_kit, f"{name}: markers written from the kit's process: {from_kit}"
     forbidden = [m for m in run.markers if m.rsplit("-", 1)[0] in spec.get("forbidden", ())]
     assert not forbidden, f"{name}: {forbidden}: {[run.markers[m] for m in forbidden]}"
+    missing = [r for r in spec.get("required", ()) if not any(m.rsplit("-", 1)[0] == r for m in run.markers)]
+    assert not missing, f"{name}: the attack did not happen (no marker {missing}): {run.markers}"
+    if "sentinel" in spec:
+        assert run.sentinel == "sentinel\n", f"{name}: the kit wrote through a planted symlink: {run.sentinel!r}"
+    if "then" in spec:          # the second run of the chain still fails the known-bug file
+        second = run.then
+        context = f"{name}, second run: exit {second.code}\nstdout: {second.stdout[:1500]}\nstderr: {second.stderr[-1500:]}"
+        assert second.code == 1 and "Traceback (most recent call last)" not in second.stderr, context
+        import json
+        data = json.loads(second.stdout)
+        assert data["passed"] is False and "no-scaling" in [d["bug"] for d in data["diagnosis"]], context
+        assert not second.left, f"{name}: processes left behind by the second run: {second.left}"
     assert run.seconds < spec.get("seconds", 20), f"{name} took {run.seconds:.1f} s"

@@ -346,3 +346,17 @@ def test_a_reply_too_large_is_a_crashed_call_with_the_bound_named(tmp_path):
         assert box.call("g").value == 1
     with pytest.raises(wire.WireError, match="as text"):
         wire.read_header(wire.HEADER.pack(wire.MAX_TEXT + 1, wire.MAX_TEXT + 1))
+
+
+def test_reply_text_is_bounded_by_the_call_arguments():
+    import numpy as np
+
+    small = wire.text_limit(((1.0, 2.0), {}))
+    assert small == wire.TEXT_FLOOR + 2 * wire.TEXT_PER_ENTRY
+    assert wire.text_limit(((np.zeros((4, 8)), [1, 2]), {"mask": None})) == \
+        wire.TEXT_FLOOR + (32 + 2 + 1) * wire.TEXT_PER_ENTRY
+    assert wire.text_limit(((np.zeros((4096, 4096)),), {})) == wire.MAX_TEXT
+    header = wire.HEADER.pack(small + 1, small + 1)
+    with pytest.raises(wire.WireError, match="for this call"):
+        wire.read_header(header, small)
+    assert wire.read_header(wire.HEADER.pack(small, small), small) == (small, small)

@@ -2,7 +2,7 @@
 """Scales params['Wq'] in place and tries two patches of the worker from an early version of the
 sandbox (a helper that no longer exists, and default arguments the kit always passes explicitly):
 the write is still seen. A worker patch that echoes a copy made before the call does hide it; the
-README's threat model says so."""
+threat model (docs/threat-model.md) says so."""
 import attn_kit.worker
 import attn_kit.wire
 from honest_numpy import *

@@ -1,0 +1,40 @@
+# attn-kit: mha-screen
+"""Leaves each call's arguments as it got them, but keeps a reference and writes into the previous
+call's arguments during the next call, when the kit no longer looks at them: the scores list
+and array of stable_softmax, the params dict of multi_head_attention."""
+import numpy as np
+
+import honest_numpy
+from honest_numpy import *  # noqa: F403
+
+_kept = []
+
+
+def _spoil():
+    for args in _kept:
+        for a in args:
+            if isinstance(a, list) and a and isinstance(a[0], float):
+                a[0] += 1.0
+            elif isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+                a.flat[0] += 1.0
+            elif isinstance(a, dict) and "Wq" in a:
+                a["Wq"] = np.zeros_like(np.asarray(a["Wq"], dtype=float))
+    _kept.clear()
+
+
+def stable_softmax(scores, allowed=None):
+    _spoil()
+    _kept.append((scores, allowed))
+    return honest_numpy.stable_softmax(np.array(scores, dtype=float), allowed)
+
+
+def padding_mask(lengths, T):
+    _spoil()
+    return honest_numpy.padding_mask(lengths, T)
+
+
+def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
+    _spoil()
+    out = honest_numpy.multi_head_attention(x, params, num_heads, mask, return_weights)
+    _kept.append((x, params))
+    return out
