@@ -1285,45 +1285,47 @@ class Sandbox:
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
-        if memory_limit is not None and self.conn is not None:
-            self._drop_worker()            # its data limit cannot be raised again: the next call gets a new one
-        if memory_limit is not None and (unlimited or not measure) and reply is not None:
-            why = unlimited or ("the kit measures memory only on Linux" if not _LINUX else "the call was not measured")
-            return Outcome(CallStatus.CRASHED, detail=f"the kit could not limit the memory of this call ({why}), "
-                           "so the memory property is not measured", seconds=seconds)
-        if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
-            # a measured call that returned without stopping before and after it: the kernel's
-            # reading of its memory is missing, and only the candidate's process could have skipped it
-            self._drop_worker()
-            return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the measured call skipped the kit's "
-                           "memory reading); the process was stopped", seconds=seconds)
-        if reply is None:
-            if self.memory_note:
-                status, detail = CallStatus.MEMORY, self.memory_note
-            return Outcome(status, detail=detail, seconds=seconds)
-        if self._held_too_much():          # a call too short for the polling in _wait
-            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
-        try:
-            outcome, after = wire.read_outcome(reply)
-        except wire.WireError as exc:
-            self._drop_worker()
-            return Outcome(CallStatus.CRASHED, detail=f"{exc}; the process was stopped", seconds=seconds)
-        self._note_pure(_names(reply.get("pure")))
-        if kernel is not None and peak is not None:
-            outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-        if echo and outcome.status != CallStatus.CRASHED:        # crashed: the worker's result was too large
-            if not isinstance(after, str):
+        try:        # a worker under a data limit stays until its arguments have been compared
+            if memory_limit is not None and (unlimited or not measure) and reply is not None:
+                why = unlimited or ("the kit measures memory only on Linux" if not _LINUX else "the call was not measured")
+                return Outcome(CallStatus.CRASHED, detail=f"the kit could not limit the memory of this call ({why}), "
+                               "so the memory property is not measured", seconds=seconds)
+            if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
+                # a measured call that returned without stopping before and after it: the kernel's
+                # reading of its memory is missing, and only the candidate's process could have skipped it
                 self._drop_worker()
-                return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
-            if mine is None or after != mine:       # maybe written: compare the arguments themselves
-                view, problem = self._echo(len(before))
-                if problem:
-                    return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
-                names = self._argument_names(fn, len(args), list(kwargs))
-                outcome = _replace(outcome, mutated=mutation.written(names, before, view))
-            outcome = self._previous_written(outcome, reply.get("previous"))
-        self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
-        return outcome
+                return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the measured call skipped the kit's "
+                               "memory reading); the process was stopped", seconds=seconds)
+            if reply is None:
+                if self.memory_note:
+                    status, detail = CallStatus.MEMORY, self.memory_note
+                return Outcome(status, detail=detail, seconds=seconds)
+            if self._held_too_much():          # a call too short for the polling in _wait
+                return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
+            try:
+                outcome, after = wire.read_outcome(reply)
+            except wire.WireError as exc:
+                self._drop_worker()
+                return Outcome(CallStatus.CRASHED, detail=f"{exc}; the process was stopped", seconds=seconds)
+            self._note_pure(_names(reply.get("pure")))
+            if kernel is not None and peak is not None:
+                outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
+            if echo and outcome.status != CallStatus.CRASHED:        # crashed: the worker's result was too large
+                if not isinstance(after, str):
+                    self._drop_worker()
+                    return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
+                if mine is None or after != mine:       # maybe written: compare the arguments themselves
+                    view, problem = self._echo(len(before))
+                    if problem:
+                        return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+                    names = self._argument_names(fn, len(args), list(kwargs))
+                    outcome = _replace(outcome, mutated=mutation.written(names, before, view))
+                outcome = self._previous_written(outcome, reply.get("previous"))
+            self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
+            return outcome
+        finally:
+            if memory_limit is not None and self.conn is not None:
+                self._drop_worker()        # its data limit cannot be raised again: the next call gets a new one
 
     def _previous_written(self, outcome: Outcome, now) -> Outcome:
         """The outcome, naming the previous call's arguments when the fingerprint the worker took
