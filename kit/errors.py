@@ -113,3 +113,7 @@ class TestTimedOut(BaseException):
     `except Exception:` in the test does not swallow it)."""
 
     __test__ = False        # not a test class, whatever pytest's naming rules say
+
+
+class UnsafePath(OSError):
+    """A folder or file the kit will not write through (a symlink, someone else's folder)."""

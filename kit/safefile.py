@@ -15,6 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
+from .errors import UnsafePath
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -24,10 +26,6 @@ _AT = bool(_NOFOLLOW and _DIRECTORY and os.open in os.supports_dir_fd and os.ren
 
 _LINK_FOLDER = "it is a symbolic link, and the kit writes only into real folders"
 _OTHER_USER = "it belongs to another user, and the kit writes only into folders of yours"
-
-
-class UnsafePath(OSError):
-    """A folder or file the kit will not write through (a symlink, someone else's folder)."""
 
 
 def _owned(st: os.stat_result) -> bool:
