@@ -129,7 +129,8 @@ def matches_kit_gradients_when_t_equals_s(ctx):
 
 
 @check(points=4, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand"),
+       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
+                "backward-rowsum-wrong", "scale-after-softmax", "backward-mask-not-applied"),
        concept="backward")
 def directional_finite_differences(ctx):
     """Along random directions δ, (L(x+εδ) − L(x−εδ)) / 2ε of the kit's own forward equals your gradient · δ.
@@ -159,7 +160,8 @@ def directional_finite_differences(ctx):
 # --- masks and stability -----------------------------------------------------------------------
 
 @check(points=3, after=("output-shapes",),
-       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks"), concept="masking")
+       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks",
+                "mask-ignored", "backward-mask-not-applied"), concept="masking")
 def blocked_rows_get_zero_gradient(ctx):
     """A query with no allowed key has output 0 whatever q, k, v are: its dq row is exactly 0 and it adds nothing to dk, dv."""
     q, k, v, dout = case(ctx.rng, 2, 2, 5, 4, 3, 3)
@@ -220,7 +222,8 @@ def inputs_left_unmodified(ctx):
        catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
                 "no-scaling", "softmax-overflow", "blocked-row-nan", "blocked-row-uniform", "mask-inverted",
                 "additive-mask-leaks", "fill-value-too-weak", "softmax-wrong-axis", "double-scaling",
-                "softmax-across-batch"))
+                "softmax-across-batch",
+                "mask-ignored", "backward-mask-not-applied", "backward-rowsum-wrong", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the kit's gradients on randomised hidden cases: sizes, T = S or not, masks, large scores.
 

@@ -179,7 +179,7 @@ def single_head_plain_formula(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
+       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads), not sqrt(D) and not 1.
 
@@ -262,7 +262,7 @@ def no_overflow_at_large_scores(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak"))
+       catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak", "mask-ignored"))
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t (and changes row t).
 
@@ -374,7 +374,7 @@ def accepts_lists_and_arrays(ctx):
                 "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
                 "softmax-wrong-axis", "no-output-projection", "biases-ignored", "additive-mask-leaks",
                 "fill-value-too-weak", "double-scaling", "softmax-across-batch", "weights-transposed",
-                "max-over-blocked"))
+                "max-over-blocked", "mask-ignored", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, masks, biases, large scores.
 

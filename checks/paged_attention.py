@@ -132,7 +132,8 @@ def public_paged_example(ctx):
     compare_paged(ctx, case, example="the worked example in the statement")
 
 
-@check(points=3, after=("output-shape",), catches=("block-table-order", "slot-index-swapped", "reads-past-context"),
+@check(points=3, after=("output-shape",), catches=("block-table-order", "slot-index-swapped", "reads-past-context",
+                                                   "reads-one-short"),
        concept="paged-cache")
 def matches_dense_attention(ctx):
     """Equals plain attention of each query over its own tokens gathered in order (lists and NumPy tables)."""
@@ -143,7 +144,8 @@ def matches_dense_attention(ctx):
                   lengths=np.array(case.lengths, dtype=np.int64))
 
 
-@check(points=3, after=("output-shape",), catches=("reads-past-context", "block-table-order"), concept="paged-cache")
+@check(points=3, after=("output-shape",), catches=("reads-past-context", "block-table-order",
+                                                   "masked-garbage-leaks"), concept="paged-cache")
 def garbage_elsewhere_changes_nothing(ctx):
     """NaN, 1e30 and -1e30 in slots past each length and in blocks no table lists change nothing."""
     case = build(ctx.rng, [6, 3, 5], block_size=4)
@@ -165,7 +167,8 @@ def shuffled_block_tables(ctx):
     compare_paged(ctx, case, tables_order="descending block ids")
 
 
-@check(points=3, after=("output-shape",), catches=("reads-past-context", "slot-index-swapped"), concept="paged-cache")
+@check(points=3, after=("output-shape",), catches=("reads-past-context", "slot-index-swapped",
+                                                   "reads-one-short", "blocked-row-nan"), concept="paged-cache")
 def context_lengths_at_the_edges(ctx):
     """Lengths 0, 1, exact multiples of the block size and one past them; a length of 0 gives zeros."""
     bs = 4
@@ -182,7 +185,8 @@ def shared_and_overlong_tables(ctx):
     compare_paged(ctx, case, tables_note="two spare blocks each; sequences 0 and 1 share their first block")
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling",
+                                                   "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) per head (d=16 here)."""
     case = build(ctx.rng, [5, 7], d=16, garbage=(0.0,))
@@ -216,7 +220,7 @@ def inputs_left_unmodified(ctx):
 
 @check(points=4, after=("output-shape",),
        catches=("reads-past-context", "block-table-order", "slot-index-swapped", "no-scaling", "softmax-overflow",
-                "double-scaling"))
+                "double-scaling", "scale-after-softmax", "reads-one-short", "masked-garbage-leaks", "blocked-row-nan"))
 def randomised_agreement(ctx):
     """Agrees with dense attention on randomised hidden cases: block sizes, lengths, heads, large scores.
 

@@ -254,7 +254,8 @@ def projections_are_x_at_w(ctx):
     compare_attention(ctx, x, p, H, None, None, weights="random, not symmetric")
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("no-scaling", "scale-by-model-width", "double-scaling"),
+@check(points=2, after=("attention-output-shapes",), catches=("no-scaling", "scale-by-model-width", "double-scaling",
+                                                              "scale-after-softmax"),
        concept="scaling")
 def scores_scaled_by_head_width(ctx):
     """Scores are the rotated q·k divided by sqrt(hd), the head width."""
@@ -263,7 +264,8 @@ def scores_scaled_by_head_width(ctx):
     compare_attention(ctx, x, p, H, None, None)
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis"),
+@check(points=2, after=("attention-output-shapes",), catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis",
+                                                              "mask-ignored"),
        concept="masking")
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t, and changes row t."""
@@ -382,7 +384,7 @@ def inputs_left_unmodified(ctx):
                 "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
                 "scale-by-model-width", "reshape-without-transpose", "heads-interleaved", "additive-mask-leaks",
                 "fill-value-too-weak", "softmax-wrong-axis", "no-output-projection", "biases-ignored",
-                "double-scaling", "softmax-across-batch"))
+                "double-scaling", "softmax-across-batch", "mask-ignored", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: sizes, positions, masks, large scores.
 

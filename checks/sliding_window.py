@@ -167,7 +167,8 @@ def window_at_least_t_is_causal_attention(ctx):
                          AXES, DIMS)
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling",
+                                                   "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) with d the width of q and k (d=16 here)."""
     q, k, v = qkv(ctx.rng, 1, 2, 6, 16, scale=0.8)
@@ -254,7 +255,8 @@ def memory_stays_within_bound(ctx):
 
 @check(points=4, after=("output-shape",),
        catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow",
-                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"))
+                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis",
+                "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with banded attention on randomised hidden cases: sizes, windows from 1 to beyond T, large scores.
 
