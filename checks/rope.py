@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from attn_kit.compare import EPS32, exactly, float32_values
 from attn_kit.registry import Suite
 
 from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, padding, params, random_mask, tokens
@@ -23,6 +24,21 @@ check = SUITE.check
 
 FN = "rope_attention"
 ROT_AXES = ("batch", "head", "position", "feature")
+PROPERTY_RTOL, PROPERTY_ATOL = 1e-7, 1e-9        # two float64 results of the candidate's own code
+F32_ANGLE = 32.0                                  # float32 angle rounding, in eps32 per unit of |position|
+
+
+def property_tolerance(positions, *values, rtol: float = PROPERTY_RTOL) -> dict:
+    """rtol/atol for comparing two results of the candidate's own rotations (a property, not the
+    reference). float64 results: 1e-9 + 1e-7·|x|. float32 results (every production RoPE computes its
+    angles in float32, and the statement allows float32): an angle p·θ rounded in float32 is off by a
+    few eps32·|p| radians, so each entry may move by F32_ANGLE·eps32·max(1, |p|) times its row's scale.
+    A rotation that ignores positions, or rotates v, is off by far more."""
+    if not any(float32_values(v) for v in values):
+        return {"rtol": rtol, "atol": PROPERTY_ATOL}
+    reach = max(1.0, float(np.max(np.abs(np.asarray(positions, dtype=float)))))
+    scale = max(float(np.nanmax(np.abs(np.asarray(v, dtype=float)))) for v in values)
+    return {"rtol": rtol, "atol": PROPERTY_ATOL + F32_ANGLE * EPS32 * reach * scale, "float32_ok": False}
 
 
 def head_vectors(rng, B, H, T, hd, scale=1.0):
@@ -44,6 +60,9 @@ def compare_rope(ctx, x, positions, base=None, what="rotated vectors", **kw):
     extra = {} if base is None else {"base": base}
     got = ctx.call("apply_rope", lists(x), list(positions), **extra)
     expected = ctx.oracle.apply_rope(x, positions, **extra)
+    if float32_values(got):        # float32 angles: off by a few eps32·|p| radians, however they are computed
+        return ctx.expect_close(got, expected, what, ROT_AXES, "B×H×T×hd",
+                                **property_tolerance(positions, got, rtol=1e-6))
     return ctx.expect_close(got, expected, what, ROT_AXES, "B×H×T×hd")
 
 
@@ -120,8 +139,9 @@ def norms_are_preserved(ctx):
     ctx.describe(B=2, H=2, T=6, hd=8, positions=positions)
     got = rotated(ctx, x, positions)
     before, after = np.linalg.norm(x, axis=-1), np.linalg.norm(got, axis=-1)
-    if not np.allclose(before, after, rtol=1e-7, atol=1e-9):
-        b, h, t = np.argwhere(~np.isclose(before, after, rtol=1e-7, atol=1e-9))[0]
+    rtol = 16 * EPS32 if float32_values(got) else 1e-7      # a float32 rotation keeps lengths to float32 rounding
+    if not np.allclose(before, after, rtol=rtol, atol=1e-9):
+        b, h, t = np.argwhere(~np.isclose(before, after, rtol=rtol, atol=1e-9))[0]
         ctx.fail(f"the vector of batch {b}, head {h} at position {positions[t]} had length "
                  f"{before[b, h, t]:.6g} and has {after[b, h, t]:.6g} after apply_rope: each pair "
                  "(u[i], u[i + hd/2]) must be turned by a rotation, cos and sin in the right places")
@@ -138,7 +158,7 @@ def rotations_compose(ctx):
     twice = rotated(ctx, once, q, "apply_rope(apply_rope(x, p), q)")
     direct = rotated(ctx, x, pq, "apply_rope(x, p + q)")
     ctx.expect_close(twice, direct, "apply_rope(apply_rope(x, p), q) vs apply_rope(x, p + q)", ROT_AXES,
-                     "B×H×T×hd", rtol=1e-7, atol=1e-9)
+                     "B×H×T×hd", **property_tolerance(p + q + pq, twice, direct))
 
 
 @check(points=1)
@@ -217,9 +237,11 @@ def only_relative_positions_matter(ctx):
     moved = ctx.call(FN, lists(x), lists(p), H, shifted, None, True)
     moved_out, moved_w = out_and_weights(ctx, moved, B, H, T, D)
     ctx.expect_close(moved_w, base_w, f"weights with every position + {shift} vs unshifted",
-                     ("batch", "head", "query", "key"), "B×H×T×T", rtol=1e-7, atol=1e-9)
+                     ("batch", "head", "query", "key"), "B×H×T×T",
+                     **property_tolerance(shifted, moved_w, base_w, moved_out, base_out))
     ctx.expect_close(moved_out, base_out, f"output with every position + {shift} vs unshifted",
-                     ("batch", "query", "feature"), "B×T×D", rtol=1e-7, atol=1e-9)
+                     ("batch", "query", "feature"), "B×T×D",
+                     **property_tolerance(shifted, moved_w, base_w, moved_out, base_out))
 
 
 @check(points=2, after=("attention-output-shapes",), catches=("rope-positions-ignored",), concept="positions")
@@ -315,7 +337,7 @@ def blocked_rows_output_bo(ctx):
     mask = random_mask(ctx.rng, B, T, blocked_rows=2)
     out, _ = compare_attention(ctx, x, p, H, None, mask, masking="random, two fully blocked rows per batch")
     rows = ~mask.any(axis=-1)
-    if not np.array_equal(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):
+    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):      # bo as given, or in float32
         ctx.fail("fully blocked query rows must output bo exactly")
 
 
