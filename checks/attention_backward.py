@@ -185,6 +185,23 @@ def finite_at_large_scores(ctx):
         ctx.fail("gradients must be finite at scores of ±1000")
 
 
+@check(points=2, after=("output-shapes",), catches=("softmax-overflow",), concept="numerical-stability")
+def finite_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 give the kit's gradients, not zeros or NaN.
+
+    q near +25 and k near -25 in each of d=4 features (every score about -1250 after the 1/sqrt(d)
+    scale): exp of a raw score underflows to 0 (0/0 = NaN), and a forward recomputed with an online
+    softmax whose running max starts at 0 instead of -inf gets P = 0 (or NaN) on every row.
+    """
+    B, H, T, S, d, dv = 1, 2, 3, 5, 4, 3
+    _, _, v, dout = case(ctx.rng, B, H, T, S, d, dv)
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k = (-25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, S, d))).round(6)
+    got = compare_gradients(ctx, q, k, v, dout, None, scores="about -1250 everywhere")
+    if not all(np.isfinite(g).all() for g in got):
+        ctx.fail("gradients must be finite when every score is far below 0")
+
+
 @check(points=2, after=("output-shapes",),
        catches=("mask-inverted", "softmax-overflow", "max-over-blocked", "fill-value-too-weak"), concept="masking")
 def dv_ignores_q_scale_with_one_allowed_key(ctx):

@@ -204,6 +204,24 @@ def stable_at_large_scores(ctx):
     compare_paged(ctx, case, scores="in the thousands (each last key points along its query)")
 
 
+@check(points=2, after=("output-shape",), catches=("softmax-overflow",), concept="numerical-stability")
+def stable_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 still give each sequence's softmax, not zeros or NaN.
+
+    q near +25 and every key near -25 in each of d=4 features (scores about -1250 after the
+    1/sqrt(d) scale), blocks of 2: exp of a raw score underflows to 0 (0/0 = NaN), and a
+    block-by-block online softmax whose running max starts at 0 instead of -inf outputs zeros.
+    """
+    case = build(ctx.rng, [5, 3], block_size=2, d=4, garbage=(0.0,))
+    bs = case.k_pool.shape[1]
+    case.q = (25.0 + ctx.rng.normal(0.0, 0.1, size=case.q.shape)).round(6)
+    for b, n in enumerate(case.lengths):
+        case.keys[b] = (-25.0 + ctx.rng.normal(0.0, 0.1, size=case.keys[b].shape)).round(6)
+        for t in range(n):
+            case.k_pool[case.tables[b][t // bs], t % bs] = case.keys[b][t]
+    compare_paged(ctx, case, scores="about -1250 for every token")
+
+
 @check(points=2, catches=("mutates-input",))
 def inputs_left_unmodified(ctx):
     """The pools, tables, lengths and q are read, never written (as NumPy arrays and as lists)."""

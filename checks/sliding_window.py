@@ -185,6 +185,21 @@ def stable_at_large_scores(ctx):
     compare_window(ctx, q, k, v, 3, scores="up to ±1000 (every other key equals its query)")
 
 
+@check(points=2, after=("output-shape",), catches=("softmax-overflow",), concept="numerical-stability")
+def stable_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 still give the softmax over each window, not zeros or NaN.
+
+    q near +25 and k near -25 in each of d=4 features: every score, a query's own included, is
+    about -1250 after the 1/sqrt(d) scale, so exp of a raw score underflows to 0 (0/0 = NaN), and an
+    online softmax whose running max starts at 0 instead of -inf comes out as zeros.
+    """
+    B, H, T, d = 1, 2, 6, 4
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k = (-25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    v = ctx.rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6)
+    compare_window(ctx, q, k, v, 3, scores="about -1250 everywhere")
+
+
 @check(points=2, after=("output-shape",), catches=("max-over-blocked", "softmax-overflow"),
        concept="numerical-stability")
 def stable_with_a_blocked_score_far_above(ctx):
