@@ -13,6 +13,8 @@ import numpy as np
 
 from attn_kit.registry import Suite
 
+from .verdicts import require_a_returned_call
+
 SUITE = Suite("attention-backward")
 check = SUITE.check
 
@@ -233,6 +235,7 @@ def inputs_left_unmodified(ctx):
     outcome = ctx.outcome(FN, q, k, v, dout, mask)
     if outcome.mutated:
         ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)}; work on new arrays")
+    require_a_returned_call(ctx)
 
 
 @check(points=4, after=("output-shapes",),

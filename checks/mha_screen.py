@@ -13,7 +13,14 @@ from attn_kit.compare import exactly
 from attn_kit.registry import Suite
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, mask_of_kind, padding, params, random_mask, tokens
-from .verdicts import OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights, expect_untouched
+from .verdicts import (
+    OUT_AXES,
+    expect_causal_invariance,
+    expect_divisibility_error,
+    expect_out_and_weights,
+    expect_untouched,
+    require_a_returned_call,
+)
 
 SUITE = Suite("mha-screen")
 check = SUITE.check
@@ -353,6 +360,7 @@ def inputs_left_unmodified(ctx):
              ("multi_head_attention", (lists(x), lists(p), H, lists(mask)))]
     for fn, args in calls:
         expect_untouched(ctx, fn, ctx.outcome(fn, *args), "NumPy arrays" if isinstance(args[0], np.ndarray) else "lists")
+    require_a_returned_call(ctx)
 
 
 @check(points=1, after=("output-shapes",))

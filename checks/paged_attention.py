@@ -16,6 +16,7 @@ import numpy as np
 from attn_kit.registry import Suite
 
 from .cases import lists
+from .verdicts import require_a_returned_call
 
 SUITE = Suite("paged-attention")
 check = SUITE.check
@@ -234,6 +235,7 @@ def inputs_left_unmodified(ctx):
         if outcome.mutated:
             ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); the pool "
                      "is shared by every sequence and must only be read")
+    require_a_returned_call(ctx)
 
 
 @check(points=4, after=("output-shape",),

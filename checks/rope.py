@@ -17,7 +17,7 @@ from attn_kit.compare import EPS32, exactly, float32_values
 from attn_kit.registry import Suite
 
 from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, padding, params, random_mask, tokens
-from .verdicts import expect_divisibility_error, expect_out_and_weights, expect_untouched
+from .verdicts import expect_divisibility_error, expect_out_and_weights, expect_untouched, require_a_returned_call
 
 SUITE = Suite("rope")
 check = SUITE.check
@@ -178,7 +178,8 @@ def odd_widths_raise_value_error(ctx):
     if not (outcome.status == "raised" and outcome.error.type == "ValueError"):
         ctx.fail("rope_attention with D=6 and num_heads=2 (odd head width 3) should raise ValueError; the call "
                  + (outcome.describe_failure() if not outcome.ok else "returned normally"))
-    expect_divisibility_error(ctx, FN, lambda h: (lists(xt), lists(p), h))
+    # the statement asks the message to say "divisible" for D % num_heads != 0 only: num_heads=0 may say anything
+    expect_divisibility_error(ctx, FN, lambda h: (lists(xt), lists(p), h), worded=(4,))
 
 
 def out_and_weights(ctx, value, B, H, T, D):
@@ -398,6 +399,7 @@ def inputs_left_unmodified(ctx):
         kind = "NumPy arrays" if isinstance(args[0], np.ndarray) else "lists"
         ctx.describe(function=fn, given=kind)
         expect_untouched(ctx, fn, ctx.outcome(fn, *args), kind)
+    require_a_returned_call(ctx)
 
 
 @check(points=4, after=("attention-output-shapes",),

@@ -76,10 +76,20 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, Chec
     result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
                          catches=check.catches, hint=hint_for(exercise, check))
     blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
-    if blocker:
-        result.status = CheckStatus.SKIP
-        result.message = f"{BLOCKED} `{blocker}` did not pass; fix that first"
-        return result
+    result = _run(check, result, sandbox, oracle, seed, source)
+    if blocker and result.status != CheckStatus.PASS:
+        # A failed prerequisite (an output-shape check) does not cost the checks whose cases the
+        # candidate's shapes still allow: they run and keep their points. One that does not pass
+        # shows as skipped, so one root cause stays one red line.
+        result = CheckResult(check.id, check.title, CheckStatus.SKIP, 0, check.points, public=check.public,
+                             catches=check.catches, hint=result.hint,
+                             message=f"{BLOCKED} `{blocker}` did not pass; fix that first")
+    return result
+
+
+def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
+         source: loader.SourceFile | None) -> CheckResult:
+    """Run one check's function and fill in `result` from what it did."""
     from .registry import CheckContext
     ctx = CheckContext(sandbox, oracle, seed, check, source=source)
     try:

@@ -75,9 +75,11 @@ class CheckContext:
         self.float32 = 0.0            # largest |Δ| accepted as float32 rounding (0: none)
 
     # --- calling the candidate -------------------------------------------------------------
-    def outcome(self, fn: str, *args, harness: str | None = None, **kwargs) -> Outcome:
-        """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included)."""
-        outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
+    def outcome(self, fn: str, *args, harness: str | None = None, time_limit: float | None = None,
+                **kwargs) -> Outcome:
+        """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
+        `time_limit` replaces the call's usual limit (--timeout) for this one call."""
+        outcome = self.sandbox.call(fn, args, kwargs, harness=harness, timeout=time_limit)
         self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 
