@@ -107,7 +107,8 @@ def measured_time_limit(ctx) -> float:
     correct O(T·S) loop for its speed. Once a call of this file has hung (the worker was
     restarted), the usual limit applies: a second hang costs no more than the first."""
     usual = float(ctx.sandbox.timeout)
-    return usual if getattr(ctx.sandbox, "restarts", 0) else usual * MEASURED_TIME_FACTOR
+    hung = getattr(ctx.sandbox, "restarts", 0) or getattr(ctx.sandbox, "conn", True) is None   # dropped, not yet restarted
+    return usual if hung else usual * MEASURED_TIME_FACTOR
 
 
 def peak_verdict(ctx, args: tuple, bound: int, naive: int, replay) -> tuple[int, bool, float]:

@@ -87,6 +87,19 @@ def test_checks_the_shapes_allow_still_run_after_a_failed_output_shape_check(tmp
                 and r.id != "output-shapes"]
 
 
+def test_checks_behind_a_failed_one_are_not_run_once_a_call_has_hung():
+    """Running the checks behind a failed output-shape check must not cost a hanging file one time
+    limit per check: once a call hung, they are skipped unrun, as before."""
+    from conftest import CORPUS
+    report = grading.grade(CORPUS / "mha" / "infinite_loop.py", grading.Options(exercise="mha-screen", seed=1,
+                                                                                   timeout=0.5))
+    blocked = [r for r in report.results if r.message.startswith(grading.BLOCKED)]
+    assert blocked and all(r.status == CheckStatus.SKIP for r in blocked)
+    hung = sum(c.outcome.status == "timeout" for r in report.results for c in r.calls)
+    restarts = next(int(n.split("restarted ")[1].split(" ")[0]) for n in report.notes if "restarted" in n)
+    assert restarts <= hung, (restarts, hung)       # every restart follows a hang the report shows
+
+
 # --- a memory check does not fail a correct solution for being slow under tracemalloc -------------
 
 class _RecordingSandbox:
