@@ -1,7 +1,7 @@
 """Benchmarks of the project's references, run on demand (pytest's testpaths do not include this folder).
 
     python benchmarks/run.py                   # all of them, Markdown to stdout
-    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup, bench-command
+    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup, bench-command, grade
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
 
 Prints ratios side by side with their targets, and the machine the figures came from. The two
@@ -371,9 +371,51 @@ def bench_command(repeats: int) -> list[Row]:
     return rows
 
 
+# --- 6. `attn-kit grade` on 100 submissions vs a shell loop of `attn-kit check --json` ------------
+
+def grade_vs_check_loop(repeats: int) -> list[Row]:
+    """100 mha-screen submissions (the references and bug files, copied under varied names): one
+    `attn-kit grade` (warm grader processes, --jobs = cores) against a shell loop running
+    `attn-kit check --json` on each file, same seed, whole commands, alternated."""
+    import shutil
+    import tempfile
+    sources = [*sorted(solutions_dir("mha-screen").glob("reference_*.py")),
+               *sorted((solutions_dir("mha-screen") / "bugs").glob("*.py"))]
+    kit = str(Path(sys.executable).parent / "attn-kit")
+    env = dict(os.environ, NO_COLOR="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "cohort"
+        folder.mkdir()
+        for i in range(100):
+            src = sources[i % len(sources)]
+            shutil.copy(src, folder / f"candidate_{i:03d}_{src.stem.replace('@', '_')}.py")
+        loop = (f'for f in "{folder}"/*.py; do "{kit}" check "$f" --json --exercise mha-screen --seed 1 '
+                f'>/dev/null || true; done')
+
+        def ours():
+            proc = subprocess.run([kit, "grade", str(folder), "--exercise", "mha-screen", "--seed", "1"],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode not in (0, 1) or proc.stdout.count("\n") < 100:
+                raise RuntimeError(f"attn-kit grade failed: {proc.stderr[-500:]}")
+
+        def theirs():
+            subprocess.run(["bash", "-c", loop], check=True, env=env)
+
+        a, b = [], []
+        for _ in range(max(1, repeats // 2)):
+            for fn, times in ((ours, a), (theirs, b)):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+    speedup = statistics.median(y / x for x, y in zip(a, b))
+    return [Row(f"`attn-kit grade` on 100 mha-screen submissions (--jobs {os.cpu_count()}) vs a shell loop of "
+                "`attn-kit check --json` over the same files (whole commands; ratio = speed-up)",
+                ms(statistics.median(a)), ms(statistics.median(b)), speedup, "≥ 5×", speedup >= 5.0)]
+
+
 BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "sliding-window": sliding_window_vs_naive,
               "kv-cache": kv_cache_vs_recompute,
-              "check-startup": check_startup, "bench-command": bench_command}
+              "check-startup": check_startup, "bench-command": bench_command, "grade": grade_vs_check_loop}
 
 
 def main(argv=None) -> int:

@@ -333,8 +333,8 @@ def _plan(workload: Workload, source: loader.SourceFile) -> _Plan:
     uses_torch = "torch" in {name for name, _ in source.imports()}
     if kind == "torch":
         if importlib.util.find_spec("torch") is None:
-            raise DependencyMissing(f"{source.path} imports torch, which is not installed here: "
-                                    "`pip install torch`, then run again.")
+            raise DependencyMissing(f"{source.path} imports torch, which is not installed here. "
+                                    + DependencyMissing.how_to_install("torch"))
         import torch  # noqa: F401 - before the sandbox forks, so workers start with it loaded
     if not uses_torch:
         return _Plan(kind, workload.memory_harness, ())

@@ -46,6 +46,8 @@ class Question:
     prompt: str
     key_points: tuple[str, ...]
     required: tuple[int, ...] = ()   # 0-based indexes of the key points an answer must cover (one or two)
+    answer: str = ""                 # a model answer (Markdown: code blocks allowed), for review and the sheet
+    source: str = ""                 # where its facts come from: a paper or formula, recomputed in the tests
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,9 @@ class Exercise:
         return tuple(b for b in bugs() if b in present)
 
 
+SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
+
+
 @dataclass(frozen=True)
 class Bug:
     id: str
@@ -171,6 +176,7 @@ class Bug:
     fix: str              # the fix in one sentence
     test_idea: str        # the one-line idea of a test that catches it
     concept: str          # the discussion concept it belongs to (for review scheduling)
+    severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
 
 
 def _build(cls, data: dict, where: str):

@@ -25,11 +25,13 @@ from .cli_common import (
     json_context,
     one_blas_thread,
     parse_size,
+    reader_may_stop,
     reports_errors,
     stop_on_sigterm,
     timeout_option_type,
 )
 from .cli_dev import dev
+from .cli_grade import autograder, grade
 from .cli_practice import discuss, hint, history, mock, progress, reset, solution
 
 
@@ -108,6 +110,8 @@ def start(exercise, file, force):
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
     path.write_text(ex.starter, encoding="utf-8")
+    from . import practice
+    practice.mark_started(ex.id, path)          # the current exercise now, for `attn-kit`, hint and discuss
     render.started(ex, path)
 
 
@@ -129,7 +133,8 @@ def show(exercise):
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; see the README).")
+              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; "
+                   "see the README). JSON runs are not saved to your history.")
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
 @click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library.")
@@ -168,26 +173,32 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     if watch:
         from .cli_practice import watch_check
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
-    report = grading.grade(file, options)
-    tests = None
-    if tests_file:          # --tests: the candidate's own tests, against references and known bugs
-        from . import testgrade
-        tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file)
+    from . import render
+    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+        report = grading.grade(file, options, progress=status)
+        tests = None
+        if tests_file:          # --tests: the candidate's own tests, against references and known bugs
+            from . import testgrade
+            tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file,
+                                          progress=status)
     written = []
     if repro:
         from . import repro as repro_module
         written = repro_module.write(report, repro)
     if as_json:
-        click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
+        with reader_may_stop():
+            click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
     else:
-        from . import catalog, render
-        render.report(report, catalog.exercise(report.exercise), first=first)
-        render.repro_written(written)
-        if tests:
-            render.console().print()
-            render.test_grade(tests)
+        from . import catalog
+        with reader_may_stop():
+            render.report(report, catalog.exercise(report.exercise), first=first)
+            render.repro_written(written)
+            if tests:
+                render.console().print()
+                render.test_grade(tests)
         from .cli_practice import after_check
-        after_check(report)            # history, concept cards, the hints-used line; never raises
+        with reader_may_stop():
+            after_check(report)            # history, concept cards, the hints-used line; never raises
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
 
 
@@ -228,18 +239,22 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
       attn-kit test-tests my_tests.py --exercise mha-screen --json
       attn-kit check solution.py --tests my_tests.py
     """
-    from . import testgrade
-    grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory))
-    if as_json:
-        click.echo(json.dumps(grade.to_json()))
-    else:
-        from . import render
-        render.test_grade(grade)
+    from . import render, testgrade
+    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+        grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
+    with reader_may_stop():
+        if as_json:
+            click.echo(json.dumps(grade.to_json()))
+        else:
+            from . import render
+            render.test_grade(grade)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
 
 
 cli.add_command(bench)
 cli.add_command(dev)
+cli.add_command(grade)
+cli.add_command(autograder)
 
 
 def main():

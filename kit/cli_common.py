@@ -4,6 +4,7 @@ the BLAS thread default. Its own module so cli.py and the command modules it reg
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -94,6 +95,21 @@ class Size(click.ParamType):
 
 
 SIZE = Size()
+
+
+@contextlib.contextmanager
+def reader_may_stop():
+    """Output a reader may stop reading (`attn-kit check FILE | head`): when stdout is closed
+    under it, the rest of the output is dropped (stdout now writes to /dev/null) and the command
+    goes on to save its run and exit with its own status, not click's 1 for a closed pipe."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
 
 
 class Terminated(KeyboardInterrupt):

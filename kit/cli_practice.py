@@ -74,7 +74,8 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
     if as_json or repro:
         raise UsageError("--watch shows a live screen; it does not combine with --json or --repro.")
     if not file.exists():
-        raise UsageError(f"no such file: {file}. Create it with `attn-kit start EXERCISE {file}`.")
+        from .loader import missing_file
+        raise UsageError(missing_file(file))
     if options.seed is None:      # one seed for the whole session, so results only move when the code does
         options = dataclasses.replace(options, seed=random.SystemRandom().randrange(1, 100_000))
     watcher = FileWatcher(file)
@@ -112,24 +113,29 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
 # --- hint, solution, reset ----------------------------------------------------------------------
 
 @click.command()
-@click.argument("exercise")
+@click.argument("exercise", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Show every hint at once.")
 @click.option("--level", type=int, metavar="N", help="Show hint N (the check output points to these).")
 @reports_errors
 def hint(exercise, show_all, level):
-    """Show the next hint for EXERCISE (levels 1..N, gentlest first).
+    """Show the next hint for EXERCISE (default: your current one), gentlest first.
 
-    Hints you have seen are recorded; `check` and mock reports show how many you used.
+    The next hint is about what your last check of the exercise failed (a question, then the
+    idea, then near-code); with no failed check, the next unseen one. Hints
+    you have seen are recorded; `check` and mock reports show how many you used.
 
     \b
     Examples:
+      attn-kit hint
       attn-kit hint mha-screen
       attn-kit hint mha-screen --level 3
       attn-kit hint mha-screen --all
     """
     from . import catalog, practice, render_practice
-    ex = catalog.exercise(exercise)
     with _open_store() as store:
+        if exercise is None:
+            exercise = practice.current_exercise(store)[0] or next(iter(catalog.exercises()))
+        ex = catalog.exercise(exercise)
         shown = practice.take_hints(store, ex, level=level, show_all=show_all)
         used = practice.hints_used(store, ex.id)
     render_practice.hints(ex, shown, used)
@@ -176,9 +182,22 @@ def reset(exercise, file, yes):
     if file.exists() and not yes:
         other = practice.file_exercise(file)
         note = f" (its header says it is for {other})" if other and other != ex.id else ""
-        click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter? (a backup of it is kept)", abort=True)
+        if not click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter (backup kept)?"):
+            render_practice.reset_declined(file)      # a choice, not a failure: exit 0
+            return
     backup = practice.reset(ex, file)
     render_practice.reset_done(file, backup)
+
+
+def read_answer() -> list[str]:
+    """A free answer of any number of lines, ended by an empty one (or end of input): the same in
+    `mock` and `discuss`."""
+    lines: list[str] = []
+    while True:
+        line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
+        if not line.strip():
+            return lines
+        lines.append(line)
 
 
 # --- mock ---------------------------------------------------------------------------------------
@@ -239,7 +258,9 @@ class MockTerminal:
 
     def graded(self, report, exercise) -> None:
         from . import render
-        render.report(report, exercise)
+        # brief: the first failure in full fits one screen; no exercise: the mock shows its
+        # follow-ups once, in their own section
+        render.report(report, brief=True)
 
     def error(self, message: str) -> None:
         from . import render
@@ -255,12 +276,7 @@ class MockTerminal:
         from . import render_practice
         try:
             render_practice.discussion_question(index, count, question)
-            lines = []
-            while True:
-                line = click.prompt("", default="", show_default=False, prompt_suffix="> ")
-                if not line.strip():
-                    break
-                lines.append(line)
+            lines = read_answer()
             render_practice.key_points_intro()
             covered = []
             for number, point in enumerate(question.key_points, 1):
@@ -268,6 +284,7 @@ class MockTerminal:
                 covered.append(click.confirm("     covered?", default=False))
             render_practice.discussion_score(sum(covered), len(covered))
         except (click.Abort, EOFError, KeyboardInterrupt):
+            click.echo()                   # end the prompt's line before the warning that follows
             return None
         return "\n".join(lines), covered
 
@@ -292,10 +309,13 @@ class MockTerminal:
               show_default=True, help="Folder in which the new session folder is created.")
 @click.option("--interviewer", is_flag=True,
               help="Only print the interviewer's sheet: statement, what to watch for, key points.")
+@click.option("--scores", metavar="SCORES",
+              help="With --interviewer: the six scores given (e.g. 3,2,3,3,2,3 in the sheet's order); the "
+                   "sheet then shows the recommendation and why.")
 @click.option("--unattended", is_flag=True,
               help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input).")
 @reports_errors
-def mock(exercise, minutes, parent, interviewer, unattended):
+def mock(exercise, minutes, parent, interviewer, scores, unattended):
     """Run a timed mock screen.
 
     Writes a fresh starter into a new session folder, shows the statement and a live
@@ -305,18 +325,28 @@ def mock(exercise, minutes, parent, interviewer, unattended):
 
     Without EXERCISE, picks the first exercise you have not yet passed in a mock.
 
+    Correctness is scored from the causes the diagnosis finds; --interviewer prints the anchors
+    for all six dimensions and the rule that turns the six scores into strong hire, hire, lean
+    no or no (with --scores, the verdict and the reasons).
+
     \b
     Examples:
       attn-kit mock mha-screen --minutes 45
       attn-kit mock --dir ~/screens
       attn-kit mock mha-screen --interviewer
+      attn-kit mock mha-screen --interviewer --scores 3,2,3,3,2,3
     """
     from . import catalog, render_practice
     from . import mock as mock_module
+    from .errors import UsageError
     from .store import StoreError
+    if scores is not None and not interviewer:
+        raise UsageError("--scores goes with --interviewer: it fills in the sheet's recommendation.")
     if interviewer:
+        from .rubric import parse_scores
+        given = parse_scores(scores) if scores is not None else None
         ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)
-        render_practice.interviewer_sheet(ex)
+        render_practice.interviewer_sheet(ex, scores=given)
         return
     store = None
     try:
@@ -354,12 +384,12 @@ def discuss(exercise, due_only, new):
       attn-kit discuss mha-screen --new 2
       attn-kit discuss --due
     """
-    from . import catalog, render_practice, review
+    from . import catalog, practice, render_practice, review
     from .store import now
     if exercise:
         catalog.exercise(exercise)
     with _open_store() as store:
-        current = None if exercise else store.current_exercise()
+        current = None if exercise else practice.current_exercise(store)[0]
         entries = review.queue(store, exercise, due_only=due_only, new=new, first=current)
         if not entries:
             render_practice.nothing_to_review(review.outlook(store, exercise), due_only, new)
@@ -367,9 +397,13 @@ def discuss(exercise, due_only, new):
         reviewed: list = []
         choices = click.Choice(sorted(set(review.RATINGS) | {"q"}))
         try:
-            for index, entry in enumerate(entries, 1):
+            index = 0
+            while index < len(entries):
+                entry = entries[index]
+                index += 1
                 render_practice.card_front(index, len(entries), entry, current=current)
-                click.prompt("Your answer (Enter to reveal the key points)", default="", show_default=False)
+                render_practice.answer_prompt()
+                read_answer()
                 render_practice.card_back(entry)
                 answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
                                       show_choices=False)
@@ -379,6 +413,10 @@ def discuss(exercise, due_only, new):
                 card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
                 render_practice.card_scheduled(card.due, at)
                 reviewed.append(entry)
+                if index == len(entries):      # cards that came due during the session (a minute after "again")
+                    queued = {e.key for e in entries[index:]}
+                    entries += [e for e in review.queue(store, exercise, due_only=True, first=current)
+                                if e.key not in queued]
         except (click.Abort, EOFError, KeyboardInterrupt):      # Ctrl-C or end of input: stop, keep what was rated
             render_practice.discuss_stopped()
         render_practice.discuss_summary(len(reviewed), review.outlook(store, exercise))

@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import catalog, compose
+from . import catalog, compose, rubric
 from .errors import CatalogError, DependencyMissing
 from .paths import bug_id_of, package_dir
 
@@ -172,6 +172,9 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
         for key in ("title", "symptom", "fix", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
+        if entry.get("severity") not in catalog.SEVERITIES:
+            yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
+                                 f"(the header of bugs.toml says which; the mock's correctness score needs it)")
 
 
 @validator
@@ -214,6 +217,28 @@ def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
             if len(d.anchors) != 4:
                 yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+        yield from (Problem(where, text) for text in scoring_problems(exercise))
+
+
+def scoring_problems(exercise: catalog.Exercise) -> list[str]:
+    """The rubric the mock scores with: every dimension once, in DIMENSIONS order, with four distinct
+    anchors; correctness anchors describe rubric.correctness's levels in order (each starts with its
+    rubric.CORRECTNESS_LEADS entry), so the auto-score and the written anchor agree."""
+    problems = []
+    dims = [d.dimension for d in exercise.scoring]
+    if dims != list(catalog.DIMENSIONS):
+        problems.append(f"[[scoring]] dimensions are {', '.join(dims) or 'none'}; the mock needs each of "
+                        f"{', '.join(catalog.DIMENSIONS)} once, in that order")
+    for d in exercise.scoring:
+        texts = [" ".join(a.split()) for a in d.anchors]
+        if any(not t for t in texts) or len(set(texts)) != len(texts):
+            problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
+        if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
+            for score, (text, lead) in enumerate(zip(texts, rubric.CORRECTNESS_LEADS), 1):
+                if not text.startswith(lead):
+                    problems.append(f"[[scoring]] correctness anchor {score} must start with '{lead}' (the level "
+                                    f"the auto-score gives; see kit/rubric.py)")
+    return problems
 
 
 # What a gentle first hint must not contain: each pattern is one way code shows up in prose.
@@ -280,6 +305,37 @@ def exercise_links(content: Content) -> Iterable[Problem]:
             known = concepts | {q.concept for q in exercise.questions}
             for concept in sorted({h.concept for h in exercise.hints if h.concept} - known):
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
+
+
+# The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
+# indent it is printed at and the column rich's code block pads each side with (render.content;
+# tests/test_content_render.py holds these numbers against the renderer).
+CODE_WIDTH = {"statement": 78, "hint": 76, "answer": 74}
+
+
+def code_lines(text: str) -> list[str]:
+    """The lines of the Markdown code blocks (indented or fenced) in `text`, as rich parses them."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt().parse(text)
+    return [line for t in tokens if t.type in ("code_block", "fence") for line in t.content.splitlines()]
+
+
+@validator
+def code_fits_an_80_column_terminal(content: Content) -> Iterable[Problem]:
+    """Every code line of a statement, hint or model answer shows whole at 80 columns: a longer
+    one wraps in the middle of the code."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        texts = [("statement", "the statement", exercise.statement)]
+        texts += [("hint", f"hint {n}", h.text) for n, h in enumerate(exercise.hints, 1)]
+        texts += [("answer", f"question '{q.id}'", q.answer) for q in exercise.questions]
+        for kind, name, text in texts:
+            for line in code_lines(text):
+                if len(line) > CODE_WIDTH[kind]:
+                    yield Problem(where, f"{name} has a code line of {len(line)} characters, over the "
+                                         f"{CODE_WIDTH[kind]} that show whole at 80 columns "
+                                         f"({line.strip()[:40]!r}…): split it, or put its comment on "
+                                         "the line above")
 
 
 @validator

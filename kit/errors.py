@@ -32,10 +32,23 @@ class LoadError(KitError):
     exit_code = 1
 
 
+# How to install an optional dependency, from any folder, into the environment the kit runs in:
+# torch from PyTorch's CPU-only index (a few hundred MB), not PyPI's default build with several GB
+# of CUDA libraries. The README gives the same command (tests/test_docs.py keeps them equal).
+INSTALL = {"torch": "pip install torch --index-url https://download.pytorch.org/whl/cpu"}
+
+
 class DependencyMissing(KitError):
     """An optional dependency (torch) is needed for this exercise and is not installed."""
 
     exit_code = 1
+
+    @staticmethod
+    def how_to_install(package: str) -> str:
+        command = INSTALL.get(package, f"pip install {package}")
+        return (f"Install it into the Python that runs attn-kit (the same activated environment, from any "
+                f"folder): `{command}`" + (" (the CPU-only build, without gigabytes of CUDA libraries)"
+                                           if package in INSTALL else "") + ", then run again.")
 
 
 class StoreError(KitError):

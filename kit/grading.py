@@ -5,13 +5,14 @@ Rendering is not done here; cli.py hands the Report to render.py or prints its J
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
@@ -41,8 +42,8 @@ def require(exercise: catalog.Exercise) -> None:
     """Raise DependencyMissing when the exercise needs an optional package that is not installed."""
     if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
         raise DependencyMissing(
-            f"{exercise.id} needs {exercise.needs}, which is not installed here. Install it with "
-            f"`pip install 'attn-kit[{exercise.needs}]'` (or `pip install {exercise.needs}`), then run again.")
+            f"{exercise.id} needs {exercise.needs}, which is not installed here. "
+            + DependencyMissing.how_to_install(exercise.needs))
 
 
 def suite_for(exercise: catalog.Exercise) -> Suite:
@@ -194,8 +195,9 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
     return found
 
 
-def grade(path: str | Path, options: Options = Options()) -> Report:
-    """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded."""
+def grade(path: str | Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Report:
+    """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded.
+    `progress`, if given, is told in words what is being done (a check starting, the diagnosis)."""
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = loader.detect_exercise(source, options.exercise)
@@ -218,6 +220,11 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
         other = looks_like(exercise, info.functions)
         if other is not None:
             named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+            if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+                raise LoadError(
+                    f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
+                    f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
+                    f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
             raise LoadError(
                 f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
                 f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
@@ -225,10 +232,13 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
                 f"`# attn-kit: {other.id}`.")
         loader.check_functions(exercise, info.functions, source.path)
         statuses: dict[str, CheckStatus] = {}
+        planned = [c for c in suite.checks if c.public or not options.public_only]
         hung = False        # once a call hung or crashed, checks behind a failed one are skipped unrun
         for check in suite.checks:
             if options.public_only and not check.public:
                 continue
+            if progress is not None:
+                progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
             result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
             hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
             statuses[check.id] = result.status
@@ -245,6 +255,8 @@ def grade(path: str | Path, options: Options = Options()) -> Report:
                      f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
                      "match the reference exactly)")
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
+    if progress is not None and any(r.status in FAILED for r in results):
+        progress(f"{source.path.name}: matching the failures against the known bugs")
     finding = diagnose.analyse(exercise, results)
     report.diagnosis = finding.diagnoses
     report.near_misses = finding.near_misses

@@ -86,7 +86,7 @@ def read_text(path: Path, what: str = "file") -> str:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise UsageError(f"no such file: {path}. Create it with `attn-kit start EXERCISE {path}`.") from None
+        raise UsageError(missing_file(Path(path))) from None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
@@ -115,6 +115,22 @@ def read_text(path: Path, what: str = "file") -> str:
     except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
         reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
         raise LoadError(f"{path} cannot be decoded as Python source ({reason}); save it as UTF-8.") from None
+
+
+def missing_file(path: Path) -> str:
+    """Why `path` cannot be graded when it does not exist: "did you mean" a file beside it with
+    `.py` added or a similar name, else how to create it."""
+    import difflib
+    if path.suffix != ".py" and path.with_name(path.name + ".py").is_file():
+        return f"no such file: {path}. Did you mean {path.with_name(path.name + '.py')}?"
+    try:
+        beside = sorted(p.name for p in path.parent.glob("*.py"))
+    except OSError:
+        beside = []
+    close = difflib.get_close_matches(path.name, beside, n=1, cutoff=0.8)
+    if close:
+        return f"no such file: {path}. Did you mean {path.with_name(close[0])}?"
+    return f"no such file: {path}. Create it with `attn-kit start EXERCISE {path}`."
 
 
 def read_source(path: str | Path) -> SourceFile:
@@ -159,8 +175,14 @@ def detect_exercise(source: SourceFile, override: str | None = None) -> catalog.
     if len(matches) == 1:
         return matches[0]
     if not matches:
+        import difflib
+        mains = {e.main: e.id for e in catalog.exercises().values()}
+        near = [(name, close[0]) for name in source.defined
+                if (close := difflib.get_close_matches(name, list(mains), n=1, cutoff=0.8))]
+        spelled = (f" Did you mean `{near[0][1]}` ({mains[near[0][1]]}) where it says `{near[0][0]}`?"
+                   if near else "")
         raise LoadError(f"cannot tell which exercise {source.path} is for: it defines none of the "
-                        f"exercises' main functions. Add `# attn-kit: ID` as its first line or pass "
+                        f"exercises' main functions.{spelled} Add `# attn-kit: ID` as its first line or pass "
                         f"--exercise ID. Exercises: {ids}")
     raise LoadError(f"{source.path} could be any of {', '.join(e.id for e in matches)}. Add "
                     f"`# attn-kit: ID` as its first line or pass --exercise ID. Exercises: {ids}")

@@ -24,9 +24,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import catalog
+from . import catalog, rubric
 from .errors import KitError, UsageError
-from .report import FAILED, CheckStatus
+from .report import CheckStatus
 from .store import Store, StoreError, iso, now
 
 LIVE_TIMEOUT = 5.0          # seconds one call may take during the live public runs
@@ -182,7 +182,9 @@ def public_status(session: Session, status: Status) -> Status:
     except KitError as exc:
         return Status(error=str(exc).splitlines()[0][:160], saves=status.saves)
     passed, total = report.score
-    failing = [r.id for r in report.results if r.status in FAILED]
+    # every check that did not pass, those not checked after an earlier failure included, so the
+    # status names as many checks as its count says are not passing
+    failing = [r.id for r in report.results if r.status != CheckStatus.PASS]
     return Status(passed=passed, total=total, failing=failing, saves=status.saves)
 
 
@@ -256,16 +258,10 @@ def discussion_rating(item: Discussion):
 
 # --- the scores ---------------------------------------------------------------------------------
 
-def correctness_score(report) -> int | None:
-    """The correctness dimension read off the graded checks: 1 a public example fails, 2 three or
-    more checks fail, 3 one or two fail, 4 every check passes (skipped checks do not count)."""
-    if report is None:
-        return None
-    ran = [r for r in report.results if r.status != CheckStatus.SKIP]
-    if not ran or any(r.public and r.status != CheckStatus.PASS for r in ran):
-        return 1
-    failing = sum(r.status != CheckStatus.PASS for r in ran)
-    return 4 if failing == 0 else 3 if failing <= 2 else 2
+def correctness_score(report, graded: bool = True) -> int | None:
+    """The correctness dimension from what the diagnosis found (rubric.correctness: the causes, their
+    severity, whether the file runs); None when the session was not graded (abandoned)."""
+    return rubric.correctness(report) if graded else None
 
 
 def hint_caps(exercise: catalog.Exercise, levels) -> dict[str, list[int]]:
@@ -277,20 +273,35 @@ def hint_caps(exercise: catalog.Exercise, levels) -> dict[str, list[int]]:
     return caps
 
 
-def scores(exercise: catalog.Exercise, report=None, hints_used=()) -> list[dict]:
+def scores(exercise: catalog.Exercise, report=None, hints_used=(), graded: bool = True) -> list[dict]:
     """One row per scored dimension: the score the kit can compute (correctness only, else None for
-    the interviewer or the candidate to give), the cap of 3 that used hints impose, the anchors."""
+    the interviewer or the candidate to give), why (correctness), the cap of 3 that used hints
+    impose, the anchors. `graded` False (an abandoned session): no score at all."""
     caps = hint_caps(exercise, hints_used)
     rows = []
     for item in exercise.scoring:
-        score = correctness_score(report) if item.dimension == "correctness" else None
+        score = correctness_score(report, graded) if item.dimension == "correctness" else None
         capped_by = caps.get(item.dimension, [])
         cap = 3 if capped_by else None
         if score is not None and cap is not None:
             score = min(score, cap)
+        why = rubric.correctness_reason(report) if score is not None else ""
         rows.append({"dimension": item.dimension, "score": score, "cap": cap, "capped_by": capped_by,
-                     "anchors": list(item.anchors)})
+                     "why": why, "anchors": list(item.anchors)})
     return rows
+
+
+def recommendation(rows: list[dict]) -> dict:
+    """The rubric's recommendation for the score rows: decided (with reasons) once all six scores are
+    known, else the range the scores given so far leave open."""
+    given = {row["dimension"]: row["score"] for row in rows}
+    if all(s is not None for s in given.values()) and set(given) == set(catalog.DIMENSIONS):
+        verdict, reasons = rubric.recommend(given)
+        return {"verdict": verdict, "reasons": reasons, "range": [verdict, verdict]}
+    filled = {d: given.get(d) for d in catalog.DIMENSIONS}
+    worst, best = rubric.recommendation_range(filled)
+    missing = [d for d, s in filled.items() if s is None]
+    return {"verdict": None, "reasons": [f"still to score: {', '.join(missing)}"], "range": [worst, best]}
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -299,6 +310,7 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
                 discussion: list[Discussion] = (), hints_during: set[int] = frozenset(),
                 hints_total_used: int = 0) -> dict:
     exercise = session.exercise
+    rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED)
     data = {
         "exercise": exercise.id, "title": exercise.title, "status": status,
         "started_at": iso(session.started), "ended_at": iso(ended),
@@ -309,7 +321,8 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
         "diagnosis": [d.to_json() for d in report.diagnosis] if report else [],
         "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used,
                   "available": len(exercise.hints)},
-        "scoring": scores(exercise, report, hints_during),
+        "scoring": rows,
+        "recommendation": recommendation(rows) if status != MockStatus.ABANDONED else None,
         "discussion": [d.to_json() for d in discussion],
         "followups": [f.prompt for f in exercise.followups],
         "solution_file": str(session.file),

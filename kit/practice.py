@@ -6,6 +6,7 @@ renders it.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from . import catalog
 from .errors import SolutionLocked, UsageError
 from .paths import reference_files
 from .report import FAILED, CheckStatus
-from .store import Store, now
+from .store import Store, now, parse_time
 
 if TYPE_CHECKING:                 # report imports numpy; history and hint commands do not need it
     from .report import Report
@@ -82,6 +83,7 @@ class Recorded:
     ratings: list = field(default_factory=list)   # review.AutoRating: concept, card key, rating, due
     hints_used: int = 0
     hints_total: int = 0
+    next_hint: int | None = None        # the level `attn-kit hint EXERCISE` shows next
 
 
 def record_check(store: Store, report: "Report", source: str = "check") -> Recorded:
@@ -99,7 +101,10 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
             bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
         ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
-    return Recorded(check_id, ratings, len(store.hint_levels(exercise.id)), len(exercise.hints))
+    seen = store.hint_levels(exercise.id)
+    upcoming = next_hint(exercise, [r.id for r in report.results if r.status in FAILED],
+                         [d.bug for d in report.diagnosis], seen) if not report.passed else None
+    return Recorded(check_id, ratings, len(seen), len(exercise.hints), upcoming[0] if upcoming else None)
 
 
 # --- hints ------------------------------------------------------------------------------------
@@ -108,29 +113,75 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
 class ShownHint:
     level: int
     hint: catalog.Hint
+    because: str = ""           # the failed check it was chosen for, if it was
+
+
+def failure_ladder(exercise: catalog.Exercise, failing: list[str], bugs: list[str]) -> tuple[list[int], str]:
+    """The hint levels about what a run failed, gentlest first, and the check they are for: the
+    ladder (question, idea, near-code) on the topic of the hint the report pointed the first
+    failure at (the diagnosed bug's, else the failed check's). ([], "") when there is none."""
+    from .errors import KitError
+    from .grading import hint_for, hint_for_bug, suite_for
+    try:
+        checks = suite_for(exercise).checks
+    except KitError:                    # e.g. torch missing: fall back to the plain order
+        return [], ""
+    by_id = {c.id: c for c in checks}
+    anchor, because = None, ""
+    for bug in bugs:
+        anchor = hint_for_bug(exercise, checks, bug)
+        if anchor is not None:
+            because = next((c for c in failing if c in by_id and bug in by_id[c].catches), failing[0] if failing else "")
+            break
+    for check_id in failing if anchor is None else ():
+        if check_id in by_id and (anchor := hint_for(exercise, by_id[check_id])) is not None:
+            because = check_id
+            break
+    if anchor is None or not 1 <= anchor <= len(exercise.hints):
+        return [], ""
+    topic = exercise.hints[anchor - 1]
+    ladder = [n for n, h in enumerate(exercise.hints, 1)
+              if (h.concept == topic.concept if topic.concept else h.title == topic.title)]
+    return ladder, because
+
+
+def next_hint(exercise: catalog.Exercise, failing: list[str], bugs: list[str],
+              seen: set[int]) -> tuple[int, str] | None:
+    """The first unseen hint on what the run failed, and the check it is for; None if every hint
+    on that topic has been seen (then the plain next unseen hint is next)."""
+    ladder, because = failure_ladder(exercise, failing, bugs)
+    return next(((n, because) for n in ladder if n not in seen), None)
 
 
 def take_hints(store: Store, exercise: catalog.Exercise, level: int | None = None,
                show_all: bool = False) -> list[ShownHint]:
-    """The hint(s) to show, recorded as used: the next unseen one, a given level, or all."""
+    """The hint(s) to show, recorded as used: a given level, all, or the next one: the next on
+    what your last check of the exercise failed (gentlest first), else the next unseen one."""
     count = len(exercise.hints)
     if not count:
         raise UsageError(f"{exercise.id} has no hints.")
     if level is not None and not 1 <= level <= count:
         raise UsageError(f"{exercise.id} has hints 1 to {count}; there is no hint {level}.")
+    because = ""
     if show_all:
         levels = list(range(1, count + 1))
     elif level is not None:
         levels = [level]
     else:
         seen = store.hint_levels(exercise.id)
-        unseen = [n for n in range(1, count + 1) if n not in seen]
-        levels = [unseen[0] if unseen else count]
+        last = store.checks(exercise.id, limit=1)
+        chosen = (next_hint(exercise, last[0]["failing"], last[0]["bugs"], seen)
+                  if last and not last[0]["passed"] else None)
+        if chosen is not None:
+            levels, because = [chosen[0]], chosen[1]
+        else:
+            unseen = [n for n in range(1, count + 1) if n not in seen]
+            levels = [unseen[0] if unseen else count]
     at = now()
     with store.transaction():
         for n in levels:
             store.add_hint(exercise.id, n, at=at)
-    return [ShownHint(n, exercise.hints[n - 1]) for n in levels]
+    return [ShownHint(n, exercise.hints[n - 1], because if len(levels) == 1 else "") for n in levels]
 
 
 def hints_used(store: Store, exercise_id: str) -> int:
@@ -287,6 +338,7 @@ class ExerciseState(StrEnum):
     """Where the user is with an exercise, from the history."""
 
     NOT_STARTED = "not started"
+    STARTED = "started"             # `attn-kit start` wrote its file; not checked yet
     ATTEMPTED = "attempted"         # graded at least once, never passed
     PASSED = "passed"               # a full graded run passed
 
@@ -313,14 +365,62 @@ def statuses(store: Store | None) -> dict[str, Status]:
         result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
     for exercise_id in catalog.exercises():
         result.setdefault(exercise_id, Status(exercise_id, ExerciseState.NOT_STARTED, None, None))
+    started = _started()
+    if started is not None and result[started["exercise"]].state == ExerciseState.NOT_STARTED:
+        result[started["exercise"]] = Status(started["exercise"], ExerciseState.STARTED, None, started["file"])
     return result
 
 
+STARTED_FILE = "started.json"      # in the data folder: the exercise `attn-kit start` made current
+
+
+def mark_started(exercise_id: str, path: Path) -> None:
+    """`attn-kit start` makes its exercise the current one (until a later check or mock of
+    another). Written beside the history, not in it, so starting never creates the history; a
+    failure to write only loses that, never the start."""
+    from .store import home, iso
+    try:
+        folder = home()
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / STARTED_FILE, json.dumps({"exercise": exercise_id, "file": str(path), "at": iso(now())}))
+    except OSError:
+        pass
+
+
+def _started() -> dict | None:
+    from .store import home
+    try:
+        data = json.loads((home() / STARTED_FILE).read_text(encoding="utf-8"))
+        if data["exercise"] in catalog.exercises():
+            return {"exercise": data["exercise"], "file": str(data["file"]), "at": parse_time(data["at"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def current_exercise(store: Store | None) -> tuple[str | None, str | None]:
+    """(the current exercise, the file `start` wrote for it if starting it was the latest step):
+    the exercise of the latest check, mock or `attn-kit start`; (None, None) before any."""
+    started = _started()
+    latest, when = None, None
+    if store is not None:
+        latest = store.current_exercise()
+        times = [r["at"] for r in store.checks(limit=1)] + [r["started_at"] for r in store.mocks(limit=1)]
+        when = max((parse_time(t) for t in times), default=None)
+    if started is not None and (when is None or started["at"] >= when):
+        return started["exercise"], started["file"]
+    return latest, None
+
+
 def next_step(store: Store | None) -> tuple[Status, str]:
-    """The current exercise (most recent in history, else the first) and the command to run next."""
+    """The current exercise (the latest checked, mocked or started, else the first) and the
+    command to run next."""
     states = statuses(store)
-    current = (store.current_exercise() if store is not None else None) or next(iter(catalog.exercises()))
+    current, started_file = current_exercise(store)
+    current = current or next(iter(catalog.exercises()))
     status = states[current]
+    if started_file:
+        return status, f"attn-kit check {started_file}"
     if status.state == ExerciseState.ATTEMPTED:
         return status, f"attn-kit check {status.last_file}"
     if status.state == ExerciseState.NOT_STARTED:

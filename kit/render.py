@@ -8,13 +8,18 @@ Colour is off under NO_COLOR and when output is piped (rich's own rules).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
+import os
 import sys
+import threading
+from collections.abc import Callable, Iterator
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
+from rich.markdown import CodeBlock, Markdown
 from rich.padding import Padding
+from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from rich.theme import Theme
@@ -75,10 +80,24 @@ class Unpadded(io.TextIOBase):
         return getattr(self.stream, "encoding", "utf-8")
 
 
+class KitConsole(Console):
+    """A Console that, when its reader goes away (`attn-kit check FILE | head`), drops the rest of
+    its output and lets the command finish (save the run, exit with its own status) instead of
+    rich's default of exiting with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
 def console() -> Console:
     stdout = sys.stdout
     piped = not (hasattr(stdout, "isatty") and stdout.isatty())
-    return Console(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+    return KitConsole(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
 
 
 def hanging(prefix: Text | str, body: Text) -> Table:
@@ -109,25 +128,80 @@ def info(message: str) -> None:
     console().print(message)
 
 
+@contextlib.contextmanager
+def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A live line on stderr while slow work runs: a spinner, `text` and the seconds so far; it is
+    removed when the work ends. Yields `update(text)` to change the text (any thread may call it).
+    Nothing at all is drawn when stderr is not a terminal, under CI, or when `enabled` is False
+    (--json), so piped and JSON output are unchanged.
+
+    It redraws only when `update` is called, from the caller's thread, never from a timer thread
+    of its own: check forks its sandbox's zygote while this line is up, and a fork must not copy a
+    thread that may hold a lock. Used by check, test-tests and bench."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    err = error_console()
+    if not enabled or not err.is_terminal or os.environ.get("CI"):
+        yield lambda text: None
+        return
+    line = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                    transient=True, auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+    lock = threading.Lock()
+    with line:
+        task = line.add_task(text, total=None)
+        line.refresh()
+
+        def update(new: str) -> None:
+            with lock:
+                line.update(task, description=new)
+                line.refresh()
+        yield update
+
+
 # --- exercises ------------------------------------------------------------------------------
 
 def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Console | None = None) -> None:
-    """One row per exercise: id, your status (not started / attempted / passed, best score), what
-    you build, what it needs."""
+    """One line per exercise at any width: id, your status (not started / started / attempted /
+    passed, best score), what it needs, and its title, shortened at a word with … to fit the line;
+    narrower, the needs go before the title, then the title is left out (the id and status always
+    fit whole at 60 columns). `attn-kit show ID` has the rest."""
+    import textwrap
+
     from .practice import ExerciseState
     out = out or console()
     statuses = statuses or {}
-    table = Table(show_header=True, header_style="label", box=None, pad_edge=False)
-    table.add_column("exercise", style="command", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("what you build")
-    table.add_column("needs", style="muted")
+    exercises = list(exercises)
+    labels = {e.id: str(statuses.get(e.id, ExerciseState.NOT_STARTED)) for e in exercises}
+    columns = [("id", max(len(e.id) for e in exercises)),
+               ("status", max(len(label) for label in labels.values()))]
+    needs = ("needs", max(len("needs"), *(len(e.needs) for e in exercises)))
+    room = out.width - 1 - sum(width + 2 for _, width in columns)
+    if any(e.needs for e in exercises) and room - needs[1] - 2 >= 24:    # else said after the title
+        columns.append(needs)
+        room -= needs[1] + 2
+
+    def line(cells: list[Text], rest: str, style: str = "", prefix: str = "") -> Text:
+        text = Text()
+        for cell, (_, width) in zip(cells, columns):
+            text += cell + Text(" " * (width - cell.cell_len + 2))
+        fit = room - len(prefix)
+        if fit >= 12:                                   # narrower: the column is left out
+            head = rest.split(":", 1)[0]                # the clause before the details
+            fits = rest if len(rest) <= fit else head if len(head) <= fit else textwrap.shorten(
+                head, fit, placeholder="…", break_on_hyphens=False)
+            text += Text(prefix, style="muted") + Text(fits, style=style)
+        text.rstrip()
+        return text
+
+    out.print(line([Text(name, style="label") for name, _ in columns], "title", "label"), no_wrap=True)
     for e in exercises:
-        state = statuses.get(e.id, ExerciseState.NOT_STARTED)       # a Status.label: the state, then the best score
+        state = labels[e.id]       # a Status.label: the state, then the best score
         style = ("check.pass" if state.startswith(ExerciseState.PASSED) else
-                 "warning" if state.startswith(ExerciseState.ATTEMPTED) else "muted")
-        table.add_row(e.id, Text(state, style=style), e.summary, e.needs or "")
-    out.print(table)
+                 "warning" if state.startswith((ExerciseState.ATTEMPTED, ExerciseState.STARTED)) else "muted")
+        cells = [Text(e.id, style="command"), Text(state, style=style)]
+        if len(columns) == 3:
+            cells.append(Text(e.needs, style="muted"))
+        prefix = f"({e.needs}) " if len(columns) == 2 and e.needs else ""
+        out.print(line(cells, e.title, prefix=prefix), no_wrap=True, overflow="ellipsis")
     out.print(Text("Start one with: ", style="muted") + Text("attn-kit start EXERCISE FILE", style="command"))
 
 
@@ -141,8 +215,38 @@ def where_you_are(status, command: str, out: Console | None = None) -> None:
               + Text(" · every command: ", style="muted") + Text("attn-kit --help", style="command"))
 
 
+class _Code(CodeBlock):
+    """A code block of our content, highlighted as Python unless its fence names a language, in
+    the colours `attn-kit solution` uses (the terminal's own background, light or dark)."""
+
+    @classmethod
+    def create(cls, markdown, token) -> CodeBlock:
+        return cls((token.info or "").partition(" ")[0] or "python", "ansi_dark")
+
+    def __rich_console__(self, console, options):
+        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=1,
+                     background_color="default")
+
+
+class _Content(Markdown):
+    elements = {**Markdown.elements, "code_block": _Code, "fence": _Code}
+
+
+def content(text: str) -> Markdown:
+    """A statement, hint or model answer from prompts/ as rich Markdown. Every piece of content
+    goes through here. Only the blank lines at either end are trimmed: a hint that opens with an
+    indented code block keeps that indent (stripping it turned the block into one reflowed
+    paragraph). prompts/ keeps code lines short enough to show whole at 80 columns."""
+    lines = text.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return _Content("\n".join(lines))
+
+
 def statement(exercise, out: Console | None = None) -> None:
-    (out or console()).print(Markdown(exercise.statement))
+    (out or console()).print(content(exercise.statement))
 
 
 def started(exercise, path, out: Console | None = None) -> None:
@@ -150,7 +254,8 @@ def started(exercise, path, out: Console | None = None) -> None:
     statement(exercise, out)
     out.print()
     out.print(Text("Wrote the starter file ", style="muted") + Text(str(path), style="label")
-              + Text(". Edit it, then run: ", style="muted") + Text(f"attn-kit check {path}", style="command"))
+              + Text(". Edit it, then run:", style="muted"))
+    out.print(Text(f"  attn-kit check {path}", style="command"), soft_wrap=True)     # one line, to copy whole
 
 
 # --- check reports ----------------------------------------------------------------------------
@@ -168,7 +273,9 @@ def _clip(output: str, limit: int = 1500) -> str:
     return "\n".join([output[:limit], f"… [{len(output) - limit:,} more characters not shown here]", *notices[:1]])
 
 
-def _failure(result: CheckResult, exercise_id: str, public_only: bool = False) -> Group:
+def _failure(result: CheckResult, exercise_id: str, public_only: bool = False, brief: bool = False) -> Group:
+    """A failure in full; `brief` leaves out the error statistics and the hint line (a screen's
+    own lines say which hint is next)."""
     parts = [Text(result.message)]
     m = result.mismatch
     if m is not None:
@@ -179,9 +286,10 @@ def _failure(result: CheckResult, exercise_id: str, public_only: bool = False) -
         relative = "n/a (expected 0)" if m.max_rel != m.max_rel else f"{m.max_rel:.3g}"
         error = (f"max |Δ| = {m.max_abs:.3g}, max relative = {relative}" if not m.nan_count
                  else "max |Δ| undefined (NaN)")
-        parts.append(Text(f"{error}, "
-                          f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
-                          style="muted"))
+        if not brief:
+            parts.append(Text(f"{error}, "
+                              f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
+                              style="muted"))
     case = {k: v for k, v in result.case.items() if not (public_only and k == "seed")}   # --public: fixed cases
     if case:
         facts = ", ".join(f"{k}={v}" for k, v in case.items())
@@ -191,7 +299,7 @@ def _failure(result: CheckResult, exercise_id: str, public_only: bool = False) -
     if result.output.strip():
         parts.append(Text("your code printed:", style="muted"))
         parts.append(Text(_clip(result.output.rstrip())))
-    if result.hint:
+    if result.hint and not brief:
         parts.append(Text("hint: ", style="hint") + Text(f"attn-kit hint {exercise_id} --level {result.hint}",
                                                         style="command"))
     return Group(*parts)
@@ -208,17 +316,25 @@ def legend(results) -> Text | None:
     return Text("  " + " · ".join(seen), style="muted") if seen else None
 
 
-def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None) -> None:
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
+           brief: bool = False) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
     follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
     `first=True` (`--first`) shows only the first failure in full and the others one line each;
-    None does that past COMPACT_AFTER failures; False shows every failure in full."""
+    None does that past COMPACT_AFTER failures; False shows every failure in full.
+
+    `brief` (watch, the mock's final grading) fits one 80×24 screen: one line naming the failing
+    checks instead of the table, the first failure in full (expected next to yours), the
+    diagnosis's bug and fix, the score."""
+    if brief and not rep.passed:
+        _brief_report(rep, out or console())
+        return
     out = out or console()
     where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
     title = Text("attn-kit check ", style="label") + Text(where, style="muted")
     if rep.public_only:
         title += Text(" · public examples only", style="muted")
-    out.print(title, soft_wrap=True)
+    out.print(title)
     if not rep.passed:
         table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
         table.add_column("", width=1)
@@ -306,6 +422,32 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
                   + Text(rerun, style="muted"))
 
 
+def _brief_report(rep: Report, out: Console) -> None:
+    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
+    out.print(Text("attn-kit check ", style="label") + Text(where, style="muted"))
+    failures = [r for r in rep.results if r.status in FAILED]
+    if failures:
+        names = ", ".join(r.id for r in failures)
+        out.print(Text(f"✗ {len(failures)} of {len(rep.results)} checks failing: ", style="check.fail")
+                  + Text(names, style="muted"), no_wrap=True, overflow="ellipsis")
+        r = failures[0]
+        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
+        if r.bug:
+            head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
+        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
+        out.print(Padding(_failure(r, rep.exercise, rep.public_only, brief=True), (0, 0, 0, 2), expand=False))
+    for note in rep.notes:
+        out.print(Text(f"note: {note}", style="warning"), no_wrap=True, overflow="ellipsis")
+    for d in rep.diagnosis:
+        out.print(hanging(Text("● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id")
+                          + Text(f" — {d.title}. ") + Text("Fix: " + d.fix, style="hint")))
+    if failures and not rep.diagnosis:
+        out.print(Text("Diagnosis: ", style="label") + Text("no known bug matches these failures."))
+    passed, total = rep.score
+    got, most = rep.points
+    out.print(Text(f"Score: {passed}/{total} checks passed — {got}/{most} points.", style="score.bad"))
+
+
 def _followups(exercise, out: Console) -> None:
     from . import catalog
     available = [f for f in exercise.followups if f.exercise in catalog.exercises()]
@@ -340,8 +482,8 @@ def test_grade(grade, out: Console | None = None) -> None:
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            out.print(Text(f"  ✗ {w.name}", style="check.fail")
-                      + Text(f"{where} — {verb} on {w.implementation}", style="muted"))
+            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
             body = [Text(w.message.rstrip())]
             if w.output.strip():
                 body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]

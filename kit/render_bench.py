@@ -7,7 +7,6 @@ Styles come from render.THEME.
 from __future__ import annotations
 
 import contextlib
-import os
 
 from rich.console import Console
 from rich.table import Table
@@ -212,12 +211,8 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
 @contextlib.contextmanager
 def progress(budget: float):
     """A transient status line on stderr while sizes are measured; yields the bench progress callback."""
-    console = render.error_console()
-    if not console.is_terminal or os.environ.get("CI"):
-        yield lambda event, T, result: None
-        return
-    with console.status("starting…") as status:
+    with render.working("starting…") as status:
         def update(event, T, result):
             if event == "start":
-                status.update(f"measuring T={T} (budget {budget:g} s)…")
+                status(f"measuring T={T} (budget {budget:g} s)…")
         yield update

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
@@ -47,6 +46,11 @@ def span(delta: timedelta) -> str:
     return "1 minute"
 
 
+def minutes_text(minutes: float) -> str:
+    """'1 minute', '45 minutes', '0.5 minutes'."""
+    return f"{minutes:g} minute{'' if minutes == 1 else 's'}"
+
+
 def clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
@@ -63,7 +67,10 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         if item.hint.step in steps:
             line += Text(f" · {steps[item.hint.step]}", style="muted")
         out.print(line)
-        out.print(Padding(Markdown(item.hint.text.strip()), (0, 0, 0, 2)))
+        if getattr(item, "because", ""):
+            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"),
+                              (0, 0, 0, 2)))
+        out.print(Padding(render.content(item.hint.text), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
         following = next((n for n, h in enumerate(exercise.hints, 1)
@@ -74,7 +81,7 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         out.print()
     tail = (f"{total - used} more: attn-kit hint {exercise.id}" if used < total
             else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference")
-    out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"), soft_wrap=True)
+    out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"))
 
 
 def after_check(recorded, report, out: Console | None = None) -> None:
@@ -84,6 +91,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
+            if recorded.next_hint:          # named, so the user knows it is about this failure
+                title = report_hint_title(report.exercise, recorded.next_hint)
+                line += Text(f" shows hint {recorded.next_hint}, “{title}”.", style="muted")
         out.print(line)
     if recorded.ratings:
         from .store import now
@@ -97,16 +107,21 @@ def after_check(recorded, report, out: Console | None = None) -> None:
                        f"attn-kit discuss).", style="muted"))
 
 
+def report_hint_title(exercise_id: str, level: int) -> str:
+    from . import catalog
+    return catalog.exercise(exercise_id).hints[level - 1].title
+
+
 def not_recorded_bundled(path, out: Console | None = None) -> None:
     _out(out).print(Text(f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
-                         f"files. Check your own file to record progress.", style="muted"), soft_wrap=True)
+                         f"files. Check your own file to record progress.", style="muted"))
 
 
 def history_created(path, out: Console | None = None) -> None:
     """Said once, when the history file is first created (on stderr, so --json stays clean)."""
     out = out or render.error_console()
     out.print(Text(f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
-                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"), soft_wrap=True)  # a path is never cut
+                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"))  # wrapped at spaces: a path stays whole
 
 
 # --- solution, reset ----------------------------------------------------------------------------
@@ -123,10 +138,13 @@ def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
 
 def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> None:
     out = _out(out)
-    out.print(Text("Wrote a fresh starter to ", style="muted") + Text(str(path), style="label"), soft_wrap=True)
+    out.print(Text("Wrote a fresh starter to ", style="muted") + Text(str(path), style="label"))
     if backup:
-        out.print(Text("Your previous version is saved at ", style="muted") + Text(str(backup), style="label"),
-                  soft_wrap=True)
+        out.print(Text("Your previous version is saved at ", style="muted") + Text(str(backup), style="label"))
+
+
+def reset_declined(path: Path, out: Console | None = None) -> None:
+    _out(out).print(Text("Nothing changed: ", style="label") + Text(f"{path} is as it was.", style="muted"))
 
 
 # --- watch mode ---------------------------------------------------------------------------------
@@ -137,7 +155,7 @@ def watch_screen(path: Path, report=None, error: str = "", exercise=None, record
     out = _out(out)
     out.clear()
     if report is not None:
-        render.report(report, exercise, out)
+        render.report(report, exercise, out, brief=True)      # the first failure in full fits 80×24
         if recorded is not None:
             after_check(recorded, report, out)
     else:
@@ -147,8 +165,9 @@ def watch_screen(path: Path, report=None, error: str = "", exercise=None, record
     if note:
         out.print(Text(f"note: {note}", style="warning"))
     how = "file events" if mode == "events" else "polling"
-    out.print(Text(f"Watching {path} ({how}, run {runs}) — save to re-run · r re-run · q or Ctrl-C quit",
-                   style="muted"), soft_wrap=True)
+    # the keys first: a narrow terminal cuts the end of the line, never wraps it
+    out.print(Text("save re-runs · r re-run · q quit", style="command")
+              + Text(f" · run {runs} · watching {path} ({how})", style="muted"), no_wrap=True, overflow="ellipsis")
 
 
 # --- mock screens -------------------------------------------------------------------------------
@@ -158,21 +177,22 @@ def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None)
     render.statement(exercise, out)
     out.print()
     out.print(Panel(Group(
-        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes:g} minutes."),
+        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes_text(minutes)}."),
         Text("Open this file in your editor: ", style="muted") + Text(str(file), style="command"),
         Text("Each save re-runs the public examples; the full graded suite runs at the end.", style="muted"),
         Text("s", style="command") + Text(" submit · ", style="muted") + Text("Ctrl-C", style="command")
         + Text(" stop (asks: submit or abandon)", style="muted"),
     ), expand=False))
-    out.print(Text("session file: ", style="muted") + Text(str(file)), soft_wrap=True)
+    out.print(Text("session file: ", style="muted") + Text(str(file)))
 
 
 def mock_status(remaining: float, status, width: int | None = None) -> Text:
     """The one live status line, fitted to `width` (the terminal's): the failing check names go
     first, then the separators shrink, then the save count; it never wraps."""
     width = width or console().width
-    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (0, "  │  ", True), (0, " │ ", True),
-                              (0, " │ ", False)):
+    # the failing names matter more than the separators' width or the save count
+    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (1, " │ ", True), (1, " │ ", False),
+                              (0, "  │  ", True), (0, " │ ", True), (0, " │ ", False)):
         line = _mock_status(remaining, status, names, sep, saves)
         if line.cell_len <= width - 1:
             return line
@@ -237,7 +257,20 @@ def key_points_intro(out: Console | None = None) -> None:
 
 
 def key_point(number: int, text: str, out: Console | None = None, required: bool = False) -> None:
-    _out(out).print(Text(f"  {number}. ") + Text(text) + (Text("  (required)", style="label") if required else Text("")))
+    _out(out).print(render.hanging(f"  {number}. ", Text(text) + (Text("  (required)", style="label") if required
+                                                                else Text(""))))
+
+
+def model_answer(question, out: Console | None = None) -> None:
+    """A question's model answer (Markdown through render.content, so its code stays code) and
+    where its facts come from."""
+    out = _out(out)
+    if question.answer:
+        out.print(Padding(Text("Model answer:", style="label"), (0, 0, 0, 2)))
+        out.print(Padding(render.content(question.answer), (0, 0, 0, 4)))
+    if question.source:             # the reference, without the name of the test that checks it
+        where = question.source.split("; checked by ")[0]
+        out.print(Padding(Text("Source: " + where, style="muted"), (0, 0, 0, 4)))
 
 
 def discussion_score(covered: int, total: int, out: Console | None = None) -> None:
@@ -259,7 +292,7 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
     out = _out(out)
     out.print()
     out.print(Text(summary, style="label"))
-    out.print(Text("Report: ", style="muted") + Text(str(path), style="command"), soft_wrap=True)
+    out.print(Text("Report: ", style="muted") + Text(str(path), style="command"))
 
 
 def mock_finished(path: Path, status: str, report, discussion, out: Console | None = None) -> None:
@@ -298,14 +331,21 @@ def mock_report_markdown(data: dict) -> str:
                  f"({hints['used_in_total']} of {hints['available']} used in total)")
     if data.get("scoring"):
         lines += ["", "## Scores (1-4 per dimension)", "",
-                  "Correctness is read off the graded checks; score the other dimensions against their "
-                  "anchors. Each hint used caps its dimension at 3.", "",
+                  "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
+                  "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
+                  "does). Each hint "
+                  "used caps its dimension at 3.", "",
                   "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
         for row in data["scoring"]:
             score = "–" if row["score"] is None else f"{row['score']}/4"
             cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
             anchors = [a.replace("|", "\\|") for a in row["anchors"]]
             lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
+        why = next((row.get("why") for row in data["scoring"] if row["dimension"] == "correctness"), "")
+        if why:
+            lines += ["", f"Correctness: {why}."]
+    if data.get("recommendation"):
+        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -334,11 +374,44 @@ def mock_report_markdown(data: dict) -> str:
 
 
 
+def recommendation_lines(recommendation: dict) -> list[str]:
+    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines."""
+    verdict, (worst, best) = recommendation["verdict"], recommendation["range"]
+    if verdict:
+        head = f"**{verdict}**"
+    elif worst == best:
+        head = f"**{worst}**, whatever the scores still to give"
+    else:
+        head = f"between **{worst}** and **{best}**, depending on the scores still to give"
+    return [f"- Recommendation: {head}"] + [f"- {reason}" for reason in recommendation["reasons"]]
+
+
+def _rule(out: Console, scores: dict[str, int] | None) -> None:
+    """The written rule that turns the six scores into a recommendation; with `scores`, its verdict
+    and the reasons."""
+    from .rubric import VERDICTS, floors, recommend
+    out.print(Rule(Text("Recommendation", style="label")))
+    out.print(Text("The first line whose floors the six scores all meet:", style="muted"))
+    for verdict in VERDICTS:
+        out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
+    if scores:
+        verdict, reasons = recommend(scores)
+        out.print(Text("Scores given:", style="label"))
+        out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
+        out.print(Text("Recommendation: ", style="label") + Text(verdict, style="label"))
+        for reason in reasons:
+            out.print(Padding(Text("– " + reason), (0, 0, 0, 2)))
+
+
 def _scoring(exercise, out: Console) -> None:
     """The scored rubric: four anchors per dimension, which hints cap it, checkpoints, seniority."""
+    from .rubric import MANY_CAUSES
     out.print(Rule(Text("Scoring: 1 to 4 per dimension", style="label")))
-    out.print(Text("Each hint the candidate used caps its dimension at 3. Correctness comes from the checks.",
-                   style="muted"))
+    out.print(Text("Give each dimension the highest level whose description fully holds (1 when none does): the "
+                   "levels are ordered, each asks more than the one below. Each hint the candidate used caps its dimension at 3. "
+                   "Correctness is scored by the kit from the diagnosed causes: a cause that crashes on ordinary "
+                   "inputs allows 1, one wrong on ordinary inputs 2, one that shows only at an edge 3; "
+                   f"{MANY_CAUSES} or more causes lower the score by one.", style="muted"))
     levels: dict[str, list[int]] = {}
     for number, hint in enumerate(exercise.hints, 1):
         levels.setdefault(hint.dimension or "correctness", []).append(number)
@@ -358,12 +431,15 @@ def _scoring(exercise, out: Console) -> None:
             out.print(Text(f"  {item.level}: ", style="label") + Text(item.expect))
 
 
-def interviewer_sheet(exercise, out: Console | None = None) -> None:
+def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, int] | None = None) -> None:
+    """`mock --interviewer`: statement, rubric, the recommendation rule (applied to `scores` when given:
+    dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
-    out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {exercise.minutes} minutes", style="label")))
+    out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
     render.statement(exercise, out)
     if exercise.scoring:
         _scoring(exercise, out)
+        _rule(out, scores)
     if exercise.rubric:
         out.print(Rule(Text("What to watch for", style="label")))
         for item in exercise.rubric:
@@ -378,6 +454,7 @@ def interviewer_sheet(exercise, out: Console | None = None) -> None:
             for index, point in enumerate(question.key_points):
                 mark = Text("(required) ", style="label") if index in question.required else Text("")
                 out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
+            model_answer(question, out)
     followups(exercise, out, answers=True)
 
 
@@ -395,12 +472,18 @@ def card_front(index: int, count: int, entry, out: Console | None = None, curren
     out.print(Text(entry.question.prompt, style="label"))
 
 
+def answer_prompt(out: Console | None = None) -> None:
+    _out(out).print(Text("Your answer, as you would say it; an empty line ends it and shows the key points:",
+                         style="muted"))
+
+
 def card_back(entry, out: Console | None = None) -> None:
     out = _out(out)
     out.print(Text("Key points:", style="label"))
     for index, point in enumerate(entry.question.key_points):
         required = index in entry.question.required
-        out.print(Text("  • ") + Text(point) + (Text("  (required)", style="label") if required else Text("")))
+        out.print(render.hanging("  • ", Text(point) + (Text("  (required)", style="label") if required else Text(""))))
+    model_answer(entry.question, out)
 
 
 def card_scheduled(due: datetime, at: datetime, out: Console | None = None) -> None:

@@ -1,7 +1,8 @@
 """--repro DIR: one standalone Python file per failing check, rebuilding its failing call.
 
 Each file imports the candidate's solution by path, rebuilds the inputs as literals, calls the
-function, and prints what came back next to what the reference expected.
+function, prints what came back next to what the reference expected, then compares them (which
+entries differ, the largest difference and where) and exits 1 when they differ.
 """
 
 from __future__ import annotations
@@ -38,6 +39,33 @@ def show(label, value):
         return
     print(f"{{label}}:")
     print(np.asarray(value))
+
+
+def compare(label, yours, expected, rtol=1e-6, atol=1e-8):
+    """Print where yours and expected differ, part by part; True when they agree."""
+    if isinstance(expected, tuple):
+        if not isinstance(yours, tuple) or len(yours) != len(expected):
+            print(f"{{label}}: expected a tuple of {{len(expected)}}, yours is {{type(yours).__name__}}")
+            return False
+        return all([compare(f"{{label}}[{{i}}]", y, e, rtol, atol) for i, (y, e) in enumerate(zip(yours, expected))])
+    try:
+        mine, want = np.asarray(yours, dtype=float), np.asarray(expected, dtype=float)
+    except (TypeError, ValueError) as exc:
+        print(f"{{label}}: yours is not numbers of a regular shape ({{exc}})")
+        return False
+    if mine.shape != want.shape:
+        print(f"{{label}}: shapes differ: yours {{mine.shape}}, expected {{want.shape}}")
+        return False
+    off = ~np.isclose(mine, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not off.any():
+        print(f"{{label}}: yours matches expected (within {{rtol:g}}·|expected| + {{atol:g}})")
+        return True
+    delta = np.where(off, np.abs(np.nan_to_num(mine - want, nan=np.inf)), 0)
+    worst = np.unravel_index(int(np.argmax(delta)), delta.shape) if delta.ndim else ()
+    print(f"{{label}}: {{int(off.sum())}} of {{off.size}} entries differ; the largest at index {{tuple(map(int, worst))}}: "
+          f"yours {{mine[worst]:.6g}}, expected {{want[worst]:.6g}}")
+    return False
+
 
 spec = importlib.util.spec_from_file_location("solution", SOLUTION)
 solution = importlib.util.module_from_spec(spec)
@@ -97,7 +125,8 @@ def write(report: Report, folder: str | Path) -> list[Path]:
         if any("torch." in line for line in lines):
             lines.insert(0, "import torch\n")
         if call.expected is not None:
-            expected = f"expected = {literal(call.expected)}\nshow(\"expected (the reference)\", expected)\n"
+            expected = (f"expected = {literal(call.expected)}\nshow(\"expected (the reference)\", expected)\n"
+                        "print()\nsys.exit(0 if compare(\"compared\", result, expected) else 1)\n")
         else:
             expected = ""
         name = f"repro_{result.id.replace('-', '_')}.py"

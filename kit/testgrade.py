@@ -35,6 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
@@ -328,11 +329,20 @@ class _Runner:
         self.config = workdir / "pytest.ini"
         self.config.write_text(CONFIG, encoding="utf-8")
         self.search_dirs: list[str] = []
+        self.progress: Callable[[], None] | None = None      # called after each implementation has run
 
     def run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
             expected: list[str]) -> ImplementationRun:
         """All tests (but `skip`) on one implementation; a run that dies is resumed after the
         test that killed it."""
+        try:
+            return self._run(implementation, budgets, skip, expected)
+        finally:
+            if self.progress is not None:
+                self.progress()
+
+    def _run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
+             expected: list[str]) -> ImplementationRun:
         label = implementation.name if implementation.parent.name != "bugs" else f"bugs/{implementation.name}"
         is_bug = implementation.parent.name == "bugs"
         form = implementation.stem.split("@", 1)[1] if "@" in implementation.stem else ""
@@ -408,12 +418,13 @@ def _internal_error(code: int, output: str) -> str:
 
 def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float = DEFAULT_TEST_TIMEOUT,
                 memory: int | None = DEFAULT_MEMORY, jobs: int | None = None,
-                solution: str | Path | None = None) -> TestGrade:
+                solution: str | Path | None = None, progress: Callable[[str], None] | None = None) -> TestGrade:
     """Run a candidate's tests against the references and every known bug; raise KitError when the
     file cannot be used at all (no such file, syntax error, no tests, no exercise functions).
 
     `solution` (check --tests) is the candidate's solution file: helpers the tests import from it
-    (`from solution import make_inputs`) are found there."""
+    (`from solution import make_inputs`) are found there. `progress`, if given, is told in words
+    how many implementations have run (from the pool's threads)."""
     started = time.perf_counter()
     source = loader.read_source(path)
     exercise = detect_exercise(source, exercise_id)
@@ -439,10 +450,26 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
             if solution is not None:
                 runner.search_dirs.append(str(Path(solution).resolve().parent))
+            if progress is not None:
+                runner.progress = _counting(progress, source.path.name,
+                                            len(reference_files(exercise.id)) + len(bug_files(exercise.id)))
             return _grade(runner, pool, source, exercise, started)
     finally:
         launcher.close()                # first: on Ctrl-C any worker still running dies with the zygote
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _counting(progress: Callable[[str], None], name: str, total: int) -> Callable[[], None]:
+    """A callback for each implementation run: tells `progress` how many of `total` are done."""
+    done = 0
+    lock = threading.Lock()
+
+    def ran() -> None:
+        nonlocal done
+        with lock:
+            done += 1
+            progress(f"{name}: your tests ran against {min(done, total)} of {total} implementations")
+    return ran
 
 
 def framework(path: Path) -> str:

@@ -104,7 +104,7 @@ def test_statement_numbers_are_what_the_reference_computes():
     p /= p.sum(1, keepdims=True)
     dp = dout[0, 0] @ v[0, 0].T
     ds = p * (dp - (p * dp).sum(1, keepdims=True))
-    for label, value in (("Scores", s), ("P", p), ("dP", dp), ("dS", ds)):
+    for label, value in (("Scores Z", s), ("P", p), ("dP", dp), ("dZ", ds)):
         np.testing.assert_allclose(value, literal(label), atol=5e-7)
     dq, dk, dv = REF.attention_backward(q, k, v, dout)
     np.testing.assert_allclose(dq[0, 0], literal("Result: dq"), atol=5e-7)

@@ -50,13 +50,13 @@ BUG_CASES = _cases(bug_files)
 REF_CASES = _cases(reference_files)
 
 
-def test_spec_bug_ids_are_all_in_the_catalogue():
-    if not SPEC.exists():
-        pytest.skip("shared/SPEC.md is not beside the checkout")
-    table = SPEC.read_text().split("## Known bugs the kit names", 1)[1]
-    spec_ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.MULTILINE))
-    assert len(spec_ids) >= 20
-    assert spec_ids <= set(catalog.bugs())
+if SPEC.exists():      # the design spec beside the project's own working copies; a user's clone has none,
+    # and then this test is not collected at all rather than skipped with a reason about a file they never had
+    def test_spec_bug_ids_are_all_in_the_catalogue():
+        table = SPEC.read_text().split("## Known bugs the kit names", 1)[1]
+        spec_ids = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.MULTILINE))
+        assert len(spec_ids) >= 20
+        assert spec_ids <= set(catalog.bugs())
 
 
 def test_catalogue_entries_are_complete_and_unique():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ from conftest import CORPUS, attn_kit, check_json
 
 NUMPY_REF = solutions_dir("mha-screen") / "reference_numpy.py"
 NO_SCALING = next(p for p in bug_files("mha-screen") if p.stem == "no-scaling")
+REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 
 
 def all_commands(group=cli, prefix=()):
@@ -112,9 +114,14 @@ def test_repro_scripts_rebuild_the_failing_call(tmp_path):
     assert scripts and (folder / "repro_public_attention_example.py") in scripts
     run = subprocess.run([sys.executable, str(folder / "repro_public_attention_example.py")], capture_output=True,
                          text=True, timeout=60, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 1, run.stderr                         # yours differs from expected
     assert "yours[1]:" in run.stdout and "expected (the reference)[1]:" in run.stdout
     assert "0.035119" in run.stdout and "0.0743" in run.stdout   # no-scaling's weight vs the reference's
+    assert re.search(r"compared\[1\]: \d+ of \d+ entries differ; the largest at index \(0, \d+, \d+, \d+\)", run.stdout)
+    fixed = folder / "repro_public_attention_example.py"           # the same script on the reference: agrees
+    fixed.write_text(fixed.read_text().replace(repr(str(NO_SCALING.resolve())), repr(str(REFERENCE.resolve()))))
+    run = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert run.returncode == 0 and "compared[1]: yours matches expected" in run.stdout, run.stdout + run.stderr
 
 
 @pytest.mark.slow

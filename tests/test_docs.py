@@ -51,3 +51,25 @@ def test_readme_memory_example_is_what_the_check_says():
     for fact in ("at T = 1024, S = 4096, block_size=64, dv=32", "64·T·(block_size + dv) = 6.00 MiB",
                  "8·T·S = 32 MiB in float64 and 8 MiB in float16"):
         assert fact in flat_example and fact in flat_message, fact
+
+
+def test_practising_comes_first_and_line_2_is_for_contributors():
+    """The first screenful (about 50 lines) holds the quick start and the practice commands; the
+    quick start says line 2 is for contributors and runs in the same activated shell."""
+    first_screen = "\n".join(README.splitlines()[:50])
+    assert "## Practise" in first_screen
+    for command in ("start", "check", "hint", "--watch", "mock", "discuss", "bench"):
+        assert re.search(rf"^attn-kit {re.escape(command)}|^attn-kit check \S+ {re.escape(command)}", first_screen,
+                         re.M), command
+    quick = README.split("## Quick start", 1)[1].split("## Practise", 1)[0]
+    assert "for contributors" in quick and "same activated shell" in quick
+    order = [README.index(h) for h in ("## Quick start", "## Practise", "## JSON output", "## Contribute")]
+    assert order == sorted(order)
+
+
+def test_skip_reasons_speak_to_users():
+    """No test skips with a reason about the project's own files (shared/SPEC.md) that a user's clone
+    does not have."""
+    for path in (ROOT / "tests").glob("test_*.py"):
+        for reason in re.findall(r"(?:skip\(|reason=)\s*f?\"([^\"]*)\"", path.read_text(encoding="utf-8")):
+            assert "SPEC" not in reason and "shared/" not in reason, f"{path.name}: {reason}"

@@ -18,13 +18,13 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def test_readme_states_the_supported_pythons_of_pyproject():
     required = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
     version = re.fullmatch(r">=(3\.\d+)", required).group(1)
-    assert f"Python {version} or newer" in README.split("## Checking a solution")[0]
+    assert f"Python {version} or newer" in README.split("## Practise")[0]
 
 
 def test_readme_tells_how_to_install_a_cpu_only_torch():
-    quick = README.split("## Checking a solution")[0]
-    assert "--index-url https://download.pytorch.org/whl/cpu" in quick
-    assert 'pytest -m "not slow"' in quick
+    pytorch = README.split("#### PyTorch, for the `mha-masked-bias` exercise only", 1)[1].split("\n#", 1)[0]
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in pytorch
+    assert 'pytest -m "not slow"' in README.split("## Contribute", 1)[1]
 
 
 def test_tests_needing_torch_skip_with_one_summary_line(tmp_path):

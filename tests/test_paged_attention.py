@@ -143,5 +143,6 @@ def test_repro_scripts_rebuild_inputs_holding_nan(tmp_path):
     garbage = [p for p in written if "garbage" in p.name]
     assert garbage and "nan" in garbage[0].read_text()
     proc = subprocess.run([sys.executable, str(garbage[0])], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr                       # it runs, and says yours differs
     assert "yours:" in proc.stdout and "expected (the reference):" in proc.stdout
+    assert "compared: " in proc.stdout and "entries differ" in proc.stdout

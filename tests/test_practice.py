@@ -139,7 +139,9 @@ def test_reset_asks_first_and_keeps_a_backup(tmp_path, attn_home):
     child = spawn("reset", "mha-screen", sol)
     child.expect(r"Replace .*\[y/N\]")
     child.sendline("n")
-    assert finish(child) == 1
+    child.expect("Nothing changed")
+    assert finish(child) == 0, "declining is a choice, not a failure"
+    assert "Aborted" not in child.before
     assert sol.read_text() == "# my work in progress\n"
     child = spawn("reset", "mha-screen", sol)
     child.expect(r"\[y/N\]")
@@ -247,17 +249,17 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     sol.write_text(STARTER)
     child = spawn("check", sol, "--watch", env={"ATTN_KIT_POLL": poll})
     child.expect("not implemented yet")
+    child.expect(r"run 1 · watching")
     child.expect("polling" if poll == "1" else "file events")
-    child.expect(r"run 1\)")
     time.sleep(0.3)
     sol.write_text(NO_SCALING.read_text())
-    child.expect(r"run 2\)")
+    child.expect(r"run 2 · watching")
     before = plain(child.before)
     assert "matches no-scaling" in before and "Score:" in before
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
     child.expect(f"All {CHECKS} checks passed")
-    child.expect(r"run 3\)")
+    child.expect(r"run 3 · watching")
     if poll == "1":
         child.sendintr()                    # Ctrl-C
     else:
@@ -276,7 +278,7 @@ def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
     sol.write_text("# attn-kit: mha-screen\ndef stable_softmax(:\n")
     child = spawn("check", sol, "--watch")
     child.expect("Error:")
-    child.expect(r"run 1\)")
+    child.expect(r"run 1 · watching")
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
     child.expect(f"All {CHECKS} checks passed")
@@ -305,6 +307,8 @@ def test_discuss_ratings_change_due_dates():
     child.expect(r"Card 1/2")
     child.expect(r"Your answer")
     child.sendline("variance grows with the width")
+    child.sendline("so the softmax saturates")      # answers take several lines, as in a mock
+    child.sendline("")
     child.expect("Key points")
     child.expect(r"Rate it")
     child.sendline("4")                             # easy

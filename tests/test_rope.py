@@ -18,7 +18,7 @@ from attn_kit.checks.cases import params, tokens
 from attn_kit.diagnose import load_module
 from attn_kit.paths import solutions_dir
 
-from conftest import CORPUS, check_json
+from conftest import CORPUS, TORCH_MISSING, check_json
 
 CORPUS_MORE = CORPUS / "more"
 
@@ -30,7 +30,7 @@ def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
-    return pytest.importorskip("torch")
+    return pytest.importorskip("torch", reason=TORCH_MISSING)
 
 
 def rotation_matrix(torch, p: int, hd: int, base: float):

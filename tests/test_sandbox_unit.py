@@ -17,7 +17,7 @@ from attn_kit import loader, mutation, sandbox, wire
 from attn_kit.errors import LoadError, UsageError
 from attn_kit.values import ErrorInfo, Opaque, Outcome, TensorValue
 
-from conftest import CORPUS
+from conftest import CORPUS, TORCH_MISSING
 
 HONEST = CORPUS / "hostile" / "honest_numpy.py"
 
@@ -113,7 +113,7 @@ def test_read_outcome_checks_every_field():
 
 @pytest.mark.slow          # imports torch
 def test_tensors_travel_as_arrays_with_their_attributes():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=TORCH_MISSING)
     t = torch.ones(2, 3, dtype=torch.float32, requires_grad=True) * 2
     got = roundtrip({"v": wire.to_plain([t, torch.zeros(2, device="meta")])})["v"]
     assert isinstance(got[0], TensorValue) and got[0].dtype == "torch.float32" and got[0].requires_grad
@@ -282,7 +282,7 @@ def test_special_and_oversized_files_are_refused(tmp_path, monkeypatch):
 
 
 def test_finite_differences_catch_gradients_that_are_not_the_outputs():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason=TORCH_MISSING)
     from attn_kit.harness_torch import finite_difference
 
     def forward(acts, params):      # output = x @ w, attention = x (a smooth toy)

@@ -18,7 +18,7 @@ from attn_kit.diagnose import load_module
 from attn_kit.harness import measure
 from attn_kit.paths import solutions_dir
 
-from conftest import CORPUS, check_json
+from conftest import CORPUS, TORCH_MISSING, check_json
 
 REF = load_module(str(solutions_dir("sliding-window") / "reference_numpy.py"))
 
@@ -28,7 +28,7 @@ def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
         return module
-    return pytest.importorskip("torch")
+    return pytest.importorskip("torch", reason=TORCH_MISSING)
 
 
 def torch_window(torch, q, k, v, window):

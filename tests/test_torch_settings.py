@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from conftest import TORCH_MISSING
+
 SCRIPT = """
 import sys
 import torch
@@ -27,7 +29,7 @@ print("after-launcher", torch.get_num_threads(), len(torch_reducers()))
 
 @pytest.mark.slow
 def test_the_sandbox_settles_torch_not_the_checks_module():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason=TORCH_MISSING)
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())

@@ -2,10 +2,18 @@
 """Reference solution for kv-cache, with NumPy: one decoding step of causal multi-head attention.
 
 The cache is the pair (keys, values), each B×t×D: the projected keys and values of the t tokens
-seen so far, heads side by side exactly as the projection produced them. A step projects the new
-token once, appends its key and value, and lets its query attend to every cached token, itself
-included. Nothing from the past is projected again, so a step costs O(t·D) instead of the
-O(t²·D) of rerunning the whole layer.
+seen so far (2·B·t·D numbers), heads side by side exactly as the projection produced them. A
+step projects only the new token, appends its key and value, and lets its query attend to every
+cached token, itself included.
+
+Cost of one step, per sequence: O(D²) for the four projections of the one new token (q, k, v
+and the output, each a D-vector times a D×D matrix) plus O(t·D) to score and average the t
+cached tokens. Rerunning the whole layer instead costs O(t·D²) for the projections plus
+O(t²·D) for the attention.
+
+For clarity this reference appends with np.concatenate, which copies the cache each step:
+O(t·D) more per step, the same order as the attention reads, so the order does not change. A
+server preallocates buffers and keeps an int "length" instead (the statement allows that form).
 """
 import numpy as np
 

@@ -30,12 +30,12 @@ def attention_backward(q, k, v, dout, mask=None):
     v = np.asarray(v, dtype=np.float64)               # B×H×S×dv
     dout = np.asarray(dout, dtype=np.float64)         # B×H×T×dv
     scale = 1.0 / np.sqrt(q.shape[-1])
-    gscale = scale                                    # ∂S/∂q = scale·k and ∂S/∂k = scale·q
+    gscale = scale                                    # ∂Z/∂q = scale·k and ∂Z/∂k = scale·q
     allowed = None if mask is None else np.asarray(mask, dtype=bool)[:, None]   # B×1×T×S, every head
     P = _masked_softmax(q @ np.swapaxes(k, -1, -2), allowed) * scale  # BUG(scale-after-softmax): scaled after the softmax
     dv = np.swapaxes(P, -1, -2) @ dout                # B×H×S×dv
     dP = dout @ np.swapaxes(v, -1, -2)                # B×H×T×S
-    dS = P * (dP - (P * dP).sum(axis=-1, keepdims=True))
-    dq = dS @ k * gscale                              # B×H×T×d
-    dk = np.swapaxes(dS, -1, -2) @ q * gscale         # B×H×S×d
+    dZ = P * (dP - (P * dP).sum(axis=-1, keepdims=True))
+    dq = dZ @ k * gscale                              # B×H×T×d
+    dk = np.swapaxes(dZ, -1, -2) @ q * gscale         # B×H×S×d
     return dq, dk, dv

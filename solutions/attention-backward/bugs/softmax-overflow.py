@@ -1,15 +1,15 @@
 # attn-kit: attention-backward
 """Reference solution for attention-backward: the gradients of softmax attention, by hand.
 
-Forward: S = q kᵀ · scale (scale = 1/sqrt(d)), P = softmax of S over the allowed keys (a row with
+Forward: Z = q kᵀ · scale (the scores; scale = 1/sqrt(d)), P = softmax of Z over the allowed keys (a row with
 none allowed is all zeros), out = P v. For a scalar loss L = sum(out * dout):
 
     dv = Pᵀ dout                                   (S×dv: key j collects from every query)
     dP = dout vᵀ                                   (T×S)
-    dS = P ⊙ (dP − rowsum(P ⊙ dP))                 (the softmax Jacobian, row by row)
-    dq = dS k · scale        dk = dSᵀ q · scale    (the chain rule through S = scale · q kᵀ)
+    dZ = P ⊙ (dP − rowsum(P ⊙ dP))                 (the softmax Jacobian, row by row)
+    dq = dZ k · scale        dk = dZᵀ q · scale    (the chain rule through Z = scale · q kᵀ)
 
-Blocked entries have P = 0, so dS is 0 there and they pass no gradient; an all-blocked row has
+Blocked entries have P = 0, so dZ is 0 there and they pass no gradient; an all-blocked row has
 P = 0 everywhere and gives nothing at all. Nothing here is ever divided by zero or exponentiated
 above exp(0), so scores of ±1000 stay finite.
 """
@@ -40,12 +40,12 @@ def attention_backward(q, k, v, dout, mask=None):
     v = np.asarray(v, dtype=np.float64)               # B×H×S×dv
     dout = np.asarray(dout, dtype=np.float64)         # B×H×T×dv
     scale = 1.0 / np.sqrt(q.shape[-1])
-    gscale = scale                                    # ∂S/∂q = scale·k and ∂S/∂k = scale·q
+    gscale = scale                                    # ∂Z/∂q = scale·k and ∂Z/∂k = scale·q
     allowed = None if mask is None else np.asarray(mask, dtype=bool)[:, None]   # B×1×T×S, every head
     P = _masked_softmax(q @ np.swapaxes(k, -1, -2) * scale, allowed)            # B×H×T×S
     dv = np.swapaxes(P, -1, -2) @ dout                # B×H×S×dv
     dP = dout @ np.swapaxes(v, -1, -2)                # B×H×T×S
-    dS = P * (dP - (P * dP).sum(axis=-1, keepdims=True))
-    dq = dS @ k * gscale                              # B×H×T×d
-    dk = np.swapaxes(dS, -1, -2) @ q * gscale         # B×H×S×d
+    dZ = P * (dP - (P * dP).sum(axis=-1, keepdims=True))
+    dq = dZ @ k * gscale                              # B×H×T×d
+    dk = np.swapaxes(dZ, -1, -2) @ q * gscale         # B×H×S×d
     return dq, dk, dv

@@ -1,0 +1,139 @@
+"""Every figure in the README is recomputed here, so a README that drifts from the kit fails:
+the worked check example (a real report, regenerated), the all-pass line, each exercise's
+check count, the test-tests example (a real run of tests/corpus/candidate_tests/readme_example.py),
+the catalogue sizes, the mock and discuss examples' counts, and the torch command.
+
+When one of these fails after a deliberate change, the assertion message holds the text to paste."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from attn_kit import catalog, grading, render
+from attn_kit.errors import INSTALL
+from attn_kit.paths import bug_files, reference_files, solutions_dir
+
+from conftest import need_torch
+from helpers import CORPUS, check_count, graded_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+MHA = catalog.exercise("mha-screen")
+
+
+def block_after(marker: str) -> list[str]:
+    """The lines of the first fenced block after `marker`."""
+    return README.split(marker, 1)[1].split("```", 2)[1].split("\n")[1:-1]
+
+
+def in_order(shown: list[str], real: list[str]) -> list[str]:
+    """The README lines (but `…` elisions) not found, in order, among the real output's lines."""
+    missing, at = [], 0
+    for line in shown:
+        if line.strip() in ("…", ""):
+            continue
+        try:
+            at = real.index(line.rstrip(), at) + 1
+        except ValueError:
+            missing.append(line)
+    return missing
+
+
+def _bug_id(path: Path) -> str:
+    return path.stem.split("@", 1)[0]         # a second form of a bug: <id>@<form>.py
+
+
+def points(exercise_id: str) -> int:
+    return sum(c.points for c in grading.suite_for(catalog.exercise(exercise_id)).checks)
+
+
+def test_the_check_example_is_a_real_report(tmp_path):
+    mine = tmp_path / "solution.py"
+    shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
+    report = grading.grade(mine, grading.Options(seed=7))
+    report.path = "solution.py"                    # as `attn-kit check solution.py` run in its folder shows it
+    out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.report(report, MHA, out)
+    real = [line.rstrip() for line in out.file.getvalue().split("\n")]
+    shown = block_after("A solution with heads taking interleaved columns")
+    assert shown[0] == "$ attn-kit check solution.py --seed 7"
+    missing = in_order(shown[1:], real)
+    assert not missing, "README lines not in the real report:\n" + "\n".join(missing) + \
+        "\n\nThe real report:\n" + "\n".join(real)
+
+
+def test_the_all_pass_line_and_mock_figures_follow_the_suite():
+    total, most = check_count("mha-screen"), points("mha-screen")
+    assert f"`✓ All {total} checks passed — {most}/{most} points.`" in README
+    assert f"Mock submitted: {total}/{total} checks, {most}/{most} points, passed." in README
+    questions = sum(len(e.questions) for e in catalog.exercises().values())      # plain `discuss`: every exercise's
+    assert f"new questions: {questions - 1} of {questions}." in README
+
+
+def test_each_exercise_check_count_in_the_readme_is_its_suite_s():
+    need_torch()                                   # mha-masked-bias's suite imports torch
+    said = re.search(r"Its (\d+) checks cover dtypes", README)
+    assert said and int(said.group(1)) == check_count("mha-masked-bias")
+
+
+@pytest.mark.slow                      # runs the tests against every implementation of the exercise
+def test_the_test_tests_example_is_a_real_run():
+    grade = graded_tests(CORPUS / "candidate_tests" / "readme_example.py", "mha-screen")
+    shown = block_after("It still counts, but only")
+    header = shown[1]
+    references, bugs = len(reference_files("mha-screen")), len(bug_files("mha-screen"))
+    assert re.match(rf"{len(grade.tests)} tests run against {references} reference and {bugs} known-bug "
+                    r"implementations in [\d.]+ s$", header), header
+    data = grade.to_json()
+    caught, known = len(data["caught"]), len(data["caught"]) + len(data["missed"])
+    assert known == len({bug_id for bug_id in map(_bug_id, bug_files("mha-screen"))})
+    score = f"Score: {caught}/{known} known bugs caught ({round(100 * caught / known)}%); 1 wrong test to fix first"
+    assert shown[-1] == score, f"{shown[-1]!r} != {score!r}"
+    out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.test_grade(grade, out)
+    real = [line.rstrip().replace("readme_example.py", "my_tests.py") for line in out.file.getvalue().split("\n")]
+    missing = in_order(shown[2:], real)               # after the header and its timing
+    assert not missing, "README lines not in the real run:\n" + "\n".join(missing) + "\n\nThe real run:\n" + "\n".join(real)
+    rows = {line.split()[1]: line for line in shown if line.startswith(("✓  ", "✗  "))}
+    for bug, line in rows.items():
+        assert line.startswith("✓" if bug in data["caught"] else "✗"), line
+
+
+def test_the_catalogue_sizes_the_readme_states():
+    bugs = len(catalog.bugs())
+    said = re.search(r"(\d+) known bugs in `prompts/bugs\.toml`", README)
+    assert said and int(said.group(1)) == bugs, f"the catalogue has {bugs} known bugs"
+    exercises = len(catalog.exercises())
+    said = re.search(r"(\d+) exercises", README)
+    assert said and int(said.group(1)) == exercises
+
+
+def test_the_torch_command_is_the_kit_s():
+    assert INSTALL["torch"] in README
+    assert "attn-kit[torch]" not in README and "'.[torch]'" not in README
+
+
+def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
+    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)”", " ".join(README.split()))
+    assert said and MHA.hints[int(said.group(1)) - 1].title == said.group(2)
+    public = sum(c.public for c in grading.suite_for(MHA).checks)
+    said = re.search(r"public checks (\d+)/(\d+)  failing: (\S+)", README)
+    assert said and int(said.group(2)) == public and int(said.group(1)) == public - 1
+    assert said.group(3) in {c.id for c in grading.suite_for(MHA).checks if c.public}
+
+
+def test_the_bench_examples_state_each_exercise_s_expectation():
+    """The measured exponents vary by machine (the README says whose run it was); what each line
+    expects and why comes from the exercise's [bench] table."""
+    said = re.findall(r"^(time|memory)\s+≈ T\^[\d.]+\s+[✓▲▼] expected T\^([\d.]+): (.+)$", README, re.M)
+    assert len(said) >= 3
+    expectations = {(kind, float(getattr(e.bench, kind).exponent), getattr(e.bench, kind).why)
+                    for e in catalog.exercises().values() for kind in ("time", "memory")}
+    for kind, exponent, why in said:
+        assert (kind, float(exponent), why.strip()) in expectations, (kind, exponent, why)

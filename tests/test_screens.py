@@ -1,0 +1,105 @@
+"""80×24 first: `watch`, the mock and `list` in a real pseudo-terminal at 80×24 and 60×24. The
+first failure, expected next to yours, fits one screen; no line is wider than the terminal (so
+the terminal never wraps one, and a path is never broken mid-word); `list` is one line per
+exercise."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from attn_kit import catalog
+from attn_kit.paths import solutions_dir
+
+NO_SCALING = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\r")
+SIZES = [(24, 80), (24, 60)]
+
+
+def spawn(*args, size, cwd, timeout=60) -> pexpect.spawn:
+    env = dict(os.environ, TERM="xterm-256color")
+    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=env, cwd=str(cwd),
+                          encoding="utf-8", dimensions=size, timeout=timeout)
+    child.logfile_read = io.StringIO()          # everything the terminal was sent
+    return child
+
+
+def lines_of(text: str) -> list[str]:
+    """What the terminal shows, line by line, without escape sequences (styles, cursor moves)."""
+    return ESCAPES.sub("", text).split("\n")
+
+
+def assert_fits(lines: list[str], width: int) -> None:
+    wide = [line for line in lines if len(line) > width]
+    assert not wide, f"lines wider than {width} columns wrap on the terminal: {wide}"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
+def test_list_is_one_line_per_exercise(tmp_path, size):
+    child = spawn("list", size=size, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = [line for line in lines_of(child.logfile_read.getvalue()) if line.strip()]
+    assert_fits(lines, size[1])
+    exercises = list(catalog.exercises())
+    assert len(lines) == len(exercises) + 2, lines          # the header, one per exercise, "Start one with"
+    for line, exercise_id in zip(lines[1:], exercises):
+        assert line.split()[0] == exercise_id and "not started" in line
+    if size[1] == 80:
+        assert catalog.exercise("mha-screen").title in lines[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
+def test_watch_shows_the_first_failure_on_one_screen(tmp_path, size):
+    mine = tmp_path / "solution.py"
+    mine.write_text(NO_SCALING.read_text())
+    child = spawn("check", "solution.py", "--watch", "--seed", "1", size=size, cwd=tmp_path)
+    child.expect(r"run 1 · watching")
+    child.send("q")
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = lines_of(child.logfile_read.getvalue().rsplit("\x1b[2J", 1)[-1])     # since the last clear
+    while screen and not screen[-1].strip():
+        screen.pop()
+    assert len(screen) <= size[0], "\n".join(screen)
+    assert_fits(screen, size[1])
+    text = "\n".join(screen)
+    assert re.search(r"^\s+expected \[", text, re.M) and re.search(r"^\s+yours\s+\[", text, re.M), text
+    assert "matches no-scaling" in text and "Fix:" in text and "Score:" in text
+    assert screen[-1].startswith("save re-runs · r re-run · q quit")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
+def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
+    child = spawn("mock", "mha-screen", "--minutes", "5", "--dir", ".", size=size, cwd=tmp_path)
+    child.expect(r"public checks \d+/\d+")
+    [session] = Path(tmp_path).glob("mock-mha-screen-*/solution.py")
+    time.sleep(0.3)
+    session.write_text(NO_SCALING.read_text())
+    child.expect(r"public checks [1-9]\d*/")            # the save was graded (narrow: no save count)
+    child.send("s")
+    child.expect("Question 1/")
+    child.sendeof()                                    # cut the discussion short
+    child.expect(r"Report: ")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = ESCAPES.sub("", child.logfile_read.getvalue())
+    graded = text.split("The full graded suite", 1)[1].split("Discussion", 1)[0].split("\n")[1:]
+    while graded and not graded[-1].strip("─ "):
+        graded.pop()
+    assert len(graded) <= size[0], "\n".join(graded)
+    joined = "\n".join(graded)
+    assert re.search(r"^\s+expected \[", joined, re.M) and re.search(r"^\s+yours\s+\[", joined, re.M), joined
+    lines = [line for line in text.split("\n") if "⏱" not in line]     # the live line redraws in place
+    assert_fits(lines, size[1])
+    session_path = str(session.relative_to(tmp_path))
+    assert any(session_path in line for line in lines), "the session file's path, whole on one line"
