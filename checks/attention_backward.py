@@ -13,6 +13,8 @@ import numpy as np
 
 from attn_kit.registry import Suite
 
+from .verdicts import require_a_returned_call
+
 SUITE = Suite("attention-backward")
 check = SUITE.check
 
@@ -129,7 +131,8 @@ def matches_kit_gradients_when_t_equals_s(ctx):
 
 
 @check(points=4, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand"),
+       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
+                "backward-rowsum-wrong", "scale-after-softmax", "backward-mask-not-applied"),
        concept="backward")
 def directional_finite_differences(ctx):
     """Along random directions δ, (L(x+εδ) − L(x−εδ)) / 2ε of the kit's own forward equals your gradient · δ.
@@ -159,7 +162,8 @@ def directional_finite_differences(ctx):
 # --- masks and stability -----------------------------------------------------------------------
 
 @check(points=3, after=("output-shapes",),
-       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks"), concept="masking")
+       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks",
+                "mask-ignored", "backward-mask-not-applied"), concept="masking")
 def blocked_rows_get_zero_gradient(ctx):
     """A query with no allowed key has output 0 whatever q, k, v are: its dq row is exactly 0 and it adds nothing to dk, dv."""
     q, k, v, dout = case(ctx.rng, 2, 2, 5, 4, 3, 3)
@@ -181,6 +185,23 @@ def finite_at_large_scores(ctx):
     got = compare_gradients(ctx, q, k, v, dout, None, scores="up to ±1000 (keys 0 and 1 equal queries 0 and 1)")
     if not all(np.isfinite(g).all() for g in got):
         ctx.fail("gradients must be finite at scores of ±1000")
+
+
+@check(points=2, after=("output-shapes",), catches=("softmax-overflow",), concept="numerical-stability")
+def finite_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 give the kit's gradients, not zeros or NaN.
+
+    q near +25 and k near -25 in each of d=4 features (every score about -1250 after the 1/sqrt(d)
+    scale): exp of a raw score underflows to 0 (0/0 = NaN), and a forward recomputed with an online
+    softmax whose running max starts at 0 instead of -inf gets P = 0 (or NaN) on every row.
+    """
+    B, H, T, S, d, dv = 1, 2, 3, 5, 4, 3
+    _, _, v, dout = case(ctx.rng, B, H, T, S, d, dv)
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k = (-25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, S, d))).round(6)
+    got = compare_gradients(ctx, q, k, v, dout, None, scores="about -1250 everywhere")
+    if not all(np.isfinite(g).all() for g in got):
+        ctx.fail("gradients must be finite when every score is far below 0")
 
 
 @check(points=2, after=("output-shapes",),
@@ -214,13 +235,15 @@ def inputs_left_unmodified(ctx):
     outcome = ctx.outcome(FN, q, k, v, dout, mask)
     if outcome.mutated:
         ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)}; work on new arrays")
+    require_a_returned_call(ctx)
 
 
 @check(points=4, after=("output-shapes",),
        catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
                 "no-scaling", "softmax-overflow", "blocked-row-nan", "blocked-row-uniform", "mask-inverted",
                 "additive-mask-leaks", "fill-value-too-weak", "softmax-wrong-axis", "double-scaling",
-                "softmax-across-batch"))
+                "softmax-across-batch",
+                "mask-ignored", "backward-mask-not-applied", "backward-rowsum-wrong", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the kit's gradients on randomised hidden cases: sizes, T = S or not, masks, large scores.
 

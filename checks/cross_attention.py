@@ -110,7 +110,7 @@ def lengths_differ_both_ways(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "double-scaling", "scale-by-model-width"))
+       catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads)."""
     B, T, S, D, H = 1, 3, 4, 8, 2
@@ -129,7 +129,8 @@ def heads_use_contiguous_columns(ctx):
 
 # --- masks ------------------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak",
+                                                                       "mask-ignored"))
 def mask_true_means_allowed(ctx):
     """The B×T×S mask is True where query i may attend to context position j (here: padded contexts)."""
     B, T, S, D, H = 3, 2, 5, 4, 2
@@ -262,7 +263,7 @@ def accepts_lists_and_arrays(ctx):
                 "blocked-row-nan", "mask-inverted", "kv-from-queries", "additive-mask-leaks",
                 "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
                 "no-output-projection", "biases-ignored", "softmax-wrong-axis", "weights-transposed",
-                "scale-by-model-width"))
+                "scale-by-model-width", "mask-ignored", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: lengths, heads, masks, biases, large scores.
 

@@ -150,7 +150,7 @@ def one_kv_head_is_multi_query(ctx):
 # --- the attention itself --------------------------------------------------------------------------
 
 @check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
+       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(hd) with hd = D / num_heads (not sqrt(D), not 1)."""
     B, T, D, H, n_kv = 1, 4, 8, 4, 2
@@ -159,7 +159,7 @@ def scores_scaled_by_head_width(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis"))
+       catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis", "mask-ignored"))
 def mask_true_means_allowed(ctx):
     """Masks are B×T×T with True = allowed: blocked keys get weight exactly 0, allowed ones sum to 1."""
     B, T, D, H, n_kv = 3, 4, 8, 4, 2
@@ -288,7 +288,7 @@ def accepts_lists_and_arrays(ctx):
                 "blocked-row-uniform", "blocked-row-nan", "mask-inverted", "additive-mask-leaks",
                 "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
                 "max-over-blocked", "no-output-projection", "biases-ignored", "softmax-wrong-axis",
-                "reshape-without-transpose"))
+                "reshape-without-transpose", "mask-ignored", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: head counts, masks, biases, large scores.
 

@@ -322,7 +322,7 @@ def cache_holds_2btd_numbers(ctx):
 
 
 @check(points=2, after=("step-returns-output-and-cache",), concept="scaling",
-       catches=("no-scaling", "double-scaling", "scale-by-model-width"))
+       catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax", "softmax-wrong-axis"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads) in every step."""
     B, T, D, H = 1, 4, 8, 2
@@ -420,7 +420,7 @@ def accepts_lists_and_arrays(ctx):
        catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
                 "reshape-without-transpose", "softmax-overflow", "biases-ignored", "double-scaling",
                 "heads-interleaved", "no-output-projection", "scale-by-model-width", "softmax-across-batch",
-                "weights-transposed"))
+                "weights-transposed", "scale-after-softmax", "softmax-wrong-axis"))
 def randomised_agreement(ctx):
     """Agrees with causal attention on randomised hidden cases: shapes, biases, large scores.
 

@@ -192,7 +192,7 @@ def kind_of(value) -> str:
 # --- public examples ---------------------------------------------------------------------------
 
 @check(points=2, public=True,
-       catches=("no-output-projection", "weights-transposed", "transpose-reverses-all-axes"))
+       catches=("no-output-projection", "weights-transposed", "transpose-reverses-all-axes", "key-mask-on-query-axis"))
 def output_shapes(ctx):
     """Returns the pair (output [B,Q,Cout], attention [B,H,Q,K]), shapes checked strictly.
 
@@ -362,7 +362,7 @@ def optional_keys_absent_or_none(ctx):
 # --- the formula ------------------------------------------------------------------------------
 
 @check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
+       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
 def scores_scaled_by_key_width(ctx):
     """Scores are divided by sqrt(D), the per-head key width: not by sqrt(H·D), not by 1."""
     case = make_case(ctx.rng, B=2, Q=3, K=4, H=2, D=4, Dv=2, biases=False, masks=(), scale=1.5)
@@ -419,7 +419,7 @@ def heads_split_contiguously(ctx):
 
 
 @check(points=3, after=("output-shapes",), concept="masking",
-       catches=("causal-offset-ignored", "causal-off-by-one"))
+       catches=("causal-offset-ignored", "causal-off-by-one", "causal-alignment-wrong"))
 def causal_with_offset(ctx):
     """causal=True allows key j for query i when j <= i + causal_offset, also when Q ≠ K.
 
@@ -431,7 +431,8 @@ def causal_with_offset(ctx):
         compare_case(ctx, case, f"Q={Q}, K={K}, causal_offset={offset}")
 
 
-@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak",
+                                                                       "mask-ignored", "masks-combined-with-or"))
 def masks_are_intersected(ctx):
     """key_mask, query_mask and attention_mask (True = allowed) all apply together, with causal on top."""
     case = make_case(ctx.rng, B=2, Q=4, K=5, H=2, D=2)
@@ -600,7 +601,8 @@ def inputs_left_unmodified(ctx):
                 "mask-inverted", "causal-off-by-one", "causal-offset-ignored", "bias-scaled", "biases-ignored",
                 "b-o-not-suppressed", "b-o-dropped-for-partial", "blocked-row-nan", "blocked-row-uniform",
                 "heads-interleaved", "additive-mask-leaks", "fill-value-too-weak", "double-scaling",
-                "softmax-across-batch"))
+                "softmax-across-batch",
+                "mask-ignored", "masks-combined-with-or", "causal-alignment-wrong", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, heads, masks, bias shapes, causal offsets.
 

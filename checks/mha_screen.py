@@ -13,7 +13,14 @@ from attn_kit.compare import exactly
 from attn_kit.registry import Suite
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, mask_of_kind, padding, params, random_mask, tokens
-from .verdicts import OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights, expect_untouched
+from .verdicts import (
+    OUT_AXES,
+    expect_causal_invariance,
+    expect_divisibility_error,
+    expect_out_and_weights,
+    expect_untouched,
+    require_a_returned_call,
+)
 
 SUITE = Suite("mha-screen")
 check = SUITE.check
@@ -179,7 +186,7 @@ def single_head_plain_formula(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling"))
+       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads), not sqrt(D) and not 1.
 
@@ -262,7 +269,7 @@ def no_overflow_at_large_scores(ctx):
 
 
 @check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak"))
+       catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak", "mask-ignored"))
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t (and changes row t).
 
@@ -353,6 +360,7 @@ def inputs_left_unmodified(ctx):
              ("multi_head_attention", (lists(x), lists(p), H, lists(mask)))]
     for fn, args in calls:
         expect_untouched(ctx, fn, ctx.outcome(fn, *args), "NumPy arrays" if isinstance(args[0], np.ndarray) else "lists")
+    require_a_returned_call(ctx)
 
 
 @check(points=1, after=("output-shapes",))
@@ -374,7 +382,7 @@ def accepts_lists_and_arrays(ctx):
                 "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
                 "softmax-wrong-axis", "no-output-projection", "biases-ignored", "additive-mask-leaks",
                 "fill-value-too-weak", "double-scaling", "softmax-across-batch", "weights-transposed",
-                "max-over-blocked"))
+                "max-over-blocked", "mask-ignored", "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, masks, biases, large scores.
 

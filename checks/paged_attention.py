@@ -16,6 +16,7 @@ import numpy as np
 from attn_kit.registry import Suite
 
 from .cases import lists
+from .verdicts import far_score_tolerance, require_a_returned_call
 
 SUITE = Suite("paged-attention")
 check = SUITE.check
@@ -132,7 +133,8 @@ def public_paged_example(ctx):
     compare_paged(ctx, case, example="the worked example in the statement")
 
 
-@check(points=3, after=("output-shape",), catches=("block-table-order", "slot-index-swapped", "reads-past-context"),
+@check(points=3, after=("output-shape",), catches=("block-table-order", "slot-index-swapped", "reads-past-context",
+                                                   "reads-one-short"),
        concept="paged-cache")
 def matches_dense_attention(ctx):
     """Equals plain attention of each query over its own tokens gathered in order (lists and NumPy tables)."""
@@ -143,7 +145,8 @@ def matches_dense_attention(ctx):
                   lengths=np.array(case.lengths, dtype=np.int64))
 
 
-@check(points=3, after=("output-shape",), catches=("reads-past-context", "block-table-order"), concept="paged-cache")
+@check(points=3, after=("output-shape",), catches=("reads-past-context", "block-table-order",
+                                                   "masked-garbage-leaks"), concept="paged-cache")
 def garbage_elsewhere_changes_nothing(ctx):
     """NaN, 1e30 and -1e30 in slots past each length and in blocks no table lists change nothing."""
     case = build(ctx.rng, [6, 3, 5], block_size=4)
@@ -165,7 +168,8 @@ def shuffled_block_tables(ctx):
     compare_paged(ctx, case, tables_order="descending block ids")
 
 
-@check(points=3, after=("output-shape",), catches=("reads-past-context", "slot-index-swapped"), concept="paged-cache")
+@check(points=3, after=("output-shape",), catches=("reads-past-context", "slot-index-swapped",
+                                                   "reads-one-short", "blocked-row-nan"), concept="paged-cache")
 def context_lengths_at_the_edges(ctx):
     """Lengths 0, 1, exact multiples of the block size and one past them; a length of 0 gives zeros."""
     bs = 4
@@ -182,7 +186,8 @@ def shared_and_overlong_tables(ctx):
     compare_paged(ctx, case, tables_note="two spare blocks each; sequences 0 and 1 share their first block")
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling",
+                                                   "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) per head (d=16 here)."""
     case = build(ctx.rng, [5, 7], d=16, garbage=(0.0,))
@@ -200,6 +205,29 @@ def stable_at_large_scores(ctx):
     compare_paged(ctx, case, scores="in the thousands (each last key points along its query)")
 
 
+@check(points=2, after=("output-shape",), catches=("softmax-overflow",), concept="numerical-stability")
+def stable_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 still give each sequence's softmax, not zeros or NaN.
+
+    q near +25 and every key near -25 in each of d=4 features (scores about -1250 after the
+    1/sqrt(d) scale), blocks of 2: exp of a raw score underflows to 0 (0/0 = NaN), and a
+    block-by-block online softmax whose running max starts at 0 instead of -inf outputs zeros.
+    """
+    d = 4
+    case = build(ctx.rng, [5, 3], block_size=2, d=d, garbage=(0.0,))
+    bs = case.k_pool.shape[1]
+    case.q = (25.0 + ctx.rng.normal(0.0, 0.1, size=case.q.shape)).round(6)
+    for b, n in enumerate(case.lengths):
+        case.keys[b] = (-25.0 + ctx.rng.normal(0.0, 0.1, size=case.keys[b].shape)).round(6)
+        for t in range(n):
+            case.k_pool[case.tables[b][t // bs], t % bs] = case.keys[b][t]
+    ctx.describe(**case.facts(), scores="about -1250 for every token")
+    got = ctx.call(FN, case.q, case.k_pool, case.v_pool, case.tables, case.lengths)
+    scores = [np.einsum("hd,nhd->hn", case.q[b], case.keys[b]) / np.sqrt(d) for b in range(len(case.lengths))]
+    ctx.expect_close(got, case.expected, "output", AXES, DIMS,
+                     **far_score_tolerance(got, np.concatenate(scores, axis=1), np.concatenate(case.values)))
+
+
 @check(points=2, catches=("mutates-input",))
 def inputs_left_unmodified(ctx):
     """The pools, tables, lengths and q are read, never written (as NumPy arrays and as lists)."""
@@ -212,11 +240,12 @@ def inputs_left_unmodified(ctx):
         if outcome.mutated:
             ctx.fail(f"`{FN}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); the pool "
                      "is shared by every sequence and must only be read")
+    require_a_returned_call(ctx)
 
 
 @check(points=4, after=("output-shape",),
        catches=("reads-past-context", "block-table-order", "slot-index-swapped", "no-scaling", "softmax-overflow",
-                "double-scaling"))
+                "double-scaling", "scale-after-softmax", "reads-one-short", "masked-garbage-leaks", "blocked-row-nan"))
 def randomised_agreement(ctx):
     """Agrees with dense attention on randomised hidden cases: block sizes, lengths, heads, large scores.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from attn_kit.registry import CallFailed, CheckFailed, Suite
 
-from .verdicts import kernel_limit, limit_failure, peak_over, peak_verdict
+from .verdicts import far_score_tolerance, kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
 
 SUITE = Suite("sliding-window")
 check = SUITE.check
@@ -167,7 +167,8 @@ def window_at_least_t_is_causal_attention(ctx):
                          AXES, DIMS)
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling"), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling",
+                                                   "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) with d the width of q and k (d=16 here)."""
     q, k, v = qkv(ctx.rng, 1, 2, 6, 16, scale=0.8)
@@ -182,6 +183,24 @@ def stable_at_large_scores(ctx):
     k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0        # |score| up to 45·45/2 ≈ 1000
     k[..., ::2, :] = q[..., ::2, :]                                  # every other query scores itself 1012
     compare_window(ctx, q, k, v, 3, scores="up to ±1000 (every other key equals its query)")
+
+
+@check(points=2, after=("output-shape",), catches=("softmax-overflow",), concept="numerical-stability")
+def stable_when_every_score_is_far_below_zero(ctx):
+    """Scores that are all near -1250 still give the softmax over each window, not zeros or NaN.
+
+    q near +25 and k near -25 in each of d=4 features: every score, a query's own included, is
+    about -1250 after the 1/sqrt(d) scale, so exp of a raw score underflows to 0 (0/0 = NaN), and an
+    online softmax whose running max starts at 0 instead of -inf comes out as zeros.
+    """
+    B, H, T, d = 1, 2, 6, 4
+    q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    k = (-25.0 + ctx.rng.normal(0.0, 0.1, size=(B, H, T, d))).round(6)
+    v = ctx.rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6)
+    ctx.describe(B=B, H=H, T=T, d=d, window=3, scores="about -1250 everywhere")
+    got = ctx.call(FN, q, k, v, 3)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+    ctx.expect_close(got, banded_attention(q, k, v, 3), "output", AXES, DIMS, **far_score_tolerance(got, scores, v))
 
 
 @check(points=2, after=("output-shape",), catches=("max-over-blocked", "softmax-overflow"),
@@ -232,14 +251,16 @@ def memory_stays_within_bound(ctx):
     the call: inputs do not count, your output does. On Linux the kit also reads the process's
     peak resident memory from the kernel, so a file that silences tracemalloc is still measured.
     Building the B×H×T×T scores fails even when the values are right: a window exists so that cost
-    grows with T·window, not T².
+    grows with T·window, not T². tracemalloc slows a loop of many small steps several times over,
+    so this one call may take six times the usual time limit.
     """
     B, H, T, d, window = (MEMORY[n] for n in ("B", "H", "T", "d", "window"))
     q, k, v = qkv(ctx.rng, B, H, T, d)
     bound, naive = memory_bound(B, H, T, window, d), 8 * B * H * T * T
     ctx.describe(B=B, H=H, T=T, d=d, window=window)
     limit = kernel_limit(bound, naive)
-    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet", memory_limit=limit)
+    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet",
+                          memory_limit=limit, time_limit=measured_time_limit(ctx))
     failed = limit_failure(ctx, (q, k, v, window), replay_peak_over_bound, limit, f"at B={B}, H={H}, T={T}, d={d}, window={window}",
                            f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores "
                            f"alone are {naive / 2**20:.0f} MiB",
@@ -261,7 +282,8 @@ def memory_stays_within_bound(ctx):
 
 @check(points=4, after=("output-shape",),
        catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow",
-                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"))
+                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis",
+                "scale-after-softmax"))
 def randomised_agreement(ctx):
     """Agrees with banded attention on randomised hidden cases: sizes, windows from 1 to beyond T, large scores.
 

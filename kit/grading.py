@@ -19,11 +19,13 @@ from . import sandbox as sandbox_module
 from .errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from .report import FAILED, CheckResult, CheckStatus, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
+from .values import CallStatus
 
 if TYPE_CHECKING:      # registry (and NumPy) load in grade(), once the zygote is starting beside them
     from .registry import Check, Suite
 
 BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
+STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)     # calls the kit had to stop
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,26 @@ def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
 
 
 def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, CheckStatus],
-              exercise: catalog.Exercise, source: loader.SourceFile | None = None) -> CheckResult:
+              exercise: catalog.Exercise, source: loader.SourceFile | None = None,
+              run_blocked: bool = True) -> CheckResult:
     result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
                          catches=check.catches, hint=hint_for(exercise, check))
     blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
-    if blocker:
-        result.status = CheckStatus.SKIP
-        result.message = f"{BLOCKED} `{blocker}` did not pass; fix that first"
-        return result
+    if not (blocker and not run_blocked):
+        result = _run(check, result, sandbox, oracle, seed, source)
+    if blocker and (result.status != CheckStatus.PASS or not run_blocked):
+        # A failed prerequisite (an output-shape check) does not cost the checks whose cases the
+        # candidate's shapes still allow: they run and keep their points. One that does not pass
+        # shows as skipped, so one root cause stays one red line.
+        result = CheckResult(check.id, check.title, CheckStatus.SKIP, 0, check.points, public=check.public,
+                             catches=check.catches, hint=result.hint,
+                             message=f"{BLOCKED} `{blocker}` did not pass; fix that first")
+    return result
+
+
+def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
+         source: loader.SourceFile | None) -> CheckResult:
+    """Run one check's function and fill in `result` from what it did."""
     from .registry import CheckContext
     ctx = CheckContext(sandbox, oracle, seed, check, source=source)
     try:
@@ -219,12 +233,14 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         loader.check_functions(exercise, info.functions, source.path)
         statuses: dict[str, CheckStatus] = {}
         planned = [c for c in suite.checks if c.public or not options.public_only]
+        hung = False        # once a call hung or crashed, checks behind a failed one are skipped unrun
         for check in suite.checks:
             if options.public_only and not check.public:
                 continue
             if progress is not None:
                 progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
-            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source)
+            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+            hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
             statuses[check.id] = result.status
             results.append(result)
         notes.extend(not_checked(results))

@@ -76,13 +76,12 @@ class CheckContext:
 
     # --- calling the candidate -------------------------------------------------------------
     def outcome(self, fn: str, *args, harness: str | None = None, memory_limit: int | None = None,
-                **kwargs) -> Outcome:
+                time_limit: float | None = None, **kwargs) -> Outcome:
         """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
-        `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call)."""
-        if memory_limit is None:
-            outcome = self.sandbox.call(fn, args, kwargs, harness=harness)
-        else:
-            outcome = self.sandbox.call(fn, args, kwargs, harness=harness, memory_limit=memory_limit)
+        `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call); `time_limit`
+        replaces the call's usual limit (--timeout) for this one call."""
+        limits = {} if memory_limit is None else {"memory_limit": memory_limit}
+        outcome = self.sandbox.call(fn, args, kwargs, harness=harness, timeout=time_limit, **limits)
         self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 

@@ -13,7 +13,7 @@ import numpy as np
 def _angles(positions, hd, base):
     """T×(hd/2) angles p·θ_i for the given positions."""
     # lists: theta = [base ** (-2 * i / hd) for i in range(hd // 2)]
-    theta = base ** (-2.0 * np.arange(hd // 2) / hd)
+    theta = base ** (-2.0 * np.arange(hd // 2, dtype=np.float64) / hd)   # float32 in the kit's float32 twin
     # lists: angle[t][i] = positions[t] * theta[i]
     return np.asarray(positions, dtype=np.float64).reshape(-1, 1) * theta
 

@@ -13,7 +13,7 @@ import numpy as np
 def _angles(positions, hd, base):
     """T×(hd/2) angles p·θ_i for the given positions."""
     # lists: theta = [base ** (-2 * i / hd) for i in range(hd // 2)]
-    theta = base ** (-2.0 * np.arange(hd // 2) / hd)
+    theta = base ** (-2.0 * np.arange(hd // 2, dtype=np.float64) / hd)   # float32 in the kit's float32 twin
     # lists: angle[t][i] = positions[t] * theta[i]
     return np.asarray(positions, dtype=np.float64).reshape(-1, 1) * theta
 
@@ -76,7 +76,7 @@ def rope_attention(x, params, num_heads, positions=None, mask=None, return_weigh
     q = apply_rope(split_heads(_project(x, params, "Wq", "bq")), positions)
     k = apply_rope(split_heads(_project(x, params, "Wk", "bk")), positions)
     v = split_heads(_project(x, params, "Wv", "bv"))  # values carry content, not position
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd)
+    scores = q @ k.transpose(0, 1, 3, 2) / float(np.sqrt(hd))    # a Python float keeps float32 data float32
     allowed = None if mask is None else np.asarray(mask, dtype=bool)[:, None, :, :]
     weights = _masked_softmax(scores, allowed)        # B×H×T×T
     concat = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, D)

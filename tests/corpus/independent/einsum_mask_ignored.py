@@ -1,5 +1,6 @@
 # attn-kit: mha-screen
-"""Applies the mask after the softmax, without renormalising."""
+"""Builds the mask and never applies it: the `** 0` turns its factor into 1, so every query
+attends to every key. (Off-catalogue until issue 21 added mask-ignored.)"""
 import numpy as np
 
 
