@@ -87,6 +87,9 @@ def float32_twin(module):
     their inputs to float64, so only this twin computes in float32 as a float32 solution does
     (its rounding of large scores, not just of its inputs). The module itself when its source
     is unknown or names no float64."""
+    if isinstance(module, _Overlay):
+        return _Overlay(float32_twin(module._main), tuple(float32_twin(e) for e in module._edges),
+                        module.__name__ + "_float32")
     if id(module) not in _TWINS:
         source = module.__dict__.get(SOURCE_ATTR) or ""
         twin = module
@@ -371,6 +374,7 @@ class _Fit:
     agree: np.ndarray                # the model gives what the candidate gives
     differs: np.ndarray              # the model differs from the reference
     same_message: bool = False       # where the candidate raised: the model raised the same message too
+    wild: np.ndarray | None = None   # the model raised, or its row there has a NaN or an inf (None: nowhere)
 
 
 _FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
@@ -391,14 +395,16 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
     out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
         return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]),
-                    same_message=out.raised == ev.raised and out.message == ev.message)
+                    same_message=out.raised == ev.raised and out.message == ev.message,
+                    wild=np.array([bool(out.raised)]))
     if out.raised:
         n = ev.size
-        return _Fit(np.zeros(n, bool), np.ones(n, bool))
+        return _Fit(np.zeros(n, bool), np.ones(n, bool), wild=np.ones(n, bool))
     mparts = _parts(out.value, ev.like)
     m32 = _parts(run_local(model, ev.call, float32=True, inputs=shared).value, ev.like) if ev.float32 and forms else None
     agree = np.zeros(ev.size, bool)
     differs = np.zeros(ev.size, bool)
+    wild = np.zeros(ev.size, bool)
     for part in ev.parts:
         m = mparts[part.src] if part.src < len(mparts) else None
         sl = slice(part.start, part.start + part.size)
@@ -407,6 +413,8 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             agree[sl] = part.rows is None
             continue
         mr = _rows(m)
+        with np.errstate(invalid="ignore"):
+            wild[sl] = ~np.isfinite(mr).all(axis=-1)
         if part.rows is None:
             differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
             continue
@@ -417,7 +425,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             if mp32 is not None:
                 atol = np.maximum(atol, float32_tolerance(mr, _rows(mp32)))
         agree[sl] = _close(part.rows, mr, part.rtol, atol)
-    return _Fit(agree, differs)
+    return _Fit(agree, differs, wild=wild)
 
 
 # --- the search ---------------------------------------------------------------------------------
@@ -435,6 +443,62 @@ class Finding:
     considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
 
 
+def model_of(group: tuple) -> object:
+    """The model of a group of forms: a bug file's own module, the reference with the hunks of every
+    form applied (a family's form, or several bugs), or, for forms that do not compose by hunks
+    (another reference, the same lines), an `_Overlay` (see `_overlay_split`)."""
+    if len(group) == 1 and not group[0].variant:
+        return load_module(str(group[0].path))
+    if len(group) == 1 or compose.composable(group):
+        return compose.load_composed(group)
+    return _OVERLAYS[group]
+
+
+_OVERLAYS: dict = {}      # group -> _Overlay, registered by the search when it tries one
+
+
+class _Overlay(types.ModuleType):
+    """A composed model through edge behaviour: `main` (a model of the forms that compose by hunks)
+    answers each call, except that it raises where an `edge` member raises (an OverflowError from
+    math.exp, an IndexError) and has that member's non-finite values (NaN rows, inf) where it has
+    them. Only forms whose every effect on the evidence is an exception or non-finite values are
+    edges, so nothing of theirs is guessed."""
+
+    def __init__(self, main, edges: tuple, name: str):
+        super().__init__(name)
+        self._main, self._edges = main, edges
+        self.__file__ = f"<{name}>"
+
+    def __getattr__(self, fn: str):
+        if fn.startswith("__"):
+            raise AttributeError(fn)
+        main_fn = getattr(self._main, fn)
+        edge_fns = [getattr(e, fn, None) for e in self._edges]
+
+        def call(*args, **kwargs):
+            extra = [f(*args, **kwargs) for f in edge_fns if f is not None]     # raises where they raise
+            value = main_fn(*args, **kwargs)
+            for other in extra:
+                value = _non_finite_from(value, other)
+            return value
+        return call
+
+
+def _non_finite_from(value, other):
+    """`value` with `other`'s non-finite entries where the two have the same structure and shape."""
+    if isinstance(value, tuple):
+        if isinstance(other, tuple) and len(other) == len(value):
+            return tuple(_non_finite_from(v, o) for v, o in zip(value, other))
+        return value
+    try:
+        a, b = np.asarray(value, dtype=float), np.asarray(other, dtype=float)
+    except (ValueError, TypeError):
+        return value
+    if a.shape != b.shape or np.isfinite(b).all():
+        return value
+    return np.where(np.isfinite(b), a, b)
+
+
 class _LazyFits(dict):
     """evidence key -> _Fit of one form, each run only when first read: most forms are ruled out
     on the calls the candidate gets wrong, and never run on the (many more) calls it gets right."""
@@ -444,7 +508,7 @@ class _LazyFits(dict):
         self.form, self.evs = form, {ev.key: ev for ev in evs}
 
     def __missing__(self, key) -> _Fit:
-        fit = self[key] = _fit(self.evs[key], load_module(str(self.form.path)), (self.form,))
+        fit = self[key] = _fit(self.evs[key], model_of((self.form,)), (self.form,))
         return fit
 
 
@@ -476,6 +540,8 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
     started, cpu = time.perf_counter(), time.process_time()
     _FITS.clear()
+    _EDGE.clear()
+    _OVERLAYS.clear()
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
     _name_mutation(failing, finding)
@@ -492,6 +558,8 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
         _search(exercise, failing, evs, finding)
     _attribute_mutation(exercise, failing, evs, finding)
     _FITS.clear()
+    _EDGE.clear()
+    _OVERLAYS.clear()
     finding.seconds = time.perf_counter() - started
     finding.cpu_seconds = time.process_time() - cpu
     return finding
@@ -524,7 +592,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
                 finding.check_bug[r.id] = MUTATION_BUG
             continue
         for form in forms:
-            module = load_module(str(form.path))
+            module = model_of((form,))
             if all(_fit(ev, module, (form,)).agree.all() for ev in mine):
                 finding.check_bug[r.id] = MUTATION_BUG
                 break
@@ -534,7 +602,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
     singles = []
-    for form in compose.forms(exercise.id):
+    for form in compose.all_forms(exercise.id):
         if form.bug == MUTATION_BUG:
             continue
         singles.append(_Single(form, _LazyFits(form, evs)))
@@ -559,6 +627,9 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
                          else "; it reproduces every failing call")
             if by_message:
                 evidence += ", raising the same error with the same message as your code"
+            variant = next((f.variant for f in group if f.bug == bug), "")
+            if variant:
+                evidence += f" (in this form: {variant})"
             finding.diagnoses.append(_diagnosis(bug, evidence, checks))
         ambiguous = sorted({f.bug for g in groups for f in g} - named)
         if ambiguous:
@@ -583,7 +654,7 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
         return groups, False
 
     def matches(group) -> int:
-        model = compose.load_composed(group) if len(group) > 1 else load_module(str(group[0].path))
+        model = model_of(group)
         return sum(_fit(ev, model, group).same_message for ev in raised)
 
     scores = [matches(g) for g in groups]
@@ -640,15 +711,18 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[t
     budget = MAX_MODELS
     for size in range(2, MAX_BUGS + 1):
         found = []
-        combos = [c for c in itertools.combinations(relevant, size)
-                  if compose.composable(tuple(s.form for s in c))]
+        combos = [c for c in itertools.combinations(relevant, size) if len({s.form.bug for s in c}) == size]
         combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
-        for combo in combos[:budget]:
+        for combo in combos:
+            if budget <= 0:
+                break
             group = tuple(s.form for s in combo)
+            if not _groupable(combo, evs):
+                continue
             finding.models_tried += 1
             budget -= 1
             try:
-                model = compose.load_composed(group)
+                model = model_of(group)
             except Exception:  # noqa: BLE001 - a composition that does not compile is no model
                 continue
             if _reproduces(model, evs, group):
@@ -656,6 +730,42 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[t
         if found:
             return found
     return []
+
+
+def _groupable(combo: tuple, evs) -> bool:
+    """Whether the forms make one model: their hunks compose, or the ones that do not are edges
+    (every change they make on the evidence is an exception or non-finite values), which an
+    `_Overlay` adds to the model of the rest."""
+    group = tuple(s.form for s in combo)
+    if compose.composable(group):
+        return True
+    if group in _OVERLAYS:
+        return True
+    edges = [s for s in combo if _edge_only(s, evs)]
+    for size in range(1, min(len(edges), len(combo) - 1) + 1):
+        for chosen in itertools.combinations(edges, size):
+            main = tuple(s.form for s in combo if s not in chosen)
+            if len(main) == 1 or compose.composable(main):
+                _OVERLAYS[group] = _Overlay(model_of(main), tuple(model_of((s.form,)) for s in chosen),
+                                            "attn_kit_overlay_" + "__".join(f.name for f in group))
+                return True
+    return False
+
+
+_EDGE: dict = {}      # id(form) -> whether every change it makes is an exception or non-finite (one analyse)
+
+
+def _edge_only(single: _Single, evs) -> bool:
+    key = id(single.form)
+    if key not in _EDGE:
+        fits = [single.fits[ev.key] for ev in evs]
+        _EDGE[key] = any(f.differs.any() for f in fits) and all(
+            not (f.differs & ~(f.wild if f.wild is not None else np.zeros_like(f.differs))).any() for f in fits)
+    return _EDGE[key]
+
+
+def _model_known(group: tuple) -> bool:
+    return len(group) == 1 or compose.composable(group) or group in _OVERLAYS
 
 
 def _promise(combo, wrong, differs, matches) -> tuple:
@@ -682,7 +792,10 @@ def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:
             if not rest:
                 needed[cid].add(form.bug)
                 continue
-            model = compose.load_composed(rest) if len(rest) > 1 else load_module(str(rest[0].path))
+            if not _model_known(rest):
+                needed[cid].add(form.bug)
+                continue
+            model = model_of(rest)
             if not _reproduces(model, mine, rest):
                 needed[cid].add(form.bug)
     return needed
