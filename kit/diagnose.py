@@ -441,6 +441,7 @@ class Finding:
     seconds: float = 0.0
     cpu_seconds: float = 0.0         # process CPU time (the wall time depends on what else runs)
     considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
+    unexplained: list[str] = field(default_factory=list)   # failing checks no named bug reproduces
 
 
 def model_of(group: tuple) -> object:
@@ -843,7 +844,8 @@ def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
 
 
 def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_total: int, order) -> None:
-    """No combination reproduces everything: name a bug where it alone reproduces a whole check."""
+    """No combination reproduces everything: name a bug where it alone reproduces a whole check,
+    and say which failing checks something outside the catalogue still touches."""
     winners = _whole_check_matches(failing, evs, singles)
     named = []
     for bug, hits in winners.items():
@@ -851,15 +853,24 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
         figures = _rule_figures(single, evs, wrong_total)
         finding.considered.append(dict(figures, bug=bug))
         if figures["named"]:
-            named.append((bug, sorted({h[0] for h in hits}), figures["explained"]))
+            named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
-    for bug, checks, explained in named:
+    explained_checks = {c for _, checks, _, _ in named for c in checks}
+    rest = [r.id for r in failing if r.id not in explained_checks
+            and any(ev.wrong.any() for ev in evs if ev.check == r.id)]
+    outside = (f"something outside the catalogue is wrong too, in {_listed(rest)}" if rest
+               else "something outside the catalogue is wrong too")
+    for bug, checks, explained, single in named:
         evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
                     f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
-                    "reproduces all failing calls (something outside the catalogue is wrong too)")
+                    f"reproduces all failing calls ({outside})")
+        if single.form.variant:
+            evidence += f" (in this form: {single.form.variant})"
         finding.diagnoses.append(_diagnosis(bug, evidence, checks))
         for cid in checks:
             finding.check_bug.setdefault(cid, bug)
+    if named and rest:
+        finding.unexplained = rest
     if not named:
         finding.near_misses.extend(_closest(singles, evs, wrong_total))
 
@@ -882,21 +893,31 @@ def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list
 
 
 def _rule_figures(single: _Single, evs, wrong_total: int) -> dict:
-    """The naming rule's figures for one form over every call, and whether it passes."""
+    """The naming rule's figures for one form over every call, and whether it passes.
+
+    agreement: of the units the form changes, the share where the candidate agrees with it, not
+    counting units where the candidate is wrong in another way (something else acts there too,
+    as a bug outside the catalogue does on every output it changes); a form that changes a unit
+    the candidate gets right counts against it in full. share: of the candidate's wrong units in
+    the calls the form touches, the share it explains; `contested`: the units counted out."""
     touched = [ev for ev in evs if single.fits[ev.key].differs.any()]
     differs = single.units("differs", evs)
     agrees = sum(int((single.fits[ev.key].differs & single.fits[ev.key].agree).sum()) for ev in evs)
+    contested = sum(int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum()) for ev in touched)
+    against = differs - agrees - contested           # it changes them, and the candidate is right there
     wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
     explained = single.units("agree", touched, "wrong")
-    agreement = agrees / differs if differs else 0.0
+    agreement = agrees / (agrees + against) if agrees + against else 0.0
     share = explained / wrong_there if wrong_there else 0.0
-    return {"agreement": agreement, "share": share, "explained": explained,
+    clean = explained / (wrong_there - contested) if wrong_there > contested else 0.0
+    return {"agreement": agreement, "share": share, "explained": explained, "contested": contested,
             "global_share": explained / wrong_total if wrong_total else 0.0,
-            "named": agreement >= MIN_AGREEMENT and share >= MIN_SHARE}
+            "named": agreement >= MIN_AGREEMENT and (share >= MIN_SHARE or clean >= MIN_SHARE)}
 
 
 def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -> list[str]:
-    """The known bugs that came closest, and why each was not named."""
+    """The known bugs that came closest, and why each was not named: only forms that agree with the
+    candidate on most of the rows they change (else the bug is no near miss, only another mistake)."""
     best: dict[str, tuple] = {}
     for s in singles:
         explained = s.units("agree", evs, "wrong")
@@ -904,6 +925,8 @@ def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -
             continue
         differs = s.units("differs", evs)
         agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
+        if 2 * agrees <= differs:        # a near miss reproduces most of the rows it changes, or is no near miss
+            continue
         if s.form.bug not in best or explained > best[s.form.bug][0]:
             best[s.form.bug] = (explained, agrees, differs)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:how_many]

@@ -63,9 +63,9 @@ SOFTMAX = {
     return e / np.where(z > 0, z, 1.0)
 """,
     "overflow": """\
-    e = np.exp(s)
     if ok is not None:
-        e = e * ok
+        s = np.where(ok, s, -np.inf)
+    e = np.exp(s)
     z = e.sum(axis=-1, keepdims=True)
     return e / np.where(z > 0, z, 1.0)
 """,
@@ -566,7 +566,8 @@ def corpus() -> dict[str, tuple]:
         [FV, MW])
     add("np_additive_m1e4_interleaved.py", mha, mha_numpy(softmax="additive", fill="-1e4", split="interleaved"),
         [AM, HI])
-    add("np_transposed_wv_dropped_bk_plus1.py", mha, mha_numpy(transposed=("Wv",), dropped=("bk",), causal="plus1"),
+    # (bk alone is never a visible bug: it adds the same q·bk to every score of a query's row)
+    add("np_transposed_wv_dropped_bq_plus1.py", mha, mha_numpy(transposed=("Wv",), dropped=("bq",), causal="plus1"),
         [WT, BI, C1])
     add("np_dropped_bq_padding_queries.py", mha, mha_numpy(dropped=("bq",), padding="queries"), [BI, PQ])
     add("einsum_transposed_wq_model_width.py", mha, mha_einsum(transposed=("Wq",), scale="D"), [WT, MW])
@@ -583,7 +584,7 @@ def corpus() -> dict[str, tuple]:
     add("lists_overflow_no_scaling.py", mha, mha_lists(exp="raw", scale="none"), [SO, NS])
     add("lists_overflow_dropped_bo.py", mha, mha_lists(exp="raw", dropped=("bo",)), [SO, BI])
     add("lists_overflow_transposed_wq.py", mha, mha_lists(exp="raw", transposed=("Wq",)), [SO, WT])
-    add("np_overflow_dropped_bk.py", mha, mha_numpy(softmax="overflow", dropped=("bk",)), [SO, BI])
+    add("np_overflow_dropped_bv.py", mha, mha_numpy(softmax="overflow", dropped=("bv",)), [SO, BI])
     add("np_nan_rows_transposed_wo.py", mha, mha_numpy(softmax="nan", transposed=("Wo",)), [NAN, WT])
     add("einsum_nan_rows_dropped_bq_bv.py", mha, mha_einsum(dropped=("bq", "bv"), nan_rows=True), [NAN, BI])
     add("np_nan_rows_causal_plus1.py", mha, mha_numpy(softmax="nan", causal="plus1"), [NAN, C1])
@@ -611,9 +612,10 @@ def corpus() -> dict[str, tuple]:
     rope = "rope"
     RF, RP, RS = "rope-frequency-exponent", "rope-positions-ignored", "rope-sign-flipped"
     for tag, exponent in [("i_over_hd", "-1.0 * i / hd"), ("floordiv", "(-2 * i) // hd"),
-                          ("index_plus_one", "-2.0 * (i + 1) / hd"), ("hd_minus_2", "-2.0 * i / (hd - 2)")]:
+                          ("index_plus_one", "-2.0 * (i + 1) / hd")]:
         add(f"rope_exponent_{tag}.py", rope, rope_numpy(exponent=exponent), [RF])
     add("rope_base_1000.py", rope, rope_numpy(base_expr="1000.0"), [RF])
+    add("rope_base_500000.py", rope, rope_numpy(base_expr="500000.0"), [RF])
     add("rope_positions_ignored_in_attention.py", rope, rope_numpy(positions_in_attention=False), [RP])
     add("rope_positions_ignored_in_apply.py", rope, rope_numpy(positions_in_apply=False), [RP])
     add("rope_transposed_wq_wk.py", rope, rope_numpy(transposed=("Wq", "Wk")), [WT])

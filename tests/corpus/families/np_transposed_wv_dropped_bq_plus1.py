@@ -5,9 +5,11 @@ DT = np.float64
 
 
 def _softmax(s, ok=None):
-    e = np.exp(s)
     if ok is not None:
-        e = e * ok
+        s = np.where(ok, s, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - top)
     z = e.sum(axis=-1, keepdims=True)
     return e / np.where(z > 0, z, 1.0)
 
@@ -21,7 +23,7 @@ def stable_softmax(scores, allowed=None):
 def causal_mask(B, T):
     i = np.arange(T)[:, None]
     j = np.arange(T)[None, :]
-    m = j <= i
+    m = j <= i + 1
     return np.broadcast_to(m, (B, T, T)).copy()
 
 
@@ -41,9 +43,9 @@ def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
     def heads(y):
         return y.reshape(B, T, H, hd).transpose(0, 2, 1, 3)
 
-    q = heads(x @ np.asarray(params["Wq"], dtype=DT) + (0.0 if params.get("bq") is None else np.asarray(params["bq"], dtype=DT)))
-    k = heads(x @ np.asarray(params["Wk"], dtype=DT))
-    v = heads(x @ np.asarray(params["Wv"], dtype=DT) + (0.0 if params.get("bv") is None else np.asarray(params["bv"], dtype=DT)))
+    q = heads(x @ np.asarray(params["Wq"], dtype=DT))
+    k = heads(x @ np.asarray(params["Wk"], dtype=DT) + (0.0 if params.get("bk") is None else np.asarray(params["bk"], dtype=DT)))
+    v = heads(x @ np.asarray(params["Wv"], dtype=DT).T + (0.0 if params.get("bv") is None else np.asarray(params["bv"], dtype=DT)))
     scores = q @ k.transpose(0, 1, 3, 2) / DT(np.sqrt(hd))
     allowed = None if mask is None else np.asarray(mask, dtype=bool)[:, None]
     w = _softmax(scores, allowed)

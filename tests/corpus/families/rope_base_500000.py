@@ -9,7 +9,7 @@ def apply_rope(x, positions, base=10000.0):
         raise ValueError("head width must be even for rotary embeddings")
     half = hd // 2
     i = np.arange(half)
-    theta = (base) ** (-2.0 * i / (hd - 2))
+    theta = (500000.0) ** (-2.0 * i / hd)
     ang = np.asarray(positions, dtype=float)[:, None] * theta[None, :]
     c, s = np.cos(ang), np.sin(ang)
     a, b = x[..., :half], x[..., half:]

@@ -7,9 +7,7 @@ DT = np.float64
 def _softmax(s, ok=None):
     if ok is not None:
         s = np.where(ok, s, -np.inf)
-    top = s.max(axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    e = np.exp(s - top)
+    e = np.exp(s)
     z = e.sum(axis=-1, keepdims=True)
     return e / np.where(z > 0, z, 1.0)
 
@@ -23,7 +21,7 @@ def stable_softmax(scores, allowed=None):
 def causal_mask(B, T):
     i = np.arange(T)[:, None]
     j = np.arange(T)[None, :]
-    m = j <= i + 1
+    m = j <= i
     return np.broadcast_to(m, (B, T, T)).copy()
 
 
@@ -44,8 +42,8 @@ def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
         return y.reshape(B, T, H, hd).transpose(0, 2, 1, 3)
 
     q = heads(x @ np.asarray(params["Wq"], dtype=DT) + (0.0 if params.get("bq") is None else np.asarray(params["bq"], dtype=DT)))
-    k = heads(x @ np.asarray(params["Wk"], dtype=DT))
-    v = heads(x @ np.asarray(params["Wv"], dtype=DT).T + (0.0 if params.get("bv") is None else np.asarray(params["bv"], dtype=DT)))
+    k = heads(x @ np.asarray(params["Wk"], dtype=DT) + (0.0 if params.get("bk") is None else np.asarray(params["bk"], dtype=DT)))
+    v = heads(x @ np.asarray(params["Wv"], dtype=DT))
     scores = q @ k.transpose(0, 1, 3, 2) / DT(np.sqrt(hd))
     allowed = None if mask is None else np.asarray(mask, dtype=bool)[:, None]
     w = _softmax(scores, allowed)
