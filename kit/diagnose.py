@@ -7,8 +7,18 @@ unit is *wrong* when the candidate differs from the reference there, with the to
 check that made the call (never looser), or within float32 rounding for a float32 solution.
 
 A model is the reference with one or more known bugs applied (`compose.py` builds them from the
-bug files). A model *reproduces* the candidate when it agrees with the candidate on every unit of
-every failing call: where the candidate is wrong and where it is right.
+bug files). A bug id is a family: besides its bug files, prompts/families.toml makes more forms of
+it from them by text edits, one per choice of a parameter (a subset of the weights or biases, a
+fill value, the RoPE exponent or base, a place, a side, an order); each form is read as hunks
+against the reference like a bug file, so it composes with the other bugs, and the constant is
+fitted by the search itself: the form whose model agrees with the candidate's outputs is the one
+named. Forms that do not compose by hunks (made from another reference, or editing the same
+lines) still combine when every change one of them makes on the evidence is an exception or
+non-finite values: an `_Overlay` raises where that member raises and has its NaN/inf where it has
+them, over the model of the rest. A solution that computes in float32 is compared with each
+model's float32 twin, within float32 rounding. A model *reproduces* the candidate when it agrees
+with the candidate on every unit of every failing call: where the candidate is wrong and where it
+is right.
 
 1. Each bug form is run alone (skipping calls of functions its hunks cannot reach). Only forms
    that change some unit where the candidate is wrong, and either none where it is right or match
@@ -24,8 +34,11 @@ every failing call: where the candidate is wrong and where it is right.
 3. When no combination reproduces everything (a bug outside the catalogue is present too), the
    evidence falls back to each check on its own: a bug is named for a check when it alone
    reproduces every call of that check, and it passes the naming rule over all failing calls
-   (it agrees on at least MIN_AGREEMENT of the units it changes, and explains at least
-   MIN_SHARE of the candidate's own wrong units in the checks where it changes anything).
+   (it agrees on at least MIN_AGREEMENT of the units it changes, units where the candidate is
+   wrong in another way not counted, since something else acts there; and it explains at least
+   MIN_SHARE of the candidate's own wrong units in the checks where it changes anything, those
+   contested units aside). The evidence then names the failing checks no named bug reproduces.
+   A known bug is offered as a near miss only when it reproduces most of the rows it changes.
 4. A check's `bug` is the named bug that explains the worst row of that check's own mismatch.
 
 Mutation is not an output: `mutates-input` is named from the candidate's per-call mutation
@@ -850,7 +863,8 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
     named = []
     for bug, hits in winners.items():
         single = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
-        figures = _rule_figures(single, evs, wrong_total)
+        whole = {h[0] for h in hits}
+        figures = _rule_figures(single, evs, wrong_total, {ev.call.fn for ev in evs if ev.check in whole})
         finding.considered.append(dict(figures, bug=bug))
         if figures["named"]:
             named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
@@ -892,18 +906,22 @@ def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list
     return winners
 
 
-def _rule_figures(single: _Single, evs, wrong_total: int) -> dict:
+def _rule_figures(single: _Single, evs, wrong_total: int, seen_in: frozenset | set = frozenset()) -> dict:
     """The naming rule's figures for one form over every call, and whether it passes.
 
     agreement: of the units the form changes, the share where the candidate agrees with it, not
-    counting units where the candidate is wrong in another way (something else acts there too,
-    as a bug outside the catalogue does on every output it changes); a form that changes a unit
-    the candidate gets right counts against it in full. share: of the candidate's wrong units in
+    counting units where the candidate is wrong in another way in a function other than those
+    `seen_in` (the functions of the checks it reproduces whole): something else acts there too, as
+    a bug outside the catalogue does on every output it changes. In the functions where the form is
+    seen at work, a different wrong answer is evidence against it (a stray temperature is not
+    double-scaling, though both halve the scores at one head width). A form that changes a unit the
+    candidate gets right counts against it in full. share: of the candidate's wrong units in
     the calls the form touches, the share it explains; `contested`: the units counted out."""
     touched = [ev for ev in evs if single.fits[ev.key].differs.any()]
     differs = single.units("differs", evs)
     agrees = sum(int((single.fits[ev.key].differs & single.fits[ev.key].agree).sum()) for ev in evs)
-    contested = sum(int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum()) for ev in touched)
+    contested = sum(int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum())
+                    for ev in touched if ev.call.fn not in seen_in)
     against = differs - agrees - contested           # it changes them, and the candidate is right there
     wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
     explained = single.units("agree", touched, "wrong")
