@@ -392,7 +392,7 @@ def rope_attention(x, params, num_heads, positions=None, mask=None, return_weigh
 
 # --- sliding-window ------------------------------------------------------------------------------------
 
-def window_numpy(band="i - window < j <= i", fill="-np.inf", style="full") -> str:
+def window_numpy(band="i - window < j <= i", fill="-np.inf", style="full", full="chunks") -> str:
     if style == "loop":
         lo = {"i - window < j <= i": "max(0, i - window + 1)", "i - window <= j <= i": "max(0, i - window)",
               "i - window + 1 < j <= i": "max(0, i - window + 2)"}[band]
@@ -423,10 +423,10 @@ def sliding_window_attention(q, k, v, window):
     q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
     B, H, T, d = q.shape
     out = np.zeros((B, H, T, v.shape[-1]))
-    step = 32
+    step = {"32" if full == "chunks" else "T"}
     for a in range(0, T, step):
         e = min(T, a + step)
-        kb = max(0, a - window - 1)
+        kb = {"max(0, a - window - 1)" if full == "chunks" else "0"}
         s = q[:, :, a:e] @ k[:, :, kb:e].transpose(0, 1, 3, 2) / np.sqrt(d)
         i = np.arange(a, e)[:, None]
         j = np.arange(kb, e)[None, :]
@@ -631,7 +631,7 @@ def corpus() -> dict[str, tuple]:
     add("window_loop_one_fewer.py", win, window_numpy("i - window + 1 < j <= i", style="loop"), [WO])
     add("window_band_one_more.py", win, window_numpy("i - window <= j <= i"), [WO])
     add("window_band_one_fewer.py", win, window_numpy("i - window + 1 < j <= i"), [WO])
-    add("window_fill_m10.py", win, window_numpy(fill="-10.0"), [FV])
+    add("window_fill_m10.py", win, window_numpy(fill="-10.0", full="all keys"), [FV])
     add("window_correct.py", win, window_numpy(style="loop"), [])
 
     back = "attention-backward"
