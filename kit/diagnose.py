@@ -616,7 +616,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
     singles = []
-    for form in compose.all_forms(exercise.id):
+    for form in compose.all_forms(exercise.id) + _fitted_forms(exercise.id, evs):
         if form.bug == MUTATION_BUG:
             continue
         singles.append(_Single(form, _LazyFits(form, evs)))
@@ -655,6 +655,66 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
                 finding.check_bug.setdefault(cid, bug)
         return
     _per_check(failing, evs, singles, finding, wrong_total, order)
+
+
+def _fitted_forms(exercise_id: str, evs) -> tuple:
+    """Family forms whose constant is fitted from the candidate's own outputs: an entry of
+    prompts/families.toml with `fit = "<fitter>"` gets, besides its listed values, the value the
+    fitter reads off the evidence (none when the evidence does not show it)."""
+    textbook = {f.path.stem: f for f in compose.forms(exercise_id)}
+    out: list = []
+    for entry in compose.family_entries():
+        fitter = _FITTERS.get(entry.get("fit", ""))
+        if entry.get("exercise") != exercise_id or fitter is None or entry.get("form") not in textbook:
+            continue
+        value = fitter(evs)
+        if value is None or value in entry.get("values", []):
+            continue
+        fitted = {k: v for k, v in entry.items() if k != "labels"}
+        fitted.update(values=[value], labels=[f"{value} (fitted to your outputs)"])
+        try:
+            out.extend(compose.family_forms_of(fitted, textbook[entry["form"]]))
+        except compose.FamilyError:
+            continue
+    return tuple(out)
+
+
+def _blocked_constant(evs, additive: bool) -> str | None:
+    """The constant a softmax put in place of blocked scores (or added to them), read off the
+    candidate's `stable_softmax` rows: a blocked key j keeps weight w_j = exp(c - m) / Z beside an
+    allowed key a with w_a = exp(s_a - m) / Z, so c = s_a + ln(w_j / w_a) (for an added constant,
+    minus s_j). The median over every such pair, to four significant digits; None when no row shows
+    a blocked key with weight or the estimates disagree."""
+    estimates = []
+    for ev in evs:
+        call = ev.call
+        if call.fn != "stable_softmax" or ev.raised or not ev.wrong.any() or not ev.parts or ev.parts[0].rows is None:
+            continue
+        args = list(call.args) + [None] * 2
+        scores, allowed = args[0], call.kwargs.get("allowed", args[1])
+        if allowed is None:
+            continue
+        try:
+            s, a = np.asarray(scores, dtype=float).ravel(), np.asarray(allowed, dtype=bool).ravel()
+        except (TypeError, ValueError):
+            continue
+        w = ev.parts[0].rows[0]
+        if len(w) != len(s) or len(a) != len(s) or not a.any() or a.all() or not np.isfinite(w).all():
+            continue
+        ia = int(np.flatnonzero(a)[np.argmax(w[a])])
+        for j in np.flatnonzero(~a):
+            if w[j] > 0 and w[ia] > 0:
+                estimates.append(s[ia] + np.log(w[j] / w[ia]) - (s[j] if additive else 0.0))
+    if not estimates:
+        return None
+    value = float(np.median(estimates))
+    if not np.isfinite(value) or np.ptp(estimates) > 1e-6 * max(1.0, abs(value)):
+        return None
+    return repr(float(f"{value:.4g}"))
+
+
+_FITTERS = {"blocked-fill": lambda evs: _blocked_constant(evs, additive=False),
+            "blocked-added": lambda evs: _blocked_constant(evs, additive=True)}
 
 
 def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:

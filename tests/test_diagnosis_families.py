@@ -31,6 +31,7 @@ FAST = {
     "np_transposed_wq_wo.py", "np_dropped_bk_bv.py", "np_fill_m10p0_guarded.py", "np_causal_plus1_tril.py",
     "np_nan_rows_transposed_wo.py", "lists_overflow_dropped_bo.py", "np_residual_fill_m10.py", "np_residual.py",
     "np32_transposed_wo.py", "paged_used_sorted.py", "backward_dk_unscaled.py", "np_correct.py",
+    "np_fill_m7_guarded.py",
 }
 
 

@@ -550,6 +550,10 @@ def corpus() -> dict[str, tuple]:
             [FV])
     add("einsum_fill_m10_guarded.py", mha, mha_einsum(fill="-10.0"), [FV])
     add("lists_fill_m5.py", mha, mha_lists(exp="fill", fill="-5.0"), [FV])
+    # constants in no list of the kit's: fitted from the file's own outputs
+    add("np_fill_m7_guarded.py", mha, mha_numpy(softmax="weak", fill="-7.0", guard=True), [FV])
+    add("np_fill_m2p5.py", mha, mha_numpy(softmax="weak", fill="-2.5"), [FV])
+    add("np_additive_m10.py", mha, mha_numpy(softmax="additive", fill="-10.0"), [AM])
     for fill in ["-1e9", "-1e4"]:
         add(f"np_additive_{fill.replace('-', 'm')}.py", mha, mha_numpy(softmax="additive", fill=fill), [AM])
     # either side of the causal diagonal, in two constructions
