@@ -635,7 +635,8 @@ def corpus() -> dict[str, tuple]:
     add("window_loop_one_fewer.py", win, window_numpy("i - window + 1 < j <= i", style="loop"), [WO])
     add("window_band_one_more.py", win, window_numpy("i - window <= j <= i"), [WO])
     add("window_band_one_fewer.py", win, window_numpy("i - window + 1 < j <= i"), [WO])
-    add("window_fill_m10.py", win, window_numpy(fill="-10.0", full="all keys"), [FV])
+    add("window_fill_m10_full_scores.py", win, window_numpy(fill="-10.0", full="all keys"),
+        [FV, "materialises-scores"])
     add("window_correct.py", win, window_numpy(style="loop"), [])
 
     back = "attention-backward"
