@@ -426,8 +426,8 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             agree[sl] = part.rows is None
             continue
         mr = _rows(m)
-        with np.errstate(invalid="ignore"):
-            wild[sl] = ~np.isfinite(mr).all(axis=-1)
+        with np.errstate(invalid="ignore"):      # one unit for an unreadable part, else one per row
+            wild[sl] = ~np.isfinite(mr).all() if part.rows is None else ~np.isfinite(mr).all(axis=-1)
         if part.rows is None:
             differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
             continue
