@@ -228,7 +228,11 @@ def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
     """The forms one family entry makes from its textbook bug form (raises FamilyError when an
     edit's old text is not in the code it edits)."""
     on_reference = entry.get("on", "form") == "reference"
-    base = list(read_source(textbook.base))
+    base_path = textbook.base
+    if entry.get("reference"):          # another reference of the exercise (a plain-lists one, say)
+        base_path = textbook.base.parent / entry["reference"]
+        on_reference = True
+    base = list(read_source(base_path))
     start = "".join(base) if on_reference else compose_source((textbook,))
     out = []
     for label, edits in _choices(entry):
@@ -240,7 +244,7 @@ def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
             text = text.replace(old, new)
         hunks = tuple(_hunks(base, text.splitlines(keepends=True)))
         if hunks and hunks != textbook.hunks:
-            out.append(BugForm(textbook.bug, textbook.path, textbook.base, hunks,
+            out.append(BugForm(textbook.bug, textbook.path, base_path, hunks,
                                variant=f"{entry.get('parameter', 'form')}: {label}"))
     return out
 

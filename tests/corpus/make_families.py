@@ -473,7 +473,7 @@ def attention_backward(q, k, v, dout, mask=None):
 
 # --- paged-attention -----------------------------------------------------------------------------------
 
-def paged_lists(order="table", length="n", style="numpy") -> str:
+def paged_lists(order="table", length="n", style="numpy", exp="numpy") -> str:
     blocks = {
         "table": "list(table)",
         "reversed": "list(table)[::-1]",
@@ -483,6 +483,11 @@ def paged_lists(order="table", length="n", style="numpy") -> str:
         "pool": "list(range(len(table)))",
     }[order]
     count = {"n": "n", "short": "max(n - 1, 0)"}[length]
+    soft = ("""        s = s - s.max(1, keepdims=True)
+        w = np.exp(s)
+        w = w / w.sum(1, keepdims=True)""" if exp == "numpy" else """\
+        w = np.array([[math.exp(x) for x in row] for row in s.tolist()])   # no shift
+        w = w / w.sum(1, keepdims=True)""")
     return f'''import math
 
 import numpy as np
@@ -507,9 +512,7 @@ def paged_attention(q, k_pool, v_pool, block_tables, context_lens):
             continue
         K, V = np.stack(ks), np.stack(vs)             # n×H×d
         s = np.einsum("hd,nhd->hn", q[b], K) / math.sqrt(d)
-        s = s - s.max(1, keepdims=True)
-        w = np.exp(s)
-        w = w / w.sum(1, keepdims=True)
+{soft}
         out[b] = np.einsum("hn,nhd->hd", w, V)
     return out
 '''
@@ -652,6 +655,8 @@ def corpus() -> dict[str, tuple]:
     BT = "block-table-order"
     for order in ["reversed", "used-sorted", "used-reversed", "sorted", "pool"]:
         add(f"paged_{order.replace('-', '_')}.py", paged, paged_lists(order=order), [BT])
+    add("paged_math_exp_overflow_reversed.py", paged, paged_lists(order="reversed", exp="math"), [SO, BT])
+    add("paged_math_exp_overflow.py", paged, paged_lists(exp="math"), [SO])
     add("paged_correct.py", paged, paged_lists(), [])
     return files
 
