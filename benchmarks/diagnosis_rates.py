@@ -7,6 +7,8 @@ Files graded (in-process, `grading.grade`):
 - every bug file under solutions/*/bugs/ (single-bug: the file's bug must be named, alone);
 - every reference, and tests/corpus/precision's correct float32 files (nothing may be named);
 - tests/corpus/offcatalogue/ (bugs outside the catalogue: nothing may be named);
+- tests/corpus/families/ (bug-family variants: every listed bug named, nothing else; its files
+  with only an off-catalogue deviation count as off-catalogue, its correct files as correct);
 - tests/corpus/multibug/ (every listed bug named, nothing else);
 - tests/corpus/independent/ (its expectations from tests/test_diagnosis.py are not imported;
   only its correct files and off-catalogue files count, as correct and off-catalogue).
@@ -52,6 +54,12 @@ def cases(exercises):
             else:
                 kind_here, bugs = kind, set(d.get("bugs", []))
             out.append((kind_here, d["exercise"], CORPUS / folder / name, bugs))
+    families = tomllib.loads((CORPUS / "families" / "expected.toml").read_text())
+    for name, d in families.items():          # tests/corpus/families: variants of the bug families
+        if d["exercise"] in exercises:
+            kind = "correct" if d["passes"] else "offcatalogue" if not d["bugs"] else \
+                "single" if len(d["bugs"]) == 1 else "multibug"
+            out.append((kind, d["exercise"], CORPUS / "families" / name, set(d["bugs"])))
     if "mha-screen" in exercises:
         for name in ("lists_correct.py", "einsum_correct.py"):
             out.append(("correct", "mha-screen", CORPUS / "independent" / name, set()))

@@ -1,7 +1,8 @@
 """Benchmarks of the project's references, run on demand (pytest's testpaths do not include this folder).
 
     python benchmarks/run.py                   # all of them, Markdown to stdout
-    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup, bench-command, grade
+    python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup,
+                                               # bench-command, grade, diagnosis
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
 
 Prints ratios side by side with their targets, and the machine the figures came from. The two
@@ -413,9 +414,44 @@ def grade_vs_check_loop(repeats: int) -> list[Row]:
                 ms(statistics.median(a)), ms(statistics.median(b)), speedup, "≥ 5×", speedup >= 5.0)]
 
 
+# --- 7. diagnosis time on three-bug files -----------------------------------------------------
+
+THREE_BUG_FILES = (     # (corpus file, exercise): three catalogue bugs each, one of them a family's form
+    ("multibug/einsum_causal_padding_no_scaling.py", "mha-screen"),
+    ("families/np_transposed_wv_dropped_bq_plus1.py", "mha-screen"),
+    ("multibug/einsum_uniform_rows_biases_model_width.py", "mha-screen"),
+)
+
+
+def diagnosis_time(repeats: int) -> list[Row]:
+    """Kit time of diagnosis on three-bug files: `diagnose.analyse` rerun on one grading's results
+    (the candidate's code is not run again; every model the search tries is), CPU and wall, median
+    of `repeats` runs per file. Target: median at most 1 s on 2 cores (issue 21)."""
+    from attn_kit import catalog, diagnose, grading
+
+    corpus = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+    rows = []
+    for rel, exercise_id in THREE_BUG_FILES:
+        exercise = catalog.exercise(exercise_id)
+        report = grading.grade(corpus / rel, grading.Options(seed=1, exercise=exercise_id))
+        walls, cpus, named, models = [], [], [], 0
+        for _ in range(max(repeats, 3)):
+            finding = diagnose.analyse(exercise, report.results)
+            walls.append(finding.seconds)
+            cpus.append(finding.cpu_seconds)
+            named = sorted(d.bug for d in finding.diagnoses)
+            models = finding.models_tried
+        wall, cpu = statistics.median(walls), statistics.median(cpus)
+        rows.append(Row(f"diagnosis of `{rel}` ({exercise_id}, seed 1; named {', '.join(named) or 'nothing'}; "
+                        f"{models} models tried), median wall vs the 1 s budget (CPU {cpu:.2f} s)",
+                        f"{wall:.2f} s", "1 s", wall / 1.0, "≤ 1×", wall <= 1.0))
+    return rows
+
+
 BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "sliding-window": sliding_window_vs_naive,
               "kv-cache": kv_cache_vs_recompute,
-              "check-startup": check_startup, "bench-command": bench_command, "grade": grade_vs_check_loop}
+              "check-startup": check_startup, "bench-command": bench_command, "grade": grade_vs_check_loop,
+              "diagnosis": diagnosis_time}
 
 
 def main(argv=None) -> int:

@@ -15,11 +15,13 @@ import ast
 import difflib
 import functools
 import itertools
+import re
+import tomllib
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import bug_files, bug_id_of, reference_files
+from .paths import bug_files, bug_id_of, package_dir, reference_files
 
 SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
 
@@ -47,10 +49,11 @@ class BugForm:
     path: Path
     base: Path
     hunks: tuple[Hunk, ...]
+    variant: str = ""        # a family's form: "parameter: choice" (prompts/families.toml); "" for the file
 
     @property
     def name(self) -> str:
-        return self.path.stem
+        return self.path.stem + (f"~{self.variant}" if self.variant else "")
 
 
 @functools.lru_cache(maxsize=512)
@@ -119,7 +122,7 @@ def compose_source(group: tuple[BugForm, ...]) -> str:
 @functools.cache
 def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     """A module built from the composed source (cached per group)."""
-    name = "attn_kit_composed_" + "__".join(f.name.replace("-", "_").replace("@", "_") for f in group)
+    name = "attn_kit_composed_" + "__".join(re.sub(r"\W", "_", f.name) for f in group)
     module = types.ModuleType(name)
     module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"
     source = compose_source(group)
@@ -183,3 +186,86 @@ def affected(form: BugForm) -> frozenset[str] | None:
 def can_change(group: tuple[BugForm, ...], fn: str) -> bool:
     """Whether a model built from `group` may answer a call of `fn` differently from the reference."""
     return any((a := affected(f)) is None or fn in a for f in group)
+
+
+# --- families: more forms of one bug, as parameters of its textbook file ------------------------------
+
+FAMILIES = "families.toml"
+
+
+@functools.cache
+def _family_table() -> tuple[dict, ...]:
+    path = package_dir("prompts") / FAMILIES
+    if not path.exists():
+        return ()
+    return tuple(tomllib.loads(path.read_text(encoding="utf-8")).get("family", []))
+
+
+def _choices(entry: dict) -> list[tuple[str, list]]:
+    """(label, edits) for every choice of one family entry, {choice} filled in."""
+    def filled(text: str) -> list:
+        return [[old, new.replace("{choice}", text)] for old, new in entry.get("edits", [])]
+
+    if "variant" in entry:
+        return [(v["label"], [list(e) for e in v["edits"]]) for v in entry["variant"]]
+    if "subset_of" in entry:
+        names = list(entry["subset_of"])
+        out = []
+        for size in range(1, len(names)):
+            for subset in itertools.combinations(names, size):
+                out.append(("+".join(subset), filled(repr(tuple(subset)))))
+        return out
+    values = list(entry.get("values", []))
+    labels = list(entry.get("labels", values))
+    return [(label, filled(value)) for label, value in zip(labels, values)]
+
+
+class FamilyError(ValueError):
+    """An entry of prompts/families.toml that no longer fits its bug file (an old text not found)."""
+
+
+def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
+    """The forms one family entry makes from its textbook bug form (raises FamilyError when an
+    edit's old text is not in the code it edits)."""
+    on_reference = entry.get("on", "form") == "reference"
+    base_path = textbook.base
+    if entry.get("reference"):          # another reference of the exercise (a plain-lists one, say)
+        base_path = textbook.base.parent / entry["reference"]
+        on_reference = True
+    base = list(read_source(base_path))
+    start = "".join(base) if on_reference else compose_source((textbook,))
+    out = []
+    for label, edits in _choices(entry):
+        text = start
+        for old, new in edits:
+            if old not in text:
+                raise FamilyError(f"{FAMILIES}: {textbook.name} ({entry.get('parameter', '')}: {label}): "
+                                  f"{old!r} is not in the code it edits")
+            text = text.replace(old, new)
+        hunks = tuple(_hunks(base, text.splitlines(keepends=True)))
+        if hunks and hunks != textbook.hunks:
+            out.append(BugForm(textbook.bug, textbook.path, base_path, hunks,
+                               variant=f"{entry.get('parameter', 'form')}: {label}"))
+    return out
+
+
+@functools.cache
+def family_forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """Every family form of the exercise's bugs (prompts/families.toml), beside the bug files."""
+    textbook = {f.path.stem: f for f in forms(exercise_id)}
+    out: list[BugForm] = []
+    for entry in _family_table():
+        if entry.get("exercise") != exercise_id or entry.get("form") not in textbook:
+            continue
+        out.extend(family_forms_of(entry, textbook[entry["form"]]))
+    return tuple(out)
+
+
+def all_forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """The bug files' forms, then their families' forms."""
+    return forms(exercise_id) + family_forms(exercise_id)
+
+
+def family_entries() -> tuple[dict, ...]:
+    """The entries of prompts/families.toml (for tests and the content validator)."""
+    return _family_table()

@@ -538,11 +538,12 @@ def _entries(folder: Path) -> list[Path]:
 
 @validator
 def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
-    """prompts/ holds bugs.toml, coverage.toml and exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    """prompts/ holds bugs.toml, coverage.toml, families.toml and exercises/<id>.toml only: a stray file is a
+    typo or a leftover."""
     for path in _entries(content.prompts):
-        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "exercises"):
-            yield Problem(content.relative(path),
-                          "unexpected in prompts/ (expected __init__.py, bugs.toml, coverage.toml, exercises/)")
+        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", "exercises"):
+            yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, "
+                          "coverage.toml, families.toml, exercises/)")
     for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")

@@ -7,8 +7,18 @@ unit is *wrong* when the candidate differs from the reference there, with the to
 check that made the call (never looser), or within float32 rounding for a float32 solution.
 
 A model is the reference with one or more known bugs applied (`compose.py` builds them from the
-bug files). A model *reproduces* the candidate when it agrees with the candidate on every unit of
-every failing call: where the candidate is wrong and where it is right.
+bug files). A bug id is a family: besides its bug files, prompts/families.toml makes more forms of
+it from them by text edits, one per choice of a parameter (a subset of the weights or biases, a
+fill value, the RoPE exponent or base, a place, a side, an order); each form is read as hunks
+against the reference like a bug file, so it composes with the other bugs, and the constant is
+fitted by the search itself: the form whose model agrees with the candidate's outputs is the one
+named. Forms that do not compose by hunks (made from another reference, or editing the same
+lines) still combine when every change one of them makes on the evidence is an exception or
+non-finite values: an `_Overlay` raises where that member raises and has its NaN/inf where it has
+them, over the model of the rest. A solution that computes in float32 is compared with each
+model's float32 twin, within float32 rounding. A model *reproduces* the candidate when it agrees
+with the candidate on every unit of every failing call: where the candidate is wrong and where it
+is right.
 
 1. Each bug form is run alone (skipping calls of functions its hunks cannot reach). Only forms
    that change some unit where the candidate is wrong, and either none where it is right or match
@@ -24,8 +34,11 @@ every failing call: where the candidate is wrong and where it is right.
 3. When no combination reproduces everything (a bug outside the catalogue is present too), the
    evidence falls back to each check on its own: a bug is named for a check when it alone
    reproduces every call of that check, and it passes the naming rule over all failing calls
-   (it agrees on at least MIN_AGREEMENT of the units it changes, and explains at least
-   MIN_SHARE of the candidate's own wrong units in the checks where it changes anything).
+   (it agrees on at least MIN_AGREEMENT of the units it changes, units where the candidate is
+   wrong in another way not counted, since something else acts there; and it explains at least
+   MIN_SHARE of the candidate's own wrong units in the checks where it changes anything, those
+   contested units aside). The evidence then names the failing checks no named bug reproduces.
+   A known bug is offered as a near miss only when it reproduces most of the rows it changes.
 4. A check's `bug` is the named bug that explains the worst row of that check's own mismatch.
 
 Mutation is not an output: `mutates-input` is named from the candidate's per-call mutation
@@ -87,6 +100,9 @@ def float32_twin(module):
     their inputs to float64, so only this twin computes in float32 as a float32 solution does
     (its rounding of large scores, not just of its inputs). The module itself when its source
     is unknown or names no float64."""
+    if isinstance(module, _Overlay):
+        return _Overlay(float32_twin(module._main), tuple(float32_twin(e) for e in module._edges),
+                        module.__name__ + "_float32")
     if id(module) not in _TWINS:
         source = module.__dict__.get(SOURCE_ATTR) or ""
         twin = module
@@ -371,6 +387,7 @@ class _Fit:
     agree: np.ndarray                # the model gives what the candidate gives
     differs: np.ndarray              # the model differs from the reference
     same_message: bool = False       # where the candidate raised: the model raised the same message too
+    wild: np.ndarray | None = None   # the model raised, or its row there has a NaN or an inf (None: nowhere)
 
 
 _FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
@@ -391,14 +408,16 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
     out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
         return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]),
-                    same_message=out.raised == ev.raised and out.message == ev.message)
+                    same_message=out.raised == ev.raised and out.message == ev.message,
+                    wild=np.array([bool(out.raised)]))
     if out.raised:
         n = ev.size
-        return _Fit(np.zeros(n, bool), np.ones(n, bool))
+        return _Fit(np.zeros(n, bool), np.ones(n, bool), wild=np.ones(n, bool))
     mparts = _parts(out.value, ev.like)
     m32 = _parts(run_local(model, ev.call, float32=True, inputs=shared).value, ev.like) if ev.float32 and forms else None
     agree = np.zeros(ev.size, bool)
     differs = np.zeros(ev.size, bool)
+    wild = np.zeros(ev.size, bool)
     for part in ev.parts:
         m = mparts[part.src] if part.src < len(mparts) else None
         sl = slice(part.start, part.start + part.size)
@@ -407,6 +426,8 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             agree[sl] = part.rows is None
             continue
         mr = _rows(m)
+        with np.errstate(invalid="ignore"):      # one unit for an unreadable part, else one per row
+            wild[sl] = ~np.isfinite(mr).all() if part.rows is None else ~np.isfinite(mr).all(axis=-1)
         if part.rows is None:
             differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
             continue
@@ -417,7 +438,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             if mp32 is not None:
                 atol = np.maximum(atol, float32_tolerance(mr, _rows(mp32)))
         agree[sl] = _close(part.rows, mr, part.rtol, atol)
-    return _Fit(agree, differs)
+    return _Fit(agree, differs, wild=wild)
 
 
 # --- the search ---------------------------------------------------------------------------------
@@ -433,6 +454,63 @@ class Finding:
     seconds: float = 0.0
     cpu_seconds: float = 0.0         # process CPU time (the wall time depends on what else runs)
     considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
+    unexplained: list[str] = field(default_factory=list)   # failing checks no named bug reproduces
+
+
+def model_of(group: tuple) -> object:
+    """The model of a group of forms: a bug file's own module, the reference with the hunks of every
+    form applied (a family's form, or several bugs), or, for forms that do not compose by hunks
+    (another reference, the same lines), an `_Overlay` (see `_overlay_split`)."""
+    if len(group) == 1 and not group[0].variant:
+        return load_module(str(group[0].path))
+    if len(group) == 1 or compose.composable(group):
+        return compose.load_composed(group)
+    return _OVERLAYS[group]
+
+
+_OVERLAYS: dict = {}      # group -> _Overlay, registered by the search when it tries one
+
+
+class _Overlay(types.ModuleType):
+    """A composed model through edge behaviour: `main` (a model of the forms that compose by hunks)
+    answers each call, except that it raises where an `edge` member raises (an OverflowError from
+    math.exp, an IndexError) and has that member's non-finite values (NaN rows, inf) where it has
+    them. Only forms whose every effect on the evidence is an exception or non-finite values are
+    edges, so nothing of theirs is guessed."""
+
+    def __init__(self, main, edges: tuple, name: str):
+        super().__init__(name)
+        self._main, self._edges = main, edges
+        self.__file__ = f"<{name}>"
+
+    def __getattr__(self, fn: str):
+        if fn.startswith("__"):
+            raise AttributeError(fn)
+        main_fn = getattr(self._main, fn)
+        edge_fns = [getattr(e, fn, None) for e in self._edges]
+
+        def call(*args, **kwargs):
+            extra = [f(*args, **kwargs) for f in edge_fns if f is not None]     # raises where they raise
+            value = main_fn(*args, **kwargs)
+            for other in extra:
+                value = _non_finite_from(value, other)
+            return value
+        return call
+
+
+def _non_finite_from(value, other):
+    """`value` with `other`'s non-finite entries where the two have the same structure and shape."""
+    if isinstance(value, tuple):
+        if isinstance(other, tuple) and len(other) == len(value):
+            return tuple(_non_finite_from(v, o) for v, o in zip(value, other))
+        return value
+    try:
+        a, b = np.asarray(value, dtype=float), np.asarray(other, dtype=float)
+    except (ValueError, TypeError):
+        return value
+    if a.shape != b.shape or np.isfinite(b).all():
+        return value
+    return np.where(np.isfinite(b), a, b)
 
 
 class _LazyFits(dict):
@@ -444,7 +522,7 @@ class _LazyFits(dict):
         self.form, self.evs = form, {ev.key: ev for ev in evs}
 
     def __missing__(self, key) -> _Fit:
-        fit = self[key] = _fit(self.evs[key], load_module(str(self.form.path)), (self.form,))
+        fit = self[key] = _fit(self.evs[key], model_of((self.form,)), (self.form,))
         return fit
 
 
@@ -476,6 +554,8 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     """Known bugs the failing checks' calls reproduce, with each failing check's own bug."""
     started, cpu = time.perf_counter(), time.process_time()
     _FITS.clear()
+    _EDGE.clear()
+    _OVERLAYS.clear()
     finding = Finding()
     failing = [r for r in results if r.status in ("fail", "error")]
     _name_mutation(failing, finding)
@@ -492,6 +572,8 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
         _search(exercise, failing, evs, finding)
     _attribute_mutation(exercise, failing, evs, finding)
     _FITS.clear()
+    _EDGE.clear()
+    _OVERLAYS.clear()
     finding.seconds = time.perf_counter() - started
     finding.cpu_seconds = time.process_time() - cpu
     return finding
@@ -524,7 +606,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
                 finding.check_bug[r.id] = MUTATION_BUG
             continue
         for form in forms:
-            module = load_module(str(form.path))
+            module = model_of((form,))
             if all(_fit(ev, module, (form,)).agree.all() for ev in mine):
                 finding.check_bug[r.id] = MUTATION_BUG
                 break
@@ -534,7 +616,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
     singles = []
-    for form in compose.forms(exercise.id):
+    for form in compose.all_forms(exercise.id) + _fitted_forms(exercise.id, evs):
         if form.bug == MUTATION_BUG:
             continue
         singles.append(_Single(form, _LazyFits(form, evs)))
@@ -559,6 +641,9 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
                          else "; it reproduces every failing call")
             if by_message:
                 evidence += ", raising the same error with the same message as your code"
+            variant = next((f.variant for f in group if f.bug == bug), "")
+            if variant:
+                evidence += f" (in this form: {variant})"
             finding.diagnoses.append(_diagnosis(bug, evidence, checks))
         ambiguous = sorted({f.bug for g in groups for f in g} - named)
         if ambiguous:
@@ -572,6 +657,66 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
     _per_check(failing, evs, singles, finding, wrong_total, order)
 
 
+def _fitted_forms(exercise_id: str, evs) -> tuple:
+    """Family forms whose constant is fitted from the candidate's own outputs: an entry of
+    prompts/families.toml with `fit = "<fitter>"` gets, besides its listed values, the value the
+    fitter reads off the evidence (none when the evidence does not show it)."""
+    textbook = {f.path.stem: f for f in compose.forms(exercise_id)}
+    out: list = []
+    for entry in compose.family_entries():
+        fitter = _FITTERS.get(entry.get("fit", ""))
+        if entry.get("exercise") != exercise_id or fitter is None or entry.get("form") not in textbook:
+            continue
+        value = fitter(evs)
+        if value is None or value in entry.get("values", []):
+            continue
+        fitted = {k: v for k, v in entry.items() if k != "labels"}
+        fitted.update(values=[value], labels=[f"{value} (fitted to your outputs)"])
+        try:
+            out.extend(compose.family_forms_of(fitted, textbook[entry["form"]]))
+        except compose.FamilyError:
+            continue
+    return tuple(out)
+
+
+def _blocked_constant(evs, additive: bool) -> str | None:
+    """The constant a softmax put in place of blocked scores (or added to them), read off the
+    candidate's `stable_softmax` rows: a blocked key j keeps weight w_j = exp(c - m) / Z beside an
+    allowed key a with w_a = exp(s_a - m) / Z, so c = s_a + ln(w_j / w_a) (for an added constant,
+    minus s_j). The median over every such pair, to four significant digits; None when no row shows
+    a blocked key with weight or the estimates disagree."""
+    estimates = []
+    for ev in evs:
+        call = ev.call
+        if call.fn != "stable_softmax" or ev.raised or not ev.wrong.any() or not ev.parts or ev.parts[0].rows is None:
+            continue
+        args = list(call.args) + [None] * 2
+        scores, allowed = args[0], call.kwargs.get("allowed", args[1])
+        if allowed is None:
+            continue
+        try:
+            s, a = np.asarray(scores, dtype=float).ravel(), np.asarray(allowed, dtype=bool).ravel()
+        except (TypeError, ValueError):
+            continue
+        w = ev.parts[0].rows[0]
+        if len(w) != len(s) or len(a) != len(s) or not a.any() or a.all() or not np.isfinite(w).all():
+            continue
+        ia = int(np.flatnonzero(a)[np.argmax(w[a])])
+        for j in np.flatnonzero(~a):
+            if w[j] > 0 and w[ia] > 0:
+                estimates.append(s[ia] + np.log(w[j] / w[ia]) - (s[j] if additive else 0.0))
+    if not estimates:
+        return None
+    value = float(np.median(estimates))
+    if not np.isfinite(value) or np.ptp(estimates) > 1e-6 * max(1.0, abs(value)):
+        return None
+    return repr(float(f"{value:.4g}"))
+
+
+_FITTERS = {"blocked-fill": lambda evs: _blocked_constant(evs, additive=False),
+            "blocked-added": lambda evs: _blocked_constant(evs, additive=True)}
+
+
 def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
     """Among groups that all reproduce every call (a raised call matches on the exception's type),
     the ones whose models also raise the candidate's own messages, when that tells them apart:
@@ -583,7 +728,7 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
         return groups, False
 
     def matches(group) -> int:
-        model = compose.load_composed(group) if len(group) > 1 else load_module(str(group[0].path))
+        model = model_of(group)
         return sum(_fit(ev, model, group).same_message for ev in raised)
 
     scores = [matches(g) for g in groups]
@@ -640,15 +785,18 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[t
     budget = MAX_MODELS
     for size in range(2, MAX_BUGS + 1):
         found = []
-        combos = [c for c in itertools.combinations(relevant, size)
-                  if compose.composable(tuple(s.form for s in c))]
+        combos = [c for c in itertools.combinations(relevant, size) if len({s.form.bug for s in c}) == size]
         combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
-        for combo in combos[:budget]:
+        for combo in combos:
+            if budget <= 0:
+                break
             group = tuple(s.form for s in combo)
+            if not _groupable(combo, evs):
+                continue
             finding.models_tried += 1
             budget -= 1
             try:
-                model = compose.load_composed(group)
+                model = model_of(group)
             except Exception:  # noqa: BLE001 - a composition that does not compile is no model
                 continue
             if _reproduces(model, evs, group):
@@ -656,6 +804,42 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[t
         if found:
             return found
     return []
+
+
+def _groupable(combo: tuple, evs) -> bool:
+    """Whether the forms make one model: their hunks compose, or the ones that do not are edges
+    (every change they make on the evidence is an exception or non-finite values), which an
+    `_Overlay` adds to the model of the rest."""
+    group = tuple(s.form for s in combo)
+    if compose.composable(group):
+        return True
+    if group in _OVERLAYS:
+        return True
+    edges = [s for s in combo if _edge_only(s, evs)]
+    for size in range(1, min(len(edges), len(combo) - 1) + 1):
+        for chosen in itertools.combinations(edges, size):
+            main = tuple(s.form for s in combo if s not in chosen)
+            if len(main) == 1 or compose.composable(main):
+                _OVERLAYS[group] = _Overlay(model_of(main), tuple(model_of((s.form,)) for s in chosen),
+                                            "attn_kit_overlay_" + "__".join(f.name for f in group))
+                return True
+    return False
+
+
+_EDGE: dict = {}      # id(form) -> whether every change it makes is an exception or non-finite (one analyse)
+
+
+def _edge_only(single: _Single, evs) -> bool:
+    key = id(single.form)
+    if key not in _EDGE:
+        fits = [single.fits[ev.key] for ev in evs]
+        _EDGE[key] = any(f.differs.any() for f in fits) and all(
+            not (f.differs & ~(f.wild if f.wild is not None else np.zeros_like(f.differs))).any() for f in fits)
+    return _EDGE[key]
+
+
+def _model_known(group: tuple) -> bool:
+    return len(group) == 1 or compose.composable(group) or group in _OVERLAYS
 
 
 def _promise(combo, wrong, differs, matches) -> tuple:
@@ -682,7 +866,10 @@ def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:
             if not rest:
                 needed[cid].add(form.bug)
                 continue
-            model = compose.load_composed(rest) if len(rest) > 1 else load_module(str(rest[0].path))
+            if not _model_known(rest):
+                needed[cid].add(form.bug)
+                continue
+            model = model_of(rest)
             if not _reproduces(model, mine, rest):
                 needed[cid].add(form.bug)
     return needed
@@ -730,23 +917,34 @@ def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
 
 
 def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_total: int, order) -> None:
-    """No combination reproduces everything: name a bug where it alone reproduces a whole check."""
+    """No combination reproduces everything: name a bug where it alone reproduces a whole check,
+    and say which failing checks something outside the catalogue still touches."""
     winners = _whole_check_matches(failing, evs, singles)
     named = []
     for bug, hits in winners.items():
         single = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
-        figures = _rule_figures(single, evs, wrong_total)
+        whole = {h[0] for h in hits}
+        figures = _rule_figures(single, evs, wrong_total, {ev.call.fn for ev in evs if ev.check in whole})
         finding.considered.append(dict(figures, bug=bug))
         if figures["named"]:
-            named.append((bug, sorted({h[0] for h in hits}), figures["explained"]))
+            named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
-    for bug, checks, explained in named:
+    explained_checks = {c for _, checks, _, _ in named for c in checks}
+    rest = [r.id for r in failing if r.id not in explained_checks
+            and any(ev.wrong.any() for ev in evs if ev.check == r.id)]
+    outside = (f"something outside the catalogue is wrong too, in {_listed(rest)}" if rest
+               else "something outside the catalogue is wrong too")
+    for bug, checks, explained, single in named:
         evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
                     f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
-                    "reproduces all failing calls (something outside the catalogue is wrong too)")
+                    f"reproduces all failing calls ({outside})")
+        if single.form.variant:
+            evidence += f" (in this form: {single.form.variant})"
         finding.diagnoses.append(_diagnosis(bug, evidence, checks))
         for cid in checks:
             finding.check_bug.setdefault(cid, bug)
+    if named and rest:
+        finding.unexplained = rest
     if not named:
         finding.near_misses.extend(_closest(singles, evs, wrong_total))
 
@@ -768,22 +966,36 @@ def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list
     return winners
 
 
-def _rule_figures(single: _Single, evs, wrong_total: int) -> dict:
-    """The naming rule's figures for one form over every call, and whether it passes."""
+def _rule_figures(single: _Single, evs, wrong_total: int, seen_in: frozenset | set = frozenset()) -> dict:
+    """The naming rule's figures for one form over every call, and whether it passes.
+
+    agreement: of the units the form changes, the share where the candidate agrees with it, not
+    counting units where the candidate is wrong in another way in a function other than those
+    `seen_in` (the functions of the checks it reproduces whole): something else acts there too, as
+    a bug outside the catalogue does on every output it changes. In the functions where the form is
+    seen at work, a different wrong answer is evidence against it (a stray temperature is not
+    double-scaling, though both halve the scores at one head width). A form that changes a unit the
+    candidate gets right counts against it in full. share: of the candidate's wrong units in
+    the calls the form touches, the share it explains; `contested`: the units counted out."""
     touched = [ev for ev in evs if single.fits[ev.key].differs.any()]
     differs = single.units("differs", evs)
     agrees = sum(int((single.fits[ev.key].differs & single.fits[ev.key].agree).sum()) for ev in evs)
+    contested = sum(int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum())
+                    for ev in touched if ev.call.fn not in seen_in)
+    against = differs - agrees - contested           # it changes them, and the candidate is right there
     wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
     explained = single.units("agree", touched, "wrong")
-    agreement = agrees / differs if differs else 0.0
+    agreement = agrees / (agrees + against) if agrees + against else 0.0
     share = explained / wrong_there if wrong_there else 0.0
-    return {"agreement": agreement, "share": share, "explained": explained,
+    clean = explained / (wrong_there - contested) if wrong_there > contested else 0.0
+    return {"agreement": agreement, "share": share, "explained": explained, "contested": contested,
             "global_share": explained / wrong_total if wrong_total else 0.0,
-            "named": agreement >= MIN_AGREEMENT and share >= MIN_SHARE}
+            "named": agreement >= MIN_AGREEMENT and (share >= MIN_SHARE or clean >= MIN_SHARE)}
 
 
 def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -> list[str]:
-    """The known bugs that came closest, and why each was not named."""
+    """The known bugs that came closest, and why each was not named: only forms that agree with the
+    candidate on most of the rows they change (else the bug is no near miss, only another mistake)."""
     best: dict[str, tuple] = {}
     for s in singles:
         explained = s.units("agree", evs, "wrong")
@@ -791,6 +1003,8 @@ def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -
             continue
         differs = s.units("differs", evs)
         agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
+        if 2 * agrees <= differs:        # a near miss reproduces most of the rows it changes, or is no near miss
+            continue
         if s.form.bug not in best or explained > best[s.form.bug][0]:
             best[s.form.bug] = (explained, agrees, differs)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:how_many]

@@ -103,7 +103,8 @@ __all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files",
 
 # The modules that take longest run first: pytest-xdist (--dist loadfile) hands out whole modules in
 # collection order, and one of these started last keeps one worker busy while the other waits.
-LONGEST_FIRST = ("test_catalogue.py", "test_testgrade.py", "test_diagnosis_corpus.py", "test_sandbox_hostile.py",
+LONGEST_FIRST = ("test_catalogue.py", "test_testgrade.py", "test_diagnosis_corpus.py", "test_diagnosis_families.py",
+                 "test_diagnosis_families_more.py", "test_sandbox_hostile.py",
                  "test_practice.py", "test_bench.py", "test_sandbox_corpus.py")
 
 
