@@ -256,6 +256,11 @@ def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
         yield (new, "swap", f"the two sides of `{sym}` here are the wrong way round",
                f"{_src(node.left)} {sym} {_src(node.right)} -> {_src(node.right)} {sym} {_src(node.left)}",
                ("weights-transposed",))
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript) and isinstance(node.ctx, ast.Load) \
+            and not isinstance(node.slice, ast.Slice) and not isinstance(node.value.slice, ast.Slice):
+        new = ast.Subscript(ast.Subscript(node.value.value, node.slice, ast.Load()), node.value.slice, ast.Load())
+        yield (new, "swap", "the two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}",
+               ("weights-transposed",))
     if isinstance(node, ast.Call) and not node.keywords:
         fname = _name(node)
         args = node.args
@@ -410,23 +415,23 @@ def _transpose(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
             new = _copy(node)
             new.func.value = ast.Call(ast.Attribute(_copy(receiver), "swapaxes", ast.Load()),
                                       [ast.Constant(1), ast.Constant(2)], [])
-            yield (new, "transpose", "the axes are not moved before this reshape",
+            yield (new, "transpose+", "the axes are not moved before this reshape",
                    f"{_src(receiver)} -> {_src(new.func.value)}", ("reshape-without-transpose",))
             after = ast.Call(ast.Attribute(_copy(node), "swapaxes", ast.Load()), [ast.Constant(1), ast.Constant(2)], [])
-            yield (after, "transpose", "the axes are not moved after this reshape",
+            yield (after, "transpose+", "the axes are not moved after this reshape",
                    f"{_src(node)} -> {_src(after)}", ("reshape-without-transpose",))
     operand = (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult)) or \
         (isinstance(parent, ast.Call) and _name(parent) in ("matmul", "dot") and node in parent.args)
     if operand and isinstance(node, (ast.Name, ast.Subscript, ast.Call)) and not (
             isinstance(node, ast.Call) and _name(node) in ("transpose", "swapaxes", "permute")):
         new = ast.Attribute(_copy(node), "T", ast.Load())
-        yield (new, "transpose", "this operand needs a transpose", f"{_src(node)} -> {_src(new)}", bugs)
+        yield (new, "transpose+", "this operand needs a transpose", f"{_src(node)} -> {_src(new)}", bugs)
 
 
 SQRT = ("sqrt",)
 
 
-def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:  # noqa: C901 (the width, a scale too many and a scale missing)
     if isinstance(node, ast.Call) and _name(node) in SQRT and len(node.args) == 1:
         arg = node.args[0]
         for width in scope.widths:
@@ -435,6 +440,13 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
                 new.args[0] = ast.Name(width, ast.Load())
                 yield (new, "width", "the width under this square root is the wrong one",
                        f"sqrt({_src(arg)}) -> sqrt({width})", ("scale-by-model-width",))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) \
+            and node.right.value == 0.5:
+        for width in scope.widths:
+            if width != _src(node.left):
+                new = ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5))
+                yield (new, "width", "the width under this square root is the wrong one",
+                       f"{_src(node)} -> {_src(new)}", ("scale-by-model-width",))
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Mult)):
         for keep, drop in ((node.left, node.right), (node.right, node.left)):
             if keep is node.right and isinstance(node.op, ast.Div):
@@ -446,10 +458,17 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     scores = (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)) or \
         (isinstance(node, ast.Call) and _name(node) in ("matmul", "einsum", "bmm")) or \
         (isinstance(node, ast.Call) and _name(node) == "sum" and node.args and isinstance(node.args[0], ast.GeneratorExp))
-    if scores and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)):
+    if scores and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
         for width in scope.widths:
             new = ast.BinOp(_copy(node), ast.Div(), ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5)))
             yield (new, "scale", "these scores are not scaled", f"{_src(node)} -> {_src(new)}", ("no-scaling",))
+
+
+def _weighted(node: ast.AST) -> bool:
+    """A product with a weight matrix (`x @ Wq`, `params["Wq"]`): a projection, not scores."""
+    return any(isinstance(n, ast.Name) and n.id.startswith("W") or
+               isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("W")
+               for n in ast.walk(node))
 
 
 def _constant(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -493,15 +512,22 @@ def _missing(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
     if isinstance(parent, ast.Return) and node is parent.value or \
             isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope):
         for dict_name, keys in scope.params:
-            if "Wo" not in keys and any(k.startswith("W") for k in keys):
-                proj: Any = ast.parse(f"x @ {dict_name}['Wo'] + ({dict_name}.get('bo') if {dict_name}.get('bo') is not None "
-                                 f"else 0)", mode="eval").body
-                proj.left.left = _copy(node)
+            if "Wo" not in keys:
+                bias = "" if "bo" in keys else \
+                    f" + ({dict_name}.get('bo') if {dict_name}.get('bo') is not None else 0)"
+                proj: Any = ast.parse(f"x @ {dict_name}['Wo']{bias}", mode="eval").body
+                (proj.left if bias else proj).left = _copy(node)
                 yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
                        ("no-output-projection",))
         for name in scope.unused:
             new = ast.BinOp(_copy(node), ast.MatMult(), ast.Name(name, ast.Load()))
             yield (new, "term", "a projection is missing here", f"{_src(node)} -> {_src(new)}", ("no-output-projection",))
+            for other in scope.unused:
+                if other != name:
+                    new = ast.BinOp(ast.BinOp(_copy(node), ast.MatMult(), ast.Name(name, ast.Load())), ast.Add(),
+                                    ast.Name(other, ast.Load()))
+                    yield (new, "term", "a projection is missing here", f"{_src(node)} -> {_src(new)}",
+                           ("no-output-projection",))
     if isinstance(node, ast.Call) and _name(node) == "exp" and len(node.args) >= 1:
         arg = node.args[0]
         for name in scope.unused + [m for m in scope.maxes if m != _src(arg)]:
@@ -576,8 +602,9 @@ def _copy(node):
 
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
                                    _missing, _max_allowed)
-OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "axis": 2, "constant": 2, "scale": 3, "width": 3,
-                  "max": 3, "term": 4, "swap": 4, "permute": 4, "einsum": 4, "transpose": 5}
+OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
+                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "einsum": 4, "transpose+": 5}
+VOUCHED = 20          # rank added to edits in a function some passing check called and no failing check did
 
 
 def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one walk that collects every fact the operators use)
@@ -636,9 +663,11 @@ def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
-def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[str]) -> list[Edit]:  # noqa: C901 (skips nodes no operator may touch, in one loop)
+def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[str],  # noqa: C901 (skips nodes no operator may touch, in one loop)
+            vouched: frozenset[str] = frozenset()) -> list[Edit]:
     """Every edit the operators propose inside `functions` (all functions when None), ranked:
-    edits matching a diagnosed bug first, then by operator, then by line."""
+    edits in `vouched` functions (ones passing checks called directly and failing checks did
+    not) last, edits matching a diagnosed bug first, then by operator, then by line."""
     parents = _parents(tree)
     lines = text.splitlines()
     found: dict[tuple, Edit] = {}
@@ -673,7 +702,8 @@ def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[s
                     end = (node.end_lineno, node.end_col_offset)
                     if _segment(lines, start, end) == replacement:
                         continue
-                    rank = OPERATOR_ORDER.get(op, 5) - (10 if set(edit_bugs) & bugs else 0)
+                    rank = OPERATOR_ORDER.get(op, 5) - (10 if set(edit_bugs) & bugs else 0) + \
+                        (VOUCHED if fn.name in vouched else 0)
                     key = (start, end, replacement)
                     if key not in found:
                         found[key] = Edit(start, end, replacement, op, what, change, edit_bugs, rank)
@@ -858,7 +888,9 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and (functions is None or n.name in functions)]
     depends = [(n.name, n.lineno, n.end_lineno or n.lineno) for n in defs]
     diagnosed = {d.bug for d in report.diagnosis}
-    edits = propose(source.text, tree, functions, diagnosed)
+    passing_calls = {call.fn for r in report.results if r.status == CheckStatus.PASS for call in r.calls}
+    failing_calls = {call.fn for r in report.results if r.status in FAILED for call in r.calls}
+    edits = propose(source.text, tree, functions, diagnosed, frozenset(passing_calls - failing_calls))
     located = Located(None, proposed=len(edits), depends=depends, failing=failing)
     options = dataclasses.replace(options, seed=report.seed, exercise=exercise.id)
     runner = _Runner(path, report, options, exercise)
@@ -877,35 +909,52 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
             tuple(sorted(diagnosed))
         return Found(chosen, failing, bugs, diff(source.text, chosen))
 
-    try:
-        partial: list[tuple[Edit, set[str]]] = []
-        for i, edit in enumerate(edits):
-            if out_of_time():
-                return finish(None, "budget")
-            if progress:
-                progress("single", i + 1, len(edits))
-            text = apply(source.text, [edit])
-            ok, repaired = runner.screen(text, misses=2)
-            if ok and runner.verify(text):
-                return finish(found((edit,)), "found")
-            if repaired:
-                partial.append((edit, repaired))
-        pairs = _pairs(partial, edits, set(failing))
+    # one diagnosed bug: most likely one mistake, so a single edit is rejected at its first failing
+    # check; otherwise it runs on to a second, to learn which checks it repairs (for the pairs)
+    misses = 1 if len(diagnosed) == 1 else 2
+    tried_pairs: set[tuple[int, int]] = set()
+
+    def try_pairs(partial, deadline: float) -> Found | None:
+        pairs = [p for p in _pairs(partial, edits) if (id(p[0]), id(p[1])) not in tried_pairs]
         for i, (a, b) in enumerate(pairs):
-            if out_of_time():
-                return finish(None, "budget")
+            if time.perf_counter() > deadline:
+                return None
+            tried_pairs.add((id(a), id(b)))
             if progress:
                 progress("pair", i + 1, len(pairs))
             text = apply(source.text, [a, b])
             ok, _ = runner.screen(text, misses=1)
             if ok and runner.verify(text):
-                return finish(found(tuple(sorted((a, b), key=lambda e: e.start))), "found")
-        return finish(None, "exhausted")
+                return found(tuple(sorted((a, b), key=lambda e: e.start)))
+        return None
+
+    try:
+        partial: list[tuple[Edit, set[str]]] = []
+        paired = False
+        for i, edit in enumerate(edits):
+            if out_of_time():
+                return finish(None, "budget")
+            if not paired and partial and time.perf_counter() - started > budget / 2:
+                paired = True       # half the budget gone: try the pairs the repairs so far suggest
+                if (pair := try_pairs(partial, started + budget * 0.8)) is not None:
+                    return finish(pair, "found")
+            if progress:
+                progress("single", i + 1, len(edits))
+            text = apply(source.text, [edit])
+            ok, repaired = runner.screen(text, misses=misses)
+            if ok and runner.verify(text):
+                return finish(found((edit,)), "found")
+            if repaired:
+                partial.append((edit, repaired))
+        pair = try_pairs(partial, started + budget)
+        if pair is not None:
+            return finish(pair, "found")
+        return finish(None, "budget" if out_of_time() else "exhausted")
     finally:
         runner.close()
 
 
-def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit], failing: set[str]) -> list[tuple[Edit, Edit]]:
+def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit]) -> list[tuple[Edit, Edit]]:
     """Pairs to try: two edits that each repaired some failing checks, those that together cover
     most of them first; then a repairing edit with any other edit, in rank order."""
     scored = []
