@@ -182,6 +182,9 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
             raise UsageError("--locate searches once; it does not combine with --watch.")
         from .cli_practice import watch_check
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
+    if locate:
+        from . import locate as locate_module
+        locate_module.prepare(file, exercise)
     report = grading.grade(file, options)
     located = _locate(file, report, options, locate_budget, quiet=True) if locate and as_json else None
     tests = None

@@ -249,7 +249,8 @@ def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                f"({', '.join(map(str, values))}) -> ({', '.join(map(str, option))})", bugs)
 
 
-def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
+def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (operands, indices and arguments swapped)
+    new: Any
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.MatMult, ast.Sub)):
         new = ast.BinOp(node.right, node.op, node.left)
         sym = "@" if isinstance(node.op, ast.MatMult) else "-"
@@ -261,6 +262,14 @@ def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
         new = ast.Subscript(ast.Subscript(node.value.value, node.slice, ast.Load()), node.value.slice, ast.Load())
         yield (new, "swap", "the two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}",
                ("weights-transposed",))
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and isinstance(node.ctx, ast.Load):
+        elts = node.slice.elts
+        for i in range(len(elts) - 1):
+            if _src(elts[i]) != _src(elts[i + 1]):
+                new = _copy(node)
+                new.slice.elts[i], new.slice.elts[i + 1] = new.slice.elts[i + 1], new.slice.elts[i]
+                yield (new, "swap", "two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}",
+                       ("padding-masks-queries", "heads-interleaved"))
     if isinstance(node, ast.Call) and not node.keywords:
         fname = _name(node)
         args = node.args
@@ -513,10 +522,10 @@ def _missing(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
             isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope):
         for dict_name, keys in scope.params:
             if "Wo" not in keys:
-                bias = "" if "bo" in keys else \
+                extra = "" if "bo" in keys else \
                     f" + ({dict_name}.get('bo') if {dict_name}.get('bo') is not None else 0)"
-                proj: Any = ast.parse(f"x @ {dict_name}['Wo']{bias}", mode="eval").body
-                (proj.left if bias else proj).left = _copy(node)
+                proj: Any = ast.parse(f"x @ {dict_name}['Wo']{extra}", mode="eval").body
+                (proj.left if extra else proj).left = _copy(node)
                 yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
                        ("no-output-projection",))
         for name in scope.unused:
@@ -785,6 +794,33 @@ def reachable(tree: ast.Module, roots: set[str]) -> set[str]:
     return seen
 
 
+def preload_for(path: Path, exercise: catalog.Exercise) -> tuple[str, ...]:
+    """The modules the edited copies' zygote should hold: the exercise's, and torch when the
+    file imports it (importing torch in every worker would cost a second per edit)."""
+    try:
+        imported = {name for name, _ in loader.read_source(path).imports()}
+    except KitError:
+        imported = set()
+    return tuple(dict.fromkeys([*([exercise.needs] if exercise.needs else []),
+                                *(m for m in ("torch",) if m in imported)]))
+
+
+def prepare(path: str | Path, exercise: str | None = None) -> None:
+    """Called before the file is graded when --locate will search: when the edited copies need a
+    zygote other than grading's (torch for a file that imports it), start it now, as a fresh
+    interpreter, so it imports beside the grading instead of inside the search's budget."""
+    from . import sandbox
+    try:
+        source = loader.read_source(Path(path))
+        ex = loader.detect_exercise(source, exercise)
+    except KitError:
+        return                      # grading reports it
+    preload = preload_for(Path(path), ex)
+    if preload and preload != ((ex.needs,) if ex.needs else ()):
+        sandbox.taint()             # the new zygote is a fresh interpreter, never a fork of the kit
+        sandbox.shared_launcher(preload)
+
+
 class _Runner:
     """Grades edited versions of one file in the sandbox, each in a fresh worker from the warm
     zygote, in a private temporary folder."""
@@ -802,6 +838,9 @@ class _Runner:
         self.failing = [r.id for r in report.results if r.status in FAILED and r.id in self.checks]
         self.rejects = {c: 0 for c in self.failing}
         self.cost = {c: 0.05 for c in self.failing}
+        # a zygote with what the file imports (torch, say) already imported: every edited copy
+        # starts from it in milliseconds instead of importing torch again
+        self.preload = preload_for(path, exercise)
         slowest = max((call.outcome.seconds for r in report.results for call in r.calls), default=0.0)
         self.timeout = min(options.timeout, max(1.0, 5 * slowest))
         self.count = 0
@@ -832,7 +871,7 @@ class _Runner:
         statuses = {k: v for k, v in self.original.items()}
         left = misses
         with Sandbox(str(path), self.timeout, self.options.memory, pure=self.options.pure,
-                     preload=(self.exercise.needs,) if self.exercise.needs else ()) as sandbox:
+                     preload=self.preload) as sandbox:
             try:
                 sandbox.start()
             except LoadError:
@@ -915,7 +954,7 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
     tried_pairs: set[tuple[int, int]] = set()
 
     def try_pairs(partial, deadline: float) -> Found | None:
-        pairs = [p for p in _pairs(partial, edits) if (id(p[0]), id(p[1])) not in tried_pairs]
+        pairs = [p for p in _pairs(partial, edits, diagnosed) if (id(p[0]), id(p[1])) not in tried_pairs]
         for i, (a, b) in enumerate(pairs):
             if time.perf_counter() > deadline:
                 return None
@@ -954,20 +993,27 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
         runner.close()
 
 
-def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit]) -> list[tuple[Edit, Edit]]:
-    """Pairs to try: two edits that each repaired some failing checks, those that together cover
-    most of them first; then a repairing edit with any other edit, in rank order."""
-    scored = []
-    for (a, ra), (b, rb) in itertools.combinations(partial, 2):
-        if not a.overlaps(b):
-            scored.append((-len(ra | rb), a.rank + b.rank, (a, b)))
-    scored.sort(key=lambda s: (s[0], s[1]))
-    pairs = [p for _, _, p in scored]
-    seen = {(id(a), id(b)) for a, b in pairs} | {(id(b), id(a)) for a, b in pairs}
+def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
+           diagnosed: frozenset[str] | set[str] = frozenset()) -> list[tuple[Edit, Edit]]:
+    """Pairs to try, without overlaps or repeats: two edits that each repaired some failing checks
+    (those that together cover most first); then two edits matching two different diagnosed bugs;
+    then a repairing edit with any other edit, in rank order."""
+    pairs: list[tuple[Edit, Edit]] = []
+    seen: set[tuple[int, int]] = set()
+
+    def add(a: Edit, b: Edit) -> None:
+        if a is not b and (id(a), id(b)) not in seen and not a.overlaps(b):
+            seen.update({(id(a), id(b)), (id(b), id(a))})
+            pairs.append((a, b))
+    scored = sorted(((-len(ra | rb), a.rank + b.rank, a, b) for (a, ra), (b, rb) in itertools.combinations(partial, 2)),
+                    key=lambda s: (s[0], s[1]))
+    for _, _, a, b in scored:
+        add(a, b)
+    matching = [e for e in edits if set(e.bugs) & diagnosed][:60]
+    for a, b in itertools.combinations(matching, 2):
+        if (set(a.bugs) & diagnosed) != (set(b.bugs) & diagnosed):
+            add(a, b)
     for a, _ in sorted(partial, key=lambda p: -len(p[1])):
         for b in edits[:120]:
-            if b is not a and (id(a), id(b)) not in seen and not a.overlaps(b):
-                seen.add((id(a), id(b)))
-                seen.add((id(b), id(a)))
-                pairs.append((a, b))
+            add(a, b)
     return pairs
