@@ -837,6 +837,8 @@ class _Runner:
         self.original = {r.id: r.status for r in report.results}
         self.failing = [r.id for r in report.results if r.status in FAILED and r.id in self.checks]
         self.rejects = {c: 0 for c in self.failing}
+        self.bug = {r.id: r.bug for r in report.results if r.bug}
+        self.calls = {r.id: frozenset(c.fn for c in r.calls) for r in report.results}
         self.cost = {c: 0.05 for c in self.failing}
         # a zygote with what the file imports (torch, say) already imported: every edited copy
         # starts from it in milliseconds instead of importing torch again
@@ -876,7 +878,8 @@ class _Runner:
                 sandbox.start()
             except LoadError:
                 return False, repaired
-            for check_id in order:
+            while order:
+                check_id = order.pop(0)
                 started = time.perf_counter()
                 result = grading.run_check(self.checks[check_id], sandbox, self.oracle, self.options.seed or 0,
                                            statuses, self.exercise, source)
@@ -889,7 +892,18 @@ class _Runner:
                 left -= 1
                 if left <= 0:
                     return False, repaired
+                # still failing: next, a check about something else (another diagnosed bug, or
+                # catching other bugs), so an edit that repairs one of two mistakes shows it
+                order.sort(key=lambda c: self.related(c, check_id))
         return len(repaired) == len(self.failing), repaired
+
+    def related(self, check_id: str, other: str) -> bool:
+        """Whether two failing checks are about the same thing: the same diagnosed bug, or
+        declared to catch a bug in common."""
+        if self.bug.get(check_id) and self.bug.get(other):
+            return self.bug[check_id] == self.bug[other]
+        return self.calls.get(check_id) == self.calls.get(other) and \
+            bool(set(self.checks[check_id].catches) & set(self.checks[other].catches))
 
     def verify(self, text: str) -> bool:
         """The edited file passes every check the original failed and fails none it passed, on
@@ -953,42 +967,54 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
     misses = 1 if len(diagnosed) == 1 else 2
     tried_pairs: set[tuple[int, int]] = set()
 
-    def try_pairs(partial, deadline: float) -> Found | None:
-        pairs = [p for p in _pairs(partial, edits, diagnosed) if (id(p[0]), id(p[1])) not in tried_pairs]
-        for i, (a, b) in enumerate(pairs):
-            if time.perf_counter() > deadline:
-                return None
-            tried_pairs.add((id(a), id(b)))
-            if progress:
-                progress("pair", i + 1, len(pairs))
-            text = apply(source.text, [a, b])
-            ok, _ = runner.screen(text, misses=1)
-            if ok and runner.verify(text):
-                return found(tuple(sorted((a, b), key=lambda e: e.start)))
+    def try_pair(a: Edit, b: Edit) -> Found | None:
+        tried_pairs.update({(id(a), id(b)), (id(b), id(a))})
+        text = apply(source.text, [a, b])
+        ok, _ = runner.screen(text, misses=1)
+        if ok and runner.verify(text):
+            return found(tuple(sorted((a, b), key=lambda e: e.start)))
         return None
 
     try:
         partial: list[tuple[Edit, set[str]]] = []
-        paired = False
-        for i, edit in enumerate(edits):
+        queue: list[tuple[Edit, Edit]] = []
+        built = -1
+        index = 0
+        turn = 0
+        # singles in rank order; pairs from a queue rebuilt whenever a single repairs something.
+        # Suspecting several mistakes (misses == 2), singles and pairs alternate; otherwise pairs
+        # wait for half the budget, or for the singles to run out
+        while True:
             if out_of_time():
                 return finish(None, "budget")
-            if not paired and partial and time.perf_counter() - started > budget / 2:
-                paired = True       # half the budget gone: try the pairs the repairs so far suggest
-                if (pair := try_pairs(partial, started + budget * 0.8)) is not None:
+            if built != len(partial):
+                queue = [p for p in _pairs(partial, edits, diagnosed) if (id(p[0]), id(p[1])) not in tried_pairs]
+                built = len(partial)
+            singles_left = index < len(edits)
+            pairs_now = bool(queue) and (not singles_left or time.perf_counter() - started > budget / 2
+                                         or (misses == 2 and turn % 2 == 1))
+            turn += 1
+            if pairs_now:
+                a, b = queue.pop(0)
+                if (id(a), id(b)) in tried_pairs:
+                    continue
+                if progress:
+                    progress("pair", len(tried_pairs) // 2 + 1, len(tried_pairs) // 2 + len(queue) + 1)
+                if (pair := try_pair(a, b)) is not None:
                     return finish(pair, "found")
+                continue
+            if not singles_left:
+                return finish(None, "exhausted")
+            edit = edits[index]
+            index += 1
             if progress:
-                progress("single", i + 1, len(edits))
+                progress("single", index, len(edits))
             text = apply(source.text, [edit])
             ok, repaired = runner.screen(text, misses=misses)
             if ok and runner.verify(text):
                 return finish(found((edit,)), "found")
             if repaired:
                 partial.append((edit, repaired))
-        pair = try_pairs(partial, started + budget)
-        if pair is not None:
-            return finish(pair, "found")
-        return finish(None, "budget" if out_of_time() else "exhausted")
     finally:
         runner.close()
 
