@@ -35,6 +35,7 @@ DEFAULT_BUDGET = 10.0
 SECOND_SEED_STEP = 7919         # the verification's second seed is the run's seed plus this
 MAX_SINGLES = 400               # edits generated at most (the budget usually ends the search first)
 MASKY = re.compile(r"mask|allow|keep|valid|visible|ok$|^ok|block|^m$|^a$|live", re.I)
+MAXY = re.compile(r"max|best|top|^m$|^mx$|peak|shift", re.I)
 WIDTHY = re.compile(r"^(d|hd|dk|d_k|d_head|head_dim|head_width|dh|d_model|D|H|num_heads|n_heads|h|width|dim)$")
 
 
@@ -162,6 +163,7 @@ class Scope:
     np: str | None
     torch: str | None
     params: list[tuple[str, set[str]]] = field(default_factory=list)   # dict names read with 'W..'/'b..' keys
+    loops: list[str] = field(default_factory=list)     # short loop variables (i, j, b, h)
 
 
 Proposal = tuple[ast.AST, str, str, str, tuple[str, ...]]      # new node, operator, what, change, bugs
@@ -314,6 +316,19 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                     new.comparators = [new_side]
                 yield (new, "bound", "the bound of this comparison is off by one",
                        f"{_src(target)} -> {text}", MASK_BUGS)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        for side in ("left", "right"):
+            target = node.left if side == "left" else node.comparators[0]
+            if isinstance(target, ast.Name) and target.id in scope.loops:
+                for other in scope.loops:
+                    if other != target.id:
+                        new = _copy(node)
+                        if side == "left":
+                            new.left = ast.Name(other, ast.Load())
+                        else:
+                            new.comparators = [ast.Name(other, ast.Load())]
+                        yield (new, "index", f"this comparison tests `{target.id}`, the wrong index",
+                               f"{target.id} -> {other}", ("padding-masks-queries", "causal-off-by-one"))
     if isinstance(node, ast.Call) and _name(node) in ("tril", "triu"):
         other = "triu" if _name(node) == "tril" else "tril"
         for i, arg in enumerate(node.args[1:], 1):
@@ -611,7 +626,7 @@ def _copy(node):
 
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
                                    _missing, _max_allowed)
-OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
+OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
                   "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "einsum": 4, "transpose+": 5}
 VOUCHED = 20          # rank added to edits in a function some passing check called and no failing check did
 
@@ -651,6 +666,10 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
     for name in bound:
         if WIDTHY.match(name) and name not in widths:
             widths.append(name)
+        if MAXY.search(name) and name not in maxes:
+            maxes.append(name)
+    loops = [t.id for node in ast.walk(fn) if isinstance(node, (ast.For, ast.comprehension))
+             for t in ast.walk(node.target) if isinstance(t, ast.Name)]
     np_alias = torch_alias = None
     for node in ast.walk(module):
         if isinstance(node, ast.Import):
@@ -665,7 +684,7 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
     family = {name: keys for name, keys in params.items() if any(re.fullmatch(r"[Wb][a-z]", k) for k in keys)}
     del wanted
     return Scope(fn, set(bound), unused[:4], widths[:6], masks[:3], maxes[:3], np_alias, torch_alias,
-                 sorted(family.items()))
+                 sorted(family.items()), list(dict.fromkeys(n for n in loops if len(n) <= 2))[:5])
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
