@@ -162,3 +162,15 @@ def test_mock_report_data_has_the_locate_field(tmp_path):
     data = mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now(), locate_runs=2)
     assert data["locate"] == {"used_during_session": True, "runs": 2}
     assert mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now())["locate"]["used_during_session"] is False
+
+
+def test_plain_check_mentions_locate_once_and_locate_refuses_watch(tmp_path):
+    from helpers import attn_kit
+    target = tmp_path / "solution.py"
+    target.write_text((CORPUS / "lists_compact__causal-off-by-one.py").read_text())
+    proc = attn_kit("check", target, "--seed", "7")
+    assert proc.returncode == 1 and proc.stdout.count("--locate") == 1 and "Locate" not in proc.stdout
+    passing = attn_kit("check", CORPUS / "bases" / "lists_compact.py", "--seed", "7")
+    assert passing.returncode == 0 and "--locate" not in passing.stdout
+    misuse = attn_kit("check", target, "--locate", "--watch")
+    assert misuse.returncode == 2 and "--watch" in misuse.stderr and "Traceback" not in misuse.stderr
