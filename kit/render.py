@@ -455,8 +455,9 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
     if found.bugs:
         out.print(hanging("    ", Text("It corresponds to ", style="muted") + Text(", ".join(found.bugs), style="bug.id")))
     repairs = ", ".join(found.repairs[:4]) + (f" and {len(found.repairs) - 4} more" if len(found.repairs) > 4 else "")
-    out.print(hanging("    ", Text(f"Changing it makes every failing check pass ({repairs}), on this seed and "
-                                   "on a second one.", style="muted")))
+    which = "this" if len(found.edits) == 1 else "these two places"
+    out.print(hanging("    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed "
+                                   "and on a second one.", style="muted")))
     if not fix:
         out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
         return
