@@ -329,6 +329,27 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                             new.comparators = [ast.Name(other, ast.Load())]
                         yield (new, "index", f"this comparison tests `{target.id}`, the wrong index",
                                f"{target.id} -> {other}", ("padding-masks-queries", "causal-off-by-one"))
+    if isinstance(node, ast.Call) and _name(node) == "range" and not node.keywords:
+        for i, arg in enumerate(node.args[:2]):
+            for new_arg, text in _plus_minus(arg):
+                new = _copy(node)
+                new.args[i] = new_arg
+                yield (new, "bound", "a bound of this range is off by one", f"{_src(arg)} -> {text}",
+                       ("causal-off-by-one",))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        if _int(node.right) in (1, -1):
+            yield (node.left, "term", f"the `{_src(node.right)}` here should not be there", f"{_src(node)} -> {_src(node.left)}",
+                   ())
+        else:
+            new = ast.BinOp(node.left, ast.Sub() if isinstance(node.op, ast.Add) else ast.Add(), node.right)
+            yield (new, "sign", "the sign of this term is wrong", f"{_src(node)} -> {_src(new)}", ("biases-ignored",))
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in scope.loops \
+            and isinstance(node.ctx, ast.Load):
+        for other in scope.loops:
+            if other != node.slice.id:
+                new = _copy(node)
+                new.slice = ast.Name(other, ast.Load())
+                yield (new, "index+", f"`{node.slice.id}` is the wrong index here", f"{_src(node)} -> {_src(new)}", ())
     if isinstance(node, ast.Call) and _name(node) in ("tril", "triu"):
         other = "triu" if _name(node) == "tril" else "tril"
         for i, arg in enumerate(node.args[1:], 1):
@@ -627,7 +648,8 @@ def _copy(node):
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
                                    _missing, _max_allowed)
 OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
-                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "einsum": 4, "transpose+": 5}
+                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "sign": 4,
+                  "einsum": 5, "transpose+": 5, "index+": 6}
 VOUCHED = 20          # rank added to edits in a function some passing check called and no failing check did
 
 
@@ -669,6 +691,7 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
         if MAXY.search(name) and name not in maxes:
             maxes.append(name)
     loops = [t.id for node in ast.walk(fn) if isinstance(node, (ast.For, ast.comprehension))
+             and isinstance(node.iter, ast.Call) and _name(node.iter) == "range"
              for t in ast.walk(node.target) if isinstance(t, ast.Name)]
     np_alias = torch_alias = None
     for node in ast.walk(module):
@@ -684,7 +707,7 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
     family = {name: keys for name, keys in params.items() if any(re.fullmatch(r"[Wb][a-z]", k) for k in keys)}
     del wanted
     return Scope(fn, set(bound), unused[:4], widths[:6], masks[:3], maxes[:3], np_alias, torch_alias,
-                 sorted(family.items()), list(dict.fromkeys(n for n in loops if len(n) <= 2))[:5])
+                 sorted(family.items()), list(dict.fromkeys(n for n in loops if len(n) <= 2))[:8])
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:

@@ -98,7 +98,6 @@ MISTAKES = {
         ("scale = 1.0 / np.sqrt(hd)", "scale = 1.0 / np.sqrt(D)", "scale-by-model-width", True),
         ("np.copyto(s, -np.inf, where=~np.broadcast_to", "np.copyto(s, -1e4, where=~np.broadcast_to",
          "fill-value-too-weak", True),
-        ("m[np.isneginf(m)] = 0.0", "m[np.isneginf(m)] = 1.0", "empty-row-shift", False),
         ("total[total == 0.0] = 1.0", "total[total != 0.0] = 1.0", "normaliser-replaced", False),
         ("scores = q @ k.transpose(0, 1, 3, 2)", "scores = q @ k.transpose(0, 2, 1, 3)", "keys-permuted-wrong", False),
         ("heads = weights @ v", "heads = v @ weights", "values-times-weights", False),
