@@ -1065,7 +1065,7 @@ def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
            diagnosed: frozenset[str] | set[str] = frozenset()) -> list[tuple[Edit, Edit]]:
     """Pairs to try, without overlaps or repeats: two edits that each repaired some failing checks
     (those that together cover most first); then two edits matching two different diagnosed bugs;
-    then a repairing edit with any other edit, in rank order."""
+    then a repairing edit with any other edit, in rank order; then any two of the first 40."""
     pairs: list[tuple[Edit, Edit]] = []
     seen: set[tuple[int, int]] = set()
 
@@ -1084,4 +1084,6 @@ def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
     for a, _ in sorted(partial, key=lambda p: -len(p[1])):
         for b in edits[:120]:
             add(a, b)
+    for a, b in itertools.combinations(edits[:40], 2):      # last: any two of the best-ranked edits
+        add(a, b)
     return pairs
