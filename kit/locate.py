@@ -334,11 +334,11 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
             for new_arg, text in _plus_minus(arg):
                 new = _copy(node)
                 new.args[i] = new_arg
-                yield (new, "bound", "a bound of this range is off by one", f"{_src(arg)} -> {text}",
+                yield (new, "range", "a bound of this range is off by one", f"{_src(arg)} -> {text}",
                        ("causal-off-by-one",))
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
         if _int(node.right) in (1, -1):
-            yield (node.left, "term", f"the `{_src(node.right)}` here should not be there", f"{_src(node)} -> {_src(node.left)}",
+            yield (node.left, "plusone", f"the `{_src(node.right)}` here should not be there", f"{_src(node)} -> {_src(node.left)}",
                    ())
         else:
             new = ast.BinOp(node.left, ast.Sub() if isinstance(node.op, ast.Add) else ast.Add(), node.right)
@@ -648,8 +648,8 @@ def _copy(node):
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
                                    _missing, _max_allowed)
 OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
-                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "sign": 4,
-                  "einsum": 5, "transpose+": 5, "index+": 6}
+                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "range": 4,
+                  "sign": 5, "plusone": 5, "einsum": 5, "transpose+": 5, "index+": 6}
 VOUCHED = 20          # rank added to edits in a function some passing check called and no failing check did
 
 
