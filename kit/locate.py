@@ -1020,7 +1020,7 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
     try:
         partial: list[tuple[Edit, set[str]]] = []
         queue: list[tuple[Edit, Edit]] = []
-        built = -1
+        built: tuple[int, bool] = (-1, True)
         index = 0
         turn = 0
         # singles in rank order; pairs from a queue rebuilt whenever a single repairs something.
@@ -1029,12 +1029,13 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
         while True:
             if out_of_time():
                 return finish(None, "budget")
-            if built != len(partial):
-                queue = [p for p in _pairs(partial, edits, diagnosed) if (id(p[0]), id(p[1])) not in tried_pairs]
-                built = len(partial)
             singles_left = index < len(edits)
-            pairs_now = bool(queue) and (not singles_left or time.perf_counter() - started > budget / 2
-                                         or (misses == 2 and turn % 2 == 1))
+            if built != (len(partial), singles_left):
+                queue = [p for p in _pairs(partial, edits, diagnosed, any_two=not singles_left)
+                         if (id(p[0]), id(p[1])) not in tried_pairs]
+                built = (len(partial), singles_left)
+            pairs_now = bool(queue) and (not singles_left or (
+                (misses == 2 or time.perf_counter() - started > budget / 2) and turn % 2 == 1))
             turn += 1
             if pairs_now:
                 a, b = queue.pop(0)
@@ -1062,10 +1063,11 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
 
 
 def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
-           diagnosed: frozenset[str] | set[str] = frozenset()) -> list[tuple[Edit, Edit]]:
+           diagnosed: frozenset[str] | set[str] = frozenset(), any_two: bool = True) -> list[tuple[Edit, Edit]]:
     """Pairs to try, without overlaps or repeats: two edits that each repaired some failing checks
     (those that together cover most first); then two edits matching two different diagnosed bugs;
-    then a repairing edit with any other edit, in rank order; then any two of the first 40."""
+    then a repairing edit with any other edit, in rank order; with `any_two` (the singles have
+    run out), then any two of the first 40."""
     pairs: list[tuple[Edit, Edit]] = []
     seen: set[tuple[int, int]] = set()
 
@@ -1084,6 +1086,6 @@ def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
     for a, _ in sorted(partial, key=lambda p: -len(p[1])):
         for b in edits[:120]:
             add(a, b)
-    for a, b in itertools.combinations(edits[:40], 2):      # last: any two of the best-ranked edits
+    for a, b in itertools.combinations(edits[:40] if any_two else [], 2):   # last: any two of the best
         add(a, b)
     return pairs
