@@ -4,6 +4,7 @@
     python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup,
                                                # bench-command, grade, diagnosis
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
+    python benchmarks/run.py --only locate     # `check --locate` on tests/corpus/locate (a few minutes)
 
 Prints ratios side by side with their targets, and the machine the figures came from. The two
 sides of a comparison run in alternation after one warm-up each; times are medians (perf_counter)
@@ -448,10 +449,131 @@ def diagnosis_time(repeats: int) -> list[Row]:
     return rows
 
 
+# --- check --locate on its corpus ---------------------------------------------------------------
+
+def independent_mha(x, params, num_heads, mask=None):
+    """multi_head_attention in float64, written from the statement alone (not from the kit's
+    references or checks): an edit --locate proposes must agree with it."""
+    x = np.asarray(x, dtype=np.float64)
+    B, T, D = x.shape
+    hd = D // num_heads
+
+    def lin(z, w, b):
+        y = z @ np.asarray(params[w], dtype=np.float64)
+        return y if params.get(b) is None else y + np.asarray(params[b], dtype=np.float64)
+    q, k, v = lin(x, "Wq", "bq"), lin(x, "Wk", "bk"), lin(x, "Wv", "bv")
+    out = np.zeros((B, T, D))
+    for b in range(B):
+        for h in range(num_heads):
+            c = slice(h * hd, (h + 1) * hd)
+            for i in range(T):
+                keys = [j for j in range(T) if mask is None or mask[b][i][j]]
+                if not keys:
+                    continue
+                s = np.array([q[b, i, c] @ k[b, j, c] for j in keys]) / np.sqrt(hd)
+                e = np.exp(s - s.max())
+                out[b, i, c] = (e / e.sum()) @ v[b, keys, c]
+    return lin(out, "Wo", "bo")
+
+
+def independent_check(path: Path) -> str:
+    """'' when the file's attention and masks agree with independent_mha on random cases (with
+    and without biases, no mask, a causal mask, a random mask with a fully blocked row), else why."""
+    from attn_kit.sandbox import Sandbox
+    rng = np.random.default_rng(11)
+    with Sandbox(str(path), 10.0) as sandbox:
+        sandbox.start()
+        for case in range(6):
+            B, T, D, H = 2, 5, 8, 2
+            x = rng.standard_normal((B, T, D))
+            params = {f"W{n}": rng.standard_normal((D, D)) / 3 for n in "qkvo"}
+            params |= {f"b{n}": (rng.standard_normal(D) if case % 2 else None) for n in "qkvo"}
+            mask = None if case < 2 else np.tril(np.ones((T, T), dtype=bool))[None].repeat(B, 0) if case < 4 \
+                else rng.random((B, T, T)) < 0.6
+            if mask is not None and case >= 4:
+                mask[0, 1] = False
+            got = sandbox.call("multi_head_attention", (x, params, H), {"mask": mask}).value
+            got = getattr(got, "array", got)
+            want = independent_mha(x, params, H, mask)
+            try:
+                if not np.allclose(np.asarray(got, dtype=np.float64), want, rtol=1e-6, atol=1e-8):
+                    return f"multi_head_attention differs (case {case})"
+            except (TypeError, ValueError):
+                return f"multi_head_attention returned {type(got).__name__} (case {case})"
+        padding = np.broadcast_to(np.arange(4)[None, None, :] < np.array([2, 4])[:, None, None], (2, 4, 4))
+        for fn, args, want in (("causal_mask", (2, 4), np.tril(np.ones((4, 4), dtype=bool))[None].repeat(2, 0)),
+                               ("padding_mask", ([2, 4], 4), padding)):
+            got = sandbox.call(fn, args).value
+            got = getattr(got, "array", got)
+            if np.asarray(got).shape != want.shape or not (np.asarray(got, dtype=bool) == want).all():
+                return f"{fn} differs"
+    return ""
+
+
+def locate_corpus(repeats: int) -> list[Row]:
+    """`check --locate` (10 s budget) on every file of tests/corpus/locate: the right line found
+    (the verified edit touches a recorded wrong line), a verified edit found, time to the answer,
+    and whether an independent float64 reference accepts every edited file."""
+    import tempfile
+    import tomllib
+
+    from attn_kit import grading, locate
+    folder = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "locate"
+    corpus = tomllib.loads((folder / "corpus.toml").read_text())
+    if repeats < REPEATS:           # --quick: every fourth file
+        corpus = dict(list(corpus.items())[::4])
+    stats: dict[int, list] = {1: [], 2: [], 3: []}
+    times, rejected, passing = [], [], []
+    for name, entry in corpus.items():
+        path = folder / name
+        locate.prepare(path)            # as `check --locate` does: a torch file's zygote starts beside the grading
+        report = grading.grade(path, grading.Options(seed=4242))
+        if report.passed:
+            passing.append(name)
+            continue
+        found = locate.locate(path, report, grading.Options(seed=4242), locate.DEFAULT_BUDGET)
+        times.append(found.seconds)
+        right = bool(found.found and set(found.found.lines) & set(entry["lines"]))
+        stats[len(entry["mistakes"])].append((name, right, found.found is not None))
+        if found.found:
+            with tempfile.TemporaryDirectory() as tmp:
+                patched = Path(tmp) / name
+                patched.write_text(locate.apply(path.read_text(), found.found.edits))
+                why = independent_check(patched)
+            if why:
+                rejected.append(f"{name}: {why}")
+        emit(f"<!-- {name}: {'found' if found.found else found.stopped} lines "
+             f"{list(found.found.lines) if found.found else '-'} want {entry['lines']} {found.seconds:.1f} s -->")
+    rows = []
+    for mistakes, line_target, edit_target in ((1, 0.9, 0.8), (2, None, 0.6), (3, None, None)):
+        done = stats[mistakes]
+        if not done:
+            continue
+        n = len(done)
+        lines = sum(r for _, r, _ in done) / n
+        edits = sum(f for _, _, f in done) / n
+        rows.append(Row(f"locate, {mistakes}-mistake files ({n}): right line found", f"{sum(r for _, r, _ in done)}/{n}",
+                        "recorded lines", lines, f"≥ {line_target:.0%}" if line_target else "-",
+                        line_target is None or lines >= line_target))
+        rows.append(Row(f"locate, {mistakes}-mistake files ({n}): verified edit found", f"{sum(f for _, _, f in done)}/{n}",
+                        "-", edits, f"≥ {edit_target:.0%}" if edit_target else "-",
+                        edit_target is None or edits >= edit_target))
+    if times:
+        median, worst = statistics.median(times), max(times)
+        rows.append(Row("locate: median time to the answer (ratio to 5 s)", f"{median:.2f} s", "5 s", median / 5,
+                        "≤ 1.00×", median < 5, f"worst {worst:.1f} s"))
+    rows.append(Row("locate: edits an independent float64 reference rejects", str(len(rejected)), "0",
+                    float(len(rejected)), "-" if not rejected else "0", not rejected, "; ".join(rejected)[:300]))
+    if passing:
+        rows.append(Row("locate: corpus files that pass every check (not mistakes)", str(len(passing)), "0", 0.0, "-",
+                        True, ", ".join(passing)[:300]))
+    return rows
+
+
 BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "sliding-window": sliding_window_vs_naive,
               "kv-cache": kv_cache_vs_recompute,
               "check-startup": check_startup, "bench-command": bench_command, "grade": grade_vs_check_loop,
-              "diagnosis": diagnosis_time}
+              "diagnosis": diagnosis_time, "locate": locate_corpus}
 
 
 def main(argv=None) -> int:
@@ -471,7 +593,7 @@ def main(argv=None) -> int:
         for row in BENCHMARKS[name](repeats):
             if row.ratio != row.ratio:
                 ratio = "n/a"
-            elif row.target.endswith("%"):
+            elif row.target.endswith("%") or (name == "locate" and "files (" in row.name):
                 ratio = f"{row.ratio:.1%}"
             elif row.target == "-" and name == "bench-command":
                 ratio = f"{row.ratio:.1f} s"

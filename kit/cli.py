@@ -152,8 +152,15 @@ def show(exercise):
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
 @click.option("--tests", "tests_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="TESTS",
               help="Also grade your pytest tests in TESTS (may be FILE itself): see `attn-kit test-tests`.")
+@click.option("--locate", is_flag=True,
+              help="When checks fail, search for the smallest edit of your own code that makes them pass, and "
+                   "name its line(s) and what is wrong there (only edits verified on two seeds are shown).")
+@click.option("--fix", is_flag=True, help="With --locate: also show that edit as a diff of your lines (implies --locate).")
+@click.option("--locate-budget", type=FiniteFloat(min=0.5, max=600), default=10.0, show_default=True, metavar="SECONDS",
+              help="Time --locate may search for.")
 @reports_errors
-def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file):
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file,
+          locate, fix, locate_budget):
     """Grade FILE with the exercise's check suite, in a separate process.
 
     Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
@@ -165,6 +172,8 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
       attn-kit check solution.py --public
       attn-kit check solution.py --json --seed 7
       attn-kit check solution.py --pure --repro repro/
+      attn-kit check solution.py --locate
+      attn-kit check solution.py --locate --fix
     """
     import random
 
@@ -173,9 +182,16 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         seed = random.SystemRandom().randrange(1, 100_000)
     json_context(seed=seed)
     options = grading.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
+    locate = locate or fix
     if watch:
+        if locate:
+            from .errors import UsageError
+            raise UsageError("--locate searches once; it does not combine with --watch.")
         from .cli_practice import watch_check
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
+    if locate:
+        from . import locate as locate_module
+        locate_module.prepare(file, exercise)
     from . import render
     with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
         report = grading.grade(file, options, progress=status)
@@ -184,25 +200,57 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
             from . import testgrade
             tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file,
                                           progress=status)
+    located = _locate(file, report, options, locate_budget, quiet=True) if locate and as_json else None
     written = []
     if repro:
         from . import repro as repro_module
         written = repro_module.write(report, repro)
     if as_json:
         with reader_may_stop():
-            click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {})))
+            click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {}) |
+                                  ({"locate": located.to_json(fix)} if located else {})))
     else:
-        from . import catalog
-        with reader_may_stop():
-            render.report(report, catalog.exercise(report.exercise), first=first)
-            render.repro_written(written)
-            if tests:
-                render.console().print()
-                render.test_grade(tests)
-        from .cli_practice import after_check
-        with reader_may_stop():
-            after_check(report)            # history, concept cards, the hints-used line; never raises
+        _show_check(file, report, options, tests, written, first, (locate, fix, locate_budget))
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
+
+
+def _show_check(file, report, options, tests, written, first, locating) -> None:
+    """check without --json: the report, then the --locate search and its result (or the one
+    line that offers it), repro scripts, the tests' grade, and the record in history."""
+    from . import catalog, render
+    from .cli_practice import after_check
+    locate, fix, budget = locating
+    with reader_may_stop():
+        render.report(report, catalog.exercise(report.exercise), first=first)
+    located = _locate(file, report, options, budget) if locate else None
+    with reader_may_stop():
+        if located is not None:
+            render.located(located, report, fix=fix)
+        else:
+            render.locate_pointer(report, _locate_command(file, report))
+        render.repro_written(written)
+        if tests:
+            render.console().print()
+            render.test_grade(tests)
+    with reader_may_stop():
+        after_check(report, "locate" if located else "check")   # history, concept cards, hints used; never raises
+
+
+def _locate(file, report, options, budget, quiet: bool = False):
+    """check --locate: the search, with live progress on stderr when it is a terminal."""
+    from . import locate as locate_module
+    if report.passed:
+        return locate_module.Located(None, stopped="passed")
+    if quiet:
+        return locate_module.locate(file, report, options, budget)
+    from . import render
+    with render.locate_progress(budget) as progress:
+        return locate_module.locate(file, report, options, budget, progress=progress)
+
+
+def _locate_command(file, report) -> str:
+    seed = f" --seed {report.seed}" if report.seed is not None else ""
+    return f"attn-kit check {file}{seed} --locate"
 
 
 cli.add_command(hint)

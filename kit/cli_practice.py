@@ -51,13 +51,14 @@ def record_run(report, source: str = "check"):
         return None
 
 
-def after_check(report) -> None:
-    """Called by `check` after the report is shown: record it, then print the hints-used line."""
+def after_check(report, source: str = "check") -> None:
+    """Called by `check` after the report is shown: record it (source `locate` when --locate
+    searched, so a mock report can tell), then print the hints-used line."""
     from . import practice, render_practice
     if practice.bundled_file(report.path):
         render_practice.not_recorded_bundled(report.path)
         return
-    recorded = record_run(report, "check")
+    recorded = record_run(report, source)
     if recorded is not None:
         render_practice.after_check(recorded, report)
 

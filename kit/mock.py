@@ -308,7 +308,7 @@ def recommendation(rows: list[dict]) -> dict:
 
 def report_data(session: Session, status: MockStatus, used: float, ended: datetime, report=None,
                 discussion: list[Discussion] = (), hints_during: set[int] = frozenset(),
-                hints_total_used: int = 0) -> dict:
+                hints_total_used: int = 0, locate_runs: int = 0) -> dict:
     exercise = session.exercise
     rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED)
     data = {
@@ -321,6 +321,7 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
         "diagnosis": [d.to_json() for d in report.diagnosis] if report else [],
         "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used,
                   "available": len(exercise.hints)},
+        "locate": {"used_during_session": locate_runs > 0, "runs": locate_runs},   # `check --locate` runs
         "scoring": rows,
         "recommendation": recommendation(rows) if status != MockStatus.ABANDONED else None,
         "discussion": [d.to_json() for d in discussion],
@@ -340,6 +341,13 @@ def write_report(session: Session, data: dict, markdown: str) -> Path:
 
 
 # --- the whole session --------------------------------------------------------------------------
+
+def locate_count(store, exercise: str, since: datetime, until: datetime) -> int:
+    """How many `check --locate` runs of the exercise the history holds within the window."""
+    rows = store.query("SELECT COUNT(*) AS n FROM checks WHERE exercise = ? AND source = 'locate' AND at >= ? "
+                       "AND at <= ?", (exercise, iso(since), iso(until)))
+    return int(rows[0]["n"]) if rows else 0
+
 
 def _safely(session: Session, action, *args, **kwargs):
     """Run a history write; a storage failure becomes a warning, never the end of the session."""
@@ -378,13 +386,16 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
         status = MockStatus.SUBMITTED if ui.submit_or_abandon() else MockStatus.ABANDONED
     ended = now()
     hints_during: set[int] = set()
-    hints_total = 0
+    hints_total = locate_runs = 0
     if store is not None:
         hints_during = _safely(session, store.hint_levels, exercise.id, since=session.started,
                                until=ended + timedelta(seconds=1)) or set()
         hints_total = _safely(session, practice.hints_used, store, exercise.id) or 0
+        locate_runs = _safely(session, locate_count, store, exercise.id, session.started,
+                              ended + timedelta(seconds=1)) or 0
     if status == MockStatus.ABANDONED:
-        data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total)
+        data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total,
+                           locate_runs=locate_runs)
         path = _finish(session, store, ui, data, ended, used)
         ui.finished(path, status, None, [])
         return 130, path
@@ -393,7 +404,7 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     discussion = _discussion(session, store, ui, report)
     ui.heading("Follow-ups")
     ui.followups(exercise)
-    data = report_data(session, status, used, ended, report, discussion, hints_during, hints_total)
+    data = report_data(session, status, used, ended, report, discussion, hints_during, hints_total, locate_runs)
     path = _finish(session, store, ui, data, ended, used)
     ui.finished(path, status, report, discussion)
     return 0, path

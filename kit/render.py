@@ -14,6 +14,7 @@ import io
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from rich.console import Console, Group
@@ -538,3 +539,72 @@ def test_grade(grade, out: Console | None = None) -> None:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --- check --locate ---------------------------------------------------------------------------
+
+def locate_pointer(rep: Report, command: str, out: Console | None = None) -> None:
+    """Under a plain `check` with failures: one line saying --locate can point at the line."""
+    if rep.passed or not any(r.status in FAILED for r in rep.results):
+        return
+    out = out or console()
+    out.print(Text("Can't see where? ", style="muted") + Text(command, style="command")
+              + Text(" points at the line.", style="muted"), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def locate_progress(budget: float):
+    """A one-line live status on stderr while --locate searches (only on a terminal); yields the
+    progress(phase, done, total) callback the search calls. Small on purpose: a shared progress
+    helper can replace it."""
+    err = error_console()
+    if not err.is_terminal:
+        yield None
+        return
+    with err.status(Text("locate: starting", style="muted")) as status:
+        started = time.monotonic()
+
+        def progress(phase: str, done: int, total: int) -> None:
+            what = "single edits" if phase == "single" else "pairs of edits"
+            status.update(Text(f"locate: trying {what} {done}/{total} · "
+                               f"{time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+        yield progress
+
+
+def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> None:
+    """The result of `check --locate`: the line(s) and what is wrong there; with --fix the edit
+    as a diff of the candidate's own lines; or plainly that no verified edit was found."""
+    out = out or console()
+    if loc.stopped == "passed":
+        return
+    out.print()
+    out.print(Text("Locate", style="label"))
+    found = loc.found
+    if found is None:
+        why = "within the time budget" if loc.stopped == "budget" else "among the edits tried"
+        out.print(hanging("  ", Text(f"No verified edit found {why} ({loc.tried} edited versions of your file "
+                                     f"run in {loc.seconds:.1f} s).")))
+        if loc.depends:
+            spans = ", ".join(f"`{f}` (lines {a}-{b})" for f, a, b in loc.depends)
+            out.print(hanging("  ", Text("The failing checks' calls run through: " + spans, style="muted")))
+        return
+    lines = found.lines
+    where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+    out.print(hanging("  ● ", Text(f"Look at {where}.", style="label")))
+    for edit in found.edits:
+        out.print(hanging("    ", Text(f"line {edit.start[0]}: ") + Text(edit.what)))
+    if found.bugs:
+        out.print(hanging("    ", Text("It corresponds to ", style="muted") + Text(", ".join(found.bugs), style="bug.id")))
+    repairs = ", ".join(found.repairs[:4]) + (f" and {len(found.repairs) - 4} more" if len(found.repairs) > 4 else "")
+    which = "this" if len(found.edits) == 1 else "these two places"
+    out.print(hanging("    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed "
+                                   "and on a second one.", style="muted")))
+    if not fix:
+        out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
+        return
+    for first, before, after in found.diff:
+        width = len(str(first + max(len(before), len(after))))
+        for i, line in enumerate(before):
+            out.print(Text(f"  - {first + i:>{width}} | {line}", style="actual"), soft_wrap=True)
+        for i, line in enumerate(after):
+            out.print(Text(f"  + {first + i:>{width}} | {line}", style="expected"), soft_wrap=True)

@@ -329,6 +329,8 @@ def mock_report_markdown(data: dict) -> str:
     hints = data["hints"]
     lines.append(f"- Hints used during the session: {len(hints['used_during_session'])} "
                  f"({hints['used_in_total']} of {hints['available']} used in total)")
+    if data.get("locate", {}).get("used_during_session"):
+        lines.append(f"- `check --locate` used during the session: {data['locate']['runs']} time(s)")
     if data.get("scoring"):
         lines += ["", "## Scores (1-4 per dimension)", "",
                   "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "

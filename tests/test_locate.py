@@ -1,0 +1,176 @@
+"""check --locate: edits spliced into the candidate's own text, the search on a few corpus files
+end to end (the edit is verified, on the recorded wrong line, and the file on disk is untouched),
+the JSON key against the shipped schema, and the mock report's record of its use."""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from attn_kit import grading, jsonout, locate, render
+from attn_kit.report import FAILED
+from attn_kit.store import open_store
+
+from helpers import check_json
+
+CORPUS = Path(__file__).parent / "corpus" / "locate"
+EXPECTED = tomllib.loads((CORPUS / "corpus.toml").read_text())
+SEED = 4242
+
+
+def edits_of(text: str, bugs=()) -> list[locate.Edit]:
+    return locate.propose(text, ast.parse(text), None, set(bugs))
+
+
+def test_an_edit_rewrites_only_its_expression_and_keeps_the_rest_of_the_line():
+    text = "def f(i, j):\n    return (j < i)  # keep this comment\n"
+    edit = next(e for e in edits_of(text) if e.text == "j <= i")
+    assert locate.apply(text, [edit]) == "def f(i, j):\n    return (j <= i)  # keep this comment\n"
+    [(first, before, after)] = locate.diff(text, [edit])
+    assert first == 2 and before == ["    return (j < i)  # keep this comment"]
+    assert after == ["    return (j <= i)  # keep this comment"]
+
+
+def test_operators_propose_the_classic_fixes():
+    text = ("import numpy as np\n"
+            "def attn(q, k, v, allowed, hd, D):\n"
+            "    s = q @ k.T / np.sqrt(D)\n"
+            "    s = np.where(allowed, s, -1e9)\n"
+            "    m = s.max(axis=0, keepdims=True)\n"
+            "    e = np.exp(s - m)\n"
+            "    return e / e.sum(axis=-1, keepdims=True) @ v\n")
+    changed = {locate.apply(text, [e]).splitlines()[e.start[0] - 1].strip() for e in edits_of(text)}
+    assert "s = q @ k.T / np.sqrt(hd)" in changed                     # the width under the root
+    assert "s = np.where(allowed, s, float('-inf'))" in changed       # -1e9 -> -inf
+    assert "m = s.max(axis=-1, keepdims=True)" in changed             # the axis of a reduction
+    assert "s = np.where(~allowed, s, -1e9)" in changed               # the mask negated
+    assert "s = k.T @ q / np.sqrt(D)" in changed                      # swapped operands
+    assert "s = q @ k / np.sqrt(D)" in changed                        # a transpose removed
+
+
+def test_edits_matching_the_diagnosed_bug_come_first():
+    text = "import math\ndef f(s, m, i, j, D, hd):\n    return math.exp(s - m) / math.sqrt(D) if j < i else 0\n"
+    assert "scale-by-model-width" in edits_of(text, ["scale-by-model-width"])[0].bugs
+    assert "causal-off-by-one" in edits_of(text, ["causal-off-by-one"])[0].bugs
+    assert edits_of(text)[0].bugs != edits_of(text, ["scale-by-model-width"])[0].bugs
+
+
+def test_overlapping_edits_are_never_paired():
+    text = "def f(a, b):\n    return (a < b) < 1\n"
+    edits = edits_of(text)
+    inner = next(e for e in edits if e.text == "a <= b")
+    outer = next(e for e in edits if e.start == (2, 11) and e is not inner and e.end[1] > inner.end[1])
+    assert inner.overlaps(outer)
+    assert all(not a.overlaps(b) for a, b in locate._pairs([(inner, {"x"}), (outer, {"y"})], edits))
+
+
+def graded(name: str):
+    path = CORPUS / name
+    return path, grading.grade(path, grading.Options(seed=SEED))
+
+
+@pytest.mark.parametrize("name", ["lists_compact__causal-off-by-one.py",
+                                  pytest.param("numpy_heads_loop__mask-inverted.py", marks=pytest.mark.slow),
+                                  pytest.param("einsum__scale-by-model-width.py", marks=pytest.mark.slow)])
+def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alone(name):
+    path, report = graded(name)
+    assert not report.passed
+    before = (path.read_bytes(), os.stat(path).st_mtime_ns)
+    found = locate.locate(path, report, grading.Options(seed=SEED), budget=60)
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
+    assert found.found is not None, found
+    assert set(found.found.lines) & set(EXPECTED[name]["lines"])
+    assert set(found.found.repairs) == {r.id for r in report.results if r.status in FAILED}
+    tmp = Path(os.environ["ATTN_KIT_HOME"]) / name     # grade the edited text ourselves: every check passes
+    tmp.write_text(locate.apply(path.read_text(), found.found.edits))
+    for seed in (SEED, SEED + 1):
+        assert grading.grade(tmp, grading.Options(seed=seed)).passed
+
+
+def test_no_verified_edit_is_said_plainly_with_the_lines_the_calls_run_through():
+    path, report = graded("lists_compact__normaliser-plus-one.py")
+    found = locate.locate(path, report, grading.Options(seed=SEED), budget=1.5)
+    assert found.found is None and found.stopped in ("budget", "exhausted")
+    assert any(fn == "stable_softmax" for fn, _, _ in found.depends)
+    out = render.Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.located(found, report, out=out)
+    text = out.file.getvalue()
+    assert "No verified edit found" in text and "stable_softmax" in text
+
+
+def test_a_passing_file_is_not_searched():
+    path = CORPUS / "bases" / "lists_compact.py"
+    report = grading.grade(path, grading.Options(seed=SEED))
+    assert report.passed
+    assert locate.locate(path, report, grading.Options(seed=SEED)).stopped == "passed"
+
+
+def test_json_carries_locate_under_its_documented_key(tmp_path):
+    target = tmp_path / "solution.py"
+    target.write_text((CORPUS / "lists_compact__mask-inverted.py").read_text())
+    data, code = check_json(target, "--seed", str(SEED), "--locate", "--fix")
+    assert code == 1
+    jsonschema.validate(data, jsonout.schema("check"))
+    found = data["locate"]["found"]
+    assert found and set(found["lines"]) & set(EXPECTED["lists_compact__mask-inverted.py"]["lines"])
+    assert found["diff"] and found["diff"][0]["before"] != found["diff"][0]["after"]
+    plain, _ = check_json(target, "--seed", str(SEED))
+    assert "locate" not in plain
+    assert "locate" in jsonout.schema("check")["properties"]
+
+
+def test_a_mock_report_records_locate_runs():
+    from datetime import timedelta
+
+    from attn_kit import mock
+    from attn_kit.store import now
+    store = open_store()
+    start = now()
+    assert mock.locate_count(store, "mha-screen", start, start + timedelta(minutes=1)) == 0
+    fields = dict(file="s.py", seed=1, passed=False, checks_passed=0, checks_total=1, points=0, max_points=1,
+                  public_only=False, failing=["x"], bugs=[], concepts_failed=[])
+    store.add_check(exercise="mha-screen", source="locate", at=start + timedelta(seconds=5), **fields)
+    store.add_check(exercise="mha-screen", source="check", at=start + timedelta(seconds=6), **fields)
+    store.add_check(exercise="gqa", source="locate", at=start + timedelta(seconds=7), **fields)
+    assert mock.locate_count(store, "mha-screen", start, start + timedelta(minutes=1)) == 1
+    store.close()
+
+
+def test_the_corpus_records_its_wrong_lines_and_mixes_styles():
+    assert len(EXPECTED) >= 60
+    for name, entry in EXPECTED.items():
+        lines = (CORPUS / name).read_text().splitlines()
+        assert entry["lines"] and all(1 <= n <= len(lines) for n in entry["lines"]), name
+        assert len(entry["mistakes"]) == len(entry["catalogue"]) in (1, 2, 3)
+    counts = [len(e["mistakes"]) for e in EXPECTED.values()]
+    assert {1, 2, 3} <= set(counts)
+    styles = {name.split("__")[0] for name in EXPECTED}
+    assert {"lists_compact", "lists_loops", "numpy_heads_loop", "torch_batched", "einsum"} <= styles
+    assert any(not all(e["catalogue"]) for e in EXPECTED.values())
+
+
+def test_mock_report_data_has_the_locate_field(tmp_path):
+    from attn_kit import catalog, mock
+    from attn_kit.store import now
+    session = mock.Session(catalog.exercise("mha-screen"), tmp_path, tmp_path / "s.py", 30, 1, now())
+    data = mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now(), locate_runs=2)
+    assert data["locate"] == {"used_during_session": True, "runs": 2}
+    assert mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now())["locate"]["used_during_session"] is False
+
+
+def test_plain_check_mentions_locate_once_and_locate_refuses_watch(tmp_path):
+    from helpers import attn_kit
+    target = tmp_path / "solution.py"
+    target.write_text((CORPUS / "lists_compact__causal-off-by-one.py").read_text())
+    proc = attn_kit("check", target, "--seed", "7")
+    assert proc.returncode == 1 and proc.stdout.count("--locate") == 1 and "Locate" not in proc.stdout
+    passing = attn_kit("check", CORPUS / "bases" / "lists_compact.py", "--seed", "7")
+    assert passing.returncode == 0 and "--locate" not in passing.stdout
+    misuse = attn_kit("check", target, "--locate", "--watch")
+    assert misuse.returncode == 2 and "--watch" in misuse.stderr and "Traceback" not in misuse.stderr
