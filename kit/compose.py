@@ -21,6 +21,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import FamilyError
 from .paths import bug_files, bug_id_of, package_dir, reference_files
 
 SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
@@ -218,10 +219,6 @@ def _choices(entry: dict) -> list[tuple[str, list]]:
     values = list(entry.get("values", []))
     labels = list(entry.get("labels", values))
     return [(label, filled(value)) for label, value in zip(labels, values)]
-
-
-class FamilyError(ValueError):
-    """An entry of prompts/families.toml that no longer fits its bug file (an old text not found)."""
 
 
 def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:

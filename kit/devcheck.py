@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from . import catalog, compose, rubric
-from .errors import CatalogError, DependencyMissing
+from .errors import CatalogError, DependencyMissing, FamilyError
 from .paths import bug_id_of, package_dir
 
 ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
@@ -528,6 +528,23 @@ def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
         if exercise_id not in toml_stems:
             yield Problem(f"checks/{name}", f"Suite('{exercise_id}') is for no exercise: there is no "
                                             f"prompts/exercises/{exercise_id}.toml")
+
+
+@validator
+def families_fit_their_bug_files(content: Content) -> Iterable[Problem]:
+    """Every entry of prompts/families.toml still edits text its bug file or reference holds: an
+    edited reference or bug file must take its family entries along."""
+    path = content.prompts / "families.toml"
+    entries = tomllib.loads(path.read_text(encoding="utf-8")).get("family", []) if path.is_file() else []
+    for exercise in content.exercises.values():
+        textbook = {form.path.stem: form for form in compose.forms(exercise.id)}
+        for entry in entries:
+            if entry.get("exercise") != exercise.id or entry.get("form") not in textbook:
+                continue
+            try:
+                compose.family_forms_of(entry, textbook[entry["form"]])
+            except FamilyError as exc:
+                yield Problem(content.relative(path), str(exc))
 
 
 # --- files ----------------------------------------------------------------------------------------

@@ -117,3 +117,7 @@ class TestTimedOut(BaseException):
 
 class UnsafePath(OSError):
     """A folder or file the kit will not write through (a symlink, someone else's folder)."""
+
+
+class FamilyError(ValueError):
+    """An entry of prompts/families.toml that no longer fits its bug file (an old text not found)."""

@@ -168,3 +168,12 @@ def test_questions_without_required_key_points_and_code_at_hint_one_fail(copy):
     assert_found(found, "prompts/exercises/gqa.toml", r"question 'mqa-vs-gqa' marks 3 key points required \(1 or 2\)")
     assert_found(found, "prompts/exercises/gqa.toml", r"hint 1 \('Count the widths'\) contains code \('`'\)")
     assert len(found) == 3, found
+
+
+def test_a_family_entry_whose_text_left_its_bug_file_fails(copy):
+    """A reference or bug file edited without its prompts/families.toml entries (the rename of dS
+    to dZ once left backward-missing-scale's entries pointing at text that was gone)."""
+    edit(copy.prompts / "families.toml", '"    dq = dZ @ k * gscale "', '"    dq = dS @ k * gscale "')
+    found = problems(copy)
+    assert_found(found, "prompts/families.toml", r"backward-missing-scale .*dS @ k.* is not in the code it edits")
+    assert len([p for p in found if p.startswith("prompts/families.toml")]) == 1
