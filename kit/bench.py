@@ -220,8 +220,8 @@ def fit_sizes(sizes) -> list[int]:
 def fit_exponent(sizes, values) -> float | None:
     """Slope of log(value) against log(T) by least squares over the largest sizes; None if < 2 sizes."""
     sizes, values = fit_sizes(sizes), list(values)[-FIT_POINTS:]
-    if len(sizes) < 2 or len(set(sizes)) < 2:
-        return None
+    if len(sizes) < 2 or len(set(sizes)) < 2 or not all(math.isfinite(v) for v in values):
+        return None         # a reading that is NaN or infinite (the code's own clock) fits nothing
     x = np.log(np.asarray(sizes, dtype=np.float64))
     y = np.log(np.maximum(np.asarray(values, dtype=np.float64), 1e-12))
     return float(np.polyfit(x, y, 1)[0])
@@ -434,8 +434,14 @@ def _ladder(sandbox: Sandbox, workload: Workload, plan: _Plan, options: Options,
             result.memory_method = "tracemalloc"
             result.notes.append("peak resident memory is not readable on this system: tracemalloc was used, "
                                 "so torch tensors are missing from peak memory.")
+        peak = memory.get("peak_bytes")
+        if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not math.isfinite(peak):
+            result.failure = (f"the memory reading of `{workload.function}` at T={T} came back as {peak!r}, "
+                              "not a number of bytes: the measurement runs in your code's process, and "
+                              "something there changed it.")
+            break
         size = SizeResult(T, statistics.median(times), statistics.median(cpu_times), times,
-                          int(memory["peak_bytes"]), clock() - size_started)
+                          int(peak), clock() - size_started)
         result.sizes.append(size)
         if progress:
             progress("done", T, size)

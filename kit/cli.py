@@ -9,12 +9,12 @@ statuses. numpy and rich are imported inside commands, so `attn-kit --help` and 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from . import jsonout
 from .cli_bench import bench
 from .cli_common import (
     EXIT_FAIL,
@@ -207,7 +207,7 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         written = repro_module.write(report, repro)
     if as_json:
         with reader_may_stop():
-            click.echo(json.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {}) |
+            click.echo(jsonout.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {}) |
                                   ({"locate": located.to_json(fix)} if located else {})))
     else:
         _show_check(file, report, options, tests, written, first, (locate, fix, locate_budget))
@@ -295,7 +295,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
         grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
     with reader_may_stop():
         if as_json:
-            click.echo(json.dumps(grade.to_json()))
+            click.echo(jsonout.dumps(grade.to_json()))
         else:
             from . import render
             render.test_grade(grade)
@@ -318,7 +318,7 @@ def main():
         if "--json" in sys.argv[1:]:
             from .jsonout import error_json
             words = [a for a in sys.argv[1:] if not a.startswith("-")]
-            click.echo(json.dumps(error_json(words[0] if words else "attn-kit", message)))
+            click.echo(jsonout.dumps(error_json(words[0] if words else "attn-kit", message)))
         else:
             click.echo(f"Error: {message}", err=True)
         sys.exit(EXIT_USAGE)

@@ -6,12 +6,12 @@ command, after BLAS is asked for one thread (cli_common.one_blas_thread).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from . import jsonout
 from .cli_common import EXIT_FAIL, EXIT_PASS, SIZE, one_blas_thread, parse_size, reports_errors, timeout_option_type
 
 
@@ -59,7 +59,7 @@ def bench(file, exercise, sizes, repeats, budget, memory, as_json, plot):
     options = core.Options(exercise, sizes, repeats, budget, parse_size(memory))
     if as_json:
         result = core.run(file, options)
-        click.echo(json.dumps(result.to_json()))
+        click.echo(jsonout.dumps(result.to_json()))
     else:
         from . import render_bench
         with render_bench.progress(budget) as tick:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import os
 import re
@@ -15,6 +14,7 @@ import sys
 
 import click
 
+from . import jsonout
 from .errors import KitError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -136,7 +136,7 @@ def reports_errors(func):
             if kwargs.get("as_json"):
                 from .jsonout import error_json
                 known = click.get_current_context().meta.get("attn_kit.json", {})
-                click.echo(json.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), str(exc),
+                click.echo(jsonout.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), str(exc),
                                                  exercise=kwargs.get("exercise"), path=kwargs.get("file"),
                                                  seed=known.get("seed", kwargs.get("seed")))))
             else:
@@ -149,7 +149,7 @@ def reports_errors(func):
             message = f"cannot use {exc.filename}: {exc.strerror or exc}"
             if kwargs.get("as_json"):
                 from .jsonout import error_json
-                click.echo(json.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), message,
+                click.echo(jsonout.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), message,
                                                  exercise=kwargs.get("exercise"), path=kwargs.get("file"))))
             else:
                 from . import render

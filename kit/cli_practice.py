@@ -10,12 +10,12 @@ the live display).
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
 import click
 
+from . import jsonout
 from .cli_common import EXIT_PASS, FiniteFloat, reports_errors
 
 
@@ -443,12 +443,12 @@ def history(as_json, limit, where):
     from . import practice, render_practice
     if where:
         from .store import db_path
-        click.echo(json.dumps({"path": str(db_path())}) if as_json else str(db_path()))
+        click.echo(jsonout.dumps({"path": str(db_path())}) if as_json else str(db_path()))
         return
     with _open_store() as store:
         data = practice.history(store, limit)
     if as_json:
-        click.echo(json.dumps(data))
+        click.echo(jsonout.dumps(data))
     else:
         render_practice.history(data)
 
@@ -467,7 +467,7 @@ def progress(as_json):
     with _open_store() as store:
         rows = practice.progress(store)
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in rows]))
+        click.echo(jsonout.dumps([r.to_json() for r in rows]))
     else:
         render_practice.progress(rows)
 

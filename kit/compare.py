@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ValueProblem
-from .values import Opaque, TensorValue
+from .values import Masked, Opaque, TensorValue
 
 RTOL = 1e-6
 ATOL = 1e-8
@@ -47,6 +47,14 @@ def _ragged(value, path="") -> str:
     return ""
 
 
+def _not_an_array(value, what: str) -> str:
+    if isinstance(value, Masked):
+        return (f"{what} contains masked entries ({value.masked:,} of {value.size:,}): a masked entry is "
+                "not a value, so it cannot be graded. Return a plain array (e.g. `.filled(x)` with the "
+                "value you mean there), not a numpy.ma masked array.")
+    return f"{what} is {_describe(value)}, not an array or nested list"
+
+
 def to_array(value, what: str, kind: str = "float") -> np.ndarray:
     """A nested list, NumPy array or tensor -> ndarray (float64, or bool for masks)."""
     if isinstance(value, TensorValue):
@@ -54,7 +62,7 @@ def to_array(value, what: str, kind: str = "float") -> np.ndarray:
     if value is None:
         raise ValueProblem(f"{what} is None: the function returned nothing (is a `return` missing?)")
     if isinstance(value, (Opaque, str, dict)):
-        raise ValueProblem(f"{what} is {_describe(value)}, not an array or nested list")
+        raise ValueProblem(_not_an_array(value, what))
     problem = _ragged(value)
     if problem:
         raise ValueProblem(f"{what} is a ragged list: {problem}")

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import __version__
+from . import __version__, jsonout
 from .batch import GRADED, Batch, Result
 
 FORMATS = ("csv", "json", "junit", "gradescope", "prairielearn")
@@ -178,12 +177,12 @@ def write(batch: Batch, fmt: str, path: Path, hidden_details: bool = False) -> l
             targets = [(path / f"{r.name}.json", r) for r in batch.results]
         for target, result in targets:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(build(batch, result, hidden_details), indent=2) + "\n", encoding="utf-8")
+            target.write_text(jsonout.dumps(build(batch, result, hidden_details), indent=2) + "\n", encoding="utf-8")
         return [t for t, _ in targets]
     if fmt == "csv":
         text = to_csv(batch)
     elif fmt == "json":
-        text = json.dumps(to_json(batch), indent=2) + "\n"
+        text = jsonout.dumps(to_json(batch), indent=2) + "\n"
     elif fmt == "junit":
         text = to_junit(batch, hidden_details)
     else:

@@ -6,11 +6,15 @@ null figures) plus `"error"`: one paragraph saying what went wrong. Fields the k
 the failure keep their values: `exercise` (from --exercise or the file's `# attn-kit:` header),
 `path`, and `seed` for `check`. So a consumer reads `score.points` or `sizes` the same way
 whether or not the run worked, and only has to look at `error` to tell.
+
+Every --json output is printed by `dumps`: strict JSON, where a number that is not finite (NaN,
+an infinity: a bench timing the candidate's code made up, say) is `null`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +33,23 @@ def schema(name: str) -> dict:
 
 def schema_path(name: str) -> Path:
     return Path(str(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json")))
+
+
+def finite(value):
+    """value with every NaN or infinite float (at any depth of dicts, lists, tuples) made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(obj, **kwargs) -> str:
+    """obj as strict JSON text: non-finite numbers become null, never the NaN/Infinity that
+    Python's json module writes by default and strict readers reject."""
+    return json.dumps(finite(obj), allow_nan=False, **kwargs)
 
 
 def _empty(command: str) -> dict:

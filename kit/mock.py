@@ -13,7 +13,6 @@ showing, prompting, reading keys, and the Markdown report from render_practice).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import random
 import time
@@ -24,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Protocol
 
-from . import catalog, rubric, safefile
+from . import catalog, jsonout, rubric, safefile
 from .errors import KitError, UsageError
 from .report import CheckStatus
 from .store import Store, StoreError, iso, now
@@ -336,7 +335,7 @@ def write_report(session: Session, data: dict, markdown: str) -> Path:
     """report.md (`markdown`, the render layer's text for `data`) and report.json in the session folder."""
     md = session.folder / "report.md"
     safefile.write_text(md, markdown)        # the candidate's code may have planted symlinks here
-    safefile.write_text(session.folder / "report.json", json.dumps(data, indent=2) + "\n")
+    safefile.write_text(session.folder / "report.json", jsonout.dumps(data, indent=2) + "\n")
     return md
 
 

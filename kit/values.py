@@ -70,6 +70,16 @@ class Opaque:
 
 
 @dataclass(frozen=True)
+class Masked(Opaque):
+    """A NumPy masked array the candidate returned with masked entries. The kit counted them from
+    the mask the worker sent: a masked entry is not a value, so the array is not graded on its
+    data (one without masked entries arrives as its plain array)."""
+
+    masked: int = 0
+    size: int = 0
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What one call of a candidate function did."""
 

@@ -8,6 +8,8 @@ the format knows:
 - list; a dict with string keys as a JSON object; tuples and other dicts as tagged objects (keys
   may be any plain hashable value);
 - NumPy arrays of booleans or numbers: dtype, shape and the raw bytes (never object arrays);
+- NumPy masked arrays: the data and the mask as two such arrays; the kit decodes one with any
+  masked entry as Masked (not graded on its data), and one without as its plain data;
 - torch tensors: the array plus dtype, device, shape and requires_grad (a TensorValue);
 - everything else: an Opaque description (type name and a short repr).
 
@@ -30,13 +32,14 @@ import json
 import math
 import re
 import struct
+import sys
 from array import array
 from enum import StrEnum
 from hashlib import sha256
 from typing import Any
 
 from .errors import WireError
-from .values import CallStatus, ErrorInfo, Opaque, Outcome, TensorValue
+from .values import CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
 MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
@@ -59,6 +62,11 @@ def _np():
         import numpy
         _NUMPY.append(numpy)
     return _NUMPY[0]
+
+
+def _ma():
+    """numpy.ma if something has imported it (else no masked array can exist): never imported here."""
+    return sys.modules.get("numpy.ma")
 
 
 # --- worker side: any value -> plain data -----------------------------------------------------
@@ -181,6 +189,9 @@ def _array(value, depth, budget):
     np = _np()
     arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
     if arr.dtype.kind in "biufc" and arr.dtype.names is None:
+        ma = _ma()
+        if ma is not None and isinstance(value, ma.MaskedArray):     # data and mask go; the kit decides
+            return ma.MaskedArray(np.ascontiguousarray(arr), mask=np.ascontiguousarray(ma.getmaskarray(value)))
         return np.ascontiguousarray(arr)      # encoded right away (tobytes copies), never kept
     if arr.dtype.kind == "O":
         return to_plain(arr.tolist(), depth + 1, budget)
@@ -235,6 +246,9 @@ def encode(message: dict) -> bytes:
             return {_TAG: "error", "type": v.type, "message": v.message, "where": v.where,
                     "traceback": v.traceback}
         np = _np()
+        ma = _ma()
+        if ma is not None and isinstance(v, ma.MaskedArray):
+            return {_TAG: "masked", "a": tag(np.ndarray.view(v, np.ndarray)), "m": tag(ma.getmaskarray(v))}
         if isinstance(v, np.ndarray):
             data = v.tobytes()
             blobs.append(data)
@@ -347,6 +361,8 @@ def _untag(v, blobs, cursor, depth):
         return out
     if tag == "nd":
         return _nd(v, blobs, cursor)
+    if tag == "masked":
+        return _masked(_untag(v.get("a"), blobs, cursor, depth + 1), _untag(v.get("m"), blobs, cursor, depth + 1))
     if tag == "tensor":
         array = _untag(v.get("a"), blobs, cursor, depth + 1)
         _want(isinstance(array, _np().ndarray), "tensor data")
@@ -363,6 +379,19 @@ def _untag(v, blobs, cursor, depth):
                          visible(_text(v.get("where"), "where")[:300]),
                          visible(_text(v.get("traceback"), "traceback")[:20000]))
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
+
+
+def _masked(data, mask):
+    """A masked array's data and mask -> the plain data when nothing is masked, else Masked. The
+    kit counts the masked entries itself, from the mask's bytes."""
+    np = _np()
+    _want(isinstance(data, np.ndarray) and isinstance(mask, np.ndarray) and mask.dtype == np.bool_
+          and mask.shape == data.shape, "masked array")
+    masked = int(np.count_nonzero(mask))
+    if not masked:
+        return data
+    return Masked("MaskedArray", f"a masked array with {masked:,} of {mask.size:,} entries masked",
+                  masked, int(mask.size))
 
 
 _DTYPES: dict[str, object] = {}       # dtype text -> numpy dtype, once validated

@@ -55,11 +55,20 @@ def attn_kit(*args, cwd=None, timeout=120, env=None, input=None) -> subprocess.C
                           capture_output=True, text=True, timeout=timeout, input=input)
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON: strict readers reject it")
+
+
+def strict_json(text: str):
+    """json.loads, but NaN, Infinity and -Infinity (which Python writes by default) are errors."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
     """`attn-kit check PATH --json ...` in a subprocess: (the JSON object, the exit status)."""
     proc = attn_kit("check", path, "--json", *extra, cwd=cwd)
     assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}"
-    return json.loads(proc.stdout), proc.returncode
+    return strict_json(proc.stdout), proc.returncode
 
 
 # --- grading in-process, once per session ---------------------------------------------------------

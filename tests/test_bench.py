@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import io
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.console import Console
 from attn_kit import bench, catalog, grading, render, render_bench
 
 from conftest import attn_kit, need_torch, solutions_dir
+from helpers import strict_json
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"
 ATTEMPTS = 3
@@ -33,7 +33,7 @@ def bench_json(path, *extra) -> tuple[dict, int, str]:
     proc = attn_kit("bench", path, "--json", *extra)
     assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}"
     assert "Traceback" not in proc.stderr, proc.stderr
-    return json.loads(proc.stdout), proc.returncode, proc.stderr
+    return strict_json(proc.stdout), proc.returncode, proc.stderr
 
 
 def within(path, bands: dict[str, tuple[float, float]], *extra) -> dict:
@@ -163,6 +163,48 @@ def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
     proc = attn_kit("bench", path, "--sizes", "16,32,64", "--repeats", "1")
     assert proc.returncode == 1
     assert "IndexError" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
+    """The timings are taken in the candidate's process: NaN and infinite readings are null in
+    the JSON (valid for strict readers and for the schema), and fit no exponent."""
+    path = write(tmp_path, "sol.py", """
+        # attn-kit: mha-screen
+        import time
+        import numpy as np
+
+        def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
+            time.perf_counter = lambda: float("nan")
+            time.process_time = lambda: float("inf")
+            return np.asarray(x) @ np.asarray(params["Wq"])
+        """)
+    data, code, _ = bench_json(path, "--sizes", "16,32", "--repeats", "1")
+    assert code == 0, data
+    assert data["sizes"] == [16, 32]
+    assert data["time_s"] == [None, None] and data["cpu_s"] == [None, None]
+    assert data["time_exponent"] is None and data["expected"]["time"]["status"] == "unknown"
+    jsonschema = pytest.importorskip("jsonschema")
+    from attn_kit import jsonout
+    jsonschema.Draft202012Validator(jsonout.schema("bench")).validate(data)
+
+
+@pytest.mark.slow
+def test_a_memory_reading_that_is_not_a_number_is_a_failure(tmp_path):
+    """A forged peak (NaN) from the worker is a failure with a message, not a kit traceback."""
+    path = write(tmp_path, "sol.py", """
+        # attn-kit: mha-screen
+        import sys
+        import numpy as np
+
+        def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
+            harness = sys.modules["attn_kit.harness"]      # the worker's measurement, replaced
+            harness.measure = lambda fn, *a, **k: (None, {"seconds": 0.0, "peak_bytes": float("nan")})
+            return np.asarray(x) @ np.asarray(params["Wq"])
+        """)
+    data, code, _ = bench_json(path, "--sizes", "16,32", "--repeats", "1")
+    assert code == 1 and data["sizes"] == []
+    assert "not a number of bytes" in data["failure"] and "T=16" in data["failure"]
 
 
 @pytest.mark.slow

@@ -14,6 +14,8 @@ from attn_kit import bench, grading, jsonout, testgrade
 from attn_kit.cli import cli
 from attn_kit.paths import solutions_dir
 
+from helpers import strict_json
+
 jsonschema = pytest.importorskip("jsonschema")
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).parent / "corpus" / "candidate_tests"
@@ -29,7 +31,7 @@ def run_json(*args) -> tuple[dict, int]:
     result = CliRunner().invoke(cli, [*map(str, args)])
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1, result.output
-    return json.loads(lines[0]), result.exit_code
+    return strict_json(lines[0]), result.exit_code
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +103,12 @@ def test_check_statuses_are_the_schemas_strings():
         assert json.loads(text)["status"] == status.value and type(json.loads(text)["status"]) is str
         valid_item = jsonschema.Draft202012Validator(jsonout.schema("check")["properties"]["checks"]["items"])
         assert valid_item.is_valid(json.loads(text))
+
+
+def test_non_finite_numbers_are_null_in_every_json_output():
+    """jsonout.dumps (what every --json prints through) writes strict JSON at any depth."""
+    text = jsonout.dumps({"a": [float("nan"), 1.5, (float("inf"),)], "b": {"c": -float("inf")}})
+    assert strict_json(text) == {"a": [None, 1.5, [None]], "b": {"c": None}}
 
 
 def test_one_error_builder():

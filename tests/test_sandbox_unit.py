@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from attn_kit import loader, mutation, sandbox, wire
+from attn_kit import compare, loader, mutation, sandbox, wire
 from attn_kit.errors import LoadError, UsageError
-from attn_kit.values import ErrorInfo, Opaque, Outcome, TensorValue
+from attn_kit.values import ErrorInfo, Masked, Opaque, Outcome, TensorValue
 
 from conftest import CORPUS, TORCH_MISSING
 
@@ -40,6 +40,34 @@ def test_wire_round_trip_keeps_types_values_and_array_bytes():
         assert back.flags.writeable
     assert got[3][0] == 1.5 and got[3][1] != got[3][1] and got[3][2:] == (None, "s")
     assert got[(1, "k")] == [True, -2**70]
+
+
+def test_a_masked_array_is_graded_on_its_data_only_when_nothing_is_masked():
+    """The worker sends a numpy.ma array's data and mask; the kit counts the masked entries from
+    the mask itself: none, and the data is the value; any, and it is no value the checks read."""
+    data = np.arange(6.0).reshape(2, 3)
+    none = np.ma.masked_array(data.T)                         # not contiguous, nothing masked
+    some = np.ma.masked_where(data > 3, data)
+    got = roundtrip({"value": wire.to_plain((none, some, np.ma.masked_invalid([1.0, 2.0])))})["value"]
+    assert type(got[0]) is np.ndarray and np.array_equal(got[0], data.T)
+    assert type(got[2]) is np.ndarray and np.array_equal(got[2], [1.0, 2.0])
+    assert isinstance(got[1], Masked) and (got[1].masked, got[1].size) == (2, 6)
+    with pytest.raises(compare.ValueProblem, match=r"output contains masked entries \(2 of 6\)"):
+        compare.to_array(got[1], "output")
+
+
+def test_the_kit_counts_masked_entries_whatever_the_worker_says():
+    """A reply whose mask does not fit its data is malformed; a mask of all False is plain data."""
+    def reply(mask_shape: list[int], mask: bytes):
+        text = ('{"value": {"$": "masked", "a": {"$": "nd", "o": 0, "dtype": "<f8", "shape": [2]}, '
+                f'"m": {{"$": "nd", "o": 16, "dtype": "|b1", "shape": {mask_shape}}}}}}}').encode()
+        body = text + np.ones(2).tobytes() + mask
+        return wire.decode(bytearray(body), len(text))["value"]
+
+    with pytest.raises(wire.WireError, match="masked array"):
+        reply([1], b"\x01")
+    assert type(reply([2], b"\x00\x00")) is np.ndarray
+    assert reply([2], b"\x00\x01").masked == 1
 
 
 def test_to_plain_turns_subclasses_and_namedtuples_into_plain_types():
@@ -89,6 +117,7 @@ def test_to_plain_describes_what_it_cannot_send():
     b'[1, 2]',                                                        # not a record
     b'{"$": "dict", "v": [[[1], 2]]}',                                # unhashable key
     b'{"$": "dict", "v": [["k", 1]]}extra',
+    b'{"$": "masked", "a": [1.0], "m": [true]}',                      # a masked array not of arrays
 ])
 def test_wire_rejects_malformed_replies(body):
     with pytest.raises(wire.WireError):
