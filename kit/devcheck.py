@@ -31,6 +31,8 @@ ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
 MARKER_WINDOW = 10      # lines a change may reach from its BUG(id) marker (one change can span a few statements)
 IGNORED = {"__pycache__", ".DS_Store"}
+PLACEHOLDER = "TODO(dev new)"       # marks what `attn-kit dev new` leaves for the contributor to write
+_PLACEHOLDER_TEXT = re.compile(re.escape(PLACEHOLDER) + r":?([^\"'\n]*)")     # what to write: up to a quote
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,29 @@ def run(content: Content | None = None, validators: Iterable[Validator] | None =
     for check in chosen:
         problems.extend(check(content))
     return Result(problems, list(content.notes), [v.__name__ for v in chosen])
+
+
+# --- a skeleton from `dev new` is filled in ----------------------------------------------------
+
+@validator
+def no_placeholders_left(content: Content) -> Iterable[Problem]:
+    """No file of an exercise still holds a placeholder of `attn-kit dev new`'s skeleton: each
+    one left is reported with its line, which says what to write there."""
+    for path in sorted((content.prompts / "exercises").glob("*.toml")):
+        exercise = content.exercises.get(path.stem)
+        files = [path]
+        if exercise is not None:
+            files.append(content.checks / f"{exercise.checks}.py")
+            files += content.reference_files(exercise.id) + content.bug_files(exercise.id)
+        for file in files:
+            try:
+                lines = file.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue            # a missing file is reported by the validators that need it
+            where = content.relative(file) if file.parent != content.checks else f"checks/{file.name}"
+            for n, line in enumerate(lines, 1):
+                for what in _PLACEHOLDER_TEXT.findall(line):
+                    yield Problem(where, f"line {n}: fill in the placeholder: {what.strip(' .') or 'see the line'}")
 
 
 # --- TOML files, fields and ids -------------------------------------------------------------------
