@@ -186,6 +186,7 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
     except (tomllib.TOMLDecodeError, OSError):
         return              # reported by toml_files_load
     seen: set[str] = set()
+    titles: dict[str, str] = {}
     for n, entry in enumerate(entries, 1):
         bug_id = str(entry.get("id", ""))
         where = f"{content.relative(path)} [bugs] #{n}"
@@ -197,6 +198,10 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
         for key in ("title", "symptom", "fix", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
+        title = " ".join(str(entry.get("title", "")).split())
+        if title and title in titles:
+            yield Problem(where, f"title '{title}' is also {titles[title]}'s: every bug needs its own")
+        titles.setdefault(title, bug_id)
         if entry.get("severity") not in catalog.SEVERITIES:
             yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
                                  f"(the header of bugs.toml says which; the mock's correctness score needs it)")
@@ -226,6 +231,28 @@ def exercise_code_fields(content: Content) -> Iterable[Problem]:
             yield Problem(where, f"main = '{exercise.main}' is not one of its [[functions]]")
         if not (content.solutions / exercise.id / exercise.oracle).is_file():
             yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
+
+
+MIN_HINTS = 3           # a ladder: a nudging question, the concept, nearly the code
+MIN_QUESTIONS = 3       # enough discussion for a mock screen's last minutes
+
+
+@validator
+def exercise_has_enough_to_teach(content: Content) -> Iterable[Problem]:
+    """A statement and summary, at least MIN_HINTS hints with text and MIN_QUESTIONS questions."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for name in ("statement", "summary", "title"):
+            if not getattr(exercise, name).strip():
+                yield Problem(where, f"'{name}' is empty")
+        if len(exercise.hints) < MIN_HINTS:
+            yield Problem(where, f"has {len(exercise.hints)} [[hints]]; write at least {MIN_HINTS} (a nudging "
+                                 "question, the concept, nearly the code)")
+        for n, hint in enumerate(exercise.hints, 1):
+            if not hint.text.strip():
+                yield Problem(where, f"hint {n} ('{hint.title}') has no text")
+        if len(exercise.questions) < MIN_QUESTIONS:
+            yield Problem(where, f"has {len(exercise.questions)} [[questions]]; write at least {MIN_QUESTIONS}")
 
 
 @validator
@@ -332,6 +359,90 @@ def exercise_links(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
+# What a discussion question on each bug concept talks about (its prompt and key points, any case):
+# a run that shows a bug rates the cards of the bug's concept (review.concept_questions), so they
+# must be about it. A new concept in prompts/bugs.toml needs its entry here.
+CONCEPT_WORDS = {
+    "scaling": r"sqrt|scal",
+    "head-split": r"head|reshape|transpose",
+    "numerical-stability": r"overflow|NaN|inf\b|precision|stab",
+    "blocking": r"blocked|masked|no allowed key|fill",
+    "masking": r"mask",
+    "causal-mask": r"causal",
+    "masked-query-output": r"b_o|fully masked",
+    "softmax-axis": r"axis|sum to 1",
+    "projections": r"bias|projection|weight|\bW",
+    "hygiene": r"in place|argument",
+    "kv-cache": r"cache",
+    "grouped-query": r"K/V|key/value|kv|group",
+    "online-softmax": r"online|running|rescal|partial",
+    "block-edges": r"block",
+    "memory": r"memory|bytes|HBM|GiB|MiB|cache|T×T|T×S",
+    "cross-attention": r"context|cross",
+    "positions": r"position|RoPE|rotat",
+    "sliding-window": r"window",
+    "backward": r"gradient|backward|\bd[QKVSP]\b",
+    "paged-cache": r"page|block",
+}
+
+# What at least one of the questions a bug reaches must mention (case-sensitive): the bug itself.
+BUG_WORDS = {
+    "causal-off-by-one": r"causal",
+    "causal-offset-ignored": r"offset|bottom-right",
+    "mask-inverted": r"True",
+    "mask-not-boolean": r"0/1|boolean",
+    "padding-masks-queries": r"padd",
+    "blocked-row-uniform": r"uniform",
+    "blocked-row-nan": r"NaN",
+    "additive-mask-leaks": r"adding|added",
+    "fill-value-too-weak": r"fill",
+    "weights-transposed": r"transpose|nn\.Linear",
+    "b-o-not-suppressed": r"b_o",
+    "b-o-dropped-for-partial": r"b_o",
+    "partial-block-dropped": r"last block|shorter",
+    "mutates-input": r"in place",
+    "materialises-scores": r"T×S|T×T|T²",
+    "online-softmax-acc-not-rescaled": r"acc",
+}
+
+
+def question_text(question: catalog.Question) -> str:
+    return " ".join(" ".join((question.prompt, *question.key_points)).split())
+
+
+def concept_questions(content: Content, exercise_id: str, concept: str) -> list[tuple[str, catalog.Question]]:
+    """The cards a concept stands for, as review.concept_questions picks them: this exercise's
+    questions on it, else any exercise's."""
+    own = [(exercise_id, q) for q in content.exercises[exercise_id].questions if q.concept == concept]
+    return own or [(e.id, q) for e in content.exercises.values() for q in e.questions if q.concept == concept]
+
+
+@validator
+def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
+    """Every bug file's bug reaches review questions on its concept (CONCEPT_WORDS), and one of
+    them names the bug itself (BUG_WORDS)."""
+    for exercise in content.exercises.values():
+        for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(content.bugs)):
+            concept = content.bugs[bug_id].concept
+            where = f"{exercise.id}: {bug_id} ({concept})"
+            words = CONCEPT_WORDS.get(concept)
+            if words is None:
+                yield Problem(where, f"concept '{concept}' has no entry in devcheck.CONCEPT_WORDS: add the words "
+                                     "a question on it must use")
+                continue
+            reached = concept_questions(content, exercise.id, concept)
+            if not reached:
+                yield Problem(where, f"reaches no question: write a [[questions]] with concept = '{concept}'")
+            for owner, question in reached:
+                if not re.search(words, question_text(question), re.IGNORECASE):
+                    yield Problem(where, f"reaches {owner}/{question.id}, which is not about {concept} (its prompt "
+                                         f"and key points match none of {words!r})")
+            own = BUG_WORDS.get(bug_id)
+            if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
+                yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
+                                     f"({own!r})")
+
+
 # The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
 # indent it is printed at and the column rich's code block pads each side with (render.content;
 # tests/test_content_render.py holds these numbers against the renderer).
@@ -403,6 +514,14 @@ def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[in
 
 
 @validator
+def every_exercise_has_a_bug_file(content: Content) -> Iterable[Problem]:
+    """Each exercise has at least one known-bug file: the catalogue's proof needs one per exercise."""
+    for exercise in content.exercises.values():
+        if not content.bug_files(exercise.id):
+            yield Problem(f"solutions/{exercise.id}", "has no bugs/<bug-id>.py: every exercise has a known bug")
+
+
+@validator
 def bug_files_are_one_marked_change(content: Content) -> Iterable[Problem]:
     """Every bug file is named <bug-id>[@<form>].py after a catalogue id, carries its BUG(id)
     marker, and differs from one of the references only around that marker."""
@@ -469,6 +588,26 @@ def suites_match_their_exercise(content: Content) -> Iterable[Problem]:
             for bug_id in check.catches:
                 if content.bugs and bug_id not in content.bugs:
                     yield Problem(where, f"check '{check.id}' catches '{bug_id}', which is not in prompts/bugs.toml")
+
+
+@validator
+def suites_are_well_formed(content: Content) -> Iterable[Problem]:
+    """Every check has a title and points, runs `after` earlier checks only, and each suite has a
+    public check (the examples `attn-kit check --public` runs)."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        where = f"checks/{exercise.checks}.py"
+        ids = [c.id for c in suite.checks]
+        if not any(c.public for c in suite.checks):
+            yield Problem(where, "no check is public=True: mark the statement's worked example as one")
+        for n, check in enumerate(suite.checks):
+            if not check.title.strip() or check.points <= 0:
+                yield Problem(where, f"check '{check.id}' needs a docstring title and points > 0")
+            for before in check.after:
+                if before not in ids[:n]:
+                    yield Problem(where, f"check '{check.id}' runs after '{before}', which is not an earlier check")
 
 
 @validator

@@ -126,18 +126,11 @@ AXES = ("query", "feature")
 DIMS = "T×d"
 
 
-@check(points=1, public=True)
-def output_shape(ctx):
-    """The output is T×d: one row per query (T=3, S=4, d=2)."""
-    q, k, v = ctx.rng.normal(size=(3, 2)), ctx.rng.normal(size=(4, 2)), ctx.rng.normal(size=(4, 2))
-    ctx.describe(T=3, S=4, d=2)
-    ctx.array(ctx.call(FN, q, k, v), "output", (3, 2), DIMS)
-
-
-@check(points=2, after=("output-shape",), catches=("{bug}",))
+@check(points=2, public=True, catches=("{bug}",))
 def matches_the_reference(ctx):
     """Agrees with the reference on random inputs of width 4."""
-    # {todo}: build the inputs of your exercise's cases (and add a check per property).
+    # {todo}: build your exercise's cases, one check per property (ctx.array checks a shape;
+    # after=("...",) runs a check after another; every check must fail for some known bug).
     q, k, v = ctx.rng.normal(size=(3, 4)), ctx.rng.normal(size=(5, 4)), ctx.rng.normal(size=(5, 4))
     ctx.describe(T=3, S=5, d=4)
     ctx.expect_close(ctx.call(FN, q, k, v), ctx.oracle.{fn}(q, k, v), "output", AXES, DIMS)
@@ -189,7 +182,7 @@ title = "{todo}: a nudging question"
 step = "question"
 dimension = "correctness"
 concept = "{concept}"
-checks = ["output-shape"]
+checks = ["matches-the-reference"]
 text = \'\'\'
 {todo}: a question in prose that points at the idea, without code.
 \'\'\'
@@ -214,7 +207,9 @@ text = \'\'\'
 {todo}: the computation, nearly in code.
 \'\'\'
 
-# Discussion questions for `attn-kit review` and the mock: key points, one or two required.
+# Discussion questions for `attn-kit review` and the mock: key points, one or two required. A run
+# that shows a bug rates the questions on the bug's concept: they must talk about it (dev check
+# says with which words: devcheck.CONCEPT_WORDS).
 [[questions]]
 id = "{id}-why"
 concept = "{concept}"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from attn_kit import devcheck, scaffold
+from attn_kit.errors import UsageError
 from attn_kit.paths import package_dir
 
 CLI_TIMEOUT = 120
@@ -44,7 +45,11 @@ def _fill(path: Path) -> None:
     """What a contributor writes in place of each placeholder: a toy exercise's own words."""
     own = {"the title, as `attn-kit list` shows it": "Toy attention",
            "the title": "Toy attention",
-           "one sentence saying what the candidate writes.": "Single-head attention over a few keys."}
+           "one sentence saying what the candidate writes.": "Single-head attention over a few keys.",
+           # the questions are on the concept of the skeleton's bug (scaling): they say so
+           "a question an interviewer asks about this exercise": "Why are the scores divided by sqrt(d)?",
+           "a question on its cost in time and memory": "What do the T×S scores cost, scaled or not?",
+           "a question on an edge case": "What happens to unscaled scores as d grows?"}
     marker = re.escape(scaffold.PLACEHOLDER)
 
     def words(match: re.Match) -> str:
@@ -76,14 +81,16 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
         "prompts/exercises/toy-exercise.toml", "checks/toy_exercise.py",
         "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/no-scaling.py"}
 
-    unfilled = _run(site, "dev", "check")
-    assert unfilled.returncode == 1
-    assert "✗ prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title" in unfilled.stdout
-    assert "✗ checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed" in unfilled.stdout
-    assert re.search(r"✗ solutions/toy-exercise/bugs/no-scaling.py: line \d+: fill in the placeholder: make this "
-                     "file the reference", unfilled.stdout)
-    assert not [line for line in unfilled.stdout.splitlines()
-                if line.startswith("✗") and "toy" not in line], unfilled.stdout
+    # before filling in: `dev check`'s placeholder rule names every placeholder, where and what
+    content = devcheck.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
+    unfilled = [str(p) for p in devcheck.run(content, [devcheck.no_placeholders_left]).problems]
+    assert "prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title, as `attn-kit list` " \
+           "shows it" in unfilled, unfilled
+    assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed")
+               for p in unfilled), unfilled
+    assert any(re.fullmatch(r"solutions/toy-exercise/bugs/no-scaling.py: line \d+: fill in the placeholder: make "
+                            r"this file the reference .*", p) for p in unfilled), unfilled
+    assert {p.split(":")[0] for p in unfilled} == {p.relative_to(kit).as_posix() for p in created}
 
     for path in created:
         _fill(path)
@@ -104,11 +111,17 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
 
 
 def test_dev_new_refuses_a_taken_or_invalid_id(site):
-    for args, said in ((("gqa",), "exercise 'gqa' already exists"),
-                       (("Toy_Exercise",), "'Toy_Exercise' is not a valid exercise id"),
-                       (("toy", "--bug", "no-such-bug"), "'no-such-bug' is not a bug id")):
-        proc = _run(site, "dev", "new", *args)
-        assert proc.returncode == 2, (args, proc.stdout + proc.stderr)
-        assert said in proc.stderr and "Traceback" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert not (site / "attn_kit" / "prompts" / "exercises" / "toy.toml").exists()
+    kit = site / "attn_kit"
+    before = _snapshot(kit)
+    proc = _run(site, "dev", "new", "gqa")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "Traceback" not in proc.stderr
+    assert "exercise 'gqa' already exists" in proc.stderr
+    roots = {name: kit / name for name in ("prompts", "solutions", "checks")}
+    for exercise_id, bug, said in (("Toy_Exercise", "no-scaling", "'Toy_Exercise' is not a valid exercise id"),
+                                   ("2-toy", "no-scaling", "'2-toy' is not a valid exercise id"),
+                                   ("toy", "no-such-bug", "'no-such-bug' is not a bug id")):
+        with pytest.raises(UsageError, match=re.escape(said)) as raised:
+            scaffold.new(exercise_id, bug=bug, roots=roots)
+        assert raised.value.exit_code == 2
+    assert _snapshot(kit) == before, "a refused `dev new` writes nothing"

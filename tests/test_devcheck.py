@@ -168,3 +168,51 @@ def test_questions_without_required_key_points_and_code_at_hint_one_fail(copy):
     assert_found(found, "prompts/exercises/gqa.toml", r"question 'mqa-vs-gqa' marks 3 key points required \(1 or 2\)")
     assert_found(found, "prompts/exercises/gqa.toml", r"hint 1 \('Count the widths'\) contains code \('`'\)")
     assert len(found) == 3, found
+
+
+def test_the_rules_tests_used_to_restate_fail_on_a_broken_copy(copy):
+    """Rules that lived in test_catalogue.py and test_content_links.py, now in devcheck: enough
+    hints and questions, a bug file per exercise, unique bug titles, questions on a bug's concept
+    that talk about it."""
+    import dataclasses
+    bugs = copy.prompts / "bugs.toml"
+    edit(bugs, 'title = "Scores are scaled twice"', 'title = "Scores are not scaled"')
+    edit(copy.prompts / "exercises" / "paged-attention.toml", 'id = "paged-why"\nconcept = "paged-cache"',
+         'id = "paged-why"\nconcept = "scaling"')
+    for path in copy.bug_files("sliding-window"):
+        path.unlink()
+    gqa = copy.exercises["gqa"]
+    copy.exercises["gqa"] = dataclasses.replace(gqa, hints=gqa.hints[:2], questions=gqa.questions[:2])
+    found = problems(copy)
+    assert_found(found, "prompts/bugs.toml [bugs] #", r"title 'Scores are not scaled' is also no-scaling's")
+    assert_found(found, "paged-attention: no-scaling (scaling)", r"reaches paged-attention/paged-why, which is not "
+                                                                 r"about scaling")
+    assert_found(found, "solutions/sliding-window", r"has no bugs/<bug-id>\.py")
+    assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[hints\]\]; write at least 3")
+    assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[questions\]\]; write at least 3")
+
+
+def test_a_suite_without_public_checks_or_with_a_later_after_fails(copy, monkeypatch):
+    from attn_kit.registry import Suite
+    suite = Suite("gqa")
+
+    @suite.check(after=("second",))
+    def first(ctx):
+        """First."""
+
+    @suite.check()
+    def second(ctx):
+        """Second."""
+
+    real = devcheck.Content.suite
+    monkeypatch.setattr(devcheck.Content, "suite", lambda self, e: suite if e.id == "gqa" else real(self, e))
+    found = [str(p) for p in devcheck.run(copy, [devcheck.suites_are_well_formed]).problems]
+    assert found == ["checks/gqa.py: no check is public=True: mark the statement's worked example as one",
+                     "checks/gqa.py: check 'first' runs after 'second', which is not an earlier check"]
+
+
+def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
+    (copy.solutions / "gqa" / "reference_numpy.py").write_text(
+        "# attn-kit: gqa\n# TODO(dev new): the reference\nx = 1\n", encoding="utf-8")
+    found = [str(p) for p in devcheck.run(copy, [devcheck.no_placeholders_left]).problems]
+    assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
