@@ -52,6 +52,7 @@ class Content:
     solutions: Path
     notes: list[str] = field(default_factory=list)      # things not checked here, and why
     checks_dir: Path | None = None                      # the checks/ modules (default: the installed ones)
+    readme: Path | None = None                          # default: README.md beside prompts/ in a checkout
 
     @classmethod
     def installed(cls) -> "Content":
@@ -60,6 +61,11 @@ class Content:
     @property
     def checks(self) -> Path:
         return self.checks_dir or package_dir("checks")
+
+    @property
+    def readme_file(self) -> Path | None:
+        path = self.readme or self.prompts.parent / "README.md"
+        return path if path.is_file() else None
 
     def relative(self, path: Path) -> str:
         for root in (self.prompts, self.solutions):
@@ -736,3 +742,72 @@ def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
     for exercise_id in sorted(content.exercises):
         if not (content.solutions / exercise_id).is_dir():
             yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")
+
+
+# --- the README's lists of exercises --------------------------------------------------------------
+
+PROPERTY_SECTION = "### Headline properties by exercise"
+
+
+def readme_property_table(text: str) -> dict[str, dict[str, str]]:
+    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
+    (every table of that section, each with a column per exercise)."""
+    if PROPERTY_SECTION not in text:
+        return {}
+    section = text.split(PROPERTY_SECTION, 1)[1].split("\n#", 1)[0]
+    tables, rows = [], []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            tables.append(rows)
+            rows = []
+    table: dict[str, dict[str, str]] = {}
+    for rows in tables:
+        header = [c.strip() for c in rows[0].strip("|").split("|")]
+        for line in rows[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
+    return table
+
+
+@validator
+def readme_lists_every_exercise(content: Content) -> Iterable[Problem]:
+    """In a checkout, the README states the number of exercises, names each one, and its headline
+    properties tables have a column per exercise whose cells name real checks (or say n/a)."""
+    path = content.readme_file
+    if path is None:
+        note = "README.md: not beside prompts/ (an installed copy), so its exercise tables are not checked"
+        if note not in content.notes:
+            content.notes.append(note)
+        return
+    text = path.read_text(encoding="utf-8")
+    said = re.search(r"(\d+) exercises", text)
+    if said and int(said.group(1)) != len(content.exercises):
+        yield Problem("README.md", f"says {said.group(1)} exercises; there are {len(content.exercises)}: "
+                                   "update the count above the Exercises table")
+    for exercise_id in content.exercises:
+        if f"| `{exercise_id}` |" not in text:
+            yield Problem("README.md", f"has no row for `{exercise_id}` in the Exercises table: add "
+                                       f"'| `{exercise_id}` | what you build |'")
+    yield from _property_cells(content, readme_property_table(text))
+
+
+def _property_cells(content: Content, table: dict[str, dict[str, str]]) -> Iterable[Problem]:
+    for prop, cells in table.items():
+        where = f"README.md '{PROPERTY_SECTION[4:]}'"
+        for exercise_id in sorted(set(content.exercises) - set(cells)):
+            yield Problem(where, f"'{prop}' has no column for {exercise_id}: add one naming the check that "
+                                 "states it, or 'n/a: ' and why")
+        for exercise_id, cell in cells.items():
+            exercise = content.exercises.get(exercise_id)
+            ids = re.findall(r"`([a-z0-9-]+)`", cell)
+            if exercise is None:
+                yield Problem(where, f"'{prop}' has a column for unknown exercise '{exercise_id}'")
+                continue
+            if not ids and not cell.startswith("n/a"):
+                yield Problem(where, f"'{prop}' / {exercise_id}: name the check, or say n/a and why")
+            suite = content.suite(exercise) if ids else None
+            unknown = sorted(set(ids) - {c.id for c in suite.checks}) if suite is not None else []
+            if unknown:
+                yield Problem(where, f"'{prop}' / {exercise_id}: no check {', '.join(unknown)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -216,3 +217,23 @@ def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
         "# attn-kit: gqa\n# TODO(dev new): the reference\nx = 1\n", encoding="utf-8")
     found = [str(p) for p in devcheck.run(copy, [devcheck.no_placeholders_left]).problems]
     assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
+
+
+def test_a_readme_that_misses_an_exercise_fails(copy, tmp_path):
+    """The README's exercise count, its Exercises table and its properties tables follow the content."""
+    readme = tmp_path / "README.md"
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    count = re.search(r"(\d+) exercises", text).group(0)
+    text = text.replace(count, "11 exercises", 1).replace("| `paged-attention` |", "| `paged-attn` |")
+    readme.write_text(text.replace("`no-overflow-at-large-scores` (no masks", "`no-overflow-at-any-scores` (no masks")
+                      .replace(" | rope | sliding-window |", " | rope-x | sliding-window |"), encoding="utf-8")
+    copy.readme = readme
+    found = [str(p) for p in devcheck.run(copy, [devcheck.readme_lists_every_exercise]).problems]
+    assert_found(found, "README.md", r"says 11 exercises; there are 10")
+    assert_found(found, "README.md", r"has no row for `paged-attention` in the Exercises table")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"has no column for rope: add one")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"column for unknown exercise 'rope-x'")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"kv-cache: no check no-overflow-at-any-scores")
+    copy.readme = tmp_path / "nowhere.md"
+    result = devcheck.run(copy, [devcheck.readme_lists_every_exercise])
+    assert result.ok and any("README.md: not beside prompts/" in n for n in result.notes)
