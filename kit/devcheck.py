@@ -648,7 +648,7 @@ def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
         spec = exercise.bench
         if spec is None:
             yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, "
-                                 "and the README's 'Adding an exercise')")
+                                 "and docs/adding-an-exercise.md)")
             continue
         if spec.function not in exercise.function_names:
             yield Problem(where, f"[bench] function = '{spec.function}' is not one of its [[functions]]")
