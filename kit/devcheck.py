@@ -350,6 +350,79 @@ def questions_require_key_points_and_hints_start_gentle(content: Content) -> Ite
                                  "nudges in prose, code belongs to later hints")
 
 
+def hint_ladder_problems(exercise: catalog.Exercise) -> list[str]:
+    """The ladder climbs from a nudge to near-code (level 1's code is questions_require_...'s).
+
+    Every hint names the scored dimension (DIMENSIONS) that using it caps at 3. When the hints
+    declare steps (question, concept, code): every question comes before every concept and every
+    concept before every near-code hint, so "gentlest first" holds for the whole ladder; a
+    question asks something and contains no code; each topic (title) has the three steps in order
+    with one concept and one dimension."""
+    hints, problems = exercise.hints, []
+    for level, hint in enumerate(hints, 1):
+        if hint.dimension not in catalog.DIMENSIONS:
+            problems.append(f"hint {level} caps dimension '{hint.dimension}' (one of {catalog.DIMENSIONS})")
+    if not any(h.step for h in hints):
+        return problems
+    return problems + _step_problems(hints) + _topic_problems(hints)
+
+
+def _step_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems, ranks = [], []
+    for level, hint in enumerate(hints, 1):
+        if hint.step not in catalog.HINT_STEPS:
+            problems.append(f"hint {level} has step '{hint.step}' (one of {catalog.HINT_STEPS})")
+            continue
+        ranks.append(catalog.HINT_STEPS.index(hint.step))
+        code = looks_like_code(hint.text) if hint.step == "question" and level > 1 else ""   # 1: reported apart
+        if code:
+            problems.append(f"hint {level} is a question but contains code ({code!r})")
+        if hint.step == "question" and "?" not in hint.text:
+            problems.append(f"hint {level} is a question but asks nothing")
+    if ranks != sorted(ranks):
+        problems.append(f"hints are not ordered question, concept, code: {[h.step for h in hints]}")
+    return problems
+
+
+def _topic_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems = []
+    topics: dict[str, list[catalog.Hint]] = {}
+    for hint in hints:
+        topics.setdefault(hint.title, []).append(hint)
+    for title, ladder in topics.items():
+        if [h.step for h in ladder] != list(catalog.HINT_STEPS):
+            problems.append(f"topic '{title}' climbs {[h.step for h in ladder]}, not {list(catalog.HINT_STEPS)} "
+                            "(the hints of a topic share its title)")
+        if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
+            problems.append(f"topic '{title}' mixes concepts or dimensions across its steps")
+    return problems
+
+
+def screen_problems(exercise: catalog.Exercise) -> list[str]:
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations,
+    and every follow-up carries the answer a strong candidate gives."""
+    problems = []
+    if exercise.rubric:
+        problems.append("still has the old [[rubric]] (use [[scoring]])")
+    minutes = [c.minute for c in exercise.checkpoints]
+    if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
+        problems.append(f"[[checkpoints]] at minutes {minutes} must rise strictly within {exercise.minutes} minutes")
+    if not exercise.seniority:
+        problems.append("no [[seniority]] expectations")
+    problems += [f"follow-up '{f.prompt[:40]}…' has no expected answer" for f in exercise.followups
+                 if not f.answer.strip()]
+    return problems
+
+
+@validator
+def hint_ladders_climb_and_screens_are_complete(content: Content) -> Iterable[Problem]:
+    """hint_ladder_problems and screen_problems, for every exercise."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for message in hint_ladder_problems(exercise) + screen_problems(exercise):
+            yield Problem(where, message)
+
+
 @validator
 def exercise_links(content: Content) -> Iterable[Problem]:
     """Follow-ups name existing exercises; hint concepts are concepts of some bug or question."""

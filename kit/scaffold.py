@@ -175,20 +175,21 @@ def {fn}(q, k, v):
 name = "{fn}"
 signature = "{fn}(q, k, v)"
 
-# Hints climb from a question (no code at all in the first) to the concept, then near-code.
+# Hints climb from a question (no code at all in the first) to the concept, then near-code: one
+# topic is three hints sharing a title, concept and dimension, with step question, concept, code.
 # `checks` are the check ids each hint helps with; `dimension` is the rubric dimension it caps.
 [[hints]]
-title = "{todo}: a nudging question"
+title = "{todo}: the topic"
 step = "question"
 dimension = "correctness"
 concept = "{concept}"
 checks = ["matches-the-reference"]
 text = \'\'\'
-{todo}: a question in prose that points at the idea, without code.
+{todo}: which question, in prose and without code, points at the idea?
 \'\'\'
 
 [[hints]]
-title = "{todo}: the concept"
+title = "{todo}: the topic"
 step = "concept"
 dimension = "correctness"
 concept = "{concept}"
@@ -198,9 +199,9 @@ text = \'\'\'
 \'\'\'
 
 [[hints]]
-title = "{todo}: nearly the code"
+title = "{todo}: the topic"
 step = "code"
-dimension = "shapes"
+dimension = "correctness"
 concept = "{concept}"
 checks = ["matches-the-reference"]
 text = \'\'\'
@@ -262,6 +263,23 @@ anchors = ["{todo}: systems 1", "{todo}: systems 2", "{todo}: systems 3", "{todo
 dimension = "communication"
 anchors = ["{todo}: communication 1", "{todo}: communication 2", "{todo}: communication 3",
            "{todo}: communication 4"]
+
+# Where a candidate on track is during the mock screen (minutes rising within `minutes`).
+[[checkpoints]]
+minute = 10
+expect = "{todo}: the plan and the shapes written down"
+
+[[checkpoints]]
+minute = 20
+expect = "{todo}: the worked example passing"
+
+[[seniority]]
+level = "junior"
+expect = "{todo}: what a junior candidate does"
+
+[[seniority]]
+level = "senior"
+expect = "{todo}: what a senior candidate adds"
 
 # `attn-kit bench`: how one call grows with T; checks/{fn}.py builds the inputs (@SUITE.for_bench).
 [bench]
