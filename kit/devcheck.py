@@ -381,6 +381,9 @@ def _step_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
             problems.append(f"hint {level} is a question but asks nothing")
     if ranks != sorted(ranks):
         problems.append(f"hints are not ordered question, concept, code: {[h.step for h in hints]}")
+    for level, hint in enumerate(hints, 1):
+        if hint.step == "code" and not code_lines(hint.text):
+            problems.append(f"hint {level} is near-code but holds no code block (indent it by four spaces)")
     return problems
 
 

@@ -40,7 +40,7 @@ def module_name(exercise_id: str) -> str:
 def _refuse_bad_id(exercise_id: str, roots: dict[str, Path]) -> None:
     if not ID.fullmatch(exercise_id) or not exercise_id[0].isalpha():
         raise UsageError(f"'{exercise_id}' is not a valid exercise id: use lowercase words joined by dashes, "
-                         "starting with a letter (e.g. 'toy-exercise').")
+                         "starting with a letter.")
     taken = [p for p in (roots["prompts"] / "exercises" / f"{exercise_id}.toml", roots["solutions"] / exercise_id,
                          roots["checks"] / f"{module_name(exercise_id)}.py") if p.exists()]
     if taken:
@@ -205,7 +205,9 @@ dimension = "correctness"
 concept = "{concept}"
 checks = ["matches-the-reference"]
 text = \'\'\'
-{todo}: the computation, nearly in code.
+The computation, nearly in code:
+
+    {todo}: a few lines of it
 \'\'\'
 
 # Discussion questions for `attn-kit review` and the mock: key points, one or two required. A run

@@ -128,6 +128,8 @@ def test_the_invariants_can_fail():
     assert any("hint 1 contains code" in p for p in hint_problems(code_first))
     reversed_ladder = dataclasses.replace(good, hints=tuple(reversed(good.hints)))
     assert any("not ordered" in p for p in hint_problems(reversed_ladder))
+    prose = tuple(dataclasses.replace(h, text="In words only.") if h.step == "code" else h for h in good.hints)
+    assert any("near-code but holds no code block" in p for p in hint_problems(dataclasses.replace(good, hints=prose)))
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
     assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
