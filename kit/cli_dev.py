@@ -48,7 +48,7 @@ def check_content():
 
 @dev.command("new")
 @click.argument("exercise_id", metavar="EXERCISE_ID")
-@click.option("--bug", default="no-scaling", show_default=True, metavar="BUG_ID",
+@click.option("--bug", default="mutates-input", show_default=True, metavar="BUG_ID",
               help="The catalogue bug (prompts/bugs.toml) of the skeleton's one bug file.")
 @reports_errors
 def new_exercise(exercise_id, bug):

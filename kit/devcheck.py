@@ -441,51 +441,17 @@ def exercise_links(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
-# What a discussion question on each bug concept talks about (its prompt and key points, any case):
-# a run that shows a bug rates the cards of the bug's concept (review.concept_questions), so they
-# must be about it. A new concept in prompts/bugs.toml needs its entry here.
-CONCEPT_WORDS = {
-    "scaling": r"sqrt|scal",
-    "head-split": r"head|reshape|transpose",
-    "numerical-stability": r"overflow|NaN|inf\b|precision|stab",
-    "blocking": r"blocked|masked|no allowed key|fill",
-    "masking": r"mask",
-    "causal-mask": r"causal",
-    "masked-query-output": r"b_o|fully masked",
-    "softmax-axis": r"axis|sum to 1",
-    "projections": r"bias|projection|weight|\bW",
-    "hygiene": r"in place|argument",
-    "kv-cache": r"cache",
-    "grouped-query": r"K/V|key/value|kv|group",
-    "online-softmax": r"online|running|rescal|partial",
-    "block-edges": r"block",
-    "memory": r"memory|bytes|HBM|GiB|MiB|cache|T×T|T×S",
-    "cross-attention": r"context|cross",
-    "positions": r"position|RoPE|rotat",
-    "sliding-window": r"window",
-    "backward": r"gradient|backward|\bd[QKVSP]\b",
-    "paged-cache": r"page|block",
-}
+CONCEPTS_FILE = "concepts.toml"      # prompts/concepts.toml: [concept_words] and [bug_words]
 
-# What at least one of the questions a bug reaches must mention (case-sensitive): the bug itself.
-BUG_WORDS = {
-    "causal-off-by-one": r"causal",
-    "causal-offset-ignored": r"offset|bottom-right",
-    "mask-inverted": r"True",
-    "mask-not-boolean": r"0/1|boolean",
-    "padding-masks-queries": r"padd",
-    "blocked-row-uniform": r"uniform",
-    "blocked-row-nan": r"NaN",
-    "additive-mask-leaks": r"adding|added",
-    "fill-value-too-weak": r"fill",
-    "weights-transposed": r"transpose|nn\.Linear",
-    "b-o-not-suppressed": r"b_o",
-    "b-o-dropped-for-partial": r"b_o",
-    "partial-block-dropped": r"last block|shorter",
-    "mutates-input": r"in place",
-    "materialises-scores": r"T×S|T×T|T²",
-    "online-softmax-acc-not-rescaled": r"acc",
-}
+
+def concept_words(content: Content) -> tuple[dict[str, str], dict[str, str]]:
+    """({concept: words a question on it uses}, {bug id: words one of its questions uses}), from
+    prompts/concepts.toml (regular expressions); empty tables when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}, {}
+    return dict(data.get("concept_words", {})), dict(data.get("bug_words", {}))
 
 
 def question_text(question: catalog.Question) -> str:
@@ -501,16 +467,17 @@ def concept_questions(content: Content, exercise_id: str, concept: str) -> list[
 
 @validator
 def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
-    """Every bug file's bug reaches review questions on its concept (CONCEPT_WORDS), and one of
-    them names the bug itself (BUG_WORDS)."""
+    """Every bug file's bug reaches review questions on its concept (prompts/concepts.toml's
+    [concept_words]), and one of them names the bug itself ([bug_words])."""
+    concepts, bugs = concept_words(content)
     for exercise in content.exercises.values():
         for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(content.bugs)):
             concept = content.bugs[bug_id].concept
             where = f"{exercise.id}: {bug_id} ({concept})"
-            words = CONCEPT_WORDS.get(concept)
+            words = concepts.get(concept)
             if words is None:
-                yield Problem(where, f"concept '{concept}' has no entry in devcheck.CONCEPT_WORDS: add the words "
-                                     "a question on it must use")
+                yield Problem(where, f"concept '{concept}' has no entry in prompts/{CONCEPTS_FILE} [concept_words]: "
+                                     "add the words a question on it must use")
                 continue
             reached = concept_questions(content, exercise.id, concept)
             if not reached:
@@ -519,7 +486,7 @@ def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
                 if not re.search(words, question_text(question), re.IGNORECASE):
                     yield Problem(where, f"reaches {owner}/{question.id}, which is not about {concept} (its prompt "
                                          f"and key points match none of {words!r})")
-            own = BUG_WORDS.get(bug_id)
+            own = bugs.get(bug_id)
             if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
                 yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
                                      f"({own!r})")
@@ -593,6 +560,35 @@ def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[in
             if not any(abs(line - m) <= MARKER_WINDOW for m in markers):
                 far.append(line)
     return far
+
+
+def applicable_bugs(content: Content, exercise_id: str) -> set[str] | None:
+    """The catalogue bugs prompts/coverage.toml says can be made in the exercise: those whose
+    needed features it has (its own id counts as one); None when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / "coverage.toml").read_text(encoding="utf-8"))
+        have = set(data["features"].get(exercise_id, ())) | {exercise_id}
+        return {b for b, need in data["needs"].items() if set(need) <= have and b in content.bugs}
+    except (OSError, tomllib.TOMLDecodeError, KeyError, AttributeError, TypeError):
+        return None
+
+
+@validator
+def bug_files_match_the_coverage_table(content: Content) -> Iterable[Problem]:
+    """Every bug prompts/coverage.toml says can be made in an exercise has a bug file there, and
+    every bug file is for such a bug (tests/test_catalogue.py then grades each one)."""
+    for exercise in content.exercises.values():
+        applies = applicable_bugs(content, exercise.id)
+        if applies is None:
+            yield Problem("prompts/coverage.toml", "does not load: expected format = 1, [features] and [needs]")
+            return
+        have = {bug_id_of(p) for p in content.bug_files(exercise.id)}
+        for bug_id in sorted(applies - have):
+            yield Problem(f"solutions/{exercise.id}", f"has no bugs/{bug_id}.py, though prompts/coverage.toml says "
+                                                      "the bug can be made here")
+        for bug_id in sorted(have - applies):
+            yield Problem(f"solutions/{exercise.id}/bugs/{bug_id}.py", "is a bug prompts/coverage.toml says cannot "
+                          f"be made here: add the features it needs to [features] {exercise.id}")
 
 
 @validator
@@ -784,11 +780,12 @@ def _entries(folder: Path) -> list[Path]:
 
 @validator
 def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
-    """prompts/ holds bugs.toml, coverage.toml and exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    """prompts/ holds bugs.toml, coverage.toml, concepts.toml and exercises/<id>.toml only: a stray
+    file is a typo or a leftover."""
     for path in _entries(content.prompts):
-        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "exercises"):
-            yield Problem(content.relative(path),
-                          "unexpected in prompts/ (expected __init__.py, bugs.toml, coverage.toml, exercises/)")
+        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", CONCEPTS_FILE, "exercises"):
+            yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, "
+                                                  f"coverage.toml, {CONCEPTS_FILE}, exercises/)")
     for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")

@@ -23,7 +23,7 @@ from .devcheck import ID, PLACEHOLDER
 from .errors import UsageError
 from .paths import package_dir
 
-DEFAULT_BUG = "no-scaling"          # the skeleton's bug file: its reference without the 1/sqrt(d)
+DEFAULT_BUG = "mutates-input"       # the skeleton's bug: one every exercise can make (prompts/coverage.toml)
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ REFERENCE_BODY = '''import numpy as np
 
 
 def {fn}(q, k, v):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))    # T×d, S×d, S×d
-    scores = q @ k.T / np.sqrt(q.shape[-1])           # T×S{mark}
+    q, k, v = (np.array(a, dtype=np.float64) for a in (q, k, v))    # T×d, S×d, S×d: copies
+    scores = q @ k.T / np.sqrt(q.shape[-1])           # T×S
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return (weights / weights.sum(axis=-1, keepdims=True)) @ v    # T×d
 '''
@@ -90,7 +90,7 @@ REFERENCE_PY = '''# attn-kit: {id}
 {todo}: write the reference (it starts as single-head attention), plainly and in float64;
 keep the function names the TOML's [[functions]] declare.
 """
-''' + REFERENCE_BODY.replace("{mark}", "")
+''' + REFERENCE_BODY
 
 BUG_PY = '''# attn-kit: {id}
 """Known bug {bug}: the reference with one change, marked on its line with BUG({bug}).
@@ -98,8 +98,13 @@ BUG_PY = '''# attn-kit: {id}
 {todo}: make this file the reference with the one mistake of the bug it is named after
 (rename it to another id of prompts/bugs.toml for another bug; add more files the same way).
 """
-''' + REFERENCE_BODY.replace("np.sqrt(q.shape[-1])", "1.0").replace(
-    "{mark}", "  # BUG({bug}): not divided by sqrt(d)")
+''' + REFERENCE_BODY.replace(
+    "    q, k, v = (np.array(a, dtype=np.float64) for a in (q, k, v))    # T×d, S×d, S×d: copies\n"
+    "    scores = q @ k.T / np.sqrt(q.shape[-1])           # T×S\n",
+    "    q = np.asarray(q, dtype=np.float64)               # BUG({bug}): the caller's array, not a copy,\n"
+    "    q *= 1.0 / np.sqrt(q.shape[-1])                   # scaled in place\n"
+    "    k, v = (np.array(a, dtype=np.float64) for a in (k, v))\n"
+    "    scores = q @ k.T                                  # T×S\n")
 
 CHECKS_PY = '''"""The graded suite for {id}.
 
@@ -108,8 +113,8 @@ from (ctx.oracle is solutions/{id}/reference_numpy.py, run in the kit's process)
 
 Each @check is one graded property: its id is the function name with dashes, its title the
 docstring's first line; `catches` names the catalogue bugs it fails for (`attn-kit dev check`
-requires each bug file's bug to be declared by some check). See checks/paged_attention.py for a
-full suite.
+requires each bug file's bug to be declared by some check). Any other module under checks/
+shows a full suite.
 """
 
 from __future__ import annotations
@@ -128,12 +133,15 @@ DIMS = "T×d"
 
 @check(points=2, public=True, catches=("{bug}",))
 def matches_the_reference(ctx):
-    """Agrees with the reference on random inputs of width 4."""
+    """Agrees with the reference on random inputs of width 4 and writes into none of them."""
     # {todo}: build your exercise's cases, one check per property (ctx.array checks a shape;
     # after=("...",) runs a check after another; every check must fail for some known bug).
     q, k, v = ctx.rng.normal(size=(3, 4)), ctx.rng.normal(size=(5, 4)), ctx.rng.normal(size=(5, 4))
     ctx.describe(T=3, S=5, d=4)
     ctx.expect_close(ctx.call(FN, q, k, v), ctx.oracle.{fn}(q, k, v), "output", AXES, DIMS)
+    if ctx.last_call.outcome.mutated:
+        changed = ", ".join(ctx.last_call.outcome.mutated)
+        ctx.fail(f"`{{FN}}` changed its argument(s) {{changed}}; work on new arrays")
 
 
 @SUITE.for_bench
@@ -212,7 +220,7 @@ The computation, nearly in code:
 
 # Discussion questions for `attn-kit review` and the mock: key points, one or two required. A run
 # that shows a bug rates the questions on the bug's concept: they must talk about it (dev check
-# says with which words: devcheck.CONCEPT_WORDS).
+# says with which words: prompts/concepts.toml).
 [[questions]]
 id = "{id}-why"
 concept = "{concept}"

@@ -34,7 +34,7 @@ question_text = devcheck.question_text
 
 def review_link_problems(bugs: dict[str, catalog.Bug]) -> list[str]:
     """Every bug of every exercise reaches review questions on its concept, one of them on the bug:
-    devcheck's rule (its CONCEPT_WORDS and BUG_WORDS), run with the given catalogue."""
+    devcheck's rule (prompts/concepts.toml's words), run with the given catalogue."""
     content = devcheck.Content.installed()
     content.bugs = bugs              # a cached property: the catalogue the rule reads
     return [str(p) for p in devcheck.run(content, [devcheck.bugs_reach_questions_that_teach_them]).problems]

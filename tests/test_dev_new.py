@@ -46,10 +46,10 @@ def _fill(path: Path) -> None:
     own = {"the title, as `attn-kit list` shows it": "Toy attention",
            "the title": "Toy attention",
            "one sentence saying what the candidate writes.": "Single-head attention over a few keys.",
-           # the questions are on the concept of the skeleton's bug (scaling): they say so
-           "a question an interviewer asks about this exercise": "Why are the scores divided by sqrt(d)?",
-           "a question on its cost in time and memory": "What do the T×S scores cost, scaled or not?",
-           "a question on an edge case": "What happens to unscaled scores as d grows?"}
+           # the questions are on the concept of the skeleton's bug (hygiene): they say so
+           "a question an interviewer asks about this exercise": "Why must q not be scaled in place?",
+           "a question on its cost in time and memory": "What does a copy of an argument cost?",
+           "a question on an edge case": "Which argument could the caller reuse after the call?"}
     marker = re.escape(scaffold.PLACEHOLDER)
 
     def words(match: re.Match) -> str:
@@ -79,7 +79,7 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     created = {Path(line[2:]) for line in made.stdout.splitlines() if line.startswith("+ ")}
     assert {p.relative_to(kit).as_posix() for p in created} == {
         "prompts/exercises/toy-exercise.toml", "checks/toy_exercise.py",
-        "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/no-scaling.py"}
+        "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/mutates-input.py"}
 
     # before filling in: `dev check`'s placeholder rule names every placeholder, where and what
     content = devcheck.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
@@ -88,7 +88,7 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
            "shows it" in unfilled, unfilled
     assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed")
                for p in unfilled), unfilled
-    assert any(re.fullmatch(r"solutions/toy-exercise/bugs/no-scaling.py: line \d+: fill in the placeholder: make "
+    assert any(re.fullmatch(r"solutions/toy-exercise/bugs/mutates-input.py: line \d+: fill in the placeholder: make "
                             r"this file the reference .*", p) for p in unfilled), unfilled
     assert {p.split(":")[0] for p in unfilled} == {p.relative_to(kit).as_posix() for p in created}
 
@@ -101,9 +101,9 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     reference = kit / "solutions" / "toy-exercise" / "reference_numpy.py"
     passed = _run(site, "check", str(reference), "--json")
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    failed = _run(site, "check", str(kit / "solutions" / "toy-exercise" / "bugs" / "no-scaling.py"), "--json")
+    failed = _run(site, "check", str(kit / "solutions" / "toy-exercise" / "bugs" / "mutates-input.py"), "--json")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert '"no-scaling"' in failed.stdout
+    assert '"mutates-input"' in failed.stdout
 
     after = _snapshot(kit)
     changed = {name for name in after if before.get(name) != after[name]} | set(before) - set(after)

@@ -237,3 +237,16 @@ def test_a_readme_that_misses_an_exercise_fails(copy, tmp_path):
     copy.readme = tmp_path / "nowhere.md"
     result = devcheck.run(copy, [devcheck.readme_lists_every_exercise])
     assert result.ok and any("README.md: not beside prompts/" in n for n in result.notes)
+
+
+def test_bug_files_must_match_the_coverage_table(copy):
+    coverage = copy.prompts / "coverage.toml"
+    edit(coverage, 'paged-attention = ["scores", "softmax"]', 'paged-attention = ["softmax"]')
+    (copy.solutions / "gqa" / "bugs" / "mutates-input.py").unlink()
+    found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
+    assert_found(found, "solutions/paged-attention/bugs/no-scaling.py", r"cannot be made here: add the features it "
+                                                                        r"needs to \[features\] paged-attention")
+    assert_found(found, "solutions/gqa", r"has no bugs/mutates-input\.py, though prompts/coverage.toml says")
+    coverage.write_text("format = 1\n", encoding="utf-8")
+    found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
+    assert found == ["prompts/coverage.toml: does not load: expected format = 1, [features] and [needs]"]
