@@ -44,3 +44,27 @@ def check_content():
     else:
         click.echo(f"{len(result.problems)} problem(s) in the bundled content.", err=True)
     sys.exit(EXIT_PASS if result.ok else EXIT_FAIL)
+
+
+@dev.command("new")
+@click.argument("exercise_id", metavar="EXERCISE_ID")
+@click.option("--bug", default="mutates-input", show_default=True, metavar="BUG_ID",
+              help="The catalogue bug (prompts/bugs.toml) of the skeleton's one bug file.")
+@reports_errors
+def new_exercise(exercise_id, bug):
+    """Write the skeleton of a new exercise: its TOML, checks module, reference and one bug file.
+
+    The skeleton grades from the start (it is single-head attention); every placeholder in it is
+    marked TODO(dev new), and `attn-kit dev check` lists each one left until you fill it in.
+    Exit 2 when the id is taken or not lowercase words joined by dashes.
+
+    \b
+    Example:
+      attn-kit dev new toy-exercise
+      attn-kit dev check
+    """
+    from . import scaffold
+    skeleton = scaffold.new(exercise_id, bug=bug)
+    for path in skeleton.files:
+        click.echo(f"+ {path}")
+    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev check`.")

@@ -31,6 +31,8 @@ ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
 MARKER_WINDOW = 10      # lines a change may reach from its BUG(id) marker (one change can span a few statements)
 IGNORED = {"__pycache__", ".DS_Store"}
+PLACEHOLDER = "TODO(dev new)"       # marks what `attn-kit dev new` leaves for the contributor to write
+_PLACEHOLDER_TEXT = re.compile(re.escape(PLACEHOLDER) + r":?([^\"'\n]*)")     # what to write: up to a quote
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Content:
     solutions: Path
     notes: list[str] = field(default_factory=list)      # things not checked here, and why
     checks_dir: Path | None = None                      # the checks/ modules (default: the installed ones)
+    readme: Path | None = None                          # default: README.md beside prompts/ in a checkout
 
     @classmethod
     def installed(cls) -> "Content":
@@ -58,6 +61,11 @@ class Content:
     @property
     def checks(self) -> Path:
         return self.checks_dir or package_dir("checks")
+
+    @property
+    def readme_file(self) -> Path | None:
+        path = self.readme or self.prompts.parent / "README.md"
+        return path if path.is_file() else None
 
     def relative(self, path: Path) -> str:
         for root in (self.prompts, self.solutions):
@@ -135,6 +143,29 @@ def run(content: Content | None = None, validators: Iterable[Validator] | None =
     return Result(problems, list(content.notes), [v.__name__ for v in chosen])
 
 
+# --- a skeleton from `dev new` is filled in ----------------------------------------------------
+
+@validator
+def no_placeholders_left(content: Content) -> Iterable[Problem]:
+    """No file of an exercise still holds a placeholder of `attn-kit dev new`'s skeleton: each
+    one left is reported with its line, which says what to write there."""
+    for path in sorted((content.prompts / "exercises").glob("*.toml")):
+        exercise = content.exercises.get(path.stem)
+        files = [path]
+        if exercise is not None:
+            files.append(content.checks / f"{exercise.checks}.py")
+            files += content.reference_files(exercise.id) + content.bug_files(exercise.id)
+        for file in files:
+            try:
+                lines = file.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue            # a missing file is reported by the validators that need it
+            where = content.relative(file) if file.parent != content.checks else f"checks/{file.name}"
+            for n, line in enumerate(lines, 1):
+                for what in _PLACEHOLDER_TEXT.findall(line):
+                    yield Problem(where, f"line {n}: fill in the placeholder: {what.strip(' .') or 'see the line'}")
+
+
 # --- TOML files, fields and ids -------------------------------------------------------------------
 
 @validator
@@ -161,6 +192,7 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
     except (tomllib.TOMLDecodeError, OSError):
         return              # reported by toml_files_load
     seen: set[str] = set()
+    titles: dict[str, str] = {}
     for n, entry in enumerate(entries, 1):
         bug_id = str(entry.get("id", ""))
         where = f"{content.relative(path)} [bugs] #{n}"
@@ -172,6 +204,10 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
         for key in ("title", "symptom", "fix", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
+        title = " ".join(str(entry.get("title", "")).split())
+        if title and title in titles:
+            yield Problem(where, f"title '{title}' is also {titles[title]}'s: every bug needs its own")
+        titles.setdefault(title, bug_id)
         if entry.get("severity") not in catalog.SEVERITIES:
             yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
                                  f"(the header of bugs.toml says which; the mock's correctness score needs it)")
@@ -201,6 +237,28 @@ def exercise_code_fields(content: Content) -> Iterable[Problem]:
             yield Problem(where, f"main = '{exercise.main}' is not one of its [[functions]]")
         if not (content.solutions / exercise.id / exercise.oracle).is_file():
             yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
+
+
+MIN_HINTS = 3           # a ladder: a nudging question, the concept, nearly the code
+MIN_QUESTIONS = 3       # enough discussion for a mock screen's last minutes
+
+
+@validator
+def exercise_has_enough_to_teach(content: Content) -> Iterable[Problem]:
+    """A statement and summary, at least MIN_HINTS hints with text and MIN_QUESTIONS questions."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for name in ("statement", "summary", "title"):
+            if not getattr(exercise, name).strip():
+                yield Problem(where, f"'{name}' is empty")
+        if len(exercise.hints) < MIN_HINTS:
+            yield Problem(where, f"has {len(exercise.hints)} [[hints]]; write at least {MIN_HINTS} (a nudging "
+                                 "question, the concept, nearly the code)")
+        for n, hint in enumerate(exercise.hints, 1):
+            if not hint.text.strip():
+                yield Problem(where, f"hint {n} ('{hint.title}') has no text")
+        if len(exercise.questions) < MIN_QUESTIONS:
+            yield Problem(where, f"has {len(exercise.questions)} [[questions]]; write at least {MIN_QUESTIONS}")
 
 
 @validator
@@ -292,6 +350,82 @@ def questions_require_key_points_and_hints_start_gentle(content: Content) -> Ite
                                  "nudges in prose, code belongs to later hints")
 
 
+def hint_ladder_problems(exercise: catalog.Exercise) -> list[str]:
+    """The ladder climbs from a nudge to near-code (level 1's code is questions_require_...'s).
+
+    Every hint names the scored dimension (DIMENSIONS) that using it caps at 3. When the hints
+    declare steps (question, concept, code): every question comes before every concept and every
+    concept before every near-code hint, so "gentlest first" holds for the whole ladder; a
+    question asks something and contains no code; each topic (title) has the three steps in order
+    with one concept and one dimension."""
+    hints, problems = exercise.hints, []
+    for level, hint in enumerate(hints, 1):
+        if hint.dimension not in catalog.DIMENSIONS:
+            problems.append(f"hint {level} caps dimension '{hint.dimension}' (one of {catalog.DIMENSIONS})")
+    if not any(h.step for h in hints):
+        return problems
+    return problems + _step_problems(hints) + _topic_problems(hints)
+
+
+def _step_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems, ranks = [], []
+    for level, hint in enumerate(hints, 1):
+        if hint.step not in catalog.HINT_STEPS:
+            problems.append(f"hint {level} has step '{hint.step}' (one of {catalog.HINT_STEPS})")
+            continue
+        ranks.append(catalog.HINT_STEPS.index(hint.step))
+        code = looks_like_code(hint.text) if hint.step == "question" and level > 1 else ""   # 1: reported apart
+        if code:
+            problems.append(f"hint {level} is a question but contains code ({code!r})")
+        if hint.step == "question" and "?" not in hint.text:
+            problems.append(f"hint {level} is a question but asks nothing")
+    if ranks != sorted(ranks):
+        problems.append(f"hints are not ordered question, concept, code: {[h.step for h in hints]}")
+    for level, hint in enumerate(hints, 1):
+        if hint.step == "code" and not code_lines(hint.text):
+            problems.append(f"hint {level} is near-code but holds no code block (indent it by four spaces)")
+    return problems
+
+
+def _topic_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems = []
+    topics: dict[str, list[catalog.Hint]] = {}
+    for hint in hints:
+        topics.setdefault(hint.title, []).append(hint)
+    for title, ladder in topics.items():
+        if [h.step for h in ladder] != list(catalog.HINT_STEPS):
+            problems.append(f"topic '{title}' climbs {[h.step for h in ladder]}, not {list(catalog.HINT_STEPS)} "
+                            "(the hints of a topic share its title)")
+        if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
+            problems.append(f"topic '{title}' mixes concepts or dimensions across its steps")
+    return problems
+
+
+def screen_problems(exercise: catalog.Exercise) -> list[str]:
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations,
+    and every follow-up carries the answer a strong candidate gives."""
+    problems = []
+    if exercise.rubric:
+        problems.append("still has the old [[rubric]] (use [[scoring]])")
+    minutes = [c.minute for c in exercise.checkpoints]
+    if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
+        problems.append(f"[[checkpoints]] at minutes {minutes} must rise strictly within {exercise.minutes} minutes")
+    if not exercise.seniority:
+        problems.append("no [[seniority]] expectations")
+    problems += [f"follow-up '{f.prompt[:40]}…' has no expected answer" for f in exercise.followups
+                 if not f.answer.strip()]
+    return problems
+
+
+@validator
+def hint_ladders_climb_and_screens_are_complete(content: Content) -> Iterable[Problem]:
+    """hint_ladder_problems and screen_problems, for every exercise."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for message in hint_ladder_problems(exercise) + screen_problems(exercise):
+            yield Problem(where, message)
+
+
 @validator
 def exercise_links(content: Content) -> Iterable[Problem]:
     """Follow-ups name existing exercises; hint concepts are concepts of some bug or question."""
@@ -305,6 +439,57 @@ def exercise_links(content: Content) -> Iterable[Problem]:
             known = concepts | {q.concept for q in exercise.questions}
             for concept in sorted({h.concept for h in exercise.hints if h.concept} - known):
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
+
+
+CONCEPTS_FILE = "concepts.toml"      # prompts/concepts.toml: [concept_words] and [bug_words]
+
+
+def concept_words(content: Content) -> tuple[dict[str, str], dict[str, str]]:
+    """({concept: words a question on it uses}, {bug id: words one of its questions uses}), from
+    prompts/concepts.toml (regular expressions); empty tables when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}, {}
+    return dict(data.get("concept_words", {})), dict(data.get("bug_words", {}))
+
+
+def question_text(question: catalog.Question) -> str:
+    return " ".join(" ".join((question.prompt, *question.key_points)).split())
+
+
+def concept_questions(content: Content, exercise_id: str, concept: str) -> list[tuple[str, catalog.Question]]:
+    """The cards a concept stands for, as review.concept_questions picks them: this exercise's
+    questions on it, else any exercise's."""
+    own = [(exercise_id, q) for q in content.exercises[exercise_id].questions if q.concept == concept]
+    return own or [(e.id, q) for e in content.exercises.values() for q in e.questions if q.concept == concept]
+
+
+@validator
+def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
+    """Every bug file's bug reaches review questions on its concept (prompts/concepts.toml's
+    [concept_words]), and one of them names the bug itself ([bug_words])."""
+    concepts, bugs = concept_words(content)
+    for exercise in content.exercises.values():
+        for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(content.bugs)):
+            concept = content.bugs[bug_id].concept
+            where = f"{exercise.id}: {bug_id} ({concept})"
+            words = concepts.get(concept)
+            if words is None:
+                yield Problem(where, f"concept '{concept}' has no entry in prompts/{CONCEPTS_FILE} [concept_words]: "
+                                     "add the words a question on it must use")
+                continue
+            reached = concept_questions(content, exercise.id, concept)
+            if not reached:
+                yield Problem(where, f"reaches no question: write a [[questions]] with concept = '{concept}'")
+            for owner, question in reached:
+                if not re.search(words, question_text(question), re.IGNORECASE):
+                    yield Problem(where, f"reaches {owner}/{question.id}, which is not about {concept} (its prompt "
+                                         f"and key points match none of {words!r})")
+            own = bugs.get(bug_id)
+            if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
+                yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
+                                     f"({own!r})")
 
 
 # The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
@@ -377,6 +562,43 @@ def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[in
     return far
 
 
+def applicable_bugs(content: Content, exercise_id: str) -> set[str] | None:
+    """The catalogue bugs prompts/coverage.toml says can be made in the exercise: those whose
+    needed features it has (its own id counts as one); None when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / "coverage.toml").read_text(encoding="utf-8"))
+        have = set(data["features"].get(exercise_id, ())) | {exercise_id}
+        return {b for b, need in data["needs"].items() if set(need) <= have and b in content.bugs}
+    except (OSError, tomllib.TOMLDecodeError, KeyError, AttributeError, TypeError):
+        return None
+
+
+@validator
+def bug_files_match_the_coverage_table(content: Content) -> Iterable[Problem]:
+    """Every bug prompts/coverage.toml says can be made in an exercise has a bug file there, and
+    every bug file is for such a bug (tests/test_catalogue.py then grades each one)."""
+    for exercise in content.exercises.values():
+        applies = applicable_bugs(content, exercise.id)
+        if applies is None:
+            yield Problem("prompts/coverage.toml", "does not load: expected format = 1, [features] and [needs]")
+            return
+        have = {bug_id_of(p) for p in content.bug_files(exercise.id)}
+        for bug_id in sorted(applies - have):
+            yield Problem(f"solutions/{exercise.id}", f"has no bugs/{bug_id}.py, though prompts/coverage.toml says "
+                                                      "the bug can be made here")
+        for bug_id in sorted(have - applies):
+            yield Problem(f"solutions/{exercise.id}/bugs/{bug_id}.py", "is a bug prompts/coverage.toml says cannot "
+                          f"be made here: add the features it needs to [features] {exercise.id}")
+
+
+@validator
+def every_exercise_has_a_bug_file(content: Content) -> Iterable[Problem]:
+    """Each exercise has at least one known-bug file: the catalogue's proof needs one per exercise."""
+    for exercise in content.exercises.values():
+        if not content.bug_files(exercise.id):
+            yield Problem(f"solutions/{exercise.id}", "has no bugs/<bug-id>.py: every exercise has a known bug")
+
+
 @validator
 def bug_files_are_one_marked_change(content: Content) -> Iterable[Problem]:
     """Every bug file is named <bug-id>[@<form>].py after a catalogue id, carries its BUG(id)
@@ -447,6 +669,26 @@ def suites_match_their_exercise(content: Content) -> Iterable[Problem]:
 
 
 @validator
+def suites_are_well_formed(content: Content) -> Iterable[Problem]:
+    """Every check has a title and points, runs `after` earlier checks only, and each suite has a
+    public check (the examples `attn-kit check --public` runs)."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        where = f"checks/{exercise.checks}.py"
+        ids = [c.id for c in suite.checks]
+        if not any(c.public for c in suite.checks):
+            yield Problem(where, "no check is public=True: mark the statement's worked example as one")
+        for n, check in enumerate(suite.checks):
+            if not check.title.strip() or check.points <= 0:
+                yield Problem(where, f"check '{check.id}' needs a docstring title and points > 0")
+            for before in check.after:
+                if before not in ids[:n]:
+                    yield Problem(where, f"check '{check.id}' runs after '{before}', which is not an earlier check")
+
+
+@validator
 def every_bug_is_caught_by_a_declared_check(content: Content) -> Iterable[Problem]:
     """Each bug with a bug file is declared in catches= by a check of that exercise's suite, and
     each catalogue bug by some check."""
@@ -478,7 +720,7 @@ def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
         spec = exercise.bench
         if spec is None:
             yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, "
-                                 "and the README's 'Adding an exercise')")
+                                 "and docs/adding-an-exercise.md)")
             continue
         if spec.function not in exercise.function_names:
             yield Problem(where, f"[bench] function = '{spec.function}' is not one of its [[functions]]")
@@ -555,12 +797,12 @@ def _entries(folder: Path) -> list[Path]:
 
 @validator
 def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
-    """prompts/ holds bugs.toml, coverage.toml, families.toml and exercises/<id>.toml only: a stray file is a
-    typo or a leftover."""
+    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml and exercises/<id>.toml
+    only: a stray file is a typo or a leftover."""
     for path in _entries(content.prompts):
-        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", "exercises"):
+        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", CONCEPTS_FILE, "exercises"):
             yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, "
-                          "coverage.toml, families.toml, exercises/)")
+                                                  f"coverage.toml, families.toml, {CONCEPTS_FILE}, exercises/)")
     for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
@@ -590,3 +832,72 @@ def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
     for exercise_id in sorted(content.exercises):
         if not (content.solutions / exercise_id).is_dir():
             yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")
+
+
+# --- the README's lists of exercises --------------------------------------------------------------
+
+PROPERTY_SECTION = "### Headline properties by exercise"
+
+
+def readme_property_table(text: str) -> dict[str, dict[str, str]]:
+    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
+    (every table of that section, each with a column per exercise)."""
+    if PROPERTY_SECTION not in text:
+        return {}
+    section = text.split(PROPERTY_SECTION, 1)[1].split("\n#", 1)[0]
+    tables, rows = [], []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            tables.append(rows)
+            rows = []
+    table: dict[str, dict[str, str]] = {}
+    for rows in tables:
+        header = [c.strip() for c in rows[0].strip("|").split("|")]
+        for line in rows[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
+    return table
+
+
+@validator
+def readme_lists_every_exercise(content: Content) -> Iterable[Problem]:
+    """In a checkout, the README states the number of exercises, names each one, and its headline
+    properties tables have a column per exercise whose cells name real checks (or say n/a)."""
+    path = content.readme_file
+    if path is None:
+        note = "README.md: not beside prompts/ (an installed copy), so its exercise tables are not checked"
+        if note not in content.notes:
+            content.notes.append(note)
+        return
+    text = path.read_text(encoding="utf-8")
+    said = re.search(r"(\d+) exercises", text)
+    if said and int(said.group(1)) != len(content.exercises):
+        yield Problem("README.md", f"says {said.group(1)} exercises; there are {len(content.exercises)}: "
+                                   "update the count above the Exercises table")
+    for exercise_id in content.exercises:
+        if f"| `{exercise_id}` |" not in text:
+            yield Problem("README.md", f"has no row for `{exercise_id}` in the Exercises table: add "
+                                       f"'| `{exercise_id}` | what you build |'")
+    yield from _property_cells(content, readme_property_table(text))
+
+
+def _property_cells(content: Content, table: dict[str, dict[str, str]]) -> Iterable[Problem]:
+    for prop, cells in table.items():
+        where = f"README.md '{PROPERTY_SECTION[4:]}'"
+        for exercise_id in sorted(set(content.exercises) - set(cells)):
+            yield Problem(where, f"'{prop}' has no column for {exercise_id}: add one naming the check that "
+                                 "states it, or 'n/a: ' and why")
+        for exercise_id, cell in cells.items():
+            exercise = content.exercises.get(exercise_id)
+            ids = re.findall(r"`([a-z0-9-]+)`", cell)
+            if exercise is None:
+                yield Problem(where, f"'{prop}' has a column for unknown exercise '{exercise_id}'")
+                continue
+            if not ids and not cell.startswith("n/a"):
+                yield Problem(where, f"'{prop}' / {exercise_id}: name the check, or say n/a and why")
+            suite = content.suite(exercise) if ids else None
+            unknown = sorted(set(ids) - {c.id for c in suite.checks}) if suite is not None else []
+            if unknown:
+                yield Problem(where, f"'{prop}' / {exercise_id}: no check {', '.join(unknown)}")

@@ -20,9 +20,9 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog, mock
-from attn_kit.catalog import DIMENSIONS, HINT_STEPS
-from attn_kit.devcheck import looks_like_code, question_rule_problems
+from attn_kit import catalog, devcheck, mock
+from attn_kit.catalog import DIMENSIONS
+from attn_kit.devcheck import hint_ladder_problems, looks_like_code, question_rule_problems
 
 from conftest import need_torch
 
@@ -40,49 +40,11 @@ def question_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def hint_problems(exercise: catalog.Exercise) -> list[str]:
-    """The ladder climbs from a nudge to near-code.
-
-    Level 1 never contains code, and every hint names the scored dimension (DIMENSIONS) that using it
-    caps at 3. When the hints declare steps (question, concept, code): every
-    question comes before every concept and every concept before every near-code hint, so "gentlest
-    first" holds for the whole ladder; no question contains code; each topic (title) has the three
-    steps in order with one concept and one dimension.
-    """
-    hints = exercise.hints
-    if not hints:
-        return []
-    problems = []
-    first = looks_like_code(hints[0].text)
-    if first:
-        problems.append(f"{exercise.id}: hint 1 contains code ({first!r})")
-    for level, hint in enumerate(hints, 1):
-        if hint.dimension not in DIMENSIONS:
-            problems.append(f"{exercise.id}: hint {level} caps dimension '{hint.dimension}' (one of {DIMENSIONS})")
-    if not any(h.step for h in hints):
-        return problems
-    ranks = []
-    for level, hint in enumerate(hints, 1):
-        if hint.step not in HINT_STEPS:
-            problems.append(f"{exercise.id}: hint {level} has step '{hint.step}' (one of {HINT_STEPS})")
-            continue
-        ranks.append(HINT_STEPS.index(hint.step))
-        if hint.step == "question":
-            code = looks_like_code(hint.text)
-            if code:
-                problems.append(f"{exercise.id}: hint {level} is a question but contains code ({code!r})")
-            if "?" not in hint.text:
-                problems.append(f"{exercise.id}: hint {level} is a question but asks nothing")
-    if ranks != sorted(ranks):
-        problems.append(f"{exercise.id}: hints are not ordered question, concept, code: {[h.step for h in hints]}")
-    topics: dict[str, list[catalog.Hint]] = {}
-    for hint in hints:
-        topics.setdefault(hint.title, []).append(hint)
-    for title, ladder in topics.items():
-        if [h.step for h in ladder] != list(HINT_STEPS):
-            problems.append(f"{exercise.id}: topic '{title}' climbs {[h.step for h in ladder]}, not {list(HINT_STEPS)}")
-        if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
-            problems.append(f"{exercise.id}: topic '{title}' mixes concepts or dimensions across its steps")
-    return problems
+    """The ladder climbs from a nudge to near-code: level 1 never contains code, and the rest of
+    devcheck.hint_ladder_problems (the rule `attn-kit dev check` enforces)."""
+    first = looks_like_code(exercise.hints[0].text) if exercise.hints else ""
+    problems = [f"{exercise.id}: hint 1 contains code ({first!r})"] if first else []
+    return problems + [f"{exercise.id}: {m}" for m in hint_ladder_problems(exercise)]
 
 
 def scoring_problems(exercise: catalog.Exercise) -> list[str]:
@@ -100,22 +62,14 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def screen_problems(exercise: catalog.Exercise) -> list[str]:
-    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations."""
-    problems = []
-    if exercise.rubric:
-        problems.append(f"{exercise.id}: still has the old [[rubric]] (use [[scoring]])")
-    minutes = [c.minute for c in exercise.checkpoints]
-    if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
-        problems.append(f"{exercise.id}: checkpoints {minutes} must rise strictly within {exercise.minutes} minutes")
-    if not exercise.seniority:
-        problems.append(f"{exercise.id}: no seniority expectations")
-    return problems
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations
+    (devcheck.screen_problems, follow-ups aside)."""
+    return [f"{exercise.id}: {m}" for m in devcheck.screen_problems(exercise) if not m.startswith("follow-up")]
 
 
 def followup_problems(exercise: catalog.Exercise) -> list[str]:
-    """Every follow-up carries the answer a strong candidate gives."""
-    return [f"{exercise.id}: follow-up '{f.prompt[:40]}…' has no expected answer"
-            for f in exercise.followups if not f.answer.strip()]
+    """Every follow-up carries the answer a strong candidate gives (devcheck.screen_problems)."""
+    return [f"{exercise.id}: {m}" for m in devcheck.screen_problems(exercise) if m.startswith("follow-up")]
 
 
 def content_problems(exercise: catalog.Exercise, complete: bool = True) -> list[str]:
@@ -174,6 +128,8 @@ def test_the_invariants_can_fail():
     assert any("hint 1 contains code" in p for p in hint_problems(code_first))
     reversed_ladder = dataclasses.replace(good, hints=tuple(reversed(good.hints)))
     assert any("not ordered" in p for p in hint_problems(reversed_ladder))
+    prose = tuple(dataclasses.replace(h, text="In words only.") if h.step == "code" else h for h in good.hints)
+    assert any("near-code but holds no code block" in p for p in hint_problems(dataclasses.replace(good, hints=prose)))
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
     assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))

@@ -8,8 +8,8 @@ Two links start from a bug's catalogue concept:
   check's own hint; for the newer catalogue bugs, the topic reached must name the mistake at its
   nudging question and explain it at its concept step.
 
-The checks are plain functions returning problems, so the tests below also run them on a broken
-copy of the catalogue and see them fail."""
+The review rule lives in kit/devcheck.py (`attn-kit dev check`); the tests below run it, and the
+hint checks, on a broken copy of the catalogue and see them fail."""
 
 from __future__ import annotations
 
@@ -18,86 +18,26 @@ import re
 
 import pytest
 
-from attn_kit import catalog, grading, review
+from attn_kit import catalog, devcheck, grading, review
 from attn_kit.paths import bug_id_of
 
 from conftest import need_extra
 from helpers import available, bug_files
-
-# what a question on each concept talks about (prompt and key points, case-insensitive)
-CONCEPT_WORDS = {
-    "scaling": r"sqrt|scal",
-    "head-split": r"head|reshape|transpose",
-    "numerical-stability": r"overflow|NaN|inf\b|precision|stab",
-    "blocking": r"blocked|masked|no allowed key|fill",
-    "masking": r"mask",
-    "causal-mask": r"causal",
-    "masked-query-output": r"b_o|fully masked",
-    "softmax-axis": r"axis|sum to 1",
-    "projections": r"bias|projection|weight|\bW",
-    "hygiene": r"in place|argument",
-    "kv-cache": r"cache",
-    "grouped-query": r"K/V|key/value|kv|group",
-    "online-softmax": r"online|running|rescal|partial",
-    "block-edges": r"block",
-    "memory": r"memory|bytes|HBM|GiB|MiB|cache|T×T|T×S",
-    "cross-attention": r"context|cross",
-    "positions": r"position|RoPE|rotat",
-    "sliding-window": r"window",
-    "backward": r"gradient|backward|\bd[QKVSP]\b",
-    "paged-cache": r"page|block",
-}
-
-# what at least one of the questions a bug reaches must mention: the bug itself
-BUG_WORDS = {
-    "causal-off-by-one": r"causal",
-    "causal-offset-ignored": r"offset|bottom-right",
-    "mask-inverted": r"True",
-    "mask-not-boolean": r"0/1|boolean",
-    "padding-masks-queries": r"padd",
-    "blocked-row-uniform": r"uniform",
-    "blocked-row-nan": r"NaN",
-    "additive-mask-leaks": r"adding|added",
-    "fill-value-too-weak": r"fill",
-    "weights-transposed": r"transpose|nn\.Linear",
-    "b-o-not-suppressed": r"b_o",
-    "b-o-dropped-for-partial": r"b_o",
-    "partial-block-dropped": r"last block|shorter",
-    "mutates-input": r"in place",
-    "materialises-scores": r"T×S|T×T|T²",
-    "online-softmax-acc-not-rescaled": r"acc",
-}
 
 
 def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def question_text(question: catalog.Question) -> str:
-    return flat(" ".join((question.prompt, *question.key_points)))
+question_text = devcheck.question_text
 
 
 def review_link_problems(bugs: dict[str, catalog.Bug]) -> list[str]:
-    """Every bug of every exercise reaches review questions on its concept, one of them on the bug."""
-    problems = []
-    for exercise in catalog.exercises().values():
-        for bug_id in exercise.bug_ids:
-            concept = bugs[bug_id].concept
-            words = CONCEPT_WORDS.get(concept)
-            if words is None:
-                problems.append(f"{bug_id}: concept '{concept}' has no entry in CONCEPT_WORDS")
-                continue
-            reached = review.concept_questions(exercise.id, concept)
-            where = f"{exercise.id}: {bug_id} ({concept})"
-            if not reached:
-                problems.append(f"{where} reaches no question")
-            for owner, question in reached:
-                if not re.search(words, question_text(question), re.IGNORECASE):
-                    problems.append(f"{where} reaches {owner}/{question.id}, which is not about {concept}")
-            own = BUG_WORDS.get(bug_id)
-            if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
-                problems.append(f"{where} reaches {[q.id for _, q in reached]}, none of which mentions the bug")
-    return problems
+    """Every bug of every exercise reaches review questions on its concept, one of them on the bug:
+    devcheck's rule (prompts/concepts.toml's words), run with the given catalogue."""
+    content = devcheck.Content.installed()
+    content.bugs = bugs              # a cached property: the catalogue the rule reads
+    return [str(p) for p in devcheck.run(content, [devcheck.bugs_reach_questions_that_teach_them]).problems]
 
 
 # links the content is allowed to miss (none today; attention-backward now has a mask-polarity

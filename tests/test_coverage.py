@@ -11,14 +11,13 @@ data checks, which are fast. benchmarks/diagnosis_rates.py measures naming over 
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from attn_kit import catalog, coverage, grading
-from attn_kit.paths import bug_files, bug_id_of
+from attn_kit import catalog, coverage, devcheck, grading
+from attn_kit.paths import bug_files
 
 from conftest import need_extra
 
@@ -50,12 +49,13 @@ def test_features_name_real_exercises_and_needs_are_met_somewhere():
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
 def test_table_is_complete(exercise):
-    """Every id that applies has a bug file; every bug file is for an id that applies."""
-    applies = set(coverage.applies(exercise.id)) & set(catalog.bugs())
-    have = {bug_id_of(p) for p in bug_files(exercise.id)}
-    assert not applies - have, f"{exercise.id}: no bug file for {sorted(applies - have)}"
-    assert not have - applies, (f"{exercise.id}: bug files for {sorted(have - applies)}, which prompts/coverage.toml "
-                                "says cannot be made here")
+    """Every id that applies has a bug file; every bug file is for an id that applies: devcheck's
+    bug_files_match_the_coverage_table (tests/test_devcheck.py breaks it), agreeing with coverage.py."""
+    content = devcheck.Content.installed()
+    assert devcheck.applicable_bugs(content, exercise.id) == set(coverage.applies(exercise.id)) & set(catalog.bugs())
+    content.exercises = {exercise.id: exercise}
+    result = devcheck.run(content, [devcheck.bug_files_match_the_coverage_table])
+    assert result.ok, "\n".join(map(str, result.problems))
 
 
 @pytest.mark.parametrize("exercise", [e for e in EXERCISES if _available(e)], ids=lambda e: e.id)
@@ -78,40 +78,14 @@ def test_known_gaps_name_existing_files():
 
 # --- the headline properties: the README's table names checks that exist ----------------------
 
-def _readme_property_table() -> dict[str, dict[str, str]]:
-    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
-    (every table of that section: the first six exercises, then the four later ones)."""
-    section = README.read_text(encoding="utf-8").split("### Headline properties by exercise", 1)[1]
-    section = section.split("\n#", 1)[0]
-    tables, rows = [], []
-    for line in section.splitlines() + [""]:
-        if line.startswith("|"):
-            rows.append(line)
-        elif rows:
-            tables.append(rows)
-            rows = []
-    table: dict[str, dict[str, str]] = {}
-    for rows in tables:
-        header = [c.strip() for c in rows[0].strip("|").split("|")]
-        for line in rows[2:]:
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
-    return table
-
-
 def test_readme_property_table_names_real_checks():
-    table = _readme_property_table()
-    assert len(table) >= 4
-    for prop, cells in table.items():
-        assert set(cells) == set(catalog.exercises()), f"{prop}: a column for every exercise"
-    for prop, cells in table.items():
-        for exercise_id, cell in cells.items():
-            exercise = catalog.exercise(exercise_id)
-            ids = re.findall(r"`([a-z0-9-]+)`", cell)
-            assert ids or cell.startswith("n/a"), f"{prop} / {exercise_id}: name the check, or say n/a and why"
-            if ids and _available(exercise):
-                known = {c.id for c in grading.suite_for(exercise).checks}
-                assert set(ids) <= known, f"{prop} / {exercise_id}: no check {set(ids) - known}"
+    """devcheck's rule (readme_lists_every_exercise): a column per exercise, each cell naming real
+    checks or saying n/a; tests/test_devcheck.py shows it failing on a broken copy."""
+    assert len(devcheck.readme_property_table(README.read_text(encoding="utf-8"))) >= 4
+    content = devcheck.Content.installed()
+    content.readme = README             # this checkout's, wherever the package is installed
+    result = devcheck.run(content, [devcheck.readme_lists_every_exercise])
+    assert result.ok and not result.notes, "\n".join(map(str, result.problems))
 
 
 # --- bk provably changes nothing, so no check may require it ------------------------------------

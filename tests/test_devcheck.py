@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -168,6 +169,87 @@ def test_questions_without_required_key_points_and_code_at_hint_one_fail(copy):
     assert_found(found, "prompts/exercises/gqa.toml", r"question 'mqa-vs-gqa' marks 3 key points required \(1 or 2\)")
     assert_found(found, "prompts/exercises/gqa.toml", r"hint 1 \('Count the widths'\) contains code \('`'\)")
     assert len(found) == 3, found
+
+
+def test_the_rules_tests_used_to_restate_fail_on_a_broken_copy(copy):
+    """Rules that lived in test_catalogue.py and test_content_links.py, now in devcheck: enough
+    hints and questions, a bug file per exercise, unique bug titles, questions on a bug's concept
+    that talk about it."""
+    import dataclasses
+    bugs = copy.prompts / "bugs.toml"
+    edit(bugs, 'title = "Scores are scaled twice"', 'title = "Scores are not scaled"')
+    edit(copy.prompts / "exercises" / "paged-attention.toml", 'id = "paged-why"\nconcept = "paged-cache"',
+         'id = "paged-why"\nconcept = "scaling"')
+    for path in copy.bug_files("sliding-window"):
+        path.unlink()
+    gqa = copy.exercises["gqa"]
+    copy.exercises["gqa"] = dataclasses.replace(gqa, hints=gqa.hints[:2], questions=gqa.questions[:2])
+    found = problems(copy)
+    assert_found(found, "prompts/bugs.toml [bugs] #", r"title 'Scores are not scaled' is also no-scaling's")
+    assert_found(found, "paged-attention: no-scaling (scaling)", r"reaches paged-attention/paged-why, which is not "
+                                                                 r"about scaling")
+    assert_found(found, "solutions/sliding-window", r"has no bugs/<bug-id>\.py")
+    assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[hints\]\]; write at least 3")
+    assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[questions\]\]; write at least 3")
+
+
+def test_a_suite_without_public_checks_or_with_a_later_after_fails(copy, monkeypatch):
+    from attn_kit.registry import Suite
+    suite = Suite("gqa")
+
+    @suite.check(after=("second",))
+    def first(ctx):
+        """First."""
+
+    @suite.check()
+    def second(ctx):
+        """Second."""
+
+    real = devcheck.Content.suite
+    monkeypatch.setattr(devcheck.Content, "suite", lambda self, e: suite if e.id == "gqa" else real(self, e))
+    found = [str(p) for p in devcheck.run(copy, [devcheck.suites_are_well_formed]).problems]
+    assert found == ["checks/gqa.py: no check is public=True: mark the statement's worked example as one",
+                     "checks/gqa.py: check 'first' runs after 'second', which is not an earlier check"]
+
+
+def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
+    (copy.solutions / "gqa" / "reference_numpy.py").write_text(
+        "# attn-kit: gqa\n# TODO(dev new): the reference\nx = 1\n", encoding="utf-8")
+    found = [str(p) for p in devcheck.run(copy, [devcheck.no_placeholders_left]).problems]
+    assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
+
+
+def test_a_readme_that_misses_an_exercise_fails(copy, tmp_path):
+    """The README's exercise count, its Exercises table and its properties tables follow the content."""
+    readme = tmp_path / "README.md"
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    count = re.search(r"(\d+) exercises", text).group(0)
+    text = text.replace(count, "11 exercises", 1).replace("| `paged-attention` |", "| `paged-attn` |")
+    readme.write_text(text.replace("`no-overflow-at-large-scores` (no masks", "`no-overflow-at-any-scores` (no masks")
+                      .replace(" | rope | sliding-window |", " | rope-x | sliding-window |"), encoding="utf-8")
+    copy.readme = readme
+    found = [str(p) for p in devcheck.run(copy, [devcheck.readme_lists_every_exercise]).problems]
+    assert_found(found, "README.md", r"says 11 exercises; there are 10")
+    assert_found(found, "README.md", r"has no row for `paged-attention` in the Exercises table")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"has no column for rope: add one")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"column for unknown exercise 'rope-x'")
+    assert_found(found, "README.md 'Headline properties by exercise'", r"kv-cache: no check no-overflow-at-any-scores")
+    copy.readme = tmp_path / "nowhere.md"
+    result = devcheck.run(copy, [devcheck.readme_lists_every_exercise])
+    assert result.ok and any("README.md: not beside prompts/" in n for n in result.notes)
+
+
+def test_bug_files_must_match_the_coverage_table(copy):
+    coverage = copy.prompts / "coverage.toml"
+    edit(coverage, 'paged-attention = ["scores", "softmax"]', 'paged-attention = ["softmax"]')
+    (copy.solutions / "gqa" / "bugs" / "mutates-input.py").unlink()
+    found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
+    assert_found(found, "solutions/paged-attention/bugs/no-scaling.py", r"cannot be made here: add the features it "
+                                                                        r"needs to \[features\] paged-attention")
+    assert_found(found, "solutions/gqa", r"has no bugs/mutates-input\.py, though prompts/coverage.toml says")
+    coverage.write_text("format = 1\n", encoding="utf-8")
+    found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
+    assert found == ["prompts/coverage.toml: does not load: expected format = 1, [features] and [needs]"]
 
 
 def test_a_family_entry_whose_text_left_its_bug_file_fails(copy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attn_kit import catalog
+from attn_kit import devcheck
 from attn_kit.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +32,10 @@ def test_quick_start_is_two_commands_that_ci_runs_verbatim():
 
 
 def test_readme_lists_every_exercise_and_command():
-    for exercise_id in catalog.exercises():
-        assert re.search(rf"`{re.escape(exercise_id)}`", README), exercise_id
+    content = devcheck.Content.installed()
+    content.readme = ROOT / "README.md"     # every exercise named: devcheck.readme_lists_every_exercise
+    result = devcheck.run(content, [devcheck.readme_lists_every_exercise])
+    assert result.ok and not result.notes, "\n".join(map(str, result.problems))
     for name in cli.commands:
         assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
 

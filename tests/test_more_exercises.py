@@ -40,10 +40,10 @@ def test_follow_up_links_lead_to_the_new_exercises(source, target):
     assert target in [f.exercise for f in catalog.exercise(source).followups]
 
 
-def test_list_shows_ten_exercises():
+def test_list_shows_every_exercise():
     proc = attn_kit("list")
     assert proc.returncode == 0
-    assert len(catalog.exercises()) == 10
+    assert set(NEW) <= set(catalog.exercises())
     for exercise_id in catalog.exercises():
         assert exercise_id in proc.stdout
 

@@ -1,0 +1,127 @@
+"""`attn-kit dev new`: a contributor's path to a new exercise, in a scratch copy of the kit.
+
+The copy is laid out as the installed package (attn_kit/ with checks/, solutions/ and prompts/
+inside) and put first on PYTHONPATH, so the commands below write to and read from the copy only.
+The contributor's steps: `dev new`, fill in every placeholder, `dev check`, then grade.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_kit import devcheck, scaffold
+from attn_kit.errors import UsageError
+from attn_kit.paths import package_dir
+
+CLI_TIMEOUT = 120
+
+
+def _scratch_kit(root: Path) -> Path:
+    """A copy of the kit and its content under root/attn_kit; returns root/attn_kit."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    kit = shutil.copytree(Path(devcheck.__file__).parent, root / "attn_kit", ignore=ignore,
+                          dirs_exist_ok=True)
+    for name in ("checks", "solutions", "prompts"):
+        if not (kit / name).is_dir() or package_dir(name) != kit / name:
+            shutil.rmtree(kit / name, ignore_errors=True)
+            shutil.copytree(package_dir(name), kit / name, ignore=ignore)
+    return kit
+
+
+def _run(site: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(site), ATTN_KIT_HOME=str(site / "home"))
+    return subprocess.run([sys.executable, "-m", "attn_kit.cli", *args], cwd=site, env=env,
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT)
+
+
+def _fill(path: Path) -> None:
+    """What a contributor writes in place of each placeholder: a toy exercise's own words."""
+    own = {"the title, as `attn-kit list` shows it": "Toy attention",
+           "the title": "Toy attention",
+           "one sentence saying what the candidate writes.": "Single-head attention over a few keys.",
+           # the questions are on the concept of the skeleton's bug (hygiene): they say so
+           "a question an interviewer asks about this exercise": "Why must q not be scaled in place?",
+           "a question on its cost in time and memory": "What does a copy of an argument cost?",
+           "a question on an edge case": "Which argument could the caller reuse after the call?"}
+    marker = re.escape(scaffold.PLACEHOLDER)
+
+    def words(match: re.Match) -> str:
+        said = match.group(1).strip()
+        return own.get(said, f"toy: {said}" if said else "toy")
+
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(marker + r":? ?([^\"'\n]*)", words, text), encoding="utf-8")
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    _scratch_kit(tmp_path)
+    return tmp_path
+
+
+def _snapshot(kit: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(kit)): p.read_bytes() for p in sorted(kit.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
+    kit = site / "attn_kit"
+    before = _snapshot(kit)
+    made = _run(site, "dev", "new", "toy-exercise")
+    assert made.returncode == 0, made.stdout + made.stderr
+    created = {Path(line[2:]) for line in made.stdout.splitlines() if line.startswith("+ ")}
+    assert {p.relative_to(kit).as_posix() for p in created} == {
+        "prompts/exercises/toy-exercise.toml", "checks/toy_exercise.py",
+        "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/mutates-input.py"}
+
+    # before filling in: `dev check`'s placeholder rule names every placeholder, where and what
+    content = devcheck.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
+    unfilled = [str(p) for p in devcheck.run(content, [devcheck.no_placeholders_left]).problems]
+    assert "prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title, as `attn-kit list` " \
+           "shows it" in unfilled, unfilled
+    assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed")
+               for p in unfilled), unfilled
+    assert any(re.fullmatch(r"solutions/toy-exercise/bugs/mutates-input.py: line \d+: fill in the placeholder: make "
+                            r"this file the reference .*", p) for p in unfilled), unfilled
+    assert {p.split(":")[0] for p in unfilled} == {p.relative_to(kit).as_posix() for p in created}
+
+    for path in created:
+        _fill(path)
+    checked = _run(site, "dev", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "✓ content is consistent" in checked.stdout
+
+    reference = kit / "solutions" / "toy-exercise" / "reference_numpy.py"
+    passed = _run(site, "check", str(reference), "--json")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    failed = _run(site, "check", str(kit / "solutions" / "toy-exercise" / "bugs" / "mutates-input.py"), "--json")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert '"mutates-input"' in failed.stdout
+
+    after = _snapshot(kit)
+    changed = {name for name in after if before.get(name) != after[name]} | set(before) - set(after)
+    assert changed == {p.relative_to(kit).as_posix() for p in created}
+
+
+def test_dev_new_refuses_a_taken_or_invalid_id(site):
+    kit = site / "attn_kit"
+    before = _snapshot(kit)
+    proc = _run(site, "dev", "new", "gqa")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "Traceback" not in proc.stderr
+    assert "exercise 'gqa' already exists" in proc.stderr
+    roots = {name: kit / name for name in ("prompts", "solutions", "checks")}
+    for exercise_id, bug, said in (("Toy_Exercise", "no-scaling", "'Toy_Exercise' is not a valid exercise id"),
+                                   ("2-toy", "no-scaling", "'2-toy' is not a valid exercise id"),
+                                   ("toy", "no-such-bug", "'no-such-bug' is not a bug id")):
+        with pytest.raises(UsageError, match=re.escape(said)) as raised:
+            scaffold.new(exercise_id, bug=bug, roots=roots)
+        assert raised.value.exit_code == 2
+    assert _snapshot(kit) == before, "a refused `dev new` writes nothing"
