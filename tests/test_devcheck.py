@@ -241,7 +241,7 @@ def test_a_readme_that_misses_an_exercise_fails(copy, tmp_path):
 
 def test_bug_files_must_match_the_coverage_table(copy):
     coverage = copy.prompts / "coverage.toml"
-    edit(coverage, 'paged-attention = ["scores", "softmax"]', 'paged-attention = ["softmax"]')
+    edit(coverage, 'paged-attention = ["scores", "softmax", "blocked-rows"]', 'paged-attention = ["softmax", "blocked-rows"]')
     (copy.solutions / "gqa" / "bugs" / "mutates-input.py").unlink()
     found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
     assert_found(found, "solutions/paged-attention/bugs/no-scaling.py", r"cannot be made here: add the features it "
