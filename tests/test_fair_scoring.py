@@ -108,7 +108,7 @@ class _RecordingSandbox:
     def __init__(self, timeout: float, restarts: int = 0):
         self.timeout, self.restarts, self.limits = timeout, restarts, []
 
-    def call(self, fn, args=(), kwargs=None, harness=None, timeout=None, echo=True):
+    def call(self, fn, args=(), kwargs=None, harness=None, timeout=None, echo=True, memory_limit=None):
         from attn_kit.values import CallStatus, Outcome
         self.limits.append((harness, self.timeout if timeout is None else timeout))
         return Outcome(CallStatus.TIMEOUT, detail="stopped")
