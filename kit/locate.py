@@ -236,6 +236,10 @@ def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
     if len(values) == 2:
         options = [list(p) for p in ((-2, -1), (1, 2), (0, 1), (2, 3)) if set(p) != set(values)]
     else:
+        # the keys' usual transpose first: every axis in order but the last two
+        canonical = [*range(len(values) - 2), len(values) - 1, len(values) - 2]
+        if sorted(values) == sorted(canonical) and values != canonical:
+            options.append(canonical)
         for i, j in itertools.combinations(range(len(values)), 2):
             swapped = list(values)
             swapped[i], swapped[j] = swapped[j], swapped[i]
@@ -590,6 +594,31 @@ def _missing(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
                    ("softmax-overflow",))
 
 
+def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """The output projection, done the way the function projects the queries: its call that
+    reads 'Wq' again, with 'Wo' and 'bo', applied to what is returned (or collected with
+    `append` into what is returned), when the function never mentions 'Wo'."""
+    if not isinstance(node, ast.expr) or _mentions(scope.fn, "Wo"):
+        return
+    collected = isinstance(parent, ast.Call) and _name(parent) == "append" and parent.args == [node] and \
+        isinstance(parent.func, ast.Attribute) and isinstance(parent.func.value, ast.Name) and \
+        _returned(ast.Assign([ast.Name(parent.func.value.id, ast.Store())], node), scope)
+    if not (collected or isinstance(parent, ast.Return) and node is parent.value or
+            isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope)):
+        return
+    query = next((n for n in ast.walk(scope.fn) if isinstance(n, ast.Call) and n.args
+                  and not _mentions(n.args[0], "Wq") and any(_mentions(a, "Wq") for a in n.args[1:])), None)
+    if query is None:
+        return
+    proj = _copy(query)
+    proj.args[0] = _copy(node)
+    for sub in ast.walk(proj):
+        if isinstance(sub, ast.Constant) and sub.value in ("Wq", "bq"):
+            sub.value = {"Wq": "Wo", "bq": "bo"}[sub.value]
+    yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
+           ("no-output-projection",))
+
+
 def _mentions(node: ast.AST, key: str) -> bool:
     return any(isinstance(n, ast.Constant) and n.value == key for n in ast.walk(node))
 
@@ -646,7 +675,7 @@ def _copy(node):
 
 
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
-                                   _missing, _max_allowed)
+                                   _missing, _projected, _max_allowed)
 OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
                   "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "range": 4,
                   "sign": 5, "plusone": 5, "einsum": 5, "transpose+": 5, "index+": 6}

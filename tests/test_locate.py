@@ -61,6 +61,21 @@ def test_edits_matching_the_diagnosed_bug_come_first():
     assert edits_of(text)[0].bugs != edits_of(text, ["scale-by-model-width"])[0].bugs
 
 
+def test_the_output_projection_is_proposed_the_way_the_queries_are_projected():
+    text = ("def lin(t, w, b):\n    return t\n"
+            "def f(x, params):\n    q = lin(x, params['Wq'], params.get('bq'))\n    out = []\n"
+            "    out.append(q * 2)\n    return out\n")
+    texts = {e.text for e in edits_of(text) if e.operator == "term"}
+    assert "lin(q * 2, params['Wo'], params.get('bo'))" in texts
+    with_wo = text.replace("return out", "return out, params['Wo']")
+    assert not any("'Wo'" in e.text for e in edits_of(with_wo))      # it projects already
+
+
+def test_a_permutation_of_the_keys_may_become_the_usual_transpose():
+    text = "def f(q, k):\n    return q @ k.transpose(0, 2, 1, 3)\n"
+    assert "k.transpose(0, 1, 3, 2)" in {e.text for e in edits_of(text)}
+
+
 def test_overlapping_edits_are_never_paired():
     text = "def f(a, b):\n    return (a < b) < 1\n"
     edits = edits_of(text)
