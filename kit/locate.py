@@ -1158,7 +1158,10 @@ def _pairs(partial: list[Partial], edits: list[Edit], diagnosed: frozenset[str] 
     guided: list[tuple[Edit, Edit]] = []
     for p in sorted(partial, key=lambda p: (-len(p.repaired), -p.closer))[:12]:
         wanted = catches(p.still) - set(p.edit.bugs)       # another mistake than the one it fixed
-        guided.extend((p.edit, b) for b in [e for e in edits if set(e.bugs) & wanted][:30])
+        # the best-ranked edit for each such bug first, then the second of each, ...
+        by_bug = [[e for e in edits if bug in e.bugs] for bug in sorted(wanted)]
+        partners = dict.fromkeys(e for turn in itertools.zip_longest(*by_bug) for e in turn if e is not None)
+        guided.extend((p.edit, b) for b in list(partners)[:30])
     nearer = sorted((p for p in partial if p.closer > 0), key=lambda p: -p.closer)[:20]
     closer = [(a.edit, b.edit) for a, b in sorted(itertools.combinations(nearer, 2),
                                                   key=lambda ab: -(ab[0].closer + ab[1].closer))]
