@@ -653,6 +653,17 @@ def hints_name_existing_checks(content: Content) -> Iterable[Problem]:
 
 
 @validator
+def last_hint_points_to_locate(content: Content) -> Iterable[Problem]:
+    """The last rung of every hint ladder points to `attn-kit check FILE --locate`, the one step
+    past the hints that still leaves the fix to the candidate."""
+    for exercise in content.exercises.values():
+        if exercise.hints and "attn-kit check FILE --locate" not in exercise.hints[-1].text:
+            yield Problem(content.relative(exercise.path),
+                          f"the last hint ('{exercise.hints[-1].title}') does not point to "
+                          f"`attn-kit check FILE --locate`")
+
+
+@validator
 def suites_match_their_exercise(content: Content) -> Iterable[Problem]:
     """The suite's exercise id is the exercise's, and its checks declare only catalogue bugs."""
     for exercise in content.exercises.values():

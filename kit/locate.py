@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from . import catalog, grading, loader
 from .errors import KitError, LoadError
@@ -236,6 +236,10 @@ def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
     if len(values) == 2:
         options = [list(p) for p in ((-2, -1), (1, 2), (0, 1), (2, 3)) if set(p) != set(values)]
     else:
+        # the keys' usual transpose first: every axis in order but the last two
+        canonical = [*range(len(values) - 2), len(values) - 1, len(values) - 2]
+        if sorted(values) == sorted(canonical) and values != canonical:
+            options.append(canonical)
         for i, j in itertools.combinations(range(len(values)), 2):
             swapped = list(values)
             swapped[i], swapped[j] = swapped[j], swapped[i]
@@ -590,6 +594,31 @@ def _missing(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
                    ("softmax-overflow",))
 
 
+def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """The output projection, done the way the function projects the queries: its call that
+    reads 'Wq' again, with 'Wo' and 'bo', applied to what is returned (or collected with
+    `append` into what is returned), when the function never mentions 'Wo'."""
+    if not isinstance(node, ast.expr) or _mentions(scope.fn, "Wo"):
+        return
+    collected = isinstance(parent, ast.Call) and _name(parent) == "append" and parent.args == [node] and \
+        isinstance(parent.func, ast.Attribute) and isinstance(parent.func.value, ast.Name) and \
+        _returned(ast.Assign([ast.Name(parent.func.value.id, ast.Store())], node), scope)
+    if not (collected or isinstance(parent, ast.Return) and node is parent.value or
+            isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope)):
+        return
+    query = next((n for n in ast.walk(scope.fn) if isinstance(n, ast.Call) and n.args
+                  and not _mentions(n.args[0], "Wq") and any(_mentions(a, "Wq") for a in n.args[1:])), None)
+    if query is None:
+        return
+    proj = _copy(query)
+    proj.args[0] = _copy(node)
+    for sub in ast.walk(proj):
+        if isinstance(sub, ast.Constant) and sub.value in ("Wq", "bq"):
+            sub.value = {"Wq": "Wo", "bq": "bo"}[sub.value]
+    yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
+           ("no-output-projection",))
+
+
 def _mentions(node: ast.AST, key: str) -> bool:
     return any(isinstance(n, ast.Constant) and n.value == key for n in ast.walk(node))
 
@@ -646,7 +675,7 @@ def _copy(node):
 
 
 OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
-                                   _missing, _max_allowed)
+                                   _missing, _projected, _max_allowed)
 OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
                   "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "range": 4,
                   "sign": 5, "plusone": 5, "einsum": 5, "transpose+": 5, "index+": 6}
@@ -803,6 +832,17 @@ class Found:
         return out
 
 
+@dataclass(frozen=True)
+class Partial:
+    """A single edit that was screened and rejected, and what it showed: the failing checks it
+    repaired, those that ran and still failed, and how much closer those came (`_closer`)."""
+
+    edit: Edit
+    repaired: frozenset[str]
+    still: frozenset[str]
+    closer: float
+
+
 @dataclass
 class Located:
     found: Found | None
@@ -882,6 +922,9 @@ class _Runner:
         self.bug = {r.id: r.bug for r in report.results if r.bug}
         self.calls = {r.id: frozenset(c.fn for c in r.calls) for r in report.results}
         self.cost = {c: 0.05 for c in self.failing}
+        self.mismatch = {r.id: r.mismatch for r in report.results}
+        self.still: set[str] = set()        # after screen(): the failing checks that ran and still failed
+        self.closer = 0.0                   # after screen(): how much closer a still-failing check came
         # a zygote with what the file imports (torch, say) already imported: every edited copy
         # starts from it in milliseconds instead of importing torch again
         self.preload = preload_for(path, exercise)
@@ -902,7 +945,9 @@ class _Runner:
 
     def screen(self, text: str, misses: int = 1) -> tuple[bool, set[str]]:
         """(every failing check passes, the failing checks that passed) for the edited text; stops
-        after `misses` checks still fail, running the checks that rejected most edits first."""
+        after `misses` checks still fail, running the checks that rejected most edits first. Sets
+        `still` (the checks that ran and still failed) and `closer` (see `_closer`)."""
+        self.still, self.closer = set(), 0.0
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
@@ -931,6 +976,9 @@ class _Runner:
                     repaired.add(check_id)
                     continue
                 self.rejects[check_id] += 1
+                self.still.add(check_id)
+                self.closer = max(self.closer, _closer(self.original[check_id], self.mismatch.get(check_id),
+                                                       result.status, result.mismatch))
                 left -= 1
                 if left <= 0:
                     return False, repaired
@@ -938,6 +986,11 @@ class _Runner:
                 # catching other bugs), so an edit that repairs one of two mistakes shows it
                 order.sort(key=lambda c: self.related(c, check_id))
         return len(repaired) == len(self.failing), repaired
+
+    def catches(self, check_ids: Iterable[str]) -> set[str]:
+        """The bugs the given checks are declared to catch, with the bug each was diagnosed with."""
+        return {bug for c in check_ids if c in self.checks
+                for bug in (*self.checks[c].catches, *([self.bug[c]] if c in self.bug else []))}
 
     def related(self, check_id: str, other: str) -> bool:
         """Whether two failing checks are about the same thing: the same diagnosed bug, or
@@ -964,6 +1017,26 @@ class _Runner:
             if i == 0 and any(statuses.get(c) != CheckStatus.PASS for c in self.failing):
                 return False
         return True
+
+
+def _closer(before_status, before, after_status, after) -> float:
+    """How much closer to the expected values a check that still fails came, from 0 (no closer)
+    to 1: fewer wrong entries, fewer NaN or infinities, a much smaller worst difference, or
+    values where there was an exception. An edit that repairs one of two mistakes usually
+    leaves every check failing, but closer: this is what pairs it with the edit for the other."""
+    if before_status != CheckStatus.FAIL and after_status == CheckStatus.FAIL and after is not None:
+        return 0.3
+    if before is None or after is None or before.shape != after.shape:
+        return 0.0
+    score = 0.0
+    if after.nan_count + after.inf_count < before.nan_count + before.inf_count:
+        score = 0.5
+    if before.wrong_count and after.wrong_count < before.wrong_count:
+        score = max(score, 1 - after.wrong_count / before.wrong_count)
+    finite = all(x == x and abs(x) != float("inf") for x in (before.max_abs, after.max_abs))
+    if finite and before.max_abs > 0 and after.max_abs < 0.5 * before.max_abs:
+        score = max(score, 0.5 * (1 - after.max_abs / before.max_abs))
+    return score
 
 
 def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: C901 (the two phases and their exits)
@@ -1018,7 +1091,7 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
         return None
 
     try:
-        partial: list[tuple[Edit, set[str]]] = []
+        partial: list[Partial] = []
         queue: list[tuple[Edit, Edit]] = []
         built: tuple[int, bool] = (-1, True)
         index = 0
@@ -1031,7 +1104,7 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
                 return finish(None, "budget")
             singles_left = index < len(edits)
             if built != (len(partial), singles_left):
-                queue = [p for p in _pairs(partial, edits, diagnosed, any_two=not singles_left)
+                queue = [p for p in _pairs(partial, edits, diagnosed, any_two=not singles_left, catches=runner.catches)
                          if (id(p[0]), id(p[1])) not in tried_pairs]
                 built = (len(partial), singles_left)
             pairs_now = bool(queue) and (not singles_left or (
@@ -1056,18 +1129,21 @@ def locate(path: str | Path, report: Report, options: grading.Options,  # noqa: 
             ok, repaired = runner.screen(text, misses=misses)
             if ok and runner.verify(text):
                 return finish(found((edit,)), "found")
-            if repaired:
-                partial.append((edit, repaired))
+            if repaired or runner.closer > 0:
+                partial.append(Partial(edit, frozenset(repaired), frozenset(runner.still), runner.closer))
     finally:
         runner.close()
 
 
-def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
-           diagnosed: frozenset[str] | set[str] = frozenset(), any_two: bool = True) -> list[tuple[Edit, Edit]]:
-    """Pairs to try, without overlaps or repeats: two edits that each repaired some failing checks
-    (those that together cover most first); then two edits matching two different diagnosed bugs;
-    then a repairing edit with any other edit, in rank order; with `any_two` (the singles have
-    run out), then any two of the first 40."""
+def _pairs(partial: list[Partial], edits: list[Edit], diagnosed: frozenset[str] | set[str] = frozenset(),  # noqa: C901 (one list per way of pairing, merged)
+           any_two: bool = True, catches: Callable[[Iterable[str]], set[str]] = lambda ids: set()) -> list[tuple[Edit, Edit]]:
+    """Pairs to try, without overlaps or repeats. Taken in turn from four lists: two edits that
+    each repaired some failing checks (those that together cover most first); an edit that
+    repaired some checks or came closer, with an edit whose kind repairs a bug, other than its
+    own, that a check it left failing catches (`catches` names them); two edits that each came closer; two edits
+    matching two different diagnosed bugs (the best-ranked of each first). Then a repairing edit
+    with any other edit, in rank order; with `any_two` (the singles have run out), then any two of
+    the first 40."""
     pairs: list[tuple[Edit, Edit]] = []
     seen: set[tuple[int, int]] = set()
 
@@ -1075,17 +1151,29 @@ def _pairs(partial: list[tuple[Edit, set[str]]], edits: list[Edit],
         if a is not b and (id(a), id(b)) not in seen and not a.overlaps(b):
             seen.update({(id(a), id(b)), (id(b), id(a))})
             pairs.append((a, b))
-    scored = sorted(((-len(ra | rb), a.rank + b.rank, a, b) for (a, ra), (b, rb) in itertools.combinations(partial, 2)),
-                    key=lambda s: (s[0], s[1]))
-    for _, _, a, b in scored:
-        add(a, b)
-    matching = [e for e in edits if set(e.bugs) & diagnosed][:60]
-    for a, b in itertools.combinations(matching, 2):
-        if (set(a.bugs) & diagnosed) != (set(b.bugs) & diagnosed):
-            add(a, b)
-    for a, _ in sorted(partial, key=lambda p: -len(p[1])):
-        for b in edits[:120]:
-            add(a, b)
+    repairing = [p for p in partial if p.repaired]
+    covering = [(a.edit, b.edit) for _, _, a, b in sorted(
+        ((-len(a.repaired | b.repaired), a.edit.rank + b.edit.rank, a, b) for a, b in itertools.combinations(repairing, 2)),
+        key=lambda s: (s[0], s[1]))]
+    guided: list[tuple[Edit, Edit]] = []
+    for p in sorted(partial, key=lambda p: (-len(p.repaired), -p.closer))[:12]:
+        wanted = catches(p.still) - set(p.edit.bugs)       # another mistake than the one it fixed
+        # the best-ranked edit for each such bug first, then the second of each, ...
+        by_bug = [[e for e in edits if bug in e.bugs] for bug in sorted(wanted)]
+        partners = dict.fromkeys(e for turn in itertools.zip_longest(*by_bug) for e in turn if e is not None)
+        guided.extend((p.edit, b) for b in list(partners)[:30])
+    nearer = sorted((p for p in partial if p.closer > 0), key=lambda p: -p.closer)[:20]
+    closer = [(a.edit, b.edit) for a, b in sorted(itertools.combinations(nearer, 2),
+                                                  key=lambda ab: -(ab[0].closer + ab[1].closer))]
+    groups = [[e for e in edits if bug in e.bugs][:20] for bug in sorted(diagnosed)]
+    matching = [(a, b) for _, a, b in sorted(
+        ((i + j, a, b) for g, h in itertools.combinations(groups, 2)
+         for i, a in enumerate(g) for j, b in enumerate(h)), key=lambda s: s[0])]
+    with_any = [(p.edit, b) for p in sorted(repairing, key=lambda p: -len(p.repaired)) for b in edits[:120]]
+    for turn in itertools.zip_longest(covering, guided, with_any, closer, matching):
+        for pair in turn:
+            if pair is not None:
+                add(*pair)
     for a, b in itertools.combinations(edits[:40] if any_two else [], 2):   # last: any two of the best
         add(a, b)
     return pairs

@@ -93,6 +93,17 @@ def test_every_hint_keeps_its_code_and_structure(exercise, level, width):
     assert lost(hint.text, shown_hint(exercise, level, width)) == []
 
 
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_the_last_hint_points_to_locate(exercise):
+    """The hint ladder's last rung, as `attn-kit hint` shows it, names `check FILE --locate`; no
+    earlier hint does (it is the step after the hints, not one of them)."""
+    last = len(exercise.hints)
+    shown = " ".join(shown_hint(exercise, last, 80).split())
+    assert "attn-kit check FILE --locate" in shown
+    earlier = [n for n in range(1, last) if "--locate" in shown_hint(exercise, n, 80)]
+    assert earlier == []
+
+
 def test_near_code_is_highlighted_as_python():
     """In colour, the keywords of a hint's code block get a style of their own; its prose does not."""
     exercise = catalog.exercise("tiled-softmax")

@@ -89,6 +89,8 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     undeclared = solutions / "gqa" / "bugs" / "causal-off-by-one.py"       # a catalogue bug gqa's suite never declares
     shutil.copy(solutions / "gqa" / "bugs" / "no-scaling.py", undeclared)
     edit(undeclared, "BUG(no-scaling)", "BUG(causal-off-by-one)", count=-1)
+    # a last hint that no longer points to --locate
+    edit(exercises / "rope.toml", "`attn-kit check FILE --locate`", "`attn-kit check FILE`")
     # stray files
     (solutions / "gqa" / "notes.txt").write_text("todo\n")
     (exercises / "README.md").write_text("# notes\n")
@@ -103,6 +105,7 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     assert_found(found, "solutions/gqa/bugs/not-a-bug.py", r"no '# BUG\(not-a-bug\)' marker")
     assert_found(found, "prompts/exercises/kv-cache.toml", "names unknown check 'step-returns-output-and-cach'")
     assert_found(found, "checks/gqa.py", r"no check declares catches=\('causal-off-by-one'")
+    assert_found(found, "prompts/exercises/rope.toml", r"last hint .* does not point to `attn-kit check FILE --locate`")
     assert_found(found, "solutions/gqa/notes.txt", "unexpected")
     assert_found(found, "prompts/exercises/README.md", "unexpected")
 

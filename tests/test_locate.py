@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from attn_kit import grading, jsonout, locate, render
-from attn_kit.report import FAILED
+from attn_kit.report import FAILED, CheckStatus
 from attn_kit.store import open_store
 
 from helpers import check_json
@@ -61,13 +61,67 @@ def test_edits_matching_the_diagnosed_bug_come_first():
     assert edits_of(text)[0].bugs != edits_of(text, ["scale-by-model-width"])[0].bugs
 
 
+def test_the_output_projection_is_proposed_the_way_the_queries_are_projected():
+    text = ("def lin(t, w, b):\n    return t\n"
+            "def f(x, params):\n    q = lin(x, params['Wq'], params.get('bq'))\n    out = []\n"
+            "    out.append(q * 2)\n    return out\n")
+    texts = {e.text for e in edits_of(text) if e.operator == "term"}
+    assert "lin(q * 2, params['Wo'], params.get('bo'))" in texts
+    with_wo = text.replace("return out", "return out, params['Wo']")
+    assert not any("'Wo'" in e.text for e in edits_of(with_wo))      # it projects already
+
+
+def test_a_permutation_of_the_keys_may_become_the_usual_transpose():
+    text = "def f(q, k):\n    return q @ k.transpose(0, 2, 1, 3)\n"
+    assert "k.transpose(0, 1, 3, 2)" in {e.text for e in edits_of(text)}
+
+
 def test_overlapping_edits_are_never_paired():
     text = "def f(a, b):\n    return (a < b) < 1\n"
     edits = edits_of(text)
     inner = next(e for e in edits if e.text == "a <= b")
     outer = next(e for e in edits if e.start == (2, 11) and e is not inner and e.end[1] > inner.end[1])
     assert inner.overlaps(outer)
-    assert all(not a.overlaps(b) for a, b in locate._pairs([(inner, {"x"}), (outer, {"y"})], edits))
+    partial = [locate.Partial(inner, frozenset({"x"}), frozenset({"y"}), 0.5),
+               locate.Partial(outer, frozenset({"y"}), frozenset({"x"}), 0.5)]
+    assert all(not a.overlaps(b) for a, b in locate._pairs(partial, edits))
+
+
+def mismatch(wrong: int, max_abs: float, nan: int = 0, shape=(2, 4)):
+    from attn_kit.compare import Mismatch
+    return Mismatch("output", shape, max_abs, 1.0, (0, 0), "", "", (), (), 0, nan, 0, wrong, 8, 1e-6, 1e-8)
+
+
+def test_closer_measures_progress_on_a_check_that_still_fails():
+    fail, error = CheckStatus.FAIL, CheckStatus.ERROR
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 2.0)) == 0.0       # no change
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(9, 3.0)) == 0.0       # further
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(2, 2.0)) == 0.75      # fewer wrong entries
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 0.2)) == 0.45      # much nearer
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 1.5)) == 0.0       # not much nearer
+    assert locate._closer(fail, mismatch(8, float("nan"), nan=3), fail, mismatch(8, 2.0)) == 0.5   # NaN gone
+    assert locate._closer(error, None, fail, mismatch(8, 2.0)) == 0.3                  # values, not an exception
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(1, 0.1, shape=(4, 2))) == 0.0     # not comparable
+
+
+def test_pairs_are_guided_by_what_each_edit_left_failing():
+    """An edit that came closer but left a check failing is paired first with an edit whose kind
+    repairs a bug that check catches, before edits ranked above that one; two edits that each
+    came closer are paired too."""
+    text = ("import math\ndef f(s, m, hd, allowed, v, w):\n    x = math.exp(s - m) if not allowed else 0.0\n"
+            "    return (x * v + w) / math.sqrt(hd)\n")
+    edits = edits_of(text)
+    negate = next(e for e in edits if e.operator == "negate")
+    wanted = {"biases-ignored"}
+    partner = next(e for e in edits if set(e.bugs) & wanted and not e.overlaps(negate))
+    assert next(e for e in edits if e is not negate and not e.overlaps(negate)) is not partner   # not first anyway
+    partial = [locate.Partial(negate, frozenset(), frozenset({"scaled"}), 0.4)]
+    assert locate._pairs(partial, edits, any_two=False,
+                         catches=lambda ids: wanted if "scaled" in ids else set())[0] == (negate, partner)
+    assert locate._pairs(partial, edits, any_two=False) == []      # nothing repaired, nothing to guide it
+    other = next(e for e in edits[::-1] if not e.overlaps(negate))          # ranked last
+    both = [locate.Partial(negate, frozenset(), frozenset(), 0.4), locate.Partial(other, frozenset(), frozenset(), 0.2)]
+    assert locate._pairs(both, edits, any_two=False) == [(negate, other)]
 
 
 def graded(name: str):
