@@ -216,6 +216,9 @@ text = \'\'\'
 The computation, nearly in code:
 
     {todo}: a few lines of it
+
+Still stuck after this one? `attn-kit check FILE --locate` searches for the smallest edit to your
+own file that makes every failing check pass, and names its line.
 \'\'\'
 
 # Discussion questions for `attn-kit review` and the mock: key points, one or two required. A run
