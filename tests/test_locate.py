@@ -148,7 +148,9 @@ def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alon
 
 
 def test_no_verified_edit_is_said_plainly_with_the_lines_the_calls_run_through():
-    path, report = graded("lists_compact__normaliser-plus-one.py")
+    # no operator reads a bias the file never reads, so no budget finds an edit here (a file whose
+    # fix the search merely had not reached in time made this test pass or fail with the load)
+    path, report = graded("lists_compact__biases-ignored.py")
     found = locate.locate(path, report, grading.Options(seed=SEED), budget=1.5)
     assert found.found is None and found.stopped in ("budget", "exhausted")
     assert any(fn == "stable_softmax" for fn, _, _ in found.depends)
