@@ -216,7 +216,7 @@ def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
 
 def _terminal(*args, cwd):
     import pexpect
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CI")}     # a person's terminal
     return pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=env, cwd=str(cwd),
                          encoding="utf-8", dimensions=(24, 80), timeout=120)
 
