@@ -1,19 +1,8 @@
 """`python -m attn_kit`: the same program as the `attn-kit` command.
 
-Under `-m` the current folder is first on sys.path: a `click.py` (or `numpy.py`) planted there
-by the code being graded would run inside the kit at the next start. It is taken off before the
-kit imports anything else."""
+Under `-m` the current folder is first on sys.path; the package's __init__ takes it off while `-m`
+is still importing the package, before anything a planted `click.py` or `numpy.py` could shadow."""
 
-import os
-import sys
-
-try:
-    _HERE = os.getcwd()
-except OSError:             # a deleted current folder
-    _HERE = ""
-if sys.path and not sys.flags.safe_path and sys.path[0] in ("", ".", _HERE):
-    del sys.path[0]
-
-from .cli import main  # noqa: E402 - after the current folder is off sys.path
+from .cli import main
 
 main()
