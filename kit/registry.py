@@ -80,8 +80,7 @@ class CheckContext:
         """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
         `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call); `time_limit`
         replaces the call's usual limit (--timeout) for this one call."""
-        limits = {} if memory_limit is None else {"memory_limit": memory_limit}
-        outcome = self.sandbox.call(fn, args, kwargs, harness=harness, timeout=time_limit, **limits)
+        outcome = self.sandbox.call(fn, args, kwargs, harness=harness, timeout=time_limit, memory_limit=memory_limit)
         self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 
