@@ -196,7 +196,11 @@ FAMILIES = "families.toml"
 
 @functools.cache
 def _family_table() -> tuple[dict, ...]:
-    path = package_dir("prompts") / FAMILIES
+    return read_families(package_dir("prompts") / FAMILIES)
+
+
+def read_families(path: Path) -> tuple[dict, ...]:
+    """The [[family]] entries of a families.toml (none when the file is absent)."""
     if not path.exists():
         return ()
     return tuple(tomllib.loads(path.read_text(encoding="utf-8")).get("family", []))

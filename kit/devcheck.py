@@ -787,8 +787,8 @@ def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
 def families_fit_their_bug_files(content: Content) -> Iterable[Problem]:
     """Every entry of prompts/families.toml still edits text its bug file or reference holds: an
     edited reference or bug file must take its family entries along."""
-    path = content.prompts / "families.toml"
-    entries = tomllib.loads(path.read_text(encoding="utf-8")).get("family", []) if path.is_file() else []
+    path = content.prompts / compose.FAMILIES
+    entries = compose.read_families(path)
     for exercise in content.exercises.values():
         textbook = {form.path.stem: form for form in compose.forms(exercise.id)}
         for entry in entries:
