@@ -31,8 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from attn_kit import catalog, diagnose, grading  # noqa: E402
-from attn_kit.paths import bug_files, bug_id_of, reference_files  # noqa: E402
+from attn_kit.base.paths import bug_files, bug_id_of, reference_files  # noqa: E402
+from attn_kit.diagnosis import diagnose  # noqa: E402
+from attn_kit.grading import pipeline  # noqa: E402
+from attn_kit.load import catalog  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
     for kind, ex, path, bugs in cases(exercises):
         exercise = catalog.exercise(ex)
         for seed in range(1, args.seeds + 1):
-            report = grading.grade(path, grading.Options(seed=seed, exercise=ex))
+            report = pipeline.grade(path, pipeline.Options(seed=seed, exercise=ex))
             finding = diagnose.analyse(exercise, report.results)
             named = [d.bug for d in report.diagnosis]
             times.setdefault(ex, []).append((finding.seconds, finding.cpu_seconds))
@@ -135,7 +137,7 @@ def main(argv=None) -> int:
 
 def _available(exercise) -> bool:
     try:
-        grading.require(exercise)
+        pipeline.require(exercise)
     except Exception:  # noqa: BLE001 - DependencyMissing
         return False
     return True

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
 
 REPEATS = 5
 
@@ -321,8 +321,8 @@ def wire_cost(calls: int = 2000) -> tuple[float, float]:
     pickling the value alone, as before."""
     import pickle
 
-    from attn_kit import wire
-    from attn_kit.values import Outcome
+    from attn_kit.base import wire
+    from attn_kit.base.records import Outcome
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2, 8, 16))
@@ -428,13 +428,15 @@ def diagnosis_time(repeats: int) -> list[Row]:
     """Kit time of diagnosis on three-bug files: `diagnose.analyse` rerun on one grading's results
     (the candidate's code is not run again; every model the search tries is), CPU and wall, median
     of `repeats` runs per file. Target: median at most 1 s on 2 cores (issue 21)."""
-    from attn_kit import catalog, diagnose, grading
+    from attn_kit.diagnosis import diagnose
+    from attn_kit.grading import pipeline
+    from attn_kit.load import catalog
 
     corpus = Path(__file__).resolve().parents[1] / "tests" / "corpus"
     rows = []
     for rel, exercise_id in THREE_BUG_FILES:
         exercise = catalog.exercise(exercise_id)
-        report = grading.grade(corpus / rel, grading.Options(seed=1, exercise=exercise_id))
+        report = pipeline.grade(corpus / rel, pipeline.Options(seed=1, exercise=exercise_id))
         walls, cpus, named, models = [], [], [], 0
         for _ in range(max(repeats, 3)):
             finding = diagnose.analyse(exercise, report.results)
@@ -479,7 +481,7 @@ def independent_mha(x, params, num_heads, mask=None):
 def independent_check(path: Path) -> str:
     """'' when the file's attention and masks agree with independent_mha on random cases (with
     and without biases, no mask, a causal mask, a random mask with a fully blocked row), else why."""
-    from attn_kit.sandbox import Sandbox
+    from attn_kit.sandbox.session import Sandbox
     rng = np.random.default_rng(11)
     with Sandbox(str(path), 10.0) as sandbox:
         sandbox.start()
@@ -517,7 +519,7 @@ def locate_corpus(repeats: int) -> list[Row]:
     import tempfile
     import tomllib
 
-    from attn_kit import grading, locate
+    from attn_kit.grading import locate, pipeline
     folder = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "locate"
     corpus = tomllib.loads((folder / "corpus.toml").read_text())
     if repeats < REPEATS:           # --quick: every fourth file
@@ -527,11 +529,11 @@ def locate_corpus(repeats: int) -> list[Row]:
     for name, entry in corpus.items():
         path = folder / name
         locate.prepare(path)            # as `check --locate` does: a torch file's zygote starts beside the grading
-        report = grading.grade(path, grading.Options(seed=4242))
+        report = pipeline.grade(path, pipeline.Options(seed=4242))
         if report.passed:
             passing.append(name)
             continue
-        found = locate.locate(path, report, grading.Options(seed=4242), locate.DEFAULT_BUDGET)
+        found = locate.locate(path, report, pipeline.Options(seed=4242), locate.DEFAULT_BUDGET)
         times.append(found.seconds)
         right = bool(found.found and set(found.found.lines) & set(entry["lines"]))
         stats[len(entry["mistakes"])].append((name, right, found.found is not None))

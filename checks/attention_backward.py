@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.registry import Suite
+from attn_kit.compare.registry import Suite
 
 from .verdicts import require_a_returned_call
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.compare import exactly
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
-from attn_kit.registry import Suite
+from attn_kit.base.paths import solutions_dir
+from attn_kit.compare.arrays import exactly
+from attn_kit.compare.registry import Suite
+from attn_kit.diagnosis.diagnose import load_module
 
 from .cases import WORKED_PARAMS, causal, hot_blocked_tokens, identity_projections, lists, params, random_mask, tokens
 from .verdicts import OUT_AXES, expect_causal_invariance, expect_divisibility_error, expect_out_and_weights, expect_untouched

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.compare import exactly
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
-from attn_kit.registry import Suite
-from attn_kit.values import CallStatus
+from attn_kit.base.paths import solutions_dir
+from attn_kit.base.records import CallStatus
+from attn_kit.compare.arrays import exactly
+from attn_kit.compare.registry import Suite
+from attn_kit.diagnosis.diagnose import load_module
 
 from .cases import (
     WORKED_X,

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_kit.compare import ValueProblem, check_shape, compare, to_array
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
-from attn_kit.registry import CallFailed, Suite
-from attn_kit.report import Call
-from attn_kit.values import Opaque, Outcome, TensorValue
+from attn_kit.base.paths import solutions_dir
+from attn_kit.base.records import Opaque, Outcome, TensorValue
+from attn_kit.compare.arrays import ValueProblem, check_shape, compare, to_array
+from attn_kit.compare.registry import CallFailed, Suite
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.report.results import Call
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, params, tokens
 from .verdicts import expect_divisibility_error

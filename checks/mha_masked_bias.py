@@ -3,7 +3,7 @@
 A file that imports torch is given torch tensors; a file that does not is given float64 NumPy
 arrays and checked for values only (the device and gradient checks are skipped with the reason,
 and the report says so). Expected values come from reference_torch.py in the kit's process, in
-float64. Gradients are taken in the candidate's process by kit/harness_torch.py.
+float64. Gradients are taken in the candidate's process by kit/base/torch_support.py.
 
 Importing this module imports torch in the kit's process before the sandbox forks its zygote
 (grading imports the checks first); the sandbox then makes two process-wide settings
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attn_kit.registry import CheckSkipped, Suite
-from attn_kit.values import TensorValue
+from attn_kit.base.records import TensorValue
+from attn_kit.compare.registry import CheckSkipped, Suite
 
 from .cases import hot_blocked_tokens
 from .verdicts import expect_causal_invariance
@@ -35,7 +35,7 @@ SUITE = Suite("mha-masked-bias")
 check = SUITE.check
 
 FN = "multihead_attention"
-HARNESS = "attn_kit.harness_torch:grads"
+HARNESS = "attn_kit.base.torch_support:grads"
 OUT_AXES = ("batch", "query", "feature")
 ATT_AXES = ("batch", "head", "query", "key")
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
@@ -627,7 +627,7 @@ def randomised_agreement(ctx):
 
 def compare_gradients(ctx, case: Case):
     """float64: gradients of a fixed random projection of both outputs, candidate vs reference."""
-    from attn_kit.harness_torch import grads
+    from attn_kit.base.torch_support import grads
 
     if not uses_torch(ctx):
         raise CheckSkipped(NUMPY_NO_GRADS)
@@ -663,7 +663,7 @@ def compare_gradients(ctx, case: Case):
                      "(fully masked queries and empty heads are where NaN gets in)")
         ctx.expect_close(got, expected, f"gradient with respect to {name}", axes, "×".join(map(str, expected.shape)),
                          call=call, float32_ok=False, **GRADS)   # gradients are a float64 property
-    from attn_kit.harness_torch import finite_difference  # the gradients agree with the outputs (kit-side)
+    from attn_kit.base.torch_support import finite_difference  # the gradients agree with the outputs (kit-side)
     analytic, numeric = finite_difference(
         lambda a, p: pair(ctx, ctx.call(FN, to_torch(a), to_torch(p), to_torch(case.masks), **case.kwargs)),
         case.activations, case.parameters, extra["grads"], seed=ctx.seed)

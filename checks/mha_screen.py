@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.compare import exactly
-from attn_kit.registry import Suite
+from attn_kit.compare.arrays import exactly
+from attn_kit.compare.registry import Suite
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, mask_of_kind, padding, params, random_mask, tokens
 from .verdicts import (

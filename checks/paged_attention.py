@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_kit.registry import Suite
+from attn_kit.compare.registry import Suite
 
 from .cases import lists
 from .verdicts import far_score_tolerance, require_a_returned_call

@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from attn_kit.compare import EPS32, exactly, float32_values
-from attn_kit.registry import Suite
+from attn_kit.compare.arrays import EPS32, exactly, float32_values
+from attn_kit.compare.registry import Suite
 
 from .cases import causal, hot_blocked_tokens, identity_projections, lists, mask_of_kind, padding, params, random_mask, tokens
 from .verdicts import expect_divisibility_error, expect_out_and_weights, expect_untouched, far_score_tolerance, require_a_returned_call

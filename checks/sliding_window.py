@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
 
 from .verdicts import far_score_tolerance, kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
 
@@ -259,7 +259,7 @@ def memory_stays_within_bound(ctx):
     bound, naive = memory_bound(B, H, T, window, d), 8 * B * H * T * T
     ctx.describe(B=B, H=H, T=T, d=d, window=window)
     limit = kernel_limit(bound, naive)
-    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.harness:measure_quiet",
+    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.base.harness:measure_quiet",
                           memory_limit=limit, time_limit=measured_time_limit(ctx))
     failed = limit_failure(ctx, (q, k, v, window), replay_peak_over_bound, limit, f"at B={B}, H={H}, T={T}, d={d}, window={window}",
                            f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores "

@@ -3,7 +3,7 @@
 Values are compared with plain, naive masked softmax attention computed here in the kit's
 process (`naive_attention`, which shares no code with the tiled reference). The memory check
 calls the candidate once at T = 1024 queries and S = 4T = 4096 keys inside the worker under
-tracemalloc (`attn_kit.harness:measure_quiet`) and compares the peak with SPEC.md's bound
+tracemalloc (`attn_kit.base.harness:measure_quiet`) and compares the peak with SPEC.md's bound
 64·T·(block_size + dv) bytes (6 MiB there). With S = 4T a T×S array of any floating dtype is over
 the bound, float16 included (2·T·S = 8 MiB); at S = T (T = 2048, a 12 MiB bound) a float16 one
 (8 MiB) fitted. T·S stays 4M, so the call and the diagnosis's re-runs cost what they did at S = T.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
 
 from .cases import qkv
 from .verdicts import far_score_tolerance, kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
@@ -284,7 +284,7 @@ def memory_stays_within_bound(ctx):
     bound, naive = memory_bound(T, block_size, dv), 8 * T * S
     ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size, mask="random T×S")
     limit = kernel_limit(bound, naive)
-    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.harness:measure_quiet",
+    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.base.harness:measure_quiet",
                           memory_limit=limit, time_limit=measured_time_limit(ctx))
     failed = limit_failure(ctx, (q, k, v, mask, block_size), replay_peak_over_bound, limit,
                            f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from attn_kit.compare import EPS32, float32_values
-from attn_kit.harness import measure
-from attn_kit.registry import CallFailed
-from attn_kit.values import CallStatus, Outcome
+from attn_kit.base.harness import measure
+from attn_kit.base.records import CallStatus, Outcome
+from attn_kit.compare.arrays import EPS32, float32_values
+from attn_kit.compare.registry import CallFailed
 
 
 def expect_divisibility_error(ctx, fn: str, args_for, D: int = 6, heads=(4, 0), worded=None) -> None:
@@ -143,7 +143,7 @@ def kernel_limit(bound: int, naive: int) -> int:
 def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: str, advice: str):
     """CheckFailed for the call just made when the kernel's limit stopped it (status memory), else
     None; recorded for the diagnosis as over the bound ([1.0], as peak_verdict records it)."""
-    from attn_kit.registry import CheckFailed
+    from attn_kit.compare.registry import CheckFailed
     real = ctx.last_call
     outcome = real.outcome
     if outcome.status != CallStatus.MEMORY:

@@ -6,7 +6,7 @@ grades files); the names below are re-exported for modules that import them from
 
 from __future__ import annotations
 
-from attn_kit.cli_common import one_blas_thread
+from attn_kit.cli.common import one_blas_thread
 
 one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
 

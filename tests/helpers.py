@@ -7,7 +7,7 @@ say about a file, grade it in-process through the library, cached for the whole 
 
     from helpers import graded, graded_json, graded_tests
 
-    report = graded(path, seed=1)            # attn_kit.report.Report, shared: treat as read-only
+    report = graded(path, seed=1)            # attn_kit.report.results.Report, shared: treat as read-only
     data, code = graded_json(path, seed=7)   # the same dict and exit status as `check --json`
     grade = graded_tests(tests_file)         # `test-tests` in-process, also cached
 
@@ -36,11 +36,12 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from attn_kit import catalog, grading
-from attn_kit.cli_common import EXIT_FAIL, EXIT_PASS
-from attn_kit.errors import DependencyMissing
-from attn_kit.paths import bug_files, reference_files, solutions_dir
-from attn_kit.report import Report
+from attn_kit.base.errors import DependencyMissing
+from attn_kit.base.paths import bug_files, reference_files, solutions_dir
+from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.report.results import Report
 
 TESTS = Path(__file__).resolve().parent
 CORPUS = TESTS / "corpus"
@@ -76,7 +77,7 @@ def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
 def available(exercise: catalog.Exercise) -> bool:
     """The exercise can be graded here (its optional dependency, e.g. torch, is installed)."""
     try:
-        grading.require(exercise)
+        pipeline.require(exercise)
     except DependencyMissing:
         return False
     return True
@@ -99,12 +100,12 @@ def _version(path) -> tuple[str, int, int]:
 def _grade(file: tuple[str, int, int], seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
     path = file[0]
     _warm_up_for(path)
-    return grading.grade(path, grading.Options(exercise=exercise, seed=seed, public_only=public_only,
+    return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only,
                                                timeout=timeout))
 
 
 def graded(path, seed: int = 1, exercise: str | None = None, *, public_only: bool = False,
-           timeout: float = grading.DEFAULT_TIMEOUT) -> Report:
+           timeout: float = pipeline.DEFAULT_TIMEOUT) -> Report:
     """The Report of grading PATH in-process, graded at most once per session for these arguments.
 
     Without `exercise` the file's header or functions decide, as `attn-kit check` does. The
@@ -133,7 +134,7 @@ def _warm_up_for(path: str) -> None:
         import torch
 
         from attn_kit.checks import mha_masked_bias as suite
-        from attn_kit.diagnose import load_module
+        from attn_kit.diagnosis.diagnose import load_module
     except ImportError:
         return
     reference = load_module(str(solutions_dir("mha-masked-bias") / "reference_torch.py"))
@@ -150,7 +151,7 @@ _warm_up_for.done = False
 
 @functools.lru_cache(maxsize=None)
 def _grade_tests(file: tuple[str, int, int], exercise: str | None):
-    from attn_kit import testgrade
+    from attn_kit.practice import testgrade
     return testgrade.grade_tests(file[0], exercise)
 
 
@@ -183,7 +184,7 @@ def drawn_seed(name: str, draw: int) -> int:
 
 def check_count(exercise_id: str) -> int:
     """How many graded checks the exercise's suite has (what 'All N checks passed' says)."""
-    return len(grading.suite_for(catalog.exercise(exercise_id)).checks)
+    return len(pipeline.suite_for(catalog.exercise(exercise_id)).checks)
 
 
 def corpus_data(name: str) -> dict:

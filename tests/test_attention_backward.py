@@ -12,10 +12,10 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog
+from attn_kit.base.paths import solutions_dir
 from attn_kit.checks import attention_backward as bw_checks
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.load import catalog
 
 from conftest import CORPUS, check_json, need_torch
 
@@ -119,7 +119,7 @@ def test_cli_grades_the_reference():
 
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
-    from attn_kit import testgrade
+    from attn_kit.practice import testgrade
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "backward_strong.py")
     assert strong.exercise == "attention-backward" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "backward_weak.py")
@@ -129,8 +129,8 @@ def test_test_tests_scores_the_strong_and_weak_files():
 
 
 def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
-    from attn_kit import grading
-    report = grading.grade(CORPUS_MORE / "backward_correct_einsum.py", grading.Options(seed=4))
+    from attn_kit.grading import pipeline
+    report = pipeline.grade(CORPUS_MORE / "backward_correct_einsum.py", pipeline.Options(seed=4))
     assert report.exercise == "attention-backward"
     assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
                                                              if r.status != "pass"]

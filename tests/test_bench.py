@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from attn_kit import bench, catalog, grading, render, render_bench
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice import bench
+from attn_kit.render import bench as render_bench
+from attn_kit.render import check
 
 from conftest import attn_kit, need_torch, solutions_dir
 from helpers import strict_json
@@ -185,7 +189,7 @@ def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
     assert data["time_s"] == [None, None] and data["cpu_s"] == [None, None]
     assert data["time_exponent"] is None and data["expected"]["time"]["status"] == "unknown"
     jsonschema = pytest.importorskip("jsonschema")
-    from attn_kit import jsonout
+    from attn_kit.report import jsonout
     jsonschema.Draft202012Validator(jsonout.schema("bench")).validate(data)
 
 
@@ -198,7 +202,7 @@ def test_a_memory_reading_that_is_not_a_number_is_a_failure(tmp_path):
         import numpy as np
 
         def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
-            harness = sys.modules["attn_kit.harness"]      # the worker's measurement, replaced
+            harness = sys.modules["attn_kit.base.harness"]      # the worker's measurement, replaced
             harness.measure = lambda fn, *a, **k: (None, {"seconds": 0.0, "peak_bytes": float("nan")})
             return np.asarray(x) @ np.asarray(params["Wq"])
         """)
@@ -280,14 +284,14 @@ def test_misuse_exits_2(tmp_path, args):
 def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
     proc = attn_kit("bench", tmp_path / "nope.py")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    from attn_kit import loader
-    from attn_kit.errors import UsageError
-    source = loader.read_source(solutions_dir("gqa") / "reference_numpy.py")
+    from attn_kit.base.errors import UsageError
+    from attn_kit.load import preflight
+    source = preflight.read_source(solutions_dir("gqa") / "reference_numpy.py")
     gqa = catalog.exercise("gqa")
     monkeypatch.setitem(catalog.exercises(), "gqa", dataclasses.replace(gqa, bench=None))
     with pytest.raises(UsageError, match=r"no workload for gqa: prompts/exercises/gqa.toml has no \[bench\] table"):
         bench.pick_workload(source, None)
-    suite = grading.suite_for(gqa)
+    suite = pipeline.suite_for(gqa)
     monkeypatch.setattr(suite, "bench_inputs", None)
     with pytest.raises(UsageError, match=r"checks/gqa.py registers no input builder"):
         bench.workload_for(gqa)
@@ -323,7 +327,7 @@ def _result(time_fit: float, memory_fit: float) -> bench.BenchResult:
 
 def test_render_names_the_mismatch():
     buffer = io.StringIO()
-    render_bench.bench_result(_result(2.0, 1.98), out=Console(file=buffer, width=100, theme=render.THEME))
+    render_bench.bench_result(_result(2.0, 1.98), out=Console(file=buffer, width=100, theme=check.THEME))
     text = buffer.getvalue()
     assert "memory  ≈ T^1.98" in text and "expected T^1" in text
     assert "grows faster than expected" in text and "T×S intermediate" in text
@@ -407,9 +411,9 @@ def test_the_worker_side_harnesses_import_no_grading_checks_or_bench():
     grading side: the import contract in pyproject.toml, checked at run time too."""
     import subprocess
     import sys
-    code = ("import sys, attn_kit.harness_bench; "
-            "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.bench', "
-            "'attn_kit.grading', 'attn_kit.catalog', 'attn_kit.registry'))))")
+    code = ("import sys, attn_kit.runtime.bench_harness; "
+            "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.practice.bench', "
+            "'attn_kit.grading.pipeline', 'attn_kit.load.catalog', 'attn_kit.compare.registry'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
@@ -425,7 +429,7 @@ def test_the_worker_side_harnesses_import_no_grading_checks_or_bench():
     ({"memory": None}, "missing key 'memory'"),
 ])
 def test_a_bad_bench_table_is_an_error_naming_the_key(change, message):
-    from attn_kit.errors import CatalogError
+    from attn_kit.base.errors import CatalogError
     table = {"function": "f", "setting": "", "sizes": [16, 32], "dims": {"B": 1},
              "time": {"exponent": 2, "why": "T×T"}, "memory": {"exponent": 1, "why": "T"}}
     spec = catalog._load_bench(table, "x.toml [bench]")

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from attn_kit import bench, catalog, render_bench
+from attn_kit.load import catalog
+from attn_kit.practice import bench
+from attn_kit.render import bench as render_bench
 
 
 def result(time_fit=1.9, memory_fit=1.8) -> bench.BenchResult:

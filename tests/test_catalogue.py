@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 
-from attn_kit import catalog, devcheck, grading
-from attn_kit.errors import CatalogError
-from attn_kit.paths import bug_files, bug_id_of, reference_files, solutions_dir
+from attn_kit.base.errors import CatalogError
+from attn_kit.base.paths import bug_files, bug_id_of, reference_files, solutions_dir
+from attn_kit.dev import check
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
 
 from conftest import need_extra
 from helpers import CORPUS, DRAWS, attn_kit, check_json, corpus_data, drawn_seed, graded, graded_exercises, graded_json
@@ -60,14 +62,14 @@ if SPEC.exists():      # the design spec beside the project's own working copies
 
 
 def test_the_content_rules_hold():
-    """The catalogue's and exercises' content rules live in kit/devcheck.py (`attn-kit dev check`);
+    """The catalogue's and exercises' content rules live in kit/dev/check.py (`attn-kit dev check`);
     tests/test_devcheck.py shows each one failing on a broken copy."""
-    rules = [devcheck.bug_catalogue_ids, devcheck.exercise_has_enough_to_teach, devcheck.exercise_code_fields,
-             devcheck.exercise_questions_and_scoring, devcheck.every_reference_starts_with_its_header,
-             devcheck.every_exercise_has_a_bug_file, devcheck.bug_files_are_one_marked_change,
-             devcheck.suites_are_well_formed, devcheck.hints_name_existing_checks,
-             devcheck.every_bug_is_caught_by_a_declared_check]
-    result = devcheck.run(validators=rules)
+    rules = [check.bug_catalogue_ids, check.exercise_has_enough_to_teach, check.exercise_code_fields,
+             check.exercise_questions_and_scoring, check.every_reference_starts_with_its_header,
+             check.every_exercise_has_a_bug_file, check.bug_files_are_one_marked_change,
+             check.suites_are_well_formed, check.hints_name_existing_checks,
+             check.every_bug_is_caught_by_a_declared_check]
+    result = check.run(validators=rules)
     assert result.ok, "\n".join(map(str, result.problems))
     assert result.checked == [r.__name__ for r in rules]
 
@@ -210,7 +212,7 @@ def test_the_isolation_table_names_real_checks_and_bugs():
     for exercise in EXERCISES:
         if exercise not in GRADED:
             need_extra(exercise)
-    checks = {c.id for e in GRADED for c in grading.suite_for(e).checks}
+    checks = {c.id for e in GRADED for c in pipeline.suite_for(e).checks}
     assert set(ISOLATED) <= checks, set(ISOLATED) - checks
     assert MASK_BUGS | BIAS_BUGS <= set(catalog.bugs()), (MASK_BUGS | BIAS_BUGS) - set(catalog.bugs())
     assert any(bug_id_of(p) in MASK_BUGS | BIAS_BUGS for e in GRADED for p in bug_files(e.id))
@@ -229,7 +231,7 @@ EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")
 @pytest.mark.parametrize("exercise", graded_exercises(), ids=lambda e: e.id)
 def test_every_check_fails_for_some_known_mistake(exercise):
     files = [CORPUS / name for name in EXTRA.get(exercise.id, [])] + list(bug_files(exercise.id))
-    suite = grading.suite_for(exercise)
+    suite = pipeline.suite_for(exercise)
     failed_by: dict[str, list[str]] = {}
     for path in files:
         report = graded(path, seed=DRAWN.get(path, 1))

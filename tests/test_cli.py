@@ -14,9 +14,10 @@ import pexpect
 import pytest
 from click.testing import CliRunner
 
-from attn_kit import catalog, grading
+from attn_kit.base.paths import bug_files, solutions_dir
 from attn_kit.cli import cli
-from attn_kit.paths import bug_files, solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
 
 from conftest import CORPUS, attn_kit, check_json
 
@@ -100,7 +101,7 @@ def test_same_seed_same_result_and_seed_is_reported():
 
 def test_public_runs_only_public_examples():
     data, code = check_json(NO_SCALING, "--public", "--seed", "1")
-    suite = grading.suite_for(catalog.exercise("mha-screen"))
+    suite = pipeline.suite_for(catalog.exercise("mha-screen"))
     public = [c.id for c in suite.checks if c.public]
     assert [c["id"] for c in data["checks"]] == public
     assert code == 1 and data["public_only"] is True
@@ -161,10 +162,10 @@ def test_checking_mha_screen_does_not_import_torch_or_rich_in_json_mode():
 def test_render_report_as_text():
     from rich.console import Console
 
-    from attn_kit import render
-    report = grading.grade(NO_SCALING, grading.Options(seed=4))
+    from attn_kit.render import check
+    report = pipeline.grade(NO_SCALING, pipeline.Options(seed=4))
     buffer = io.StringIO()
-    render.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=render.THEME))
+    check.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=check.THEME))
     text = buffer.getvalue()
     assert "✗ public-attention-example" in text
     assert "expected [" in text and "yours    [" in text and "max |Δ|" in text
@@ -177,9 +178,9 @@ def test_render_report_as_text():
 def test_passing_report_says_so_in_one_line():
     from rich.console import Console
 
-    from attn_kit import render
-    report = grading.grade(NUMPY_REF, grading.Options(seed=4))
+    from attn_kit.render import check
+    report = pipeline.grade(NUMPY_REF, pipeline.Options(seed=4))
     buffer = io.StringIO()
-    render.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=render.THEME))
+    check.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=check.THEME))
     got, most = report.points
     assert f"✓ All {len(report.results)} checks passed — {got}/{most} points." in buffer.getvalue()

@@ -20,9 +20,11 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog, devcheck, mock
-from attn_kit.catalog import DIMENSIONS
-from attn_kit.devcheck import hint_ladder_problems, looks_like_code, question_rule_problems
+from attn_kit.dev import check as devcheck
+from attn_kit.dev.check import hint_ladder_problems, looks_like_code, question_rule_problems
+from attn_kit.load import catalog
+from attn_kit.load.catalog import DIMENSIONS
+from attn_kit.practice import mock
 
 from conftest import need_torch
 
@@ -152,16 +154,16 @@ def test_the_invariants_can_fail():
 def test_a_diagnosed_bug_points_at_a_gentle_hint():
     """grading points a diagnosed bug at one hint (its concept's, else the hint of the check that
     catches it most narrowly): always a question, and every known bug of a laddered exercise has one."""
-    from attn_kit import grading
-    from attn_kit.errors import DependencyMissing
+    from attn_kit.base.errors import DependencyMissing
+    from attn_kit.grading import pipeline
     for exercise_id in LADDERED:
         exercise = catalog.exercise(exercise_id)
         try:
-            checks = grading.suite_for(exercise).checks
+            checks = pipeline.suite_for(exercise).checks
         except DependencyMissing:
             continue
         for bug in exercise.bug_ids:
-            level = grading.hint_for_bug(exercise, checks, bug)
+            level = pipeline.hint_for_bug(exercise, checks, bug)
             assert level is not None and exercise.hints[level - 1].step == "question", (exercise_id, bug, level)
 
 
@@ -419,8 +421,8 @@ def test_masked_bias_worked_example_numpy():
 
 def test_masked_bias_worked_example_with_the_torch_reference():
     torch = need_torch()
-    from attn_kit.diagnose import load_module
-    from attn_kit.paths import solutions_dir
+    from attn_kit.base.paths import solutions_dir
+    from attn_kit.diagnosis.diagnose import load_module
     ref = load_module(solutions_dir("mha-masked-bias") / "reference_torch.py")
     text = catalog.exercise("mha-masked-bias").statement
     t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
@@ -622,10 +624,10 @@ def test_a_preallocated_cache_counts_its_filled_rows():
 def test_interviewer_sheet_shows_every_anchor_checkpoint_and_answer():
     from rich.console import Console
 
-    from attn_kit import render_practice
+    from attn_kit.render import practice
     for exercise in EXERCISES:
         out = Console(record=True, width=200, color_system=None)
-        render_practice.interviewer_sheet(exercise, out)
+        practice.interviewer_sheet(exercise, out)
         flat = " ".join(out.export_text().split())
         for item in exercise.scoring:
             assert all(" ".join(a.split())[:50] in flat for a in item.anchors), (exercise.id, item.dimension)
@@ -667,18 +669,18 @@ def test_a_hint_names_the_next_step_on_its_topic():
 
     from rich.console import Console
 
-    from attn_kit import render_practice
+    from attn_kit.render import practice
     exercise = catalog.exercise("mha-screen")
     first = exercise.hints[0]
     following = next(n for n, h in enumerate(exercise.hints, 1) if n > 1 and h.title == first.title)
     out = Console(record=True, width=200, color_system=None)
-    render_practice.hints(exercise, [SimpleNamespace(level=1, hint=first)], 1, out)
+    practice.hints(exercise, [SimpleNamespace(level=1, hint=first)], 1, out)
     text = out.export_text()
     assert "a question to start from" in text
     assert f"next on this topic: attn-kit hint mha-screen --level {following}" in text
     out = Console(record=True, width=200, color_system=None)
     last = len(exercise.hints)
-    render_practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
+    practice.hints(exercise, [SimpleNamespace(level=last, hint=exercise.hints[-1])], 2, out)
     text = out.export_text()
     assert "next on this topic" not in text and "near-code" in text
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attn_kit.base.harness import measure
+from attn_kit.base.paths import reference_files, solutions_dir
 from attn_kit.checks import tiled_softmax as tiled
-from attn_kit.diagnose import load_module
-from attn_kit.harness import measure
-from attn_kit.paths import reference_files, solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
 
 from conftest import need_torch
 from helpers import CORPUS, graded
@@ -79,7 +79,7 @@ def test_kv_cache_preallocation_rule_is_the_same_in_checks_statement_hints_quest
     states this one."""
     import re
 
-    from attn_kit import catalog
+    from attn_kit.load import catalog
     report = graded(CORPUS / "followups" / "kv_cache_preallocated.py", seed=1)
     assert report.passed and status(report, "cache-holds-2btd-numbers")[0] == "pass"
     exercise = catalog.exercise("kv-cache")

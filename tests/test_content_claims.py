@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from attn_kit import catalog, grading
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
 
 from conftest import need_torch
 
@@ -78,7 +79,7 @@ def test_gqa_hints_assembled_as_written_pass_every_check(tmp_path):
                            if h.step == "code" and h.title == "The rest is multi-head attention"))
     path = tmp_path / "gqa_from_hints.py"
     path.write_text(assembled_gqa(softmax), encoding="utf-8")
-    report = grading.grade(path, grading.Options(seed=7))
+    report = pipeline.grade(path, pipeline.Options(seed=7))
     assert report.passed, [r.id for r in report.results if r.status != "pass"]
 
 
@@ -90,7 +91,7 @@ def test_the_old_hint_12_mask_fails_with_grouped_scores(tmp_path):
     assert old != softmax
     path = tmp_path / "gqa_old_hint.py"
     path.write_text(assembled_gqa(old), encoding="utf-8")
-    assert not grading.grade(path, grading.Options(seed=7)).passed
+    assert not pipeline.grade(path, pipeline.Options(seed=7)).passed
 
 
 # --- sliding-window: the sinks mask stays causal -------------------------------------------------------

@@ -8,7 +8,7 @@ Two links start from a bug's catalogue concept:
   check's own hint; for the newer catalogue bugs, the topic reached must name the mistake at its
   nudging question and explain it at its concept step.
 
-The review rule lives in kit/devcheck.py (`attn-kit dev check`); the tests below run it, and the
+The review rule lives in kit/dev/check.py (`attn-kit dev check`); the tests below run it, and the
 hint checks, on a broken copy of the catalogue and see them fail."""
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ import re
 
 import pytest
 
-from attn_kit import catalog, devcheck, grading, review
-from attn_kit.paths import bug_id_of
+from attn_kit.base.paths import bug_id_of
+from attn_kit.dev import check
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice import review
 
 from conftest import need_extra
 from helpers import available, bug_files
@@ -29,15 +32,15 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-question_text = devcheck.question_text
+question_text = check.question_text
 
 
 def review_link_problems(bugs: dict[str, catalog.Bug]) -> list[str]:
     """Every bug of every exercise reaches review questions on its concept, one of them on the bug:
     devcheck's rule (prompts/concepts.toml's words), run with the given catalogue."""
-    content = devcheck.Content.installed()
+    content = check.Content.installed()
     content.bugs = bugs              # a cached property: the catalogue the rule reads
-    return [str(p) for p in devcheck.run(content, [devcheck.bugs_reach_questions_that_teach_them]).problems]
+    return [str(p) for p in check.run(content, [check.bugs_reach_questions_that_teach_them]).problems]
 
 
 # links the content is allowed to miss (none today; attention-backward now has a mask-polarity
@@ -92,7 +95,7 @@ LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention",
 
 def reached_hint(exercise: catalog.Exercise, suite, bug_id: str) -> int | None:
     """The hint level every failing check diagnosed as bug_id points at, as grading computes it."""
-    return grading.hint_for_bug(exercise, suite.checks, bug_id)
+    return pipeline.hint_for_bug(exercise, suite.checks, bug_id)
 
 
 def topic_teaches(exercise: catalog.Exercise, level: int, bug_id: str) -> bool:
@@ -105,7 +108,7 @@ def topic_teaches(exercise: catalog.Exercise, level: int, bug_id: str) -> bool:
 
 
 def hint_link_problems(exercise: catalog.Exercise) -> list[str]:
-    suite = grading.suite_for(exercise)
+    suite = pipeline.suite_for(exercise)
     problems = []
     for bug_id in NEWER:
         if bug_id not in exercise.bug_ids:

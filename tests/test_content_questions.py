@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from attn_kit import catalog
+from attn_kit.load import catalog
 
 NEW = {   # id -> the 2026 screen topic it covers
     "flash2-loop-order": "FlashAttention-2 loop order and deferred normalisation",

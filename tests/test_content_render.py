@@ -21,7 +21,10 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from attn_kit import catalog, devcheck, render, render_practice
+from attn_kit.dev import check
+from attn_kit.load import catalog
+from attn_kit.render import check as render
+from attn_kit.render import practice
 
 from test_practice import plain
 
@@ -79,7 +82,7 @@ def lost(source: str, output: str) -> list[str]:
 
 def shown_hint(exercise, level: int, width: int) -> str:
     out = console(width)
-    render_practice.hints(exercise, [SimpleNamespace(level=level, hint=exercise.hints[level - 1])], level, out)
+    practice.hints(exercise, [SimpleNamespace(level=level, hint=exercise.hints[level - 1])], level, out)
     return out.file.getvalue()
 
 
@@ -109,7 +112,7 @@ def test_near_code_is_highlighted_as_python():
     exercise = catalog.exercise("tiled-softmax")
     out = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="256", no_color=False,
                   theme=render.THEME)
-    render_practice.hints(exercise, [SimpleNamespace(level=12, hint=exercise.hints[11])], 12, out)
+    practice.hints(exercise, [SimpleNamespace(level=12, hint=exercise.hints[11])], 12, out)
     shown = out.file.getvalue()
     assert re.search(r"\x1b\[[0-9;]*m for\b|\x1b\[[0-9;]*mfor\x1b", shown)
     assert re.search(r"\x1b\[[0-9;]*mrange\x1b", shown)
@@ -121,7 +124,7 @@ def test_the_near_code_hints_do_hold_code():
     near_code = [(e.id, n) for e, n in HINTS if e.hints[n - 1].step == "code"]
     with_blocks = [(e.id, n) for e, n in HINTS if parse(e.hints[n - 1].text).code]
     assert near_code and set(near_code) <= set(with_blocks)
-    assert not [p for e in EXERCISES for p in devcheck.hint_ladder_problems(e) if "near-code" in p]
+    assert not [p for e in EXERCISES for p in check.hint_ladder_problems(e) if "near-code" in p]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -137,7 +140,7 @@ def test_every_statement_keeps_its_code_and_structure(exercise, width):
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
 def test_the_interviewer_sheet_keeps_the_statements_code(exercise, width):
     out = console(width)
-    render_practice.interviewer_sheet(exercise, out)
+    practice.interviewer_sheet(exercise, out)
     shown = out.file.getvalue()
     assert lost(exercise.statement, shown) == []
     for question in exercise.questions:
@@ -151,7 +154,7 @@ def test_every_model_answer_keeps_its_code(width):
     assert answers
     for exercise, question in answers:
         out = console(width)
-        render_practice.model_answer(question, out)
+        practice.model_answer(question, out)
         assert lost(question.answer, out.file.getvalue()) == [], (exercise.id, question.id)
 
 
@@ -159,7 +162,7 @@ def test_a_review_card_shows_the_model_answer_and_its_source():
     exercise = catalog.exercise("gqa")
     question = next(q for q in exercise.questions if q.id == "mla-weight-absorption")
     out = console(80)
-    render_practice.card_back(SimpleNamespace(exercise=exercise, question=question), out)
+    practice.card_back(SimpleNamespace(exercise=exercise, question=question), out)
     shown = out.file.getvalue()
     assert "Model answer:" in shown and lost(question.answer, shown) == []
     assert "Source: DeepSeek-V2" in shown and "checked by" not in shown
@@ -186,16 +189,16 @@ def shown_as(kind: str, code_line: str, width: int = 80) -> str:
         render.statement(SimpleNamespace(statement=text), out)
     elif kind == "hint":
         hint = catalog.Hint(title="t", text=text)
-        render_practice.hints(SimpleNamespace(id="x", hints=(hint,)), [SimpleNamespace(level=1, hint=hint)], 1, out)
+        practice.hints(SimpleNamespace(id="x", hints=(hint,)), [SimpleNamespace(level=1, hint=hint)], 1, out)
     else:
-        render_practice.model_answer(SimpleNamespace(answer=text, source=""), out)
+        practice.model_answer(SimpleNamespace(answer=text, source=""), out)
     return out.file.getvalue()
 
 
-@pytest.mark.parametrize("kind", sorted(devcheck.CODE_WIDTH))
+@pytest.mark.parametrize("kind", sorted(check.CODE_WIDTH))
 def test_dev_check_code_widths_are_the_renderers(kind):
     """`attn-kit dev check` allows exactly the code lines that show whole at 80 columns."""
-    limit = devcheck.CODE_WIDTH[kind]
+    limit = check.CODE_WIDTH[kind]
     fits, too_long = "x = " + "1" * (limit - 4), "x = " + "1" * (limit - 3)
     assert block_shown([fits], shown_as(kind, fits).splitlines())
     assert not block_shown([too_long], shown_as(kind, too_long).splitlines())
@@ -204,12 +207,12 @@ def test_dev_check_code_widths_are_the_renderers(kind):
 def test_dev_check_flags_a_long_code_line():
     exercise = catalog.exercise("tiled-softmax")
     long_hint = catalog.Hint(title="t", text="    " + "y = 1  # " + "z" * 80 + "\n")
-    content = devcheck.Content.installed()
+    content = check.Content.installed()
     content.__dict__["exercises"] = {exercise.id: dataclasses.replace(exercise, hints=(*exercise.hints, long_hint))}
-    problems = list(devcheck.code_fits_an_80_column_terminal(content))
+    problems = list(check.code_fits_an_80_column_terminal(content))
     assert len(problems) == 1 and "hint 16" in problems[0].message and "76" in problems[0].message
     content.__dict__["exercises"] = {exercise.id: exercise}
-    assert list(devcheck.code_fits_an_80_column_terminal(content)) == []
+    assert list(check.code_fits_an_80_column_terminal(content)) == []
 
 
 def test_the_check_can_fail():

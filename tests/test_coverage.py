@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from attn_kit import catalog, coverage, devcheck, grading
-from attn_kit.paths import bug_files
+from attn_kit.base.paths import bug_files
+from attn_kit.dev import check
+from attn_kit.grading import pipeline
+from attn_kit.load import applicability, catalog
 
 from conftest import need_extra
 
@@ -28,21 +30,21 @@ EXERCISES = list(catalog.exercises().values())
 
 def _available(exercise) -> bool:
     try:
-        grading.require(exercise)
+        pipeline.require(exercise)
     except Exception:  # noqa: BLE001 - DependencyMissing: CI installs torch and runs them
         return False
     return True
 
 
 def test_every_catalogue_id_says_what_it_needs():
-    undeclared = sorted(set(catalog.bugs()) - set(coverage.needs()))
+    undeclared = sorted(set(catalog.bugs()) - set(applicability.needs()))
     assert not undeclared, f"add these ids to [needs] in prompts/coverage.toml: {undeclared}"
 
 
 def test_features_name_real_exercises_and_needs_are_met_somewhere():
-    assert set(coverage.features()) <= set(catalog.exercises()), "a [features] entry names no exercise"
-    offered = {f for fs in coverage.features().values() for f in fs} | set(catalog.exercises())
-    for bug_id, need in coverage.needs().items():
+    assert set(applicability.features()) <= set(catalog.exercises()), "a [features] entry names no exercise"
+    offered = {f for fs in applicability.features().values() for f in fs} | set(catalog.exercises())
+    for bug_id, need in applicability.needs().items():
         if bug_id in catalog.bugs() and need:
             assert set(need) & offered, f"{bug_id} needs {need}, which no exercise declares"
 
@@ -51,17 +53,17 @@ def test_features_name_real_exercises_and_needs_are_met_somewhere():
 def test_table_is_complete(exercise):
     """Every id that applies has a bug file; every bug file is for an id that applies: devcheck's
     bug_files_match_the_coverage_table (tests/test_devcheck.py breaks it), agreeing with coverage.py."""
-    content = devcheck.Content.installed()
-    assert devcheck.applicable_bugs(content, exercise.id) == set(coverage.applies(exercise.id)) & set(catalog.bugs())
+    content = check.Content.installed()
+    assert check.applicable_bugs(content, exercise.id) == set(applicability.applies(exercise.id)) & set(catalog.bugs())
     content.exercises = {exercise.id: exercise}
-    result = devcheck.run(content, [devcheck.bug_files_match_the_coverage_table])
+    result = check.run(content, [check.bug_files_match_the_coverage_table])
     assert result.ok, "\n".join(map(str, result.problems))
 
 
 @pytest.mark.parametrize("exercise", [e for e in EXERCISES if _available(e)], ids=lambda e: e.id)
 def test_every_applicable_id_has_a_catching_check(exercise):
-    declared = {b for c in grading.suite_for(exercise).checks for b in c.catches}
-    missing = set(coverage.applies(exercise.id)) & set(catalog.bugs()) - declared
+    declared = {b for c in pipeline.suite_for(exercise).checks for b in c.catches}
+    missing = set(applicability.applies(exercise.id)) & set(catalog.bugs()) - declared
     assert not missing, f"{exercise.id}: no check declares catches= for {sorted(missing)}"
 
 
@@ -81,10 +83,10 @@ def test_known_gaps_name_existing_files():
 def test_readme_property_table_names_real_checks():
     """devcheck's rule (readme_lists_every_exercise): a column per exercise, each cell naming real
     checks or saying n/a; tests/test_devcheck.py shows it failing on a broken copy."""
-    assert len(devcheck.readme_property_table(README.read_text(encoding="utf-8"))) >= 4
-    content = devcheck.Content.installed()
+    assert len(check.readme_property_table(README.read_text(encoding="utf-8"))) >= 4
+    content = check.Content.installed()
     content.readme = README             # this checkout's, wherever the package is installed
-    result = devcheck.run(content, [devcheck.readme_lists_every_exercise])
+    result = check.run(content, [check.readme_lists_every_exercise])
     assert result.ok and not result.notes, "\n".join(map(str, result.problems))
 
 
@@ -103,13 +105,13 @@ def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     exercise = catalog.exercise(exercise_id)
     if not _available(exercise):
         need_extra(exercise)
-    from attn_kit.paths import solutions_dir
+    from attn_kit.base.paths import solutions_dir
     old, new = BK_DROPPED[exercise_id]
     text = (solutions_dir(exercise_id) / exercise.oracle).read_text()
     assert text.count(old) == 1
     path = tmp_path / "no_bk.py"
     path.write_text(text.replace(old, new))
-    report = grading.grade(path, grading.Options(exercise=exercise_id, seed=5, timeout=10))
+    report = pipeline.grade(path, pipeline.Options(exercise=exercise_id, seed=5, timeout=10))
     failing = [(r.id, r.message) for r in report.results if r.status not in ("pass", "skip")]
     assert not failing, failing
 

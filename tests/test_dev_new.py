@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from attn_kit import devcheck, scaffold
-from attn_kit.errors import UsageError
-from attn_kit.paths import package_dir
+from attn_kit.base.errors import UsageError
+from attn_kit.base.paths import package_dir
+from attn_kit.dev import check, scaffold
 
 CLI_TIMEOUT = 120
 
@@ -26,7 +26,7 @@ CLI_TIMEOUT = 120
 def _scratch_kit(root: Path) -> Path:
     """A copy of the kit and its content under root/attn_kit; returns root/attn_kit."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    kit = shutil.copytree(Path(devcheck.__file__).parent, root / "attn_kit", ignore=ignore,
+    kit = shutil.copytree(Path(check.__file__).parent, root / "attn_kit", ignore=ignore,
                           dirs_exist_ok=True)
     for name in ("checks", "solutions", "prompts"):
         if not (kit / name).is_dir() or package_dir(name) != kit / name:
@@ -82,8 +82,8 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
         "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/mutates-input.py"}
 
     # before filling in: `dev check`'s placeholder rule names every placeholder, where and what
-    content = devcheck.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
-    unfilled = [str(p) for p in devcheck.run(content, [devcheck.no_placeholders_left]).problems]
+    content = check.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
+    unfilled = [str(p) for p in check.run(content, [check.no_placeholders_left]).problems]
     assert "prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title, as `attn-kit list` " \
            "shows it" in unfilled, unfilled
     assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from attn_kit import devcheck
+from attn_kit.base.paths import package_dir
 from attn_kit.cli import cli
-from attn_kit.paths import package_dir
+from attn_kit.dev import check as devcheck
 
 from helpers import attn_kit
 
@@ -197,7 +197,7 @@ def test_the_rules_tests_used_to_restate_fail_on_a_broken_copy(copy):
 
 
 def test_a_suite_without_public_checks_or_with_a_later_after_fails(copy, monkeypatch):
-    from attn_kit.registry import Suite
+    from attn_kit.compare.registry import Suite
     suite = Suite("gqa")
 
     @suite.check(after=("second",))

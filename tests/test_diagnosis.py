@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import catalog
+from attn_kit.load import catalog
 
 from conftest import need_torch
 from helpers import CORPUS, check_json, graded_json

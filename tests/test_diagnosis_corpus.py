@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from attn_kit import catalog, compose, diagnose, grading
-from attn_kit.paths import bug_files, reference_files
+from attn_kit.base.paths import bug_files, reference_files
+from attn_kit.diagnosis import compose, diagnose
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
 
 from conftest import CORPUS, need_torch
 from helpers import DRAWS, drawn_seed
@@ -55,7 +57,7 @@ _CACHE: dict = {}
 def graded(path: Path, seed: int, exercise: str):
     key = (str(path), seed)
     if key not in _CACHE:
-        _CACHE[key] = grading.grade(path, grading.Options(seed=seed, exercise=exercise))
+        _CACHE[key] = pipeline.grade(path, pipeline.Options(seed=seed, exercise=exercise))
     return _CACHE[key]
 
 

@@ -21,7 +21,8 @@ import zlib
 
 import pytest
 
-from attn_kit import catalog, compose
+from attn_kit.diagnosis import compose
+from attn_kit.load import catalog
 
 from helpers import CORPUS, graded
 

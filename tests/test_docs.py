@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attn_kit import devcheck
 from attn_kit.cli import cli
+from attn_kit.dev import check
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -32,9 +32,9 @@ def test_quick_start_is_two_commands_that_ci_runs_verbatim():
 
 
 def test_readme_lists_every_exercise_and_command():
-    content = devcheck.Content.installed()
+    content = check.Content.installed()
     content.readme = ROOT / "README.md"     # every exercise named: devcheck.readme_lists_every_exercise
-    result = devcheck.run(content, [devcheck.readme_lists_every_exercise])
+    result = check.run(content, [check.readme_lists_every_exercise])
     assert result.ok and not result.notes, "\n".join(map(str, result.problems))
     for name in cli.commands:
         assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
@@ -43,7 +43,7 @@ def test_readme_lists_every_exercise_and_command():
 def test_readme_memory_example_is_what_the_check_says():
     """The README's tiled-softmax memory failure quotes the check: same sizes, bound and matrix
     sizes (the measured peak varies with the machine's allocator and is not compared)."""
-    from attn_kit.paths import solutions_dir
+    from attn_kit.base.paths import solutions_dir
 
     from helpers import graded
     report = graded(solutions_dir("tiled-softmax") / "bugs" / "materialises-scores.py", 1)

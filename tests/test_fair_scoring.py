@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import grading
-from attn_kit.paths import solutions_dir
-from attn_kit.report import CheckStatus
+from attn_kit.base.paths import solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.report.results import CheckStatus
 
 from conftest import need_torch
 
@@ -19,7 +19,7 @@ from conftest import need_torch
 def _grade(tmp_path, exercise_id: str, text: str, seed: int = 2):
     path = tmp_path / f"{exercise_id}.py"
     path.write_text(text)
-    report = grading.grade(path, grading.Options(exercise=exercise_id, seed=seed, timeout=10))
+    report = pipeline.grade(path, pipeline.Options(exercise=exercise_id, seed=seed, timeout=10))
     return {r.id: r for r in report.results}
 
 
@@ -82,7 +82,7 @@ def test_checks_the_shapes_allow_still_run_after_a_failed_output_shape_check(tmp
     for check_id in ("scores-scaled-by-key-width", "heads-split-contiguously"):
         assert results[check_id].status == CheckStatus.PASS, (check_id, results[check_id].message)
         assert results[check_id].points == results[check_id].max_points
-    assert any(r.status == CheckStatus.SKIP and r.message.startswith(grading.BLOCKED) for r in results.values())
+    assert any(r.status == CheckStatus.SKIP and r.message.startswith(pipeline.BLOCKED) for r in results.values())
     assert not [r.id for r in results.values() if r.status in (CheckStatus.FAIL, CheckStatus.ERROR)
                 and r.id != "output-shapes"]
 
@@ -91,9 +91,9 @@ def test_checks_behind_a_failed_one_are_not_run_once_a_call_has_hung():
     """Running the checks behind a failed output-shape check must not cost a hanging file one time
     limit per check: once a call hung, they are skipped unrun, as before."""
     from conftest import CORPUS
-    report = grading.grade(CORPUS / "mha" / "infinite_loop.py", grading.Options(exercise="mha-screen", seed=1,
+    report = pipeline.grade(CORPUS / "mha" / "infinite_loop.py", pipeline.Options(exercise="mha-screen", seed=1,
                                                                                    timeout=0.5))
-    blocked = [r for r in report.results if r.message.startswith(grading.BLOCKED)]
+    blocked = [r for r in report.results if r.message.startswith(pipeline.BLOCKED)]
     assert blocked and all(r.status == CheckStatus.SKIP for r in blocked)
     hung = sum(c.outcome.status == "timeout" for r in report.results for c in r.calls)
     restarts = next(int(n.split("restarted ")[1].split(" ")[0]) for n in report.notes if "restarted" in n)
@@ -109,7 +109,7 @@ class _RecordingSandbox:
         self.timeout, self.restarts, self.limits = timeout, restarts, []
 
     def call(self, fn, args=(), kwargs=None, harness=None, timeout=None, echo=True, memory_limit=None):
-        from attn_kit.values import CallStatus, Outcome
+        from attn_kit.base.records import CallStatus, Outcome
         self.limits.append((harness, self.timeout if timeout is None else timeout))
         return Outcome(CallStatus.TIMEOUT, detail="stopped")
 
@@ -120,9 +120,9 @@ class _RecordingSandbox:
 def test_the_measured_call_gets_a_longer_time_limit(exercise_id, check_id, restarts, factor):
     """The call measured under tracemalloc may take six times the usual limit (a correct row-by-row
     loop is several times slower traced), unless a call of the file has already hung."""
-    from attn_kit import catalog
-    from attn_kit.registry import CallFailed, CheckContext
-    suite = grading.suite_for(catalog.exercise(exercise_id))
+    from attn_kit.compare.registry import CallFailed, CheckContext
+    from attn_kit.load import catalog
+    suite = pipeline.suite_for(catalog.exercise(exercise_id))
     check = next(c for c in suite.checks if c.id == check_id)
     sandbox = _RecordingSandbox(timeout=10.0, restarts=restarts)
     with pytest.raises(CallFailed):
@@ -135,7 +135,7 @@ def test_a_correct_row_by_row_tiled_solution_passes_the_memory_check():
     """One query row at a time, one key block at a time: O(T·S) in many small NumPy steps, slow
     under tracemalloc at T = 1024, S = 4096, and correct."""
     from conftest import CORPUS
-    report = grading.grade(CORPUS / "followups" / "tiled_row_by_row.py",
-                           grading.Options(exercise="tiled-softmax", seed=1))
+    report = pipeline.grade(CORPUS / "followups" / "tiled_row_by_row.py",
+                           pipeline.Options(exercise="tiled-softmax", seed=1))
     failing = [(r.id, r.message) for r in report.results if r.status != CheckStatus.PASS]
     assert report.passed and not failing, failing

@@ -16,9 +16,13 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from attn_kit import catalog, grading, mock, render, render_practice
+from attn_kit.base.paths import solutions_dir
 from attn_kit.cli import cli
-from attn_kit.paths import solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice import mock
+from attn_kit.render import check
+from attn_kit.render import practice as render_practice
 
 REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 
@@ -47,7 +51,7 @@ def test_minutes_are_counted_in_words():
     assert render_practice.minutes_text(1) == "1 minute"
     assert render_practice.minutes_text(45) == "45 minutes"
     assert render_practice.minutes_text(0.5) == "0.5 minutes"
-    out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    out = Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
     render_practice.mock_intro(catalog.exercise("kv-cache"), Path("session.py"), 1, out=out)
     assert "1 minute." in out.file.getvalue() and "1 minutes" not in out.file.getvalue()
 
@@ -65,9 +69,9 @@ def test_the_mock_status_names_every_check_that_is_not_passing(tmp_path):
 
 
 def test_a_passing_mock_shows_the_followups_once(capsys):
-    from attn_kit.cli_practice import MockTerminal
+    from attn_kit.cli.practice import MockTerminal
     exercise = catalog.exercise("mha-screen")
-    report = grading.grade(REFERENCE, grading.Options(seed=2))
+    report = pipeline.grade(REFERENCE, pipeline.Options(seed=2))
     terminal = MockTerminal()
     terminal.graded(report, exercise)
     terminal.followups(exercise)
@@ -79,7 +83,7 @@ def test_a_passing_mock_shows_the_followups_once(capsys):
 def _discuss(monkeypatch, later=None, stdin=""):
     """`attn-kit discuss mha-screen --new 1` in-process; `later` moves the clock review.queue
     reads after the first card (a card rated 'again' comes due a minute later)."""
-    from attn_kit import review, store
+    from attn_kit.practice import review, store
     start = store.now()
     calls = {"n": 0}
 
@@ -125,7 +129,7 @@ def test_the_crossover_question_names_what_its_key_points_count():
 
 def test_start_makes_its_exercise_current(tmp_path, monkeypatch, attn_home):
     monkeypatch.chdir(tmp_path)
-    from attn_kit.store import open_store
+    from attn_kit.practice.store import open_store
     with open_store() as store:                    # an older run of another exercise
         store.add_check(exercise="mha-screen", file="s.py", seed=1, passed=False, checks_passed=3,
                         checks_total=26, points=4, max_points=47, public_only=False, failing=[], bugs=[],
@@ -153,26 +157,27 @@ def test_starting_never_creates_the_history(tmp_path, monkeypatch, attn_home):
 def test_the_next_hint_is_about_the_check_that_failed(tmp_path):
     """no-scaling fails the scaling checks: `hint` gives the scaling ladder, gentlest first, not
     hint 1 (softmax); the Stuck? line after the check names that hint."""
-    from attn_kit import practice, render_practice
-    from attn_kit.store import open_store
+    from attn_kit.practice import progress
+    from attn_kit.practice.store import open_store
+    from attn_kit.render import practice as render_practice
     exercise = catalog.exercise("mha-screen")
     mine = tmp_path / "mine.py"
     mine.write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
-    report = grading.grade(mine, grading.Options(seed=1))
+    report = pipeline.grade(mine, pipeline.Options(seed=1))
     with open_store() as store:
-        recorded = practice.record_check(store, report)
-        ladder, because = practice.failure_ladder(exercise, [r.id for r in report.results if r.status != "pass"],
+        recorded = progress.record_check(store, report)
+        ladder, because = progress.failure_ladder(exercise, [r.id for r in report.results if r.status != "pass"],
                                                   [d.bug for d in report.diagnosis])
         assert ladder and ladder[0] != 1 and because
         assert {exercise.hints[n - 1].concept for n in ladder} == {"scaling"}
         assert [exercise.hints[n - 1].step for n in ladder] == sorted(
             (exercise.hints[n - 1].step for n in ladder), key=catalog.HINT_STEPS.index)
         assert recorded.next_hint == ladder[0]
-        shown = [practice.take_hints(store, exercise)[0] for _ in ladder]
+        shown = [progress.take_hints(store, exercise)[0] for _ in ladder]
         assert [s.level for s in shown] == ladder and shown[0].because == because
-        after = practice.take_hints(store, exercise)[0]     # that topic used up: the plain next unseen
+        after = progress.take_hints(store, exercise)[0]     # that topic used up: the plain next unseen
         assert after.level == 1 and not after.because
-    out = Console(width=200, file=io.StringIO(), color_system=None, theme=render.THEME)
+    out = Console(width=200, file=io.StringIO(), color_system=None, theme=check.THEME)
     render_practice.after_check(recorded, report, out)
     title = exercise.hints[ladder[0] - 1].title
     assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{title}”" in out.file.getvalue()
@@ -187,8 +192,8 @@ def test_bare_hint_uses_the_current_exercise(tmp_path, monkeypatch):
 
 
 def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
-    from attn_kit import loader
-    from attn_kit.errors import LoadError, UsageError
+    from attn_kit.base.errors import LoadError, UsageError
+    from attn_kit.load import preflight
     monkeypatch.chdir(tmp_path)
     Path("sol.py").write_text(REFERENCE.read_text())
     result = CliRunner().invoke(cli, ["check", "sol"])
@@ -198,7 +203,7 @@ def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
     typo = tmp_path / "typo.py"                    # the header says mha-screen; the name is mha-masked-bias's
     typo.write_text(REFERENCE.read_text().replace("def multi_head_attention", "def multihead_attention"))
     try:
-        grading.grade(typo, grading.Options(seed=1))
+        pipeline.grade(typo, pipeline.Options(seed=1))
         raise AssertionError("graded a file without its main function")
     except LoadError as exc:
         assert "Did you mean `multi_head_attention` where it says `multihead_attention`?" in str(exc)
@@ -206,7 +211,7 @@ def test_did_you_mean_a_file_or_a_function(tmp_path, monkeypatch):
     headless = tmp_path / "headless.py"            # no header, a near miss of a main function
     headless.write_text("def multi_head_atention(x):\n    return x\n")
     try:
-        loader.detect_exercise(loader.read_source(headless))
+        preflight.detect_exercise(preflight.read_source(headless))
         raise AssertionError("detected an exercise")
     except (LoadError, UsageError) as exc:
         assert "Did you mean `multi_head_attention` (mha-screen)" in str(exc)
@@ -253,9 +258,9 @@ def test_test_tests_shows_how_many_implementations_have_run(tmp_path):
 
 
 def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
-    with render.working("busy", enabled=False) as update:
+    with check.working("busy", enabled=False) as update:
         update("still busy")
-    with render.working("busy") as update:         # stderr is captured here: not a terminal
+    with check.working("busy") as update:         # stderr is captured here: not a terminal
         update("still busy")
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""

@@ -6,8 +6,8 @@ import shutil
 
 from click.testing import CliRunner
 
+from attn_kit.base.paths import solutions_dir
 from attn_kit.cli import cli
-from attn_kit.paths import solutions_dir
 
 from conftest import attn_kit
 

@@ -19,16 +19,16 @@ import textwrap
 import numpy as np
 import pytest
 
-from attn_kit import catalog, loader
+from attn_kit.base.harness import measure
+from attn_kit.base.paths import solutions_dir
+from attn_kit.base.records import Opaque, TensorValue
 from attn_kit.checks import cross_attention as cross_checks
 from attn_kit.checks import gqa as gqa_checks
 from attn_kit.checks import kv_cache as kv_checks
 from attn_kit.checks import tiled_softmax as tiled_checks
 from attn_kit.checks.cases import gqa_params, params, repeat_kv_heads, tokens
-from attn_kit.diagnose import load_module
-from attn_kit.harness import measure
-from attn_kit.paths import solutions_dir
-from attn_kit.values import Opaque, TensorValue
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.load import catalog, preflight
 
 from conftest import attn_kit, check_json, need_torch
 
@@ -415,7 +415,7 @@ def test_exercise_detected_from_the_functions_a_file_defines(exercise_id, tmp_pa
     exercise = catalog.exercise(exercise_id)
     path = tmp_path / "solution.py"
     path.write_text(f"def {exercise.signature_of(exercise.main)}:\n    return None\n")
-    assert loader.detect_exercise(loader.read_source(path)).id == exercise_id
+    assert preflight.detect_exercise(preflight.read_source(path)).id == exercise_id
 
 
 def test_list_shows_the_follow_ups_and_mha_screen_offers_them():

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from attn_kit import batch, gradeout
-from attn_kit.cli_grade import parse_outputs
-from attn_kit.errors import UsageError
-from attn_kit.paths import solutions_dir
+from attn_kit.base.errors import UsageError
+from attn_kit.base.paths import solutions_dir
+from attn_kit.batch import outputs, run
+from attn_kit.cli.grade import parse_outputs
 
 from helpers import attn_kit, check_json
 
@@ -135,9 +135,9 @@ def graded(tmp_path_factory):
                     "--out", f"junit={out / 'report.xml'}", "--out", f"gradescope={out / 'gradescope'}",
                     "--out", f"prairielearn={out / 'prairielearn'}", timeout=300)
     details = root / "details"
-    again = batch.Batch.from_json(json.loads((out / "grades.json").read_text()))
+    again = run.Batch.from_json(json.loads((out / "grades.json").read_text()))
     for fmt, path in (("junit", "report.xml"), ("gradescope", "gradescope"), ("prairielearn", "prairielearn")):
-        gradeout.write(again, fmt, details / path, hidden_details=True)
+        outputs.write(again, fmt, details / path, hidden_details=True)
     return folder, {"plain": (out, proc), "details": (details, None)}
 
 
@@ -146,22 +146,22 @@ NAMES = ["alice", "bob_smith", "carol", "dave", "erin", "frank"]
 
 def test_find_submissions_follows_the_documented_rules(tmp_path):
     folder = make_folder(tmp_path)
-    found = {s.name: s for s in batch.find_submissions(folder)}
+    found = {s.name: s for s in run.find_submissions(folder)}
     assert list(found) == NAMES
     assert found["carol"].path == folder / "carol" / "solution.py"          # solution.py beats helper.py
     assert found["dave"].path == folder / "dave" / "attention.py"           # test_*.py does not count
     assert found["frank"].path is None and "no .py file" in found["frank"].problem
     (folder / "carol" / "solution.py").unlink()
     (folder / "carol" / "other.py").write_text("def multi_head_attention(x, params, num_heads):\n    return x\n")
-    carol = batch.find_submissions(folder / "carol", single=True)[0]
+    carol = run.find_submissions(folder / "carol", single=True)[0]
     assert carol.path is None and "2 .py files" in carol.problem
     (folder / "carol" / "helper.py").write_text("# attn-kit: mha-screen\nX = 1\n")
-    assert batch.find_submissions(folder / "carol", single=True)[0].path == folder / "carol" / "helper.py"
-    assert batch.find_submissions(folder / "alice.py")[0].name == "alice"
+    assert run.find_submissions(folder / "carol", single=True)[0].path == folder / "carol" / "helper.py"
+    assert run.find_submissions(folder / "alice.py")[0].name == "alice"
     with pytest.raises(UsageError):
-        batch.find_submissions(tmp_path / "nowhere")
+        run.find_submissions(tmp_path / "nowhere")
     with pytest.raises(UsageError):
-        batch.find_submissions(folder / "frank")
+        run.find_submissions(folder / "frank")
 
 
 def test_out_options_pair_formats_with_paths():
@@ -186,7 +186,7 @@ def test_the_table_and_the_exit_status(graded):
 
 
 def test_json_matches_its_schema_and_each_report_is_the_check_object(graded):
-    from attn_kit import jsonout
+    from attn_kit.report import jsonout
     out, _ = graded[1]["plain"]
     data = json.loads((out / "grades.json").read_text())
     validate(data, json.loads((Path(jsonout.__file__).parent / "schemas" / "grade.schema.json").read_text()))
@@ -307,15 +307,15 @@ def test_misuse_is_exit_2_without_a_traceback(tmp_path):
 
 def test_the_json_record_writes_the_same_files_again(graded, tmp_path):
     out, _ = graded[1]["plain"]
-    again = batch.Batch.from_json(json.loads((out / "grades.json").read_text()))
+    again = run.Batch.from_json(json.loads((out / "grades.json").read_text()))
     for fmt, name in (("csv", "grades.csv"), ("junit", "report.xml")):
-        gradeout.write(again, fmt, tmp_path / name)
+        outputs.write(again, fmt, tmp_path / name)
         assert (tmp_path / name).read_text() == (out / name).read_text()
 
 
 def test_gradeout_write_rejects_unknown_formats(tmp_path):
     with pytest.raises(ValueError):
-        gradeout.write(batch.Batch(EXERCISE, 1, []), "yaml", tmp_path / "x")
+        outputs.write(run.Batch(EXERCISE, 1, []), "yaml", tmp_path / "x")
 
 
 def test_the_terminal_shows_progress_then_a_table_that_fits_80_columns(tmp_path):

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from test_grade import GRADESCOPE, PRAIRIELEARN, validate
 
-from attn_kit import __version__, autograder
-from attn_kit.paths import solutions_dir
+from attn_kit import __version__
+from attn_kit.base.paths import solutions_dir
+from attn_kit.batch import autograder
 
 from helpers import attn_kit
 
@@ -125,7 +126,7 @@ def test_the_bundled_wheel_installs_and_holds_the_whole_kit(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         record = z.read(f"attn_kit-{__version__}.dist-info/RECORD").decode()
-    for name in ("attn_kit/cli.py", "attn_kit/checks/mha_screen.py", "attn_kit/schemas/check.schema.json",
+    for name in ("attn_kit/cli/app.py", "attn_kit/checks/mha_screen.py", "attn_kit/schemas/check.schema.json",
                  "attn_kit/solutions/mha-screen/reference_numpy.py", "attn_kit/prompts/bugs.toml",
                  f"attn_kit-{__version__}.dist-info/entry_points.txt"):
         assert name in names, name
@@ -136,7 +137,7 @@ def test_the_bundled_wheel_installs_and_holds_the_whole_kit(tmp_path):
                           str(target), str(wheel)], capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr
     probe = subprocess.run([sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                            "import attn_kit.paths as p; print(p.solutions_dir('mha-screen'))", str(target)],
+                            "import attn_kit.base.paths as p; print(p.solutions_dir('mha-screen'))", str(target)],
                            capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip().startswith(str(target)), probe.stderr
 

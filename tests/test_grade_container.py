@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_sandbox_container import engine
 
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

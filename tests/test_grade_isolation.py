@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_kit import batch
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.batch import run
 
 from helpers import CORPUS, attn_kit, check_json
 
@@ -93,9 +93,9 @@ def test_a_submission_over_the_limit_is_stopped_and_the_next_is_graded(tmp_path)
     grader grades the submissions after it."""
     (tmp_path / "a_sleeper.py").write_text(SLEEPER)
     shutil.copy(solutions_dir(EXERCISE) / "reference_numpy.py", tmp_path / "b_honest.py")
-    found = batch.find_submissions(tmp_path)
-    result = batch.grade_all(found, EXERCISE, seed=SEED, jobs=1, timeout=2, limit=4)
+    found = run.find_submissions(tmp_path)
+    result = run.grade_all(found, EXERCISE, seed=SEED, jobs=1, timeout=2, limit=4)
     sleeper, honest = result.results
-    assert sleeper.state == batch.TIMED_OUT and sleeper.timed_out and sleeper.report is None
+    assert sleeper.state == run.TIMED_OUT and sleeper.timed_out and sleeper.report is None
     assert "limit of 4 s" in sleeper.error
-    assert honest.state == batch.GRADED and honest.passed and honest.points == 47
+    assert honest.state == run.GRADED and honest.passed and honest.points == 47

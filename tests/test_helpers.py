@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
 
 from helpers import graded, graded_json
 

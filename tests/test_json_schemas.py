@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from attn_kit import bench, grading, jsonout, testgrade
+from attn_kit.base.paths import solutions_dir
 from attn_kit.cli import cli
-from attn_kit.paths import solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.practice import bench, testgrade
+from attn_kit.report import jsonout
 
 from helpers import strict_json
 
@@ -49,7 +51,7 @@ def test_schemas_ship_in_the_package_and_are_valid():
 
 
 def test_check_output_matches_its_schema():
-    report = grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=3))
+    report = pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=3))
     data = json.loads(json.dumps(report.to_json()))
     valid("check", data)
     assert data["diagnosis"] and any(c["bug"] == "no-scaling" for c in data["checks"])
@@ -95,7 +97,7 @@ def test_check_error_object_names_the_seed_it_would_have_used(tmp_path):
 def test_check_statuses_are_the_schemas_strings():
     """CheckStatus is a StrEnum whose values are exactly the schema's status strings, and a result
     built with it serialises to them (the JSON and the stored history keep the same strings)."""
-    from attn_kit.report import CheckResult, CheckStatus
+    from attn_kit.report.results import CheckResult, CheckStatus
     items = jsonout.schema("check")["properties"]["checks"]["items"]["properties"]
     assert [s.value for s in CheckStatus] == items["status"]["enum"]
     for status in CheckStatus:

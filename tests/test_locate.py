@@ -13,9 +13,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from attn_kit import grading, jsonout, locate, render
-from attn_kit.report import FAILED, CheckStatus
-from attn_kit.store import open_store
+from attn_kit.grading import locate, pipeline
+from attn_kit.practice.store import open_store
+from attn_kit.render import check
+from attn_kit.report import jsonout
+from attn_kit.report.results import FAILED, CheckStatus
 
 from helpers import check_json
 
@@ -88,7 +90,7 @@ def test_overlapping_edits_are_never_paired():
 
 
 def mismatch(wrong: int, max_abs: float, nan: int = 0, shape=(2, 4)):
-    from attn_kit.compare import Mismatch
+    from attn_kit.report.results import Mismatch
     return Mismatch("output", shape, max_abs, 1.0, (0, 0), "", "", (), (), 0, nan, 0, wrong, 8, 1e-6, 1e-8)
 
 
@@ -126,7 +128,7 @@ def test_pairs_are_guided_by_what_each_edit_left_failing():
 
 def graded(name: str):
     path = CORPUS / name
-    return path, grading.grade(path, grading.Options(seed=SEED))
+    return path, pipeline.grade(path, pipeline.Options(seed=SEED))
 
 
 @pytest.mark.parametrize("name", ["lists_compact__causal-off-by-one.py",
@@ -136,7 +138,7 @@ def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alon
     path, report = graded(name)
     assert not report.passed
     before = (path.read_bytes(), os.stat(path).st_mtime_ns)
-    found = locate.locate(path, report, grading.Options(seed=SEED), budget=60)
+    found = locate.locate(path, report, pipeline.Options(seed=SEED), budget=60)
     assert (path.read_bytes(), os.stat(path).st_mtime_ns) == before
     assert found.found is not None, found
     assert set(found.found.lines) & set(EXPECTED[name]["lines"])
@@ -144,27 +146,27 @@ def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alon
     tmp = Path(os.environ["ATTN_KIT_HOME"]) / name     # grade the edited text ourselves: every check passes
     tmp.write_text(locate.apply(path.read_text(), found.found.edits))
     for seed in (SEED, SEED + 1):
-        assert grading.grade(tmp, grading.Options(seed=seed)).passed
+        assert pipeline.grade(tmp, pipeline.Options(seed=seed)).passed
 
 
 def test_no_verified_edit_is_said_plainly_with_the_lines_the_calls_run_through():
     # no operator reads a bias the file never reads, so no budget finds an edit here (a file whose
     # fix the search merely had not reached in time made this test pass or fail with the load)
     path, report = graded("lists_compact__biases-ignored.py")
-    found = locate.locate(path, report, grading.Options(seed=SEED), budget=1.5)
+    found = locate.locate(path, report, pipeline.Options(seed=SEED), budget=1.5)
     assert found.found is None and found.stopped in ("budget", "exhausted")
     assert any(fn == "stable_softmax" for fn, _, _ in found.depends)
-    out = render.Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
-    render.located(found, report, out=out)
+    out = check.Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
+    check.located(found, report, out=out)
     text = out.file.getvalue()
     assert "No verified edit found" in text and "stable_softmax" in text
 
 
 def test_a_passing_file_is_not_searched():
     path = CORPUS / "bases" / "lists_compact.py"
-    report = grading.grade(path, grading.Options(seed=SEED))
+    report = pipeline.grade(path, pipeline.Options(seed=SEED))
     assert report.passed
-    assert locate.locate(path, report, grading.Options(seed=SEED)).stopped == "passed"
+    assert locate.locate(path, report, pipeline.Options(seed=SEED)).stopped == "passed"
 
 
 def test_json_carries_locate_under_its_documented_key(tmp_path):
@@ -184,8 +186,8 @@ def test_json_carries_locate_under_its_documented_key(tmp_path):
 def test_a_mock_report_records_locate_runs():
     from datetime import timedelta
 
-    from attn_kit import mock
-    from attn_kit.store import now
+    from attn_kit.practice import mock
+    from attn_kit.practice.store import now
     store = open_store()
     start = now()
     assert mock.locate_count(store, "mha-screen", start, start + timedelta(minutes=1)) == 0
@@ -212,8 +214,9 @@ def test_the_corpus_records_its_wrong_lines_and_mixes_styles():
 
 
 def test_mock_report_data_has_the_locate_field(tmp_path):
-    from attn_kit import catalog, mock
-    from attn_kit.store import now
+    from attn_kit.load import catalog
+    from attn_kit.practice import mock
+    from attn_kit.practice.store import now
     session = mock.Session(catalog.exercise("mha-screen"), tmp_path, tmp_path / "s.py", 30, 1, now())
     data = mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now(), locate_runs=2)
     assert data["locate"] == {"used_during_session": True, "runs": 2}

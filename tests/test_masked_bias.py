@@ -23,11 +23,11 @@ from conftest import need_torch  # noqa: E402
 torch = need_torch()       # CI installs torch; a missing torch fails there instead of skipping
 F = torch.nn.functional
 
-from attn_kit import grading  # noqa: E402
-from attn_kit.diagnose import load_module  # noqa: E402
-from attn_kit.errors import INSTALL  # noqa: E402
-from attn_kit.harness_torch import grads  # noqa: E402
-from attn_kit.paths import solutions_dir  # noqa: E402
+from attn_kit.base.errors import INSTALL  # noqa: E402
+from attn_kit.base.paths import solutions_dir  # noqa: E402
+from attn_kit.base.torch_support import grads  # noqa: E402
+from attn_kit.diagnosis.diagnose import load_module  # noqa: E402
+from attn_kit.grading import pipeline  # noqa: E402
 
 from helpers import attn_kit, graded_json  # noqa: E402
 
@@ -276,12 +276,12 @@ def variant(tmp_path, name, old, new) -> Path:
 def test_device_check_runs_on_meta(tmp_path):
     on_cpu = variant(tmp_path, "on_cpu", "torch.ones((B, H, Q, K), dtype=torch.bool, device=device)",
                      "torch.ones((B, H, Q, K), dtype=torch.bool)")
-    report = grading.grade(on_cpu, grading.Options(seed=1))
+    report = pipeline.grade(on_cpu, pipeline.Options(seed=1))
     device = next(r for r in report.results if r.id == "device-preserved")
     assert device.status == "fail" and "device=query.device" in device.message
     assert all(r.status == "pass" for r in report.results if r.id != "device-preserved")
     reads = variant(tmp_path, "reads", "    if causal:\n", "    if bool(allowed.all()):\n        pass\n    if causal:\n")
-    report = grading.grade(reads, grading.Options(seed=1))
+    report = pipeline.grade(reads, pipeline.Options(seed=1))
     device = next(r for r in report.results if r.id == "device-preserved")
     assert device.status == "skip" and report.passed
     assert any("device-preserved not checked" in n for n in report.notes)
@@ -290,7 +290,7 @@ def test_device_check_runs_on_meta(tmp_path):
 def test_returning_float64_for_float32_inputs_fails_only_the_dtype_check(tmp_path):
     upcast = variant(tmp_path, "upcast", "    return output, attention\n",
                      "    return output.double(), attention.double()\n")
-    report = grading.grade(upcast, grading.Options(seed=2))
+    report = pipeline.grade(upcast, pipeline.Options(seed=2))
     failing = {r.id: r.message for r in report.results if r.status != "pass"}
     assert list(failing) == ["dtype-preserved"] and "torch.float32" in failing["dtype-preserved"]
 
@@ -298,7 +298,7 @@ def test_returning_float64_for_float32_inputs_fails_only_the_dtype_check(tmp_pat
 def test_tensors_reach_the_candidate_by_value(tmp_path):
     """torch's shared-memory pickling is switched off: an in-place write stays in the worker."""
     import attn_kit.checks.mha_masked_bias  # noqa: F401 - the import makes the setting
-    from attn_kit.sandbox import Sandbox
+    from attn_kit.sandbox.session import Sandbox
 
     path = tmp_path / "writer.py"
     path.write_text("def write(x):\n    x.add_(1)\n    return x.is_contiguous()\n")
@@ -314,14 +314,15 @@ def test_plain_tensors_cross_by_value_and_views_keep_their_storage(tmp_path):
     """The kit pickles plain tensors through NumPy (harness_torch.plain_tensors) and leaves views
     and shared storage to torch: the worker receives the same values, dtypes and flags either way,
     and the diagnosis' copies of a view still share their base's storage."""
-    from attn_kit import diagnose, harness_torch
-    from attn_kit.sandbox import Sandbox
+    from attn_kit.base import torch_support
+    from attn_kit.diagnosis import diagnose
+    from attn_kit.sandbox.session import Sandbox
 
     x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], dtype=torch.float32, requires_grad=True)
     base = torch.zeros(4, dtype=torch.float64)
     meta = torch.empty(2, 5, dtype=torch.float16, device="meta")
     args = (x, base, base.view(2, 2), meta, torch.tensor([True, False]))
-    plain = harness_torch.plain_tensors(args)
+    plain = torch_support.plain_tensors(args)
     assert set(plain) == {id(x), id(meta), id(args[4])}          # base and its view share storage
     path = tmp_path / "receives.py"
     path.write_text("def look(x, base, view, meta, flags):\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from attn_kit import catalog
+from attn_kit.load import catalog
 
 from helpers import attn_kit
 from test_practice import CHECKS, MASK_INVERTED, NO_SCALING, REFERENCE, STARTER, finish, history_json, plain, spawn

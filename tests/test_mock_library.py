@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from attn_kit import mock
-from attn_kit.errors import UsageError
+from attn_kit.base.errors import UsageError
+from attn_kit.practice import mock
 
 from test_practice import REFERENCE
 

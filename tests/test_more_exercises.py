@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import catalog
-from attn_kit.catalog import DIMENSIONS
+from attn_kit.load import catalog
+from attn_kit.load.catalog import DIMENSIONS
 
 from conftest import attn_kit
 
@@ -60,10 +60,10 @@ INDEPENDENT = {"indep_window_symmetric.py": ("sliding-window", "window-not-causa
 def test_independently_written_mistakes_are_named_first(name):
     """Files written without the kit's code, each with one classic mistake, are detected by their
     functions and diagnosed as that mistake first."""
-    from attn_kit import grading
+    from attn_kit.grading import pipeline
 
     from conftest import CORPUS
     exercise_id, bug = INDEPENDENT[name]
-    report = grading.grade(CORPUS / "more" / name, grading.Options(seed=2))
+    report = pipeline.grade(CORPUS / "more" / name, pipeline.Options(seed=2))
     assert report.exercise == exercise_id and not report.passed
     assert [d.bug for d in report.diagnosis][:1] == [bug]

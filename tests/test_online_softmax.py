@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from attn_kit import grading
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.grading import pipeline
 
 from conftest import CORPUS
 
@@ -32,7 +32,7 @@ ONLINE = {
 
 
 def _failing(path, exercise_id: str, seed: int = 3) -> list[str]:
-    report = grading.grade(path, grading.Options(exercise=exercise_id, seed=seed, timeout=20))
+    report = pipeline.grade(path, pipeline.Options(exercise=exercise_id, seed=seed, timeout=20))
     return [r.id for r in report.results if r.status in ("fail", "error")]
 
 

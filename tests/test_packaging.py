@@ -51,7 +51,7 @@ def test_every_kit_error_is_declared_in_errors_py():
     the internal signals); other modules import them from there."""
     import ast
 
-    from attn_kit import errors
+    from attn_kit.base import errors
     declared = {name for name, value in vars(errors).items()
                 if isinstance(value, type) and issubclass(value, BaseException)}
     assert {"StoreError", "SolutionLocked", "BenchError", "CheckFailed", "WireError"} <= declared

@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog
+from attn_kit.base.paths import solutions_dir
 from attn_kit.checks import paged_attention as paged_checks
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.load import catalog
 
 from conftest import CORPUS, check_json, need_torch
 
@@ -107,7 +107,7 @@ def test_cli_grades_the_lists_reference():
 
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
-    from attn_kit import testgrade
+    from attn_kit.practice import testgrade
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "paged_strong.py")
     assert strong.exercise == "paged-attention" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "paged_weak.py")
@@ -115,8 +115,8 @@ def test_test_tests_scores_the_strong_and_weak_files():
 
 
 def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
-    from attn_kit import grading
-    report = grading.grade(CORPUS_MORE / "paged_correct_whole_blocks.py", grading.Options(seed=4))
+    from attn_kit.grading import pipeline
+    report = pipeline.grade(CORPUS_MORE / "paged_correct_whole_blocks.py", pipeline.Options(seed=4))
     assert report.exercise == "paged-attention"
     assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
                                                              if r.status != "pass"]
@@ -138,9 +138,10 @@ def test_repro_scripts_rebuild_inputs_holding_nan(tmp_path):
     import subprocess
     import sys
 
-    from attn_kit import grading, repro
-    report = grading.grade(solutions_dir("paged-attention") / "bugs" / "reads-past-context.py",
-                           grading.Options(seed=1))
+    from attn_kit.grading import pipeline
+    from attn_kit.report import repro
+    report = pipeline.grade(solutions_dir("paged-attention") / "bugs" / "reads-past-context.py",
+                           pipeline.Options(seed=1))
     written = repro.write(report, tmp_path)
     garbage = [p for p in written if "garbage" in p.name]
     assert garbage and "nan" in garbage[0].read_text()

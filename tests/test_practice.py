@@ -17,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from attn_kit import catalog
+from attn_kit.load import catalog
 
 from helpers import attn_kit, check_count, solutions_dir
 
@@ -167,8 +167,8 @@ def test_reset_yes_and_new_file(tmp_path):
 
 @pytest.mark.slow
 def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
-    from attn_kit import review
-    from attn_kit.store import open_store
+    from attn_kit.practice import review
+    from attn_kit.practice.store import open_store
     sol = tmp_path / "sol.py"
     shutil.copy(NO_SCALING, sol)
     proc = attn_kit("check", sol)

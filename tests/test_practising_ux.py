@@ -10,11 +10,13 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from attn_kit import catalog, grading, render
+from attn_kit.base.errors import LoadError
+from attn_kit.base.paths import solutions_dir
 from attn_kit.cli import cli
-from attn_kit.errors import LoadError
-from attn_kit.paths import solutions_dir
-from attn_kit.store import open_store
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice.store import open_store
+from attn_kit.render import check
 
 MHA = catalog.exercise("mha-screen")
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
@@ -26,15 +28,15 @@ def graded(tmp_path_factory):
     starter = folder / "solution.py"
     starter.write_text(MHA.starter, encoding="utf-8")
     reference = solutions_dir("mha-screen") / "reference_lists.py"
-    return {"starter": grading.grade(starter, grading.Options(seed=5)),
-            "pass": grading.grade(reference, grading.Options(seed=5)),
-            "public": grading.grade(reference, grading.Options(seed=5, public_only=True)),
-            "bug": grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=5))}
+    return {"starter": pipeline.grade(starter, pipeline.Options(seed=5)),
+            "pass": pipeline.grade(reference, pipeline.Options(seed=5)),
+            "public": pipeline.grade(reference, pipeline.Options(seed=5, public_only=True)),
+            "bug": pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=5))}
 
 
 def text(report, width=100, **kw) -> str:
-    out = Console(width=width, file=io.StringIO(), color_system=None, theme=render.THEME)
-    render.report(report, MHA, out=out, **kw)
+    out = Console(width=width, file=io.StringIO(), color_system=None, theme=check.THEME)
+    check.report(report, MHA, out=out, **kw)
     return out.file.getvalue()
 
 
@@ -87,20 +89,20 @@ def test_a_full_pass_is_short_and_the_readme_says_so(graded):
 
 def test_public_runs_print_no_seed(graded):
     assert "seed" not in text(graded["public"]).lower()
-    failing = grading.grade(graded["starter"].path, grading.Options(public_only=True))
+    failing = pipeline.grade(graded["starter"].path, pipeline.Options(public_only=True))
     assert "seed" not in text(failing).lower()
 
 
 def test_a_wrong_exercise_names_what_the_functions_look_like(tmp_path):
     with pytest.raises(LoadError, match=r"looks like a kv-cache solution \(it defines `decode_step`\).*--exercise kv-cache"):
-        grading.grade(solutions_dir("kv-cache") / "reference_numpy.py", grading.Options(exercise="mha-screen"))
+        pipeline.grade(solutions_dir("kv-cache") / "reference_numpy.py", pipeline.Options(exercise="mha-screen"))
     # the same through a file's header
     headed = tmp_path / "solution.py"
     body = (solutions_dir("kv-cache") / "reference_numpy.py").read_text(encoding="utf-8").split("\n", 1)[1]
     headed.write_text("# attn-kit: mha-screen\n" + body, encoding="utf-8")
     with pytest.raises(LoadError, match=r"looks like a kv-cache solution .*its header `# attn-kit: mha-screen`.*"
                                         r"--exercise kv-cache"):
-        grading.grade(headed, grading.Options())
+        pipeline.grade(headed, pipeline.Options())
 
 
 def test_show_suggests_the_dashed_id():

@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from attn_kit import catalog, devcheck, grading, render
-from attn_kit.errors import INSTALL
-from attn_kit.paths import bug_files, reference_files, solutions_dir
+from attn_kit.base.errors import INSTALL
+from attn_kit.base.paths import bug_files, reference_files, solutions_dir
+from attn_kit.dev import check
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.render import check as render
 
 from conftest import need_torch
 from helpers import CORPUS, check_count, graded_tests
@@ -50,13 +53,13 @@ def _bug_id(path: Path) -> str:
 
 
 def points(exercise_id: str) -> int:
-    return sum(c.points for c in grading.suite_for(catalog.exercise(exercise_id)).checks)
+    return sum(c.points for c in pipeline.suite_for(catalog.exercise(exercise_id)).checks)
 
 
 def test_the_check_example_is_a_real_report(tmp_path):
     mine = tmp_path / "solution.py"
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
-    report = grading.grade(mine, grading.Options(seed=7))
+    report = pipeline.grade(mine, pipeline.Options(seed=7))
     report.path = "solution.py"                    # as `attn-kit check solution.py` run in its folder shows it
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
     render.report(report, MHA, out)
@@ -110,9 +113,9 @@ def test_the_catalogue_sizes_the_readme_states():
     said = re.search(r"(\d+) known bugs in `prompts/bugs\.toml`", README)
     assert said and int(said.group(1)) == bugs, f"the catalogue has {bugs} known bugs"
     assert re.search(r"(\d+) exercises", README)
-    content = devcheck.Content.installed()
+    content = check.Content.installed()
     content.readme = ROOT / "README.md"    # the exercise count: devcheck.readme_lists_every_exercise
-    result = devcheck.run(content, [devcheck.readme_lists_every_exercise])
+    result = check.run(content, [check.readme_lists_every_exercise])
     assert result.ok and not result.notes, "\n".join(map(str, result.problems))
 
 
@@ -124,10 +127,10 @@ def test_the_torch_command_is_the_kit_s():
 def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
     said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)”", " ".join(README.split()))
     assert said and MHA.hints[int(said.group(1)) - 1].title == said.group(2)
-    public = sum(c.public for c in grading.suite_for(MHA).checks)
+    public = sum(c.public for c in pipeline.suite_for(MHA).checks)
     said = re.search(r"public checks (\d+)/(\d+)  failing: (\S+)", README)
     assert said and int(said.group(2)) == public and int(said.group(1)) == public - 1
-    assert said.group(3) in {c.id for c in grading.suite_for(MHA).checks if c.public}
+    assert said.group(3) in {c.id for c in pipeline.suite_for(MHA).checks if c.public}
 
 
 def test_the_bench_examples_state_each_exercise_s_expectation():

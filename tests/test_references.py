@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
 
 from conftest import need_torch
 

@@ -11,23 +11,27 @@ import sys
 import pytest
 from rich.console import Console
 
-from attn_kit import catalog, grading, practice, render, render_practice
-from attn_kit.mock import Status
-from attn_kit.paths import solutions_dir
-from attn_kit.store import open_store
+from attn_kit.base.paths import solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice import progress as practice
+from attn_kit.practice.mock import Status
+from attn_kit.practice.store import open_store
+from attn_kit.render import check
+from attn_kit.render import practice as render_practice
 
 WIDTHS = (60, 80, 120)
 MHA = catalog.exercise("mha-screen")
 
 
 def console(width: int) -> Console:
-    return Console(width=width, file=io.StringIO(), color_system=None, theme=render.THEME)
+    return Console(width=width, file=io.StringIO(), color_system=None, theme=check.THEME)
 
 
 @pytest.fixture(scope="module")
 def reports():
-    return {"bug": grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=3)),
-            "pass": grading.grade(solutions_dir("mha-screen") / "reference_lists.py", grading.Options(seed=3))}
+    return {"bug": pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=3)),
+            "pass": pipeline.grade(solutions_dir("mha-screen") / "reference_lists.py", pipeline.Options(seed=3))}
 
 
 def block_after(lines: list[str], start: int) -> list[str]:
@@ -43,7 +47,7 @@ def block_after(lines: list[str], start: int) -> list[str]:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_check_report_keeps_indents_and_fits(reports, width):
     out = console(width)
-    render.report(reports["bug"], MHA, out=out)
+    check.report(reports["bug"], MHA, out=out)
     lines = out.file.getvalue().splitlines()
     assert all(len(line) <= width for line in lines if not line.startswith("attn-kit check")), width
     bullet = next(i for i, line in enumerate(lines) if "● Your output matches" in line)
@@ -60,7 +64,7 @@ def test_check_report_keeps_indents_and_fits(reports, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_followups_wrap_under_their_indent(reports, width):
     out = console(width)
-    render.report(reports["pass"], MHA, out=out)
+    check.report(reports["pass"], MHA, out=out)
     lines = out.file.getvalue().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Follow-ups"))
     rest = [line for line in lines[start + 1:] if line.strip()]
@@ -112,8 +116,8 @@ def test_history_and_progress_never_cut_times_ids_or_paths(tmp_path, width):
 def test_piped_output_is_not_padded(reports, monkeypatch):
     piped = io.StringIO()
     monkeypatch.setattr(sys, "stdout", piped)
-    render.report(reports["bug"], MHA)
-    render.exercise_list(catalog.exercises().values())
+    check.report(reports["bug"], MHA)
+    check.exercise_list(catalog.exercises().values())
     lines = piped.getvalue().splitlines()
     assert len(lines) > 30
     assert [line for line in lines if line != line.rstrip(" ")] == []

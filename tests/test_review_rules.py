@@ -13,9 +13,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from attn_kit import catalog, grading, practice, review
-from attn_kit.paths import solutions_dir
-from attn_kit.store import iso, open_store
+from attn_kit.base.paths import solutions_dir
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
+from attn_kit.practice import progress, review
+from attn_kit.practice.store import iso, open_store
 
 from conftest import CORPUS, attn_kit
 
@@ -30,7 +32,7 @@ def reports(tmp_path_factory):
     (folder / "starter.py").write_text(MHA.starter, encoding="utf-8")
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", folder / "attempt.py")
     shutil.copy(solutions_dir("mha-screen") / "reference_lists.py", folder / "solution.py")
-    graded = {name: grading.grade(folder / f"{name}.py", grading.Options(seed=11))
+    graded = {name: pipeline.grade(folder / f"{name}.py", pipeline.Options(seed=11))
               for name in ("starter", "attempt", "solution")}
     assert [d.bug for d in graded["attempt"].diagnosis] == ["no-scaling"]
     assert graded["starter"].diagnosis == [] and graded["solution"].passed
@@ -49,7 +51,7 @@ class Week:
         return moment
 
     def check(self, report, times=1, source="check"):
-        return [practice.record_check(self.store, report, source).ratings for _ in range(times)]
+        return [progress.record_check(self.store, report, source).ratings for _ in range(times)]
 
     def discuss(self, new=5, rating="3"):
         """One `attn-kit discuss` session as the CLI runs it: the queue, each card rated."""
@@ -213,7 +215,7 @@ def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
     week.at(1, 0)
     hang = tmp_path / "hangs.py"
     shutil.copy(CORPUS / "mha" / "infinite_loop.py", hang)
-    hung = grading.grade(hang, grading.Options(seed=11, timeout=0.5))
+    hung = pipeline.grade(hang, pipeline.Options(seed=11, timeout=0.5))
     assert not hung.passed and hung.diagnosis == []
     assert any(r.status == "error" and "did not return" in r.message for r in hung.results)
     assert week.check(hung) == [[]]
@@ -227,6 +229,6 @@ def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
     # the rule can fail: a diagnosed bug on the same reviewed cards does rate
     week.store = store
     week.at(1, 2)
-    attempt = grading.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", grading.Options(seed=11))
+    attempt = pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=11))
     assert week.check(attempt) != [[]]
     store.close()

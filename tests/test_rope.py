@@ -12,11 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog
+from attn_kit.base.paths import solutions_dir
 from attn_kit.checks import rope as rope_checks
 from attn_kit.checks.cases import params, tokens
-from attn_kit.diagnose import load_module
-from attn_kit.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.load import catalog
 
 from conftest import CORPUS, TORCH_MISSING, check_json
 
@@ -176,7 +176,7 @@ def test_cli_grades_the_lists_reference():
 
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
-    from attn_kit import testgrade
+    from attn_kit.practice import testgrade
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_strong.py")
     assert strong.exercise == "rope" and strong.wrong_tests == [] and strong.missed == [] and strong.score == 1.0
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_weak.py")
@@ -185,8 +185,8 @@ def test_test_tests_scores_the_strong_and_weak_files():
 
 
 def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
-    from attn_kit import grading
-    report = grading.grade(CORPUS_MORE / "rope_correct_complex.py", grading.Options(seed=4))
+    from attn_kit.grading import pipeline
+    report = pipeline.grade(CORPUS_MORE / "rope_correct_complex.py", pipeline.Options(seed=4))
     assert report.exercise == "rope"
     assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
                                                              if r.status != "pass"]

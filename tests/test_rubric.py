@@ -13,15 +13,20 @@ import sys
 import pytest
 from rich.console import Console
 
-from attn_kit import catalog, compose, devcheck, grading, mock, render_practice, rubric
-from attn_kit.paths import bug_files, bug_id_of, reference_files
+from attn_kit.base.paths import bug_files, bug_id_of, reference_files
+from attn_kit.dev import check
+from attn_kit.diagnosis import compose
+from attn_kit.grading import pipeline, rubric
+from attn_kit.load import catalog
+from attn_kit.practice import mock
+from attn_kit.render import practice
 
 EXERCISES = list(catalog.exercises().values())
 SEED = 3
 
 
 def grade(path, exercise_id):
-    return grading.grade(path, grading.Options(exercise=exercise_id, seed=SEED))
+    return pipeline.grade(path, pipeline.Options(exercise=exercise_id, seed=SEED))
 
 
 def bug_file(exercise_id: str, bug_id: str):
@@ -125,33 +130,33 @@ def test_an_unexplained_failure_is_one_cause_and_a_public_error_means_it_does_no
 # --- the data dev check validates -------------------------------------------------------------------
 
 def test_every_bundled_rubric_and_severity_passes_dev_check():
-    content = devcheck.Content.installed()
-    assert not [p for p in devcheck.run(content).problems if "scoring" in p.message or "severity" in p.message]
-    assert all(not devcheck.scoring_problems(e) for e in EXERCISES)
+    content = check.Content.installed()
+    assert not [p for p in check.run(content).problems if "scoring" in p.message or "severity" in p.message]
+    assert all(not check.scoring_problems(e) for e in EXERCISES)
 
 
 def test_dev_check_rejects_a_missing_severity_and_misordered_anchors(tmp_path):
     import shutil
     root = tmp_path / "content"
-    base = devcheck.Content.installed()
+    base = check.Content.installed()
     shutil.copytree(base.prompts, root / "prompts")
     bugs = root / "prompts" / "bugs.toml"
     text = bugs.read_text(encoding="utf-8")
     bugs.write_text(text.replace('severity = "wrong"\n', "", 1).replace('severity = "edge"', 'severity = "mild"', 1),
                     encoding="utf-8")
     content = dataclasses.replace(base, prompts=root / "prompts")
-    problems = [p.message for p in devcheck.run(content, [devcheck.bug_catalogue_ids]).problems]
+    problems = [p.message for p in check.run(content, [check.bug_catalogue_ids]).problems]
     assert len([m for m in problems if "severity" in m]) == 2, problems
     exercise = catalog.exercise("rope")
     correctness = exercise.scoring[0]
     swapped = dataclasses.replace(correctness, anchors=(correctness.anchors[1], correctness.anchors[0],
                                                         *correctness.anchors[2:]))
     broken = dataclasses.replace(exercise, scoring=(swapped, *exercise.scoring[2:], exercise.scoring[1]))
-    messages = devcheck.scoring_problems(broken)
+    messages = check.scoring_problems(broken)
     assert any("in that order" in m for m in messages)
     assert sum("must start with" in m for m in messages) == 2
     same = dataclasses.replace(exercise.scoring[1], anchors=(exercise.scoring[1].anchors[0],) * 4)
-    assert any("differ" in m for m in devcheck.scoring_problems(
+    assert any("differ" in m for m in check.scoring_problems(
         dataclasses.replace(exercise, scoring=(correctness, same, *exercise.scoring[2:]))))
 
 
@@ -191,7 +196,7 @@ def test_the_range_before_every_score_is_given():
                                          "reasons": ["still to score: " + ", ".join(catalog.DIMENSIONS[1:])]}
     rows[0]["score"] = 4
     assert mock.recommendation(rows)["range"] == ["no", "strong hire"]
-    lines = render_practice.recommendation_lines(mock.recommendation(rows))
+    lines = practice.recommendation_lines(mock.recommendation(rows))
     assert lines[0] == "- Recommendation: between **no** and **strong hire**, depending on the scores still to give"
 
 
@@ -204,7 +209,7 @@ def test_the_report_shows_the_recommendation_and_why_correctness_scored(tmp_path
             "hints": {"used_during_session": [], "used_in_total": 0, "available": 5},
             "scoring": rows, "recommendation": mock.recommendation(rows), "checks": [], "diagnosis": [],
             "discussion": [], "followups": [], "solution": None}
-    text = render_practice.mock_report_markdown(data)
+    text = practice.mock_report_markdown(data)
     assert "Correctness: 1 cause: materialises-scores (wrong)." in text
     assert "- Recommendation: between **no** and **lean no**, depending on the scores still to give" in text
 
@@ -214,7 +219,7 @@ SCORES = six(2, 3, 3, 2, 3, 3)
 
 def test_the_sheet_states_the_rule_and_the_reasons_at_80_columns():
     out = Console(record=True, width=80, color_system=None)
-    render_practice.interviewer_sheet(catalog.exercise("sliding-window"), out, scores=SCORES)
+    practice.interviewer_sheet(catalog.exercise("sliding-window"), out, scores=SCORES)
     text = out.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())
     lines = [line.rstrip() for line in text.splitlines()]
@@ -280,11 +285,11 @@ def test_every_exercise_has_cases_for_all_four_levels():
 
 
 def test_an_abandoned_session_gets_no_scores_and_no_recommendation(tmp_path):
-    from attn_kit.store import now
+    from attn_kit.practice.store import now
     session = mock.create_session(catalog.exercise("sliding-window"), 40, tmp_path)
     abandoned = mock.report_data(session, mock.MockStatus.ABANDONED, 10.0, now())
     assert abandoned["recommendation"] is None and abandoned["scoring"][0]["score"] is None
-    assert "## Recommendation" not in render_practice.mock_report_markdown(abandoned)
+    assert "## Recommendation" not in practice.mock_report_markdown(abandoned)
     ungraded = mock.report_data(session, mock.MockStatus.SUBMITTED, 10.0, now())    # could not be graded
     assert ungraded["scoring"][0]["score"] == 1 and ungraded["recommendation"]["range"] == ["no", "no"]
     assert "the file could not be graded" in ungraded["scoring"][0]["why"]

@@ -201,7 +201,7 @@ def test_unknown_exercise_and_bad_option_are_misuse():
 def test_pure_flag_fails_numpy_and_passes_lists(tmp_path):
     data, code = check_json(MHA / "correct.py", "--pure", "--seed", "1")
     assert code == 0 and statuses(data)["standard-library-only"] == "pass"
-    numpy_ref = Path(__import__("attn_kit.paths", fromlist=["x"]).solutions_dir("mha-screen")) / "reference_numpy.py"
+    numpy_ref = Path(__import__("attn_kit.base.paths", fromlist=["x"]).solutions_dir("mha-screen")) / "reference_numpy.py"
     data, code = check_json(numpy_ref, "--pure", "--seed", "1")
     assert code == 1 and statuses(data)["standard-library-only"] == "fail"
     assert "numpy (line" in next(c["message"] for c in data["checks"] if c["id"] == "standard-library-only")
@@ -230,7 +230,7 @@ def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    from attn_kit.sandbox import descendants
+    from attn_kit.sandbox.session import descendants
     below = descendants(proc.pid)           # zygote, keeper, nsinit, worker (pids as /proc shows them)
     assert len(below) >= 3 and all(_alive(p) for p in below)
     proc.send_signal(sig)

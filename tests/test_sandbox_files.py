@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_kit import safefile
+from attn_kit.base import safefile
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks and owners")
 
@@ -48,9 +48,9 @@ def test_a_folder_of_another_user_is_refused(tmp_path):
 
 
 def test_repro_scripts_replace_planted_symlinks(tmp_path):
-    from attn_kit import repro
-    from attn_kit.report import Call, CheckResult, CheckStatus, Report
-    from attn_kit.values import CallStatus, Outcome
+    from attn_kit.base.records import CallStatus, Outcome
+    from attn_kit.report import repro
+    from attn_kit.report.results import Call, CheckResult, CheckStatus, Report
 
     oracle = tmp_path / "oracle.py"
     oracle.write_text("ORACLE\n")
@@ -65,8 +65,8 @@ def test_repro_scripts_replace_planted_symlinks(tmp_path):
 
 
 def test_history_database_behind_a_symlink_is_refused(tmp_path):
-    from attn_kit.errors import StoreError
-    from attn_kit.store import open_store
+    from attn_kit.base.errors import StoreError
+    from attn_kit.practice.store import open_store
 
     target = tmp_path / "elsewhere.db"
     (tmp_path / "home").mkdir()
@@ -85,7 +85,7 @@ def test_python_m_attn_kit_does_not_import_from_the_current_folder(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="the kit runs as root")
 def test_as_root_the_candidate_runs_as_an_unprivileged_uid(tmp_path):
-    from attn_kit.sandbox import WORKER_PROCESSES, WORKER_UID, Sandbox
+    from attn_kit.sandbox.session import WORKER_PROCESSES, WORKER_UID, Sandbox
 
     solution = tmp_path / "who.py"
     solution.write_text("import os, resource\n\ndef who():\n    return [os.getuid(), os.geteuid(), os.getgid(), "
@@ -111,9 +111,9 @@ def test_pure_is_documented_as_advisory_where_it_is_offered():
 
 
 def test_repro_scripts_for_messages_with_backslashes_are_valid_python(tmp_path):
-    from attn_kit import repro
-    from attn_kit.report import Call, CheckResult, CheckStatus, Report
-    from attn_kit.values import CallStatus, Outcome
+    from attn_kit.base.records import CallStatus, Outcome
+    from attn_kit.report import repro
+    from attn_kit.report.results import Call, CheckResult, CheckStatus, Report
 
     call = Call("stable_softmax", ([1.0],), {}, Outcome(CallStatus.OK, [1.0]), expected=[1.0])
     message = 'printed \\e[2J and \\x1 and \\N{ and C:\\Users\\me """ end\\'
@@ -125,12 +125,13 @@ def test_repro_scripts_for_messages_with_backslashes_are_valid_python(tmp_path):
 
 
 def test_a_worker_that_could_not_leave_root_refuses_every_file_with_the_recipe():
-    from attn_kit import sandbox, worker
+    from attn_kit.runtime import worker
+    from attn_kit.sandbox import session
 
     refusing = worker.Worker(conn=None)
-    refusing.refused = sandbox.ROOT_REFUSED.format(why="changing to uid 65534 failed: Operation not permitted")
+    refusing.refused = session.ROOT_REFUSED.format(why="changing to uid 65534 failed: Operation not permitted")
     reply = refusing.load("/nonexistent/solution.py", None)
     assert reply["status"] == "raised" and reply["functions"] == {}
-    text = sandbox._load_failure_text("solution.py", reply["error"], reply["output"])
+    text = session._load_failure_text("solution.py", reply["error"], reply["output"])
     assert text.startswith("solution.py was not run: the kit runs as root") and "docs/threat-model.md" in text
     assert "\n" not in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from attn_kit.cli import cli
-from attn_kit.cli_common import parse_size
+from attn_kit.cli.common import parse_size
 
 
 def test_a_memory_cap_under_a_byte_is_a_cap_not_no_cap():

@@ -9,7 +9,7 @@ import sys
 import pexpect
 import pytest
 
-from attn_kit.wire import visible
+from attn_kit.base.wire import visible
 
 from conftest import CORPUS
 

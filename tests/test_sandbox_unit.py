@@ -13,9 +13,12 @@ import time
 import numpy as np
 import pytest
 
-from attn_kit import compare, loader, mutation, sandbox, wire
-from attn_kit.errors import LoadError, UsageError
-from attn_kit.values import ErrorInfo, Masked, Opaque, Outcome, TensorValue
+from attn_kit.base import wire
+from attn_kit.base.errors import LoadError, UsageError
+from attn_kit.base.records import ErrorInfo, Masked, Opaque, Outcome, TensorValue
+from attn_kit.compare import arrays as compare
+from attn_kit.load import preflight
+from attn_kit.sandbox import mutation, session
 
 from conftest import CORPUS, TORCH_MISSING
 
@@ -163,7 +166,7 @@ def test_mutation_names_written_parts_and_dict_keys_added_or_removed():
 def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
     path = tmp_path / "writes.py"
     path.write_text("def f(d, xs):\n    d.setdefault('k', 1)\n    xs[0] = 9\n    return 0\n")
-    with sandbox.Sandbox(str(path), timeout=5) as box:
+    with session.Sandbox(str(path), timeout=5) as box:
         box.start()
         outcome = box.call("f", ({"a": 1}, [1, 2]))
         assert outcome.ok and outcome.mutated == ("d['k'] (added)", "xs")
@@ -195,7 +198,7 @@ def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path)
     path.write_text("def same_values(xs):\n    xs[0] = float(xs[0])\n    xs[1] = -xs[1]\n    return 0\n\n"
                     "def writes(xs):\n    xs[0] += 1\n    return 0\n\n"
                     "def writes_a_huge_int(xs):\n    xs[0] = 10 ** 5000\n    return 0\n")
-    with sandbox.Sandbox(str(path), timeout=5) as box:
+    with session.Sandbox(str(path), timeout=5) as box:
         box.start()
         assert box.call("same_values", ([1, 0.0],)).mutated == ()       # 1 -> 1.0, 0.0 -> -0.0: equal values
         assert box.call("writes", ([1, 0.0],)).mutated == ("xs",)
@@ -209,37 +212,37 @@ def test_a_worker_that_withholds_the_arguments_crashes_the_call(tmp_path, withhe
     kit waits for them) when the kit asks for them."""
     path = tmp_path / "withholds.py"
     path.write_text(f"""import itertools, time
-import attn_kit.wire, attn_kit.worker
-attn_kit.wire.digest = lambda value: "forged"
+import attn_kit.base.wire, attn_kit.runtime.worker
+attn_kit.base.wire.digest = lambda value: "forged"
 reads = itertools.count()       # the call reads Worker.after once; the kit's request, a second time
-attn_kit.worker.Worker.after = property(lambda self: None if next(reads) == 0 else {withheld},
+attn_kit.runtime.worker.Worker.after = property(lambda self: None if next(reads) == 0 else {withheld},
                                         lambda self, value: None)
 
 def f(xs):
     return 0
 """)
-    with sandbox.Sandbox(str(path), timeout=1) as box:
+    with session.Sandbox(str(path), timeout=1) as box:
         box.start()
         started = time.monotonic()
         outcome = box.call("f", ([1, 2],))
         assert outcome.status == "crashed" and "the arguments were not sent back" in outcome.detail
-        assert time.monotonic() - started < 1 + 2 * sandbox.REPLY_GRACE
+        assert time.monotonic() - started < 1 + 2 * session.REPLY_GRACE
 
 
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
     import time
-    tree = [box.pid] + sandbox.descendants(box.pid)
+    tree = [box.pid] + session.descendants(box.pid)
     os.kill(box.launcher.zygote.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while any(sandbox._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+    while any(session._alive_worker(p) for p in tree) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not any(sandbox._alive_worker(p) for p in tree)
+    assert not any(session._alive_worker(p) for p in tree)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
 def test_a_dead_zygote_is_replaced_and_the_next_call_works():
-    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+    with session.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
         assert box.call("causal_mask", (1, 2)).ok
         first, replaced = box.launcher.zygote.pid, box.launcher.replacements
@@ -252,8 +255,8 @@ def test_a_dead_zygote_is_replaced_and_the_next_call_works():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
 def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
-    monkeypatch.setattr(sandbox, "CONTROL_DEADLINE", 0.5)
-    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+    monkeypatch.setattr(session, "CONTROL_DEADLINE", 0.5)
+    with session.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
         replaced = box.launcher.replacements
         os.kill(box.launcher.zygote.pid, signal.SIGSTOP)
@@ -264,12 +267,12 @@ def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
 def test_when_no_zygote_can_start_the_remaining_calls_are_errors(monkeypatch):
-    with sandbox.Sandbox(str(HONEST), timeout=5) as box:
+    with session.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
 
         def broken(*args, **kwargs):
             raise OSError("cannot start")
-        monkeypatch.setattr(sandbox, "_Zygote", broken)
+        monkeypatch.setattr(session, "_Zygote", broken)
         kill_zygote(box)
         outcomes = [box.call("causal_mask", (1, 2)) for _ in range(3)]
         assert [o.status for o in outcomes] == ["crashed"] * 3
@@ -280,18 +283,18 @@ def test_sources_are_read_as_python_reads_them(tmp_path):
     body = "# attn-kit: mha-screen\ndef f():\n    return 'café'\n"
     bom = tmp_path / "bom.py"
     bom.write_bytes(b"\xef\xbb\xbf" + body.encode())
-    assert loader.read_source(bom).header == "mha-screen"
+    assert preflight.read_source(bom).header == "mha-screen"
     latin = tmp_path / "latin.py"
     latin.write_bytes(("# -*- coding: latin-1 -*-\n" + body).encode("latin-1"))
-    assert "café" in loader.read_source(latin).text
+    assert "café" in preflight.read_source(latin).text
     wrong = tmp_path / "wrong.py"
     wrong.write_bytes(b"x = '\xff'\n")
     with pytest.raises(LoadError, match="decoded"):
-        loader.read_source(wrong)
+        preflight.read_source(wrong)
     nul = tmp_path / "nul.py"
     nul.write_bytes(b"x = 1\n\0")
     with pytest.raises(LoadError, match="NUL byte"):
-        loader.read_source(nul)
+        preflight.read_source(nul)
 
 
 def test_special_and_oversized_files_are_refused(tmp_path, monkeypatch):
@@ -299,26 +302,26 @@ def test_special_and_oversized_files_are_refused(tmp_path, monkeypatch):
         fifo = tmp_path / "pipe.py"
         os.mkfifo(fifo)
         with pytest.raises(UsageError, match="named pipe"):
-            loader.read_source(fifo)
+            preflight.read_source(fifo)
     if os.path.exists("/dev/null"):
         with pytest.raises(UsageError, match="device"):
-            loader.read_source("/dev/null")
+            preflight.read_source("/dev/null")
     big = tmp_path / "big.py"
     big.write_text("x = 1\n" * 100)
-    monkeypatch.setattr(loader, "MAX_SOURCE_BYTES", 100)
+    monkeypatch.setattr(preflight, "MAX_SOURCE_BYTES", 100)
     with pytest.raises(LoadError, match="bytes"):
-        loader.read_source(big)
+        preflight.read_source(big)
 
 
 def test_finite_differences_catch_gradients_that_are_not_the_outputs():
     pytest.importorskip("torch", reason=TORCH_MISSING)
-    from attn_kit.harness_torch import finite_difference
+    from attn_kit.base.torch_support import finite_difference
 
     def forward(acts, params):      # output = x @ w, attention = x (a smooth toy)
         return np.asarray(acts["x"]) @ np.asarray(params["w"]), np.asarray(acts["x"])
     import torch
 
-    from attn_kit.harness_torch import probe
+    from attn_kit.base.torch_support import probe
     x, w = np.random.default_rng(0).normal(size=(2, 3)), np.random.default_rng(1).normal(size=(3, 2))
     p1 = probe((2, 2), 1, torch.zeros((), dtype=torch.float64)).numpy()
     p2 = probe((2, 3), 2, torch.zeros((), dtype=torch.float64)).numpy()
@@ -347,20 +350,20 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
                     "        os._exit(0)\n"
                     "    time.sleep(0.3)\n"
                     "    return os.getpid()\n")
-    sandbox.taint()                                   # a fresh zygote that reads the variable
-    launcher = sandbox.make_launcher()
+    session.taint()                                   # a fresh zygote that reads the variable
+    launcher = session.make_launcher()
     try:
-        with sandbox.Sandbox(str(path), timeout=5, launcher=launcher) as box:
+        with session.Sandbox(str(path), timeout=5, launcher=launcher) as box:
             box.start()
             assert not launcher.zygote.namespaced
             outcome = box.call("start")
             assert outcome.ok
-            tree = [box.pid] + sandbox.descendants(box.pid)
+            tree = [box.pid] + session.descendants(box.pid)
             assert len(tree) >= 4            # keeper, nsinit, worker, the daemon (orphaned to nsinit)
         deadline = time.monotonic() + 5
-        while any(sandbox._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+        while any(session._alive_worker(p) for p in tree) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(sandbox._alive_worker(p) for p in tree)
+        assert not any(session._alive_worker(p) for p in tree)
     finally:
         launcher.close()
 
@@ -368,7 +371,7 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
 def test_a_reply_too_large_is_a_crashed_call_with_the_bound_named(tmp_path):
     path = tmp_path / "big.py"
     path.write_text("def f():\n    return \"x\" * (40 << 20)\n\ndef g():\n    return 1\n")
-    with sandbox.Sandbox(str(path), timeout=30) as box:
+    with session.Sandbox(str(path), timeout=30) as box:
         box.start()
         outcome = box.call("f")
         assert outcome.status == "crashed" and "MiB" in outcome.detail

@@ -15,8 +15,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from attn_kit import catalog
-from attn_kit.paths import solutions_dir
+from attn_kit.base.paths import solutions_dir
+from attn_kit.load import catalog
 
 NO_SCALING = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\r")

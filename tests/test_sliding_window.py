@@ -12,11 +12,12 @@ import re
 import numpy as np
 import pytest
 
-from attn_kit import catalog, grading
+from attn_kit.base.harness import measure
+from attn_kit.base.paths import solutions_dir
 from attn_kit.checks import sliding_window as sw_checks
-from attn_kit.diagnose import load_module
-from attn_kit.harness import measure
-from attn_kit.paths import solutions_dir
+from attn_kit.diagnosis.diagnose import load_module
+from attn_kit.grading import pipeline
+from attn_kit.load import catalog
 
 from conftest import CORPUS, TORCH_MISSING, check_json
 
@@ -146,7 +147,7 @@ def sliding_window_attention(q, k, v, window):
 def test_memory_check_fails_a_materialising_solution_whose_values_pass(tmp_path):
     path = tmp_path / "naive.py"
     path.write_text(NAIVE)
-    report = grading.grade(path, grading.Options(exercise="sliding-window", seed=5))
+    report = pipeline.grade(path, pipeline.Options(exercise="sliding-window", seed=5))
     failing = [r for r in report.results if r.status != "pass"]
     assert [r.id for r in failing] == ["memory-stays-within-bound"], [(r.id, r.message) for r in failing]
     assert "bound 64·B·H·T·(window + d) = 12.00 MiB" in failing[0].message and "64 MiB" in failing[0].message
@@ -156,7 +157,7 @@ def test_memory_check_fails_a_materialising_solution_whose_values_pass(tmp_path)
 def test_memory_check_passes_a_differently_written_solution(tmp_path):
     path = tmp_path / "per_query.py"
     path.write_text(PER_QUERY)
-    report = grading.grade(path, grading.Options(exercise="sliding-window", seed=5))
+    report = pipeline.grade(path, pipeline.Options(exercise="sliding-window", seed=5))
     assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
                                                              if r.status != "pass"]
 
@@ -168,7 +169,7 @@ def test_cli_grades_the_reference():
 
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
-    from attn_kit import testgrade
+    from attn_kit.practice import testgrade
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_strong.py")
     assert strong.exercise == "sliding-window" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_weak.py")
@@ -182,7 +183,7 @@ def test_test_tests_scores_the_strong_and_weak_files():
 def test_the_per_query_solution_is_detected_by_its_function(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text(PER_QUERY)
-    assert grading.grade(path, grading.Options(seed=6, public_only=True)).exercise == "sliding-window"
+    assert pipeline.grade(path, pipeline.Options(seed=6, public_only=True)).exercise == "sliding-window"
 
 
 def test_the_tile_saving_figure_of_window_kernels():

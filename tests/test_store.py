@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from attn_kit import store as store_module
-from attn_kit.store import StoreError, db_path, open_store
+from attn_kit.practice import store as store_module
+from attn_kit.practice.store import StoreError, db_path, open_store
 
 from conftest import attn_kit, solutions_dir
 
@@ -64,7 +64,7 @@ def test_interrupted_transaction_is_rolled_back(attn_home):
 
 WRITER = textwrap.dedent("""
     import sys
-    from attn_kit.store import open_store
+    from attn_kit.practice.store import open_store
     count = int(sys.argv[1]); tag = sys.argv[2]
     st = open_store()
     for n in range(count):

@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from attn_kit import store as store_module
-from attn_kit.store import open_store
+from attn_kit.practice import store as store_module
+from attn_kit.practice.store import open_store
 
 # The CREATE statements of schema version 1, exactly as attn-kit 0.1.0 ran them. Frozen here on
 # purpose: a database written by them must keep opening after any later schema change.

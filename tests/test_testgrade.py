@@ -15,8 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from rich.console import Console
 
-from attn_kit import catalog, render, testgrade
-from attn_kit.paths import bug_files, reference_files, solutions_dir
+from attn_kit.base.paths import bug_files, reference_files, solutions_dir
+from attn_kit.load import catalog
+from attn_kit.practice import testgrade
+from attn_kit.render import check
 
 from conftest import need_extra, need_torch
 from helpers import CORPUS, attn_kit, graded_tests, graded_tests_json
@@ -87,7 +89,7 @@ def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
 def test_rich_output_shows_wrong_tests_table_and_ideas():
     grade = graded_tests(TESTS / "wrong_expectation.py")
     buffer = io.StringIO()
-    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
+    check.test_grade(grade, Console(file=buffer, width=100, theme=check.THEME))
     out = buffer.getvalue()
     assert "✗ 1 wrong test: it fails on correct code" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
     assert "a token must not attend to itself" in out
@@ -227,7 +229,7 @@ def test_misuse_exits_2(tmp_path):
 def test_render_to_text():
     grade = graded_tests(TESTS / "other_module.py")
     buffer = io.StringIO()
-    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME))
+    check.test_grade(grade, Console(file=buffer, width=100, theme=check.THEME))
     text = buffer.getvalue()
     assert "✓ Every test passes on the correct implementations (reference_lists.py, reference_numpy.py)." in text
     assert "no-output-projection" in text and "test_output_projection_matters" in text

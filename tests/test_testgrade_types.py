@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from attn_kit import jsonout, render, testgrade
-from attn_kit.paths import bug_files
+from attn_kit.base.paths import bug_files
+from attn_kit.practice import testgrade
+from attn_kit.render import check
+from attn_kit.report import jsonout
 
 TESTS = Path(__file__).parent / "corpus" / "candidate_tests"
 pytestmark = pytest.mark.slow       # 21 implementations under pytest: several seconds
@@ -41,8 +43,8 @@ def test_it_counts_only_against_bugs_returning_lists(grade):
 
 
 def test_rendered_and_json(grade):
-    out = Console(width=100, file=io.StringIO(), color_system=None, theme=render.THEME)
-    render.test_grade(grade, out)
+    out = Console(width=100, file=io.StringIO(), color_system=None, theme=check.THEME)
+    check.test_grade(grade, out)
     text = out.file.getvalue()
     assert "1 test depends on the return type" in text and "Every test passes" not in text
     data = json.loads(json.dumps(grade.to_json()))

@@ -21,7 +21,7 @@ def torch_reducers():
 assert torch_reducers(), "torch registered no reducers: the test would prove nothing"
 import attn_kit.checks.mha_masked_bias
 print("after-import", torch.get_num_threads(), len(torch_reducers()))
-from attn_kit import sandbox
+from attn_kit.sandbox import session
 launcher = sandbox.make_launcher(("torch",))
 print("after-launcher", torch.get_num_threads(), len(torch_reducers()))
 """

@@ -1,0 +1,70 @@
+"""`attn-kit dev ...`: commands for people changing the kit itself (content, checks, solutions)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS, reports_errors
+
+
+@click.group()
+def dev():
+    """Commands for contributors: validate the bundled exercises, solutions and bug catalogue.
+
+    \b
+    Example:
+      attn-kit dev check
+    """
+
+
+@dev.command("check")
+@reports_errors
+def check_content():
+    """Validate all bundled content; exit 1 on any problem.
+
+    Checks the TOML files' fields and ids, that every bug file is its reference with one marked
+    change, that hints name existing checks, that every known bug is caught by a check declaring
+    it, that every exercise has a bench workload, and that no unexpected file sits in solutions/
+    or prompts/. Prints one line per problem.
+
+    \b
+    Example:
+      attn-kit dev check
+    """
+    from attn_kit.dev import check
+    result = check.run()
+    for problem in result.problems:
+        click.echo(f"✗ {problem}")
+    for note in result.notes:
+        click.echo(f"- {note}")
+    if result.ok:
+        click.echo(f"✓ content is consistent ({len(result.checked)} validators)")
+    else:
+        click.echo(f"{len(result.problems)} problem(s) in the bundled content.", err=True)
+    sys.exit(EXIT_PASS if result.ok else EXIT_FAIL)
+
+
+@dev.command("new")
+@click.argument("exercise_id", metavar="EXERCISE_ID")
+@click.option("--bug", default="mutates-input", show_default=True, metavar="BUG_ID",
+              help="The catalogue bug (prompts/bugs.toml) of the skeleton's one bug file.")
+@reports_errors
+def new_exercise(exercise_id, bug):
+    """Write the skeleton of a new exercise: its TOML, checks module, reference and one bug file.
+
+    The skeleton grades from the start (it is single-head attention); every placeholder in it is
+    marked TODO(dev new), and `attn-kit dev check` lists each one left until you fill it in.
+    Exit 2 when the id is taken or not lowercase words joined by dashes.
+
+    \b
+    Example:
+      attn-kit dev new toy-exercise
+      attn-kit dev check
+    """
+    from attn_kit.dev import scaffold
+    skeleton = scaffold.new(exercise_id, bug=bug)
+    for path in skeleton.files:
+        click.echo(f"+ {path}")
+    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev check`.")

@@ -1,0 +1,147 @@
+"""`attn-kit grade` and `attn-kit autograder`: thin click commands over batch/run.py, batch/outputs.py and
+batch/autograder.py (docs/grading.md is the user's guide)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import click
+
+from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS, SEED, SIZE, parse_size, reports_errors, timeout_option_type
+
+SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".xml": "junit"}
+
+
+def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """--out FORMAT=PATH, or --format F ... --out PATH ... paired in order; a bare PATH with no
+    --format left takes its format from its suffix (.csv, .json, .xml)."""
+    from attn_kit.base.errors import UsageError
+    from attn_kit.batch.outputs import FORMATS
+    pending = list(formats)
+    pairs = []
+    for out in outs:
+        fmt, sep, rest = out.partition("=")
+        if sep and fmt in FORMATS:
+            pairs.append((fmt, Path(rest)))
+        elif pending:
+            pairs.append((pending.pop(0), Path(out)))
+        elif Path(out).suffix in SUFFIX_FORMAT:
+            pairs.append((SUFFIX_FORMAT[Path(out).suffix], Path(out)))
+        else:
+            raise UsageError(f"--out {out}: say which format to write there, e.g. --out json={out} "
+                             f"(formats: {', '.join(FORMATS)}).")
+    if pending:
+        raise UsageError(f"--format {pending[0]} has no --out PATH to go to; add e.g. --out {pending[0]}=PATH.")
+    for fmt, target in pairs:
+        if str(target) in ("", "."):
+            raise UsageError(f"--out {fmt}= needs a path after the `=`.")
+    return pairs
+
+
+@click.command()
+@click.argument("submissions", type=click.Path(path_type=Path))
+@click.option("--exercise", "-e", metavar="ID", required=True, help="The exercise every submission solves.")
+@click.option("--format", "formats", multiple=True, metavar="FORMAT",
+              type=click.Choice(["csv", "json", "junit", "gradescope", "prairielearn"]),
+              help="A format for the next bare --out PATH (repeatable).")
+@click.option("--out", "outs", multiple=True, metavar="FORMAT=PATH",
+              help="Write results there: csv, json, junit, gradescope or prairielearn (repeatable), "
+                   "e.g. --out csv=grades.csv --out junit=report.xml.")
+@click.option("--seed", type=SEED, help="Seed of the hidden cases, the same for every submission (default: one per run, printed).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Submissions graded at once [default: the number of cores].")
+@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
+              help="Seconds one call of a submission's code may take.")
+@click.option("--limit", type=timeout_option_type(1.0), default=120.0, show_default=True,
+              help="Seconds one submission may take in all; past it, it is stopped and reported as timed out.")
+@click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of each submission's process (0 = none).")
+@click.option("--hidden-details", is_flag=True,
+              help="Show the hidden cases' messages and values in the student-facing formats (junit, gradescope, prairielearn).")
+@click.option("--single", is_flag=True, help="SUBMISSIONS is one submission's folder (as a platform lays it out).")
+@reports_errors
+def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
+    """Grade every submission in the folder SUBMISSIONS, as `attn-kit check` grades one file.
+
+    One .py file per submission, or one folder per submission holding its file (its only .py
+    file, else solution.py, else the file whose first line is `# attn-kit: ID`).
+
+    Exit status: 0 every submission passed every check, 1 some did not (or could not be graded),
+    2 the command was misused.
+
+    \b
+    Examples:
+      attn-kit grade submissions/ --exercise mha-screen
+      attn-kit grade submissions/ -e mha-screen --seed 7 --out csv=grades.csv --out junit=report.xml
+      attn-kit grade /autograder/submission -e mha-screen --single --out gradescope=results.json
+    """
+    from attn_kit.batch import outputs, run
+    from attn_kit.render import grade as render_grade
+    pairs = parse_outputs(formats, outs)
+    found = run.find_submissions(submissions, single)
+    if seed is None:
+        seed = random.SystemRandom().randrange(1, 100_000)
+    render_grade.seed_line(seed)
+    with render_grade.progress(len(found)) as advance:
+        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+    render_grade.table(result)
+    written = [(fmt, outputs.write(result, fmt, path, hidden_details)) for fmt, path in pairs]
+    render_grade.written(written)
+    sys.exit(EXIT_PASS if all(r.passed for r in result.results) else EXIT_FAIL)
+
+
+@click.group()
+def autograder():
+    """Write the files an autograding platform runs: gradescope, prairielearn or github.
+
+    Each recipe carries the kit's own wheel and grades one student's submission with
+    `attn-kit grade` (docs/grading.md).
+
+    \b
+    Examples:
+      attn-kit autograder gradescope --exercise mha-screen -o autograder.zip
+      attn-kit autograder github --exercise mha-screen -o template/
+    """
+
+
+def _recipe(kind: str):
+    @click.option("--exercise", "-e", metavar="ID", required=True, help="The exercise the assignment is.")
+    @click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
+                  help="Where to write (a .zip for gradescope, a folder otherwise).")
+    @click.option("--hidden-details", is_flag=True, help="Show students the hidden cases' messages and values.")
+    @click.option("--seed", type=SEED, help="Fix the hidden cases for the whole cohort (default: a new seed per submission).")
+    @reports_errors
+    def command(exercise, output, hidden_details, seed):
+        from attn_kit.batch import autograder as recipes
+        from attn_kit.render import grade as render_grade
+        files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed)
+        render_grade.recipe(kind, files, notes)
+    command.__doc__ = recipes_doc(kind)
+    return autograder.command(kind)(command)
+
+
+def recipes_doc(kind: str) -> str:
+    return {
+        "gradescope": """Write Gradescope's autograder zip: setup.sh, run_autograder and the kit's wheel.
+
+        \b
+        Example:
+          attn-kit autograder gradescope --exercise mha-screen -o autograder.zip
+        """,
+        "prairielearn": """Write a PrairieLearn external grader: run.sh, the kit's wheel and a README.
+
+        \b
+        Example:
+          attn-kit autograder prairielearn --exercise mha-screen -o grader/
+        """,
+        "github": """Write a GitHub Actions workflow that grades the student's file on push and uploads the JUnit report.
+
+        \b
+        Example:
+          attn-kit autograder github --exercise mha-screen -o .
+        """,
+    }[kind]
+
+
+for _kind in ("gradescope", "prairielearn", "github"):
+    _recipe(_kind)

@@ -1,0 +1,916 @@
+"""`attn-kit dev check`: every invariant of the bundled content, checked in one pass.
+
+The content is data (prompts/*.toml, solutions/<exercise>/...) joined by ids: an exercise names
+its checks module and oracle, a hint names check ids, a bug file is named after a catalogue id and
+marked `# BUG(id)`, a check declares the bugs it `catches`. A mistake in any of these joins shows
+up late and far away (a diagnosis that never fires, a hint that points nowhere), so this module
+checks them all at once. The test suite calls `run()`; CI and contributors run the command.
+
+Each validator is a small function `validator(content) -> Iterable[Problem]`, registered with
+@validator in the order they run. To add an invariant, add one; it should say what is wrong, where,
+and what to do. `Content` says where the content lives, so tests can point it at a broken copy.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Iterable
+
+from attn_kit.base.errors import CatalogError, DependencyMissing, FamilyError
+from attn_kit.base.paths import bug_id_of, package_dir
+from attn_kit.diagnosis import compose
+from attn_kit.grading import rubric
+from attn_kit.load import catalog
+
+ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
+MARKER_WINDOW = 10      # lines a change may reach from its BUG(id) marker (one change can span a few statements)
+IGNORED = {"__pycache__", ".DS_Store"}
+PLACEHOLDER = "TODO(dev new)"       # marks what `attn-kit dev new` leaves for the contributor to write
+_PLACEHOLDER_TEXT = re.compile(re.escape(PLACEHOLDER) + r":?([^\"'\n]*)")     # what to write: up to a quote
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str          # a path relative to the package data, or an id
+    message: str        # what is wrong and what to do
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class Content:
+    """Where the content lives (the installed package by default) and what loads from it."""
+
+    prompts: Path
+    solutions: Path
+    notes: list[str] = field(default_factory=list)      # things not checked here, and why
+    checks_dir: Path | None = None                      # the checks/ modules (default: the installed ones)
+    readme: Path | None = None                          # default: README.md beside prompts/ in a checkout
+
+    @classmethod
+    def installed(cls) -> "Content":
+        return cls(package_dir("prompts"), package_dir("solutions"))
+
+    @property
+    def checks(self) -> Path:
+        return self.checks_dir or package_dir("checks")
+
+    @property
+    def readme_file(self) -> Path | None:
+        path = self.readme or self.prompts.parent / "README.md"
+        return path if path.is_file() else None
+
+    def relative(self, path: Path) -> str:
+        for root in (self.prompts, self.solutions):
+            if path.is_relative_to(root):
+                return f"{root.name}/{path.relative_to(root)}"
+        return str(path)
+
+    @cached_property
+    def exercises(self) -> dict[str, catalog.Exercise]:
+        """The exercises that load (a file that does not is reported by `toml_files_load`)."""
+        found = {}
+        for path in sorted((self.prompts / "exercises").glob("*.toml")):
+            try:
+                exercise = catalog.load_exercise(path)
+            except CatalogError:
+                continue
+            found[exercise.id] = exercise
+        return found
+
+    @cached_property
+    def bugs(self) -> dict[str, catalog.Bug]:
+        try:
+            return catalog.load_bugs(self.prompts / "bugs.toml")
+        except (CatalogError, OSError):
+            return {}
+
+    def suite(self, exercise: catalog.Exercise):
+        """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
+        from attn_kit.grading import pipeline
+        try:
+            return pipeline.suite_for(exercise)
+        except DependencyMissing as exc:
+            note = f"{exercise.id}: suite not checked: {exc}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+        except (ImportError, AttributeError):
+            return None       # no such module, or no SUITE in it: every_suite_belongs_to_an_exercise says so
+
+    def bug_files(self, exercise_id: str) -> list[Path]:
+        return sorted((self.solutions / exercise_id / "bugs").glob("*.py"))
+
+    def reference_files(self, exercise_id: str) -> list[Path]:
+        return sorted((self.solutions / exercise_id).glob("reference_*.py"))
+
+
+Validator = Callable[[Content], Iterable[Problem]]
+VALIDATORS: list[Validator] = []
+
+
+def validator(fn: Validator) -> Validator:
+    """Register an invariant of the content; validators run in the order they are declared."""
+    VALIDATORS.append(fn)
+    return fn
+
+
+@dataclass
+class Result:
+    problems: list[Problem]
+    notes: list[str]
+    checked: list[str]          # validator names, in order
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def run(content: Content | None = None, validators: Iterable[Validator] | None = None) -> Result:
+    """Run every validator (or the given ones) over the content; never raises for bad content."""
+    content = content or Content.installed()
+    chosen = list(VALIDATORS if validators is None else validators)
+    problems: list[Problem] = []
+    for check in chosen:
+        problems.extend(check(content))
+    return Result(problems, list(content.notes), [v.__name__ for v in chosen])
+
+
+# --- a skeleton from `dev new` is filled in ----------------------------------------------------
+
+@validator
+def no_placeholders_left(content: Content) -> Iterable[Problem]:
+    """No file of an exercise still holds a placeholder of `attn-kit dev new`'s skeleton: each
+    one left is reported with its line, which says what to write there."""
+    for path in sorted((content.prompts / "exercises").glob("*.toml")):
+        exercise = content.exercises.get(path.stem)
+        files = [path]
+        if exercise is not None:
+            files.append(content.checks / f"{exercise.checks}.py")
+            files += content.reference_files(exercise.id) + content.bug_files(exercise.id)
+        for file in files:
+            try:
+                lines = file.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue            # a missing file is reported by the validators that need it
+            where = content.relative(file) if file.parent != content.checks else f"checks/{file.name}"
+            for n, line in enumerate(lines, 1):
+                for what in _PLACEHOLDER_TEXT.findall(line):
+                    yield Problem(where, f"line {n}: fill in the placeholder: {what.strip(' .') or 'see the line'}")
+
+
+# --- TOML files, fields and ids -------------------------------------------------------------------
+
+@validator
+def toml_files_load(content: Content) -> Iterable[Problem]:
+    """Every TOML file parses, has `format = 1`, and has no unknown or missing key."""
+    for path in sorted((content.prompts / "exercises").glob("*.toml")):
+        try:
+            catalog.load_exercise(path)
+        except CatalogError as exc:
+            yield Problem(content.relative(path), str(exc))
+    path = content.prompts / "bugs.toml"
+    try:
+        catalog.load_bugs(path)
+    except (CatalogError, OSError) as exc:
+        yield Problem(content.relative(path), str(exc))
+
+
+@validator
+def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
+    """Bug ids are unique lowercase-dashed words, and every entry's texts are filled in."""
+    path = content.prompts / "bugs.toml"
+    try:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("bugs", [])
+    except (tomllib.TOMLDecodeError, OSError):
+        return              # reported by toml_files_load
+    seen: set[str] = set()
+    titles: dict[str, str] = {}
+    for n, entry in enumerate(entries, 1):
+        bug_id = str(entry.get("id", ""))
+        where = f"{content.relative(path)} [bugs] #{n}"
+        if not ID.fullmatch(bug_id):
+            yield Problem(where, f"id '{bug_id}' is not lowercase words joined by dashes")
+        if bug_id in seen:
+            yield Problem(where, f"id '{bug_id}' is declared twice")
+        seen.add(bug_id)
+        for key in ("title", "symptom", "fix", "test_idea", "concept"):
+            if not str(entry.get(key, "")).strip():
+                yield Problem(where, f"'{key}' is empty")
+        title = " ".join(str(entry.get("title", "")).split())
+        if title and title in titles:
+            yield Problem(where, f"title '{title}' is also {titles[title]}'s: every bug needs its own")
+        titles.setdefault(title, bug_id)
+        if entry.get("severity") not in catalog.SEVERITIES:
+            yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
+                                 f"(the header of bugs.toml says which; the mock's correctness score needs it)")
+
+
+@validator
+def exercise_ids_and_order(content: Content) -> Iterable[Problem]:
+    """Exercise ids are lowercase-dashed words and no two exercises share an `order`."""
+    orders: dict[int, str] = {}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        if not ID.fullmatch(exercise.id):
+            yield Problem(where, f"id '{exercise.id}' is not lowercase words joined by dashes")
+        if exercise.order in orders:
+            yield Problem(where, f"order {exercise.order} is also {orders[exercise.order]}'s")
+        orders[exercise.order] = exercise.id
+
+
+@validator
+def exercise_code_fields(content: Content) -> Iterable[Problem]:
+    """The starter's header names the exercise, `main` is one of its functions, `oracle` exists."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        if not exercise.starter.startswith(f"# attn-kit: {exercise.id}\n"):
+            yield Problem(where, f"the starter must begin with '# attn-kit: {exercise.id}'")
+        if exercise.main not in exercise.function_names:
+            yield Problem(where, f"main = '{exercise.main}' is not one of its [[functions]]")
+        if not (content.solutions / exercise.id / exercise.oracle).is_file():
+            yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
+
+
+MIN_HINTS = 3           # a ladder: a nudging question, the concept, nearly the code
+MIN_QUESTIONS = 3       # enough discussion for a mock screen's last minutes
+
+
+@validator
+def exercise_has_enough_to_teach(content: Content) -> Iterable[Problem]:
+    """A statement and summary, at least MIN_HINTS hints with text and MIN_QUESTIONS questions."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for name in ("statement", "summary", "title"):
+            if not getattr(exercise, name).strip():
+                yield Problem(where, f"'{name}' is empty")
+        if len(exercise.hints) < MIN_HINTS:
+            yield Problem(where, f"has {len(exercise.hints)} [[hints]]; write at least {MIN_HINTS} (a nudging "
+                                 "question, the concept, nearly the code)")
+        for n, hint in enumerate(exercise.hints, 1):
+            if not hint.text.strip():
+                yield Problem(where, f"hint {n} ('{hint.title}') has no text")
+        if len(exercise.questions) < MIN_QUESTIONS:
+            yield Problem(where, f"has {len(exercise.questions)} [[questions]]; write at least {MIN_QUESTIONS}")
+
+
+@validator
+def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
+    """Question ids are unique and the rubric has four anchors per known dimension (`required` is
+    checked with the other question rules below)."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        ids = [q.id for q in exercise.questions]
+        for dup in sorted({i for i in ids if ids.count(i) > 1}):
+            yield Problem(where, f"question id '{dup}' is used twice")
+        for d in exercise.scoring:
+            if d.dimension not in catalog.DIMENSIONS:
+                yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
+            if len(d.anchors) != 4:
+                yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
+        yield from (Problem(where, text) for text in scoring_problems(exercise))
+
+
+def scoring_problems(exercise: catalog.Exercise) -> list[str]:
+    """The rubric the mock scores with: every dimension once, in DIMENSIONS order, with four distinct
+    anchors; correctness anchors describe rubric.correctness's levels in order (each starts with its
+    rubric.CORRECTNESS_LEADS entry), so the auto-score and the written anchor agree."""
+    problems = []
+    dims = [d.dimension for d in exercise.scoring]
+    if dims != list(catalog.DIMENSIONS):
+        problems.append(f"[[scoring]] dimensions are {', '.join(dims) or 'none'}; the mock needs each of "
+                        f"{', '.join(catalog.DIMENSIONS)} once, in that order")
+    for d in exercise.scoring:
+        texts = [" ".join(a.split()) for a in d.anchors]
+        if any(not t for t in texts) or len(set(texts)) != len(texts):
+            problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
+        if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
+            for score, (text, lead) in enumerate(zip(texts, rubric.CORRECTNESS_LEADS), 1):
+                if not text.startswith(lead):
+                    problems.append(f"[[scoring]] correctness anchor {score} must start with '{lead}' (the level "
+                                    f"the auto-score gives; see kit/grading/rubric.py)")
+    return problems
+
+
+# What a gentle first hint must not contain: each pattern is one way code shows up in prose.
+CODE_PATTERNS = (
+    re.compile(r"`"),                                  # inline code or a fence
+    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
+    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
+    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
+    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
+    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
+    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
+    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
+)
+
+
+def looks_like_code(text: str) -> str:
+    """The first code-like fragment in `text`, or '' when it reads as plain prose."""
+    for pattern in CODE_PATTERNS:
+        found = pattern.search(text)
+        if found:
+            return found.group(0)
+    return ""
+
+
+def question_rule_problems(question: catalog.Question) -> list[str]:
+    """A discussion question has at least two non-empty key points, one or two of them required
+    (distinct indexes of existing key points)."""
+    problems = []
+    q = question
+    if len(q.key_points) < 2 or not all(p.strip() for p in q.key_points):
+        problems.append(f"question '{q.id}' needs at least two non-empty key points")
+    if not 1 <= len(q.required) <= 2:
+        problems.append(f"question '{q.id}' marks {len(q.required)} key points required (1 or 2)")
+    if len(set(q.required)) != len(q.required) or not all(0 <= i < len(q.key_points) for i in q.required):
+        problems.append(f"question '{q.id}' has required indexes {list(q.required)} outside its key points")
+    return problems
+
+
+@validator
+def questions_require_key_points_and_hints_start_gentle(content: Content) -> Iterable[Problem]:
+    """Every question marks one or two of its key points required, and level 1 of every hint ladder
+    contains no code (`attn-kit hint` promises gentlest first)."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for q in exercise.questions:
+            for message in question_rule_problems(q):
+                yield Problem(where, message)
+        code = looks_like_code(exercise.hints[0].text) if exercise.hints else ""
+        if code:
+            yield Problem(where, f"hint 1 ('{exercise.hints[0].title}') contains code ({code!r}): level 1 "
+                                 "nudges in prose, code belongs to later hints")
+
+
+def hint_ladder_problems(exercise: catalog.Exercise) -> list[str]:
+    """The ladder climbs from a nudge to near-code (level 1's code is questions_require_...'s).
+
+    Every hint names the scored dimension (DIMENSIONS) that using it caps at 3. When the hints
+    declare steps (question, concept, code): every question comes before every concept and every
+    concept before every near-code hint, so "gentlest first" holds for the whole ladder; a
+    question asks something and contains no code; each topic (title) has the three steps in order
+    with one concept and one dimension."""
+    hints, problems = exercise.hints, []
+    for level, hint in enumerate(hints, 1):
+        if hint.dimension not in catalog.DIMENSIONS:
+            problems.append(f"hint {level} caps dimension '{hint.dimension}' (one of {catalog.DIMENSIONS})")
+    if not any(h.step for h in hints):
+        return problems
+    return problems + _step_problems(hints) + _topic_problems(hints)
+
+
+def _step_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems, ranks = [], []
+    for level, hint in enumerate(hints, 1):
+        if hint.step not in catalog.HINT_STEPS:
+            problems.append(f"hint {level} has step '{hint.step}' (one of {catalog.HINT_STEPS})")
+            continue
+        ranks.append(catalog.HINT_STEPS.index(hint.step))
+        code = looks_like_code(hint.text) if hint.step == "question" and level > 1 else ""   # 1: reported apart
+        if code:
+            problems.append(f"hint {level} is a question but contains code ({code!r})")
+        if hint.step == "question" and "?" not in hint.text:
+            problems.append(f"hint {level} is a question but asks nothing")
+    if ranks != sorted(ranks):
+        problems.append(f"hints are not ordered question, concept, code: {[h.step for h in hints]}")
+    for level, hint in enumerate(hints, 1):
+        if hint.step == "code" and not code_lines(hint.text):
+            problems.append(f"hint {level} is near-code but holds no code block (indent it by four spaces)")
+    return problems
+
+
+def _topic_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
+    problems = []
+    topics: dict[str, list[catalog.Hint]] = {}
+    for hint in hints:
+        topics.setdefault(hint.title, []).append(hint)
+    for title, ladder in topics.items():
+        if [h.step for h in ladder] != list(catalog.HINT_STEPS):
+            problems.append(f"topic '{title}' climbs {[h.step for h in ladder]}, not {list(catalog.HINT_STEPS)} "
+                            "(the hints of a topic share its title)")
+        if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
+            problems.append(f"topic '{title}' mixes concepts or dimensions across its steps")
+    return problems
+
+
+def screen_problems(exercise: catalog.Exercise) -> list[str]:
+    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations,
+    and every follow-up carries the answer a strong candidate gives."""
+    problems = []
+    if exercise.rubric:
+        problems.append("still has the old [[rubric]] (use [[scoring]])")
+    minutes = [c.minute for c in exercise.checkpoints]
+    if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
+        problems.append(f"[[checkpoints]] at minutes {minutes} must rise strictly within {exercise.minutes} minutes")
+    if not exercise.seniority:
+        problems.append("no [[seniority]] expectations")
+    problems += [f"follow-up '{f.prompt[:40]}…' has no expected answer" for f in exercise.followups
+                 if not f.answer.strip()]
+    return problems
+
+
+@validator
+def hint_ladders_climb_and_screens_are_complete(content: Content) -> Iterable[Problem]:
+    """hint_ladder_problems and screen_problems, for every exercise."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for message in hint_ladder_problems(exercise) + screen_problems(exercise):
+            yield Problem(where, message)
+
+
+@validator
+def exercise_links(content: Content) -> Iterable[Problem]:
+    """Follow-ups name existing exercises; hint concepts are concepts of some bug or question."""
+    concepts = {b.concept for b in content.bugs.values()}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        for f in exercise.followups:
+            if f.exercise and f.exercise not in content.exercises:
+                yield Problem(where, f"follow-up names unknown exercise '{f.exercise}'")
+        if content.bugs:
+            known = concepts | {q.concept for q in exercise.questions}
+            for concept in sorted({h.concept for h in exercise.hints if h.concept} - known):
+                yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
+
+
+CONCEPTS_FILE = "concepts.toml"      # prompts/concepts.toml: [concept_words] and [bug_words]
+
+
+def concept_words(content: Content) -> tuple[dict[str, str], dict[str, str]]:
+    """({concept: words a question on it uses}, {bug id: words one of its questions uses}), from
+    prompts/concepts.toml (regular expressions); empty tables when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}, {}
+    return dict(data.get("concept_words", {})), dict(data.get("bug_words", {}))
+
+
+def question_text(question: catalog.Question) -> str:
+    return " ".join(" ".join((question.prompt, *question.key_points)).split())
+
+
+def concept_questions(content: Content, exercise_id: str, concept: str) -> list[tuple[str, catalog.Question]]:
+    """The cards a concept stands for, as review.concept_questions picks them: this exercise's
+    questions on it, else any exercise's."""
+    own = [(exercise_id, q) for q in content.exercises[exercise_id].questions if q.concept == concept]
+    return own or [(e.id, q) for e in content.exercises.values() for q in e.questions if q.concept == concept]
+
+
+@validator
+def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
+    """Every bug file's bug reaches review questions on its concept (prompts/concepts.toml's
+    [concept_words]), and one of them names the bug itself ([bug_words])."""
+    concepts, bugs = concept_words(content)
+    for exercise in content.exercises.values():
+        for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(content.bugs)):
+            concept = content.bugs[bug_id].concept
+            where = f"{exercise.id}: {bug_id} ({concept})"
+            words = concepts.get(concept)
+            if words is None:
+                yield Problem(where, f"concept '{concept}' has no entry in prompts/{CONCEPTS_FILE} [concept_words]: "
+                                     "add the words a question on it must use")
+                continue
+            reached = concept_questions(content, exercise.id, concept)
+            if not reached:
+                yield Problem(where, f"reaches no question: write a [[questions]] with concept = '{concept}'")
+            for owner, question in reached:
+                if not re.search(words, question_text(question), re.IGNORECASE):
+                    yield Problem(where, f"reaches {owner}/{question.id}, which is not about {concept} (its prompt "
+                                         f"and key points match none of {words!r})")
+            own = bugs.get(bug_id)
+            if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
+                yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
+                                     f"({own!r})")
+
+
+# The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
+# indent it is printed at and the column rich's code block pads each side with (render.content;
+# tests/test_content_render.py holds these numbers against the renderer).
+CODE_WIDTH = {"statement": 78, "hint": 76, "answer": 74}
+
+
+def code_lines(text: str) -> list[str]:
+    """The lines of the Markdown code blocks (indented or fenced) in `text`, as rich parses them."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt().parse(text)
+    return [line for t in tokens if t.type in ("code_block", "fence") for line in t.content.splitlines()]
+
+
+@validator
+def code_fits_an_80_column_terminal(content: Content) -> Iterable[Problem]:
+    """Every code line of a statement, hint or model answer shows whole at 80 columns: a longer
+    one wraps in the middle of the code."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        texts = [("statement", "the statement", exercise.statement)]
+        texts += [("hint", f"hint {n}", h.text) for n, h in enumerate(exercise.hints, 1)]
+        texts += [("answer", f"question '{q.id}'", q.answer) for q in exercise.questions]
+        for kind, name, text in texts:
+            for line in code_lines(text):
+                if len(line) > CODE_WIDTH[kind]:
+                    yield Problem(where, f"{name} has a code line of {len(line)} characters, over the "
+                                         f"{CODE_WIDTH[kind]} that show whole at 80 columns "
+                                         f"({line.strip()[:40]!r}…): split it, or put its comment on "
+                                         "the line above")
+
+
+@validator
+def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem]:
+    """Each exercise has a reference, and every reference and bug file starts `# attn-kit: <id>`."""
+    for exercise in content.exercises.values():
+        references = content.reference_files(exercise.id)
+        if not references:
+            yield Problem(f"solutions/{exercise.id}", "has no reference_*.py")
+        for path in references + content.bug_files(exercise.id):
+            if not path.read_text(encoding="utf-8").startswith(f"# attn-kit: {exercise.id}\n"):
+                yield Problem(content.relative(path), f"must begin with '# attn-kit: {exercise.id}'")
+
+
+# --- bug files ------------------------------------------------------------------------------------
+
+def _code_lines(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of the file's lines outside the module docstring, which
+    describes the bug in prose and so always differs from the reference's."""
+    first, end = compose.docstring_span(text)
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if not first < n <= end]
+
+
+def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[int]:
+    """Lines of the bug file that differ from the reference more than MARKER_WINDOW lines away
+    from a `BUG(bug_id)` marker (module docstrings aside). A deletion counts at the line where it
+    happened. Empty when every change is marked."""
+    bug, ref = _code_lines(bug_text), _code_lines(reference_text)
+    markers = [n for n, line in bug if f"BUG({bug_id})" in line]
+    far = []
+    matcher = difflib.SequenceMatcher(None, [t for _, t in ref], [t for _, t in bug], autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for j in range(j1, max(j2, j1 + 1)):
+            line = bug[min(j, len(bug) - 1)][0] if bug else 1
+            if not any(abs(line - m) <= MARKER_WINDOW for m in markers):
+                far.append(line)
+    return far
+
+
+def applicable_bugs(content: Content, exercise_id: str) -> set[str] | None:
+    """The catalogue bugs prompts/coverage.toml says can be made in the exercise: those whose
+    needed features it has (its own id counts as one); None when the file does not load."""
+    try:
+        data = tomllib.loads((content.prompts / "coverage.toml").read_text(encoding="utf-8"))
+        have = set(data["features"].get(exercise_id, ())) | {exercise_id}
+        return {b for b, need in data["needs"].items() if set(need) <= have and b in content.bugs}
+    except (OSError, tomllib.TOMLDecodeError, KeyError, AttributeError, TypeError):
+        return None
+
+
+@validator
+def bug_files_match_the_coverage_table(content: Content) -> Iterable[Problem]:
+    """Every bug prompts/coverage.toml says can be made in an exercise has a bug file there, and
+    every bug file is for such a bug (tests/test_catalogue.py then grades each one)."""
+    for exercise in content.exercises.values():
+        applies = applicable_bugs(content, exercise.id)
+        if applies is None:
+            yield Problem("prompts/coverage.toml", "does not load: expected format = 1, [features] and [needs]")
+            return
+        have = {bug_id_of(p) for p in content.bug_files(exercise.id)}
+        for bug_id in sorted(applies - have):
+            yield Problem(f"solutions/{exercise.id}", f"has no bugs/{bug_id}.py, though prompts/coverage.toml says "
+                                                      "the bug can be made here")
+        for bug_id in sorted(have - applies):
+            yield Problem(f"solutions/{exercise.id}/bugs/{bug_id}.py", "is a bug prompts/coverage.toml says cannot "
+                          f"be made here: add the features it needs to [features] {exercise.id}")
+
+
+@validator
+def every_exercise_has_a_bug_file(content: Content) -> Iterable[Problem]:
+    """Each exercise has at least one known-bug file: the catalogue's proof needs one per exercise."""
+    for exercise in content.exercises.values():
+        if not content.bug_files(exercise.id):
+            yield Problem(f"solutions/{exercise.id}", "has no bugs/<bug-id>.py: every exercise has a known bug")
+
+
+@validator
+def bug_files_are_one_marked_change(content: Content) -> Iterable[Problem]:
+    """Every bug file is named <bug-id>[@<form>].py after a catalogue id, carries its BUG(id)
+    marker, and differs from one of the references only around that marker."""
+    for exercise in content.exercises.values():
+        references = {p.name: p.read_text(encoding="utf-8") for p in content.reference_files(exercise.id)}
+        texts: dict[str, str] = {}
+        for path in content.bug_files(exercise.id):
+            where = content.relative(path)
+            if not BUG_FILE.fullmatch(path.name):
+                yield Problem(where, "a bug file is named <bug-id>.py or <bug-id>@<form>.py")
+                continue
+            bug_id = bug_id_of(path)
+            text = path.read_text(encoding="utf-8")
+            if content.bugs and bug_id not in content.bugs:
+                yield Problem(where, f"'{bug_id}' is not in prompts/bugs.toml")
+            if not any(f"BUG({bug_id})" in line for _, line in _code_lines(text)):
+                yield Problem(where, f"no '# BUG({bug_id})' marker in the code")
+                continue
+            if text in texts.values():
+                yield Problem(where, "is a copy of another bug file")
+            texts[path.name] = text
+            if not references:
+                continue
+            if text in references.values():
+                yield Problem(where, "is identical to a reference")
+                continue
+            scored = sorted((len(unmarked_changes(text, ref, bug_id)), name) for name, ref in references.items())
+            count, closest = scored[0]
+            if count:
+                lines = unmarked_changes(text, references[closest], bug_id)
+                shown = ", ".join(map(str, lines[:5])) + (" ..." if len(lines) > 5 else "")
+                yield Problem(where, f"differs from {closest} away from its BUG({bug_id}) marker "
+                                     f"(line {shown}): a bug file is the reference with one marked change")
+
+
+# --- checks, hints, bugs --------------------------------------------------------------------------
+
+@validator
+def hints_name_existing_checks(content: Content) -> Iterable[Problem]:
+    """Every check id a hint names is a check of the exercise's suite."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        ids = {c.id for c in suite.checks}
+        for n, hint in enumerate(exercise.hints, 1):
+            for check_id in hint.checks:
+                if check_id not in ids:
+                    yield Problem(content.relative(exercise.path), f"hint {n} ('{hint.title}') names unknown check "
+                                                                   f"'{check_id}'")
+
+
+@validator
+def last_hint_points_to_locate(content: Content) -> Iterable[Problem]:
+    """The last rung of every hint ladder points to `attn-kit check FILE --locate`, the one step
+    past the hints that still leaves the fix to the candidate."""
+    for exercise in content.exercises.values():
+        if exercise.hints and "attn-kit check FILE --locate" not in exercise.hints[-1].text:
+            yield Problem(content.relative(exercise.path),
+                          f"the last hint ('{exercise.hints[-1].title}') does not point to "
+                          f"`attn-kit check FILE --locate`")
+
+
+@validator
+def suites_match_their_exercise(content: Content) -> Iterable[Problem]:
+    """The suite's exercise id is the exercise's, and its checks declare only catalogue bugs."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        where = f"checks/{exercise.checks}.py"
+        if suite.exercise != exercise.id:
+            yield Problem(where, f"Suite('{suite.exercise}') is used by exercise '{exercise.id}'")
+        for check in suite.checks:
+            for bug_id in check.catches:
+                if content.bugs and bug_id not in content.bugs:
+                    yield Problem(where, f"check '{check.id}' catches '{bug_id}', which is not in prompts/bugs.toml")
+
+
+@validator
+def suites_are_well_formed(content: Content) -> Iterable[Problem]:
+    """Every check has a title and points, runs `after` earlier checks only, and each suite has a
+    public check (the examples `attn-kit check --public` runs)."""
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        where = f"checks/{exercise.checks}.py"
+        ids = [c.id for c in suite.checks]
+        if not any(c.public for c in suite.checks):
+            yield Problem(where, "no check is public=True: mark the statement's worked example as one")
+        for n, check in enumerate(suite.checks):
+            if not check.title.strip() or check.points <= 0:
+                yield Problem(where, f"check '{check.id}' needs a docstring title and points > 0")
+            for before in check.after:
+                if before not in ids[:n]:
+                    yield Problem(where, f"check '{check.id}' runs after '{before}', which is not an earlier check")
+
+
+@validator
+def every_bug_is_caught_by_a_declared_check(content: Content) -> Iterable[Problem]:
+    """Each bug with a bug file is declared in catches= by a check of that exercise's suite, and
+    each catalogue bug by some check."""
+    declared: set[str] = set()
+    complete = len(content.exercises) == len(list((content.prompts / "exercises").glob("*.toml")))
+    for exercise in content.exercises.values():
+        suite = content.suite(exercise)
+        if suite is None:
+            complete = False
+            continue
+        caught = {b for c in suite.checks for b in c.catches}
+        declared |= caught
+        for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} - caught):
+            yield Problem(f"checks/{exercise.checks}.py", f"no check declares catches=('{bug_id}', ...), "
+                                                          f"though solutions/{exercise.id}/bugs/ implements it")
+    if complete:
+        for bug_id in content.bugs:
+            if bug_id not in declared:
+                yield Problem("prompts/bugs.toml", f"no check of any exercise declares that it catches '{bug_id}'")
+
+
+@validator
+def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
+    """`attn-kit bench` can measure every exercise: its TOML has a [bench] table naming one of its
+    functions, and its suite registers an input builder (@SUITE.for_bench) taking the table's
+    size and dimensions."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        spec = exercise.bench
+        if spec is None:
+            yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, "
+                                 "and docs/adding-an-exercise.md)")
+            continue
+        if spec.function not in exercise.function_names:
+            yield Problem(where, f"[bench] function = '{spec.function}' is not one of its [[functions]]")
+        suite = content.suite(exercise)
+        if suite is None:
+            continue
+        if suite.bench_inputs is None:
+            yield Problem(f"checks/{exercise.checks}.py", "registers no bench input builder: add "
+                                                          "`@SUITE.for_bench def bench_inputs(rng, T, ...)`")
+            continue
+        try:
+            inspect.signature(suite.bench_inputs).bind(None, **{spec.size: 1}, **spec.dimensions)
+        except TypeError as exc:
+            yield Problem(f"checks/{exercise.checks}.py", f"bench_inputs does not take the [bench] table's "
+                                                          f"{spec.size} and dims of {exercise.id} ({exc})")
+
+
+def _declared_suites(checks: Path) -> dict[str, str]:
+    """{module file name: exercise id} of every `SUITE = Suite("<id>")` under checks/, read
+    without importing (a module may need torch)."""
+    found = {}
+    for path in sorted(checks.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets)
+                    and isinstance(node.value, ast.Call) and node.value.args
+                    and isinstance(node.value.args[0], ast.Constant)):
+                found[path.name] = str(node.value.args[0].value)
+    return found
+
+
+@validator
+def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
+    """Every exercise's `checks` module exists and defines a SUITE, and every SUITE under checks/
+    is for an exercise that has a TOML file."""
+    declared = _declared_suites(content.checks)
+    for exercise in content.exercises.values():
+        name = f"{exercise.checks}.py"
+        if name not in declared:
+            missing = "does not exist" if not (content.checks / name).is_file() else "defines no SUITE = Suite(...)"
+            yield Problem(content.relative(exercise.path), f"checks = '{exercise.checks}': checks/{name} {missing}")
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for name, exercise_id in declared.items():
+        if exercise_id not in toml_stems:
+            yield Problem(f"checks/{name}", f"Suite('{exercise_id}') is for no exercise: there is no "
+                                            f"prompts/exercises/{exercise_id}.toml")
+
+
+@validator
+def families_fit_their_bug_files(content: Content) -> Iterable[Problem]:
+    """Every entry of prompts/families.toml still edits text its bug file or reference holds: an
+    edited reference or bug file must take its family entries along."""
+    path = content.prompts / compose.FAMILIES
+    entries = compose.read_families(path)
+    for exercise in content.exercises.values():
+        textbook = {form.path.stem: form for form in compose.forms(exercise.id)}
+        for entry in entries:
+            if entry.get("exercise") != exercise.id or entry.get("form") not in textbook:
+                continue
+            try:
+                compose.family_forms_of(entry, textbook[entry["form"]])
+            except FamilyError as exc:
+                yield Problem(content.relative(path), str(exc))
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name not in IGNORED) if folder.is_dir() else []
+
+
+@validator
+def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
+    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml and exercises/<id>.toml
+    only: a stray file is a typo or a leftover."""
+    for path in _entries(content.prompts):
+        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", CONCEPTS_FILE, "exercises"):
+            yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, "
+                                                  f"coverage.toml, families.toml, {CONCEPTS_FILE}, exercises/)")
+    for path in _entries(content.prompts / "exercises"):
+        if path.suffix != ".toml":
+            yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
+
+
+def _unexpected_in_exercise_folder(content: Content, folder: Path) -> Iterable[Problem]:
+    for inner in _entries(folder):
+        if inner.name == "bugs" and inner.is_dir():
+            for bug in _entries(inner):
+                if bug.suffix != ".py":
+                    yield Problem(content.relative(bug), "unexpected in bugs/ (only <bug-id>[@<form>].py)")
+        elif not (inner.is_file() and (re.fullmatch(r"reference_\w+\.py", inner.name) or inner.suffix == ".md")):
+            yield Problem(content.relative(inner), "unexpected (expected reference_*.py, *.md and bugs/)")
+
+
+@validator
+def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
+    """solutions/ holds one folder per exercise (references, *.md, bugs/*.py) and nothing else."""
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for path in _entries(content.solutions):
+        if path.name == "__init__.py":
+            continue
+        if not path.is_dir() or path.name not in toml_stems:
+            yield Problem(content.relative(path), "unexpected in solutions/ (one folder per exercise id)")
+        else:
+            yield from _unexpected_in_exercise_folder(content, path)
+    for exercise_id in sorted(content.exercises):
+        if not (content.solutions / exercise_id).is_dir():
+            yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")
+
+
+# --- the README's lists of exercises --------------------------------------------------------------
+
+PROPERTY_SECTION = "### Headline properties by exercise"
+
+
+def readme_property_table(text: str) -> dict[str, dict[str, str]]:
+    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
+    (every table of that section, each with a column per exercise)."""
+    if PROPERTY_SECTION not in text:
+        return {}
+    section = text.split(PROPERTY_SECTION, 1)[1].split("\n#", 1)[0]
+    tables, rows = [], []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            tables.append(rows)
+            rows = []
+    table: dict[str, dict[str, str]] = {}
+    for rows in tables:
+        header = [c.strip() for c in rows[0].strip("|").split("|")]
+        for line in rows[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
+    return table
+
+
+@validator
+def readme_lists_every_exercise(content: Content) -> Iterable[Problem]:
+    """In a checkout, the README states the number of exercises, names each one, and its headline
+    properties tables have a column per exercise whose cells name real checks (or say n/a)."""
+    path = content.readme_file
+    if path is None:
+        note = "README.md: not beside prompts/ (an installed copy), so its exercise tables are not checked"
+        if note not in content.notes:
+            content.notes.append(note)
+        return
+    text = path.read_text(encoding="utf-8")
+    said = re.search(r"(\d+) exercises", text)
+    if said and int(said.group(1)) != len(content.exercises):
+        yield Problem("README.md", f"says {said.group(1)} exercises; there are {len(content.exercises)}: "
+                                   "update the count above the Exercises table")
+    for exercise_id in content.exercises:
+        if f"| `{exercise_id}` |" not in text:
+            yield Problem("README.md", f"has no row for `{exercise_id}` in the Exercises table: add "
+                                       f"'| `{exercise_id}` | what you build |'")
+    yield from _property_cells(content, readme_property_table(text))
+
+
+def _property_cells(content: Content, table: dict[str, dict[str, str]]) -> Iterable[Problem]:
+    for prop, cells in table.items():
+        where = f"README.md '{PROPERTY_SECTION[4:]}'"
+        for exercise_id in sorted(set(content.exercises) - set(cells)):
+            yield Problem(where, f"'{prop}' has no column for {exercise_id}: add one naming the check that "
+                                 "states it, or 'n/a: ' and why")
+        for exercise_id, cell in cells.items():
+            exercise = content.exercises.get(exercise_id)
+            ids = re.findall(r"`([a-z0-9-]+)`", cell)
+            if exercise is None:
+                yield Problem(where, f"'{prop}' has a column for unknown exercise '{exercise_id}'")
+                continue
+            if not ids and not cell.startswith("n/a"):
+                yield Problem(where, f"'{prop}' / {exercise_id}: name the check, or say n/a and why")
+            suite = content.suite(exercise) if ids else None
+            unknown = sorted(set(ids) - {c.id for c in suite.checks}) if suite is not None else []
+            if unknown:
+                yield Problem(where, f"'{prop}' / {exercise_id}: no check {', '.join(unknown)}")

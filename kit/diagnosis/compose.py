@@ -1,0 +1,275 @@
+"""Composed bug models: several known bugs applied to one reference at once.
+
+Each bug file under solutions/<exercise>/bugs/ is the reference with one marked change, so the
+change can be read back as a set of hunks (line ranges of the reference replaced by other lines).
+Bugs whose hunks touch different lines compose: applying the hunks of two or three bug files to
+the reference gives a model of a solution with all of those bugs. The bug files stay the only
+source of truth; a bug file added later composes with the others without any registration.
+
+The module docstring of a bug file (which describes the bug) is not part of its change.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import itertools
+import re
+import tomllib
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from attn_kit.base.errors import FamilyError
+from attn_kit.base.paths import bug_files, bug_id_of, package_dir, reference_files
+from attn_kit.sandbox import session
+
+SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """Lines start:end of the reference (0-based, end exclusive) become `lines`."""
+
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+    def conflicts(self, other: Hunk) -> bool:
+        if self.start == other.start:
+            return True
+        lo, hi = (self, other) if self.start < other.start else (other, self)
+        return hi.start < lo.end
+
+
+@dataclass(frozen=True)
+class BugForm:
+    """One bug file read as hunks against the reference it was made from."""
+
+    bug: str
+    path: Path
+    base: Path
+    hunks: tuple[Hunk, ...]
+    variant: str = ""        # a family's form: "parameter: choice" (prompts/families.toml); "" for the file
+
+    @property
+    def name(self) -> str:
+        return self.path.stem + (f"~{self.variant}" if self.variant else "")
+
+
+@functools.lru_cache(maxsize=512)
+def docstring_span(text: str) -> tuple[int, int]:
+    """(first, end) 0-based line indexes of the module docstring (lines first..end-1), or (0, 0)
+    when there is none or the text does not parse. Cached per text: a reference is read against
+    every bug file of its exercise (here and in `attn-kit dev check`)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return (0, 0)
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return (first.lineno - 1, first.end_lineno or first.lineno)
+    return (0, 0)
+
+
+def _hunks(base: list[str], bug: list[str]) -> list[Hunk]:
+    b0, b1 = docstring_span("".join(base))
+    g0, g1 = docstring_span("".join(bug))
+    # the bug's docstring is replaced by the reference's, so the diff sees only the code change
+    aligned = bug[:g0] + base[b0:b1] + bug[g1:]
+    ops = difflib.SequenceMatcher(None, base, aligned, autojunk=False).get_opcodes()
+    return [Hunk(i1, i2, tuple(aligned[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
+
+
+@functools.cache
+def read_source(path: Path) -> tuple[str, ...]:
+    return tuple(path.read_text(encoding="utf-8").splitlines(keepends=True))
+
+
+@functools.cache
+def forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """Every bug file of the exercise as hunks against the reference it differs least from."""
+    refs = reference_files(exercise_id)
+    found = []
+    for path in bug_files(exercise_id):
+        bug = list(read_source(path))
+        best = None
+        for ref in refs:
+            hunks = _hunks(list(read_source(ref)), bug)
+            size = sum(h.end - h.start + len(h.lines) for h in hunks)
+            if best is None or size < best[0]:
+                best = (size, ref, hunks)
+        if best is not None:
+            found.append(BugForm(bug_id_of(path), path, best[1], tuple(best[2])))
+    return tuple(found)
+
+
+def composable(group: tuple[BugForm, ...]) -> bool:
+    """Distinct bugs made from the same reference whose hunks touch different lines."""
+    if len({f.bug for f in group}) != len(group) or len({f.base for f in group}) != 1:
+        return False
+    hunks = [h for f in group for h in f.hunks]
+    return bool(hunks) and not any(a.conflicts(b) for a, b in itertools.combinations(hunks, 2))
+
+
+def compose_source(group: tuple[BugForm, ...]) -> str:
+    """The reference with every hunk of every form in `group` applied (they must be composable)."""
+    lines = list(read_source(group[0].base))
+    for hunk in sorted((h for f in group for h in f.hunks), key=lambda h: h.start, reverse=True):
+        lines[hunk.start:hunk.end] = hunk.lines
+    return "".join(lines)
+
+
+@functools.cache
+def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
+    """A module built from the composed source (cached per group). It computes expected values:
+    from now on a new zygote is a fresh interpreter, not a fork of this process."""
+    session.taint()
+    name = "attn_kit_composed_" + "__".join(re.sub(r"\W", "_", f.name) for f in group)
+    module = types.ModuleType(name)
+    module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"
+    source = compose_source(group)
+    code = compile(source, module.__file__, "exec")
+    exec(code, module.__dict__)  # noqa: S102 - the kit's own bundled solution files, never the candidate's
+    module.__dict__[SOURCE_ATTR] = source
+    return module
+
+
+@functools.lru_cache(maxsize=64)
+def _tree(source: str) -> ast.Module:
+    """The parsed source, shared by _functions and _top_level_rest (read-only)."""
+    return ast.parse(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
+    """Top-level functions: name -> (source text, names it uses). The text is the function's
+    whole lines, decorators included (a trailing comment on its last line counts as part of it,
+    which can only widen `affected`). Cached per source: the reference is compared with every
+    bug file of its exercise; callers must not change the result."""
+    tree = _tree(source)
+    lines = source.splitlines(keepends=True)
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out[node.name] = ("".join(lines[first - 1:node.end_lineno]), used)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _top_level_rest(source: str) -> tuple[str, ...]:
+    tree = _tree(source)
+    return tuple(ast.dump(n) for n in tree.body
+                 if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)))
+
+
+@functools.cache
+def affected(form: BugForm) -> frozenset[str] | None:
+    """Top-level functions whose behaviour the form can change (its edited functions and every
+    function that uses one), or None when it changes module-level code (anything may change)."""
+    base = "".join(read_source(form.base))
+    bug = compose_source((form,))
+    if _top_level_rest(base) != _top_level_rest(bug):
+        return None
+    before, after = _functions(base), _functions(bug)
+    if before.keys() != after.keys():
+        return None
+    changed = {name for name in before if before[name][0] != after[name][0]}
+    grew = True
+    while grew:
+        more = {name for name, (_, used) in after.items() if name not in changed and used & changed}
+        grew = bool(more)
+        changed |= more
+    return frozenset(changed)
+
+
+def can_change(group: tuple[BugForm, ...], fn: str) -> bool:
+    """Whether a model built from `group` may answer a call of `fn` differently from the reference."""
+    return any((a := affected(f)) is None or fn in a for f in group)
+
+
+# --- families: more forms of one bug, as parameters of its textbook file ------------------------------
+
+FAMILIES = "families.toml"
+
+
+@functools.cache
+def _family_table() -> tuple[dict, ...]:
+    return read_families(package_dir("prompts") / FAMILIES)
+
+
+def read_families(path: Path) -> tuple[dict, ...]:
+    """The [[family]] entries of a families.toml (none when the file is absent)."""
+    if not path.exists():
+        return ()
+    return tuple(tomllib.loads(path.read_text(encoding="utf-8")).get("family", []))
+
+
+def _choices(entry: dict) -> list[tuple[str, list]]:
+    """(label, edits) for every choice of one family entry, {choice} filled in."""
+    def filled(text: str) -> list:
+        return [[old, new.replace("{choice}", text)] for old, new in entry.get("edits", [])]
+
+    if "variant" in entry:
+        return [(v["label"], [list(e) for e in v["edits"]]) for v in entry["variant"]]
+    if "subset_of" in entry:
+        names = list(entry["subset_of"])
+        out = []
+        for size in range(1, len(names)):
+            for subset in itertools.combinations(names, size):
+                out.append(("+".join(subset), filled(repr(tuple(subset)))))
+        return out
+    values = list(entry.get("values", []))
+    labels = list(entry.get("labels", values))
+    return [(label, filled(value)) for label, value in zip(labels, values)]
+
+
+def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
+    """The forms one family entry makes from its textbook bug form (raises FamilyError when an
+    edit's old text is not in the code it edits)."""
+    on_reference = entry.get("on", "form") == "reference"
+    base_path = textbook.base
+    if entry.get("reference"):          # another reference of the exercise (a plain-lists one, say)
+        base_path = textbook.base.parent / entry["reference"]
+        on_reference = True
+    base = list(read_source(base_path))
+    start = "".join(base) if on_reference else compose_source((textbook,))
+    out = []
+    for label, edits in _choices(entry):
+        text = start
+        for old, new in edits:
+            if old not in text:
+                raise FamilyError(f"{FAMILIES}: {textbook.name} ({entry.get('parameter', '')}: {label}): "
+                                  f"{old!r} is not in the code it edits")
+            text = text.replace(old, new)
+        hunks = tuple(_hunks(base, text.splitlines(keepends=True)))
+        if hunks and hunks != textbook.hunks:
+            out.append(BugForm(textbook.bug, textbook.path, base_path, hunks,
+                               variant=f"{entry.get('parameter', 'form')}: {label}"))
+    return out
+
+
+@functools.cache
+def family_forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """Every family form of the exercise's bugs (prompts/families.toml), beside the bug files."""
+    textbook = {f.path.stem: f for f in forms(exercise_id)}
+    out: list[BugForm] = []
+    for entry in _family_table():
+        if entry.get("exercise") != exercise_id or entry.get("form") not in textbook:
+            continue
+        out.extend(family_forms_of(entry, textbook[entry["form"]]))
+    return tuple(out)
+
+
+def all_forms(exercise_id: str) -> tuple[BugForm, ...]:
+    """The bug files' forms, then their families' forms."""
+    return forms(exercise_id) + family_forms(exercise_id)
+
+
+def family_entries() -> tuple[dict, ...]:
+    """The entries of prompts/families.toml (for tests and the content validator)."""
+    return _family_table()

@@ -1,0 +1,282 @@
+"""The check pipeline: load -> run in the sandbox -> compare -> diagnose, returning a Report.
+
+Rendering is not done here; cli/app.py hands the Report to render/check.py or prints its JSON.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
+from attn_kit.base.records import CallStatus
+from attn_kit.load import catalog, preflight
+from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Diagnosis, Report
+from attn_kit.sandbox import session as sandbox_module
+from attn_kit.sandbox.session import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
+
+if TYPE_CHECKING:      # registry (and NumPy) load in grade(), once the zygote is starting beside them
+    from attn_kit.compare.registry import Check, Suite
+
+BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
+STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)     # calls the kit had to stop
+
+
+@dataclass(frozen=True)
+class Options:
+    exercise: str | None = None
+    seed: int | None = None
+    public_only: bool = False
+    pure: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    memory: int | None = DEFAULT_MEMORY
+
+
+def require(exercise: catalog.Exercise) -> None:
+    """Raise DependencyMissing when the exercise needs an optional package that is not installed."""
+    if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
+        raise DependencyMissing(
+            f"{exercise.id} needs {exercise.needs}, which is not installed here. "
+            + DependencyMissing.how_to_install(exercise.needs))
+
+
+def suite_for(exercise: catalog.Exercise) -> Suite:
+    require(exercise)
+    return importlib.import_module(f"attn_kit.checks.{exercise.checks}").SUITE
+
+
+def hint_for(exercise: catalog.Exercise, check: Check) -> int | None:
+    for number, hint in enumerate(exercise.hints, start=1):
+        if check.id in hint.checks:
+            return number
+    return check.hint
+
+
+def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
+    return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
+
+
+def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
+    """The one hint every check diagnosed as `bug_id` points at: the first hint on the bug's
+    concept, else the hint of the check that catches the bug most narrowly (fewest declared
+    catches, then suite order), so one mistake never scatters over several topics."""
+    bug = catalog.bugs().get(bug_id)
+    level = hint_for_concept(exercise, bug.concept) if bug else None
+    if level is not None:
+        return level
+    narrow = sorted((len(c.catches), i) for i, c in enumerate(checks) if bug_id in c.catches)
+    return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
+
+
+def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, CheckStatus],
+              exercise: catalog.Exercise, source: preflight.SourceFile | None = None,
+              run_blocked: bool = True) -> CheckResult:
+    result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
+                         catches=check.catches, hint=hint_for(exercise, check))
+    blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
+    if not (blocker and not run_blocked):
+        result = _run(check, result, sandbox, oracle, seed, source)
+    if blocker and (result.status != CheckStatus.PASS or not run_blocked):
+        # A failed prerequisite (an output-shape check) does not cost the checks whose cases the
+        # candidate's shapes still allow: they run and keep their points. One that does not pass
+        # shows as skipped, so one root cause stays one red line.
+        result = CheckResult(check.id, check.title, CheckStatus.SKIP, 0, check.points, public=check.public,
+                             catches=check.catches, hint=result.hint,
+                             message=f"{BLOCKED} `{blocker}` did not pass; fix that first")
+    return result
+
+
+def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
+         source: preflight.SourceFile | None) -> CheckResult:
+    """Run one check's function and fill in `result` from what it did."""
+    from attn_kit.compare.registry import CheckContext
+    from attn_kit.diagnosis import diagnose
+    ctx = CheckContext(sandbox, oracle, seed, check, source=source, float32_reference=diagnose.float32_reference)
+    try:
+        check.func(ctx)
+        result.points = check.points
+        if unimplemented(ctx.calls):      # e.g. inputs-left-unmodified on the untouched starter
+            result.status, result.points = CheckStatus.ERROR, 0
+            names = ", ".join(dict.fromkeys(f"`{c.fn}`" for c in ctx.calls))
+            result.message = (f"{names} is not implemented yet (every call raised NotImplementedError), so this "
+                              f"check earns nothing")
+    except CheckFailed as exc:
+        result.status, result.message, result.mismatch = CheckStatus.FAIL, str(exc), exc.mismatch
+    except CallFailed as exc:
+        result.status, result.message = CheckStatus.ERROR, str(exc)
+        error = exc.call.outcome.error
+        if error and error.traceback and error.type != "NotImplementedError":
+            result.notes += (error.traceback.rstrip(),)
+    except CheckSkipped as exc:
+        result.status, result.message, result.points = CheckStatus.SKIP, str(exc), 0
+    result.calls = ctx.calls
+    result.float32 = ctx.float32
+    result.failing_call = ctx.failing_call
+    result.case = ctx.case
+    result.notes += tuple(ctx.notes)
+    result.output = "".join(c.outcome.output for c in ctx.calls)
+    return result
+
+
+def unimplemented(calls) -> bool:
+    """The check called the candidate's code and every call raised NotImplementedError."""
+    return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError"
+                               for c in calls)
+
+
+def looks_like(exercise: catalog.Exercise, functions) -> catalog.Exercise | None:
+    """Another exercise whose main function the file defines, when it lacks this one's."""
+    if exercise.main in functions:
+        return None
+    return next((e for e in catalog.exercises().values() if e.id != exercise.id and e.main in functions), None)
+
+
+def not_checked(results: list[CheckResult]) -> list[str]:
+    """Report notes for checks that did not apply (CheckSkipped), one per reason, naming them."""
+    reasons: dict[str, list[str]] = {}
+    for r in results:
+        if r.status == CheckStatus.SKIP and not r.message.startswith(BLOCKED):
+            reasons.setdefault(r.message, []).append(r.id)
+    return [f"{', '.join(ids)} not checked (no points): {reason}" for reason, ids in reasons.items()]
+
+
+def pure_check(source: preflight.SourceFile, seen: tuple[str, ...] = ()) -> CheckResult:
+    """--pure: the file imports only the standard library (its import statements, plus what its
+    code imported at run time through __import__, importlib or a hidden sys.modules entry)."""
+    outside = source.non_stdlib_imports()
+    listed = {name for name, _ in outside}
+    outside = outside + [(name, None) for name in seen if name not in listed]
+    result = CheckResult("standard-library-only", "The file imports only Python's standard library",
+                         CheckStatus.PASS, 1, 1)
+    if outside:
+        listing = ", ".join(f"{name} (line {line})" if line else f"{name} (imported while running)"
+                            for name, line in outside)
+        result.status, result.points = CheckStatus.FAIL, 0
+        result.message = (f"--pure forbids imports outside the standard library; this file imports "
+                          f"{listing}. On-device screens often allow no framework: use lists and math.")
+    return result
+
+
+MUTATION_BUG = "mutates-input"
+
+
+def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:
+    """Every call's written arguments, found by the sandbox from data, as one verdict: the check
+    that catches mutates-input fails when any call of any check wrote into an argument (even in
+    a check about something else, such as a call that omits optional entries). Returns the
+    written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
+    exercise lets the candidate update (a decode step's cache)."""
+    where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
+    for r in results:
+        for call in r.calls:
+            for part in call.outcome.mutated:
+                if part.split("[")[0].split(" ")[0] in mutable:
+                    continue
+                verb = "added" if part.endswith(" (added)") else "removed" if part.endswith(" (removed)") else "wrote into"
+                line = f"`{call.fn}` {verb} {part.rsplit(' (', 1)[0] if verb != 'wrote into' else part}"
+                checks = where.setdefault(line, [])
+                if r.id not in checks:
+                    checks.append(r.id)
+    found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
+             for line, checks in where.items()]
+    if not found:
+        return found
+    owner = next((r for r in results if MUTATION_BUG in r.catches), None)
+    if owner is not None and owner.status == CheckStatus.PASS:
+        owner.status, owner.points = CheckStatus.FAIL, 0
+        owner.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
+                         (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
+                         ". Work on copies or build new values; never write into what you were given.")
+    return found
+
+
+def grade(path: str | Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Report:
+    """Run the exercise's graded suite on a candidate file. Raises KitError if it cannot be graded.
+    `progress`, if given, is told in words what is being done (a check starting, the diagnosis)."""
+    started = time.perf_counter()
+    source = preflight.read_source(path)
+    exercise = preflight.detect_exercise(source, options.exercise)
+    require(exercise)
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
+    results: list[CheckResult] = []
+    notes: list[str] = []
+    # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
+    with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
+                 preload=(exercise.needs,) if exercise.needs else ()) as sandbox:
+        # the zygote is setting up its first worker now; meanwhile this process loads the rest
+        from attn_kit.diagnosis import diagnose
+        sandbox_module.taint()          # also done by whatever first loads a kit solution (diagnose, compose)
+        suite = suite_for(exercise)
+        oracle = diagnose.oracle_for(exercise)
+        diagnose.preload(exercise)          # the bug files, read before the first worker starts
+        info = sandbox.start()
+        if info.note:
+            notes.append(info.note)
+        other = looks_like(exercise, info.functions)
+        if other is not None:
+            named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+            if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+                raise LoadError(
+                    f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
+                    f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
+                    f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
+            raise LoadError(
+                f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
+                f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
+                f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
+                f"`# attn-kit: {other.id}`.")
+        preflight.check_functions(exercise, info.functions, source.path)
+        statuses: dict[str, CheckStatus] = {}
+        planned = [c for c in suite.checks if c.public or not options.public_only]
+        hung = False        # once a call hung or crashed, checks behind a failed one are skipped unrun
+        for check in suite.checks:
+            if options.public_only and not check.public:
+                continue
+            if progress is not None:
+                progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
+            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+            hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
+            statuses[check.id] = result.status
+            results.append(result)
+        notes.extend(not_checked(results))
+        if sandbox.restarts:
+            notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
+        if options.pure:
+            results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
+    written = report_mutation(results, getattr(suite, "mutable", ()))
+    float32 = max((r.float32 for r in results), default=0.0)
+    if float32:
+        notes.append(f"your code computes in float32: differences from the float64 reference of up to "
+                     f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
+                     "match the reference exactly)")
+    report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
+    if progress is not None and any(r.status in FAILED for r in results):
+        progress(f"{source.path.name}: matching the failures against the known bugs")
+    finding = diagnose.analyse(exercise, results)
+    report.diagnosis = finding.diagnoses
+    report.near_misses = finding.near_misses
+    if written and not any(d.bug == MUTATION_BUG for d in report.diagnosis):
+        report.diagnosis.append(_mutation_diagnosis(written, results))
+        finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
+    for result in results:
+        result.bug = finding.check_bug.get(result.id) if result.status in FAILED else None
+        if result.bug:      # point at the hint about the diagnosed mistake
+            result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:
+    """mutates-input, named from the evidence itself: the arguments the calls wrote into."""
+    bug = catalog.bugs().get(MUTATION_BUG)
+    checks = tuple(r.id for r in results if r.status in FAILED and
+                   (MUTATION_BUG in r.catches or any(c.outcome.mutated for c in r.calls)))
+    evidence = "; ".join(written[:3]) + (f"; and {len(written) - 3} more" if len(written) > 3 else "")
+    return Diagnosis(MUTATION_BUG, bug.title if bug else MUTATION_BUG, evidence,
+                     bug.symptom if bug else "", bug.fix if bug else "", checks)

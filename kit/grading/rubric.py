@@ -1,0 +1,194 @@
+"""The mock screen's rubric as data: the correctness score read off the diagnosis, and the rule
+that turns the six dimension scores into a recommendation.
+
+Correctness comes from the causes the diagnosis found, never from a count of failed checks: one
+cause per named bug, plus one for the failing checks no named bug explains (the off-catalogue
+remainder). Each cause has a severity (prompts/bugs.toml): "crash" (does not run on ordinary
+inputs), "wrong" (wrong on ordinary inputs) or "edge" (wrong only at an edge). The score is the
+best the worst cause allows (SEVERITY_SCORE), one lower when there are MANY_CAUSES or more, and
+1 whenever the file does not run at all. Every exercise's correctness anchors describe these
+four levels in this order (each starts with its CORRECTNESS_LEADS entry; `attn-kit dev check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attn_kit.base.errors import UsageError
+from attn_kit.load import catalog
+from attn_kit.report.results import FAILED, CheckStatus
+
+SEVERITY_SCORE = {"crash": 1, "wrong": 2, "edge": 3}    # the best correctness a cause of this severity allows
+MANY_CAUSES = 3          # this many distinct causes or more lower the correctness by one (never below 1)
+UNKNOWN_SEVERITY = "wrong"   # a named bug the catalogue gives no severity (dev check reports it)
+
+# How each correctness anchor (score 1, 2, 3, 4) starts: the levels correctness() computes.
+CORRECTNESS_LEADS = ("Does not run", "Runs, but wrong on ordinary inputs",
+                     "Right on ordinary inputs", "Every graded check passes")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One distinct reason checks fail: a named bug, or (bug None) the failing checks no named bug explains."""
+    bug: str | None
+    severity: str
+    checks: tuple[str, ...]
+
+
+def severity(bug_id: str | None) -> str:
+    """A named bug's severity (UNKNOWN_SEVERITY when the catalogue gives none); "" for no bug."""
+    if bug_id is None:
+        return ""
+    known = catalog.bugs().get(bug_id)
+    return (known.severity if known else "") or UNKNOWN_SEVERITY
+
+
+def runs(report) -> bool:
+    """The file loaded (a report of None could not be graded) and no public example raised, except
+    where a named edge-severity bug explains it (a public example of scores of 1000 that math.exp
+    overflows on probes an edge: the severity says how bad that is)."""
+    if report is None:
+        return False
+    ran = [r for r in report.results if r.status != CheckStatus.SKIP]
+    return bool(ran) and not any(r.public and r.status == CheckStatus.ERROR and severity(r.bug) != "edge"
+                                 for r in ran)
+
+
+def _remainder_severity(results) -> str:
+    """How bad the unexplained failing checks are, from what they are: a public example that raised
+    means it does not run; checks that only catch edge-severity bugs probe an edge; else wrong."""
+    if any(r.public and r.status == CheckStatus.ERROR for r in results):
+        return "crash"
+    known = catalog.bugs()
+    edge_only = all(r.catches and all(known[b].severity == "edge" for b in r.catches if b in known)
+                    for r in results)
+    return "edge" if edge_only and not any(r.public for r in results) else "wrong"
+
+
+def causes(report) -> list[Cause]:
+    """The distinct causes of the report's failing checks, named bugs first."""
+    found = [Cause(d.bug, severity(d.bug), tuple(d.checks)) for d in report.diagnosis]
+    explained = {c for d in report.diagnosis for c in d.checks} | {r.id for r in report.results if r.bug}
+    rest = [r for r in report.results if r.status in FAILED and r.id not in explained]
+    if rest:
+        found.append(Cause(None, _remainder_severity(rest), tuple(r.id for r in rest)))
+    return found
+
+
+def correctness(report) -> int:
+    """1 to 4 from the causes (see the module docstring); a report of None could not be graded: 1."""
+    if not runs(report):
+        return 1
+    found = causes(report)
+    if not found:
+        return 4
+    score = min(SEVERITY_SCORE[c.severity] for c in found)
+    return max(1, score - 1) if len(found) >= MANY_CAUSES else score
+
+
+def correctness_reason(report) -> str:
+    """One line saying why correctness() gave its score, for the report."""
+    if report is None:
+        return "the file could not be graded (it does not load)"
+    if not runs(report):
+        return "a public example raised: the file does not run on ordinary inputs"
+    found = causes(report)
+    if not found:
+        return "every graded check passes"
+    named = [f"{c.bug} ({c.severity})" if c.bug else f"an unnamed cause in {', '.join(c.checks)} ({c.severity})"
+             for c in found]
+    many = f"; {len(found)} distinct causes lower it by one" if len(found) >= MANY_CAUSES else ""
+    return f"{len(found)} cause{'s' if len(found) > 1 else ''}: " + "; ".join(named) + many
+
+
+# --- the recommendation -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    """A recommendation and what it needs: a minimum correctness, a minimum for every dimension,
+    a minimum total of the six scores."""
+    name: str
+    correctness: int = 1
+    each: int = 1
+    total: int = 6
+
+
+# Best first; the first verdict whose every floor is met is the recommendation.
+VERDICTS = (
+    Verdict("strong hire", correctness=4, each=3, total=21),
+    Verdict("hire", correctness=3, each=2, total=17),
+    Verdict("lean no", correctness=2, each=1, total=12),
+    Verdict("no"),
+)
+
+
+def unmet(verdict: Verdict, scores: dict[str, int]) -> list[str]:
+    """The floors of `verdict` that `scores` (dimension -> 1..4, all six) miss, as short reasons."""
+    missed = []
+    if scores["correctness"] < verdict.correctness:
+        missed.append(f"correctness {scores['correctness']} is below {verdict.correctness}")
+    low = [f"{d} {s}" for d, s in scores.items() if s < verdict.each]
+    if low:
+        missed.append(f"{' and '.join(low)} {'is' if len(low) == 1 else 'are'} below {verdict.each}")
+    total = sum(scores.values())
+    if total < verdict.total:
+        missed.append(f"total {total} is below {verdict.total}")
+    return missed
+
+
+def recommend(scores: dict[str, int]) -> tuple[str, list[str]]:
+    """The recommendation for six scores and its reasons: why each better verdict was missed, then
+    which floors the chosen one met."""
+    reasons: list[str] = []
+    for verdict in VERDICTS:
+        missed = unmet(verdict, scores)
+        if not missed:
+            return verdict.name, reasons + [f"{verdict.name}: {floors(verdict)}, all met"]
+        reasons.append(f"not {verdict.name}: " + "; ".join(missed))
+    raise AssertionError("the last verdict has no floors")     # pragma: no cover - VERDICTS ends with "no"
+
+
+def floors(verdict: Verdict) -> str:
+    """A verdict's floors in words: 'correctness ≥ 3, every dimension ≥ 2, total ≥ 17'."""
+    parts = []
+    if verdict.correctness > 1:
+        parts.append(f"correctness ≥ {verdict.correctness}")
+    if verdict.each > 1:
+        parts.append(f"every dimension ≥ {verdict.each}")
+    if verdict.total > len(catalog.DIMENSIONS):
+        parts.append(f"total ≥ {verdict.total}")
+    return ", ".join(parts) or "otherwise"
+
+
+def recommendation_range(scores: dict[str, int | None]) -> tuple[str, str]:
+    """(worst, best) recommendation over every way of filling the scores still missing (None)."""
+    low = {d: 1 if s is None else s for d, s in scores.items()}
+    high = {d: 4 if s is None else s for d, s in scores.items()}
+    return recommend(low)[0], recommend(high)[0]
+
+
+def parse_scores(text: str) -> dict[str, int]:
+    """`mock --interviewer --scores`: six scores 1-4, either in dimension order ("3,2,3,3,2,3") or
+    named ("correctness=3,robustness=2,..."); anything else is a UsageError saying what is expected."""
+    dims = catalog.DIMENSIONS
+    expected = (f"--scores takes six scores from 1 to 4, in the order {', '.join(dims)} (for example "
+                f"--scores 3,2,3,3,2,3) or named (--scores correctness=3,robustness=2,...)")
+    parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+    named = [p.partition("=") for p in parts]
+    if all(sep for _, sep, _ in named):
+        pairs = [(name.strip().lower(), value.strip()) for name, _, value in named]
+    elif not any(sep for _, sep, _ in named) and len(parts) == len(dims):
+        pairs = list(zip(dims, parts))
+    else:
+        raise UsageError(f"{expected}; got '{text}'.")
+    scores = {}
+    for name, value in pairs:
+        if name not in dims:
+            raise UsageError(f"{expected}; '{name}' is not a dimension.")
+        if value not in ("1", "2", "3", "4"):
+            raise UsageError(f"{expected}; {name} = '{value}' is not 1, 2, 3 or 4.")
+        scores[name] = int(value)
+    missing = [d for d in dims if d not in scores]
+    if missing or len(pairs) != len(dims):
+        raise UsageError(f"{expected}; " + (f"missing: {', '.join(missing)}." if missing else "a dimension is given twice."))
+    return {d: scores[d] for d in dims}

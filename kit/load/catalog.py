@@ -1,0 +1,301 @@
+"""prompts/*.toml -> frozen dataclasses. Unknown or missing keys are errors naming file and key.
+
+prompts/exercises/<id>.toml holds one exercise (statement, starter, functions, hints, discussion
+questions, follow-ups, rubric, and the [bench] workload `attn-kit bench` runs); prompts/bugs.toml
+holds the known-bug catalogue shared by all exercises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attn_kit.base.errors import CatalogError, UsageError
+from attn_kit.base.paths import bug_files, bug_id_of, package_dir
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    signature: str          # as shown to the candidate, e.g. "stable_softmax(scores, allowed=None)"
+
+
+@dataclass(frozen=True)
+class Hint:
+    title: str
+    text: str
+    concept: str = ""
+    checks: tuple[str, ...] = ()     # check ids this hint helps with
+    step: str = ""                   # one of HINT_STEPS: a nudging question, the concept, near-code
+    dimension: str = ""              # the scored dimension (DIMENSIONS) a used hint caps at 3
+
+
+HINT_STEPS = ("question", "concept", "code")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    concept: str
+    prompt: str
+    key_points: tuple[str, ...]
+    required: tuple[int, ...] = ()   # 0-based indexes of the key points an answer must cover (one or two)
+    answer: str = ""                 # a model answer (Markdown: code blocks allowed), for review and the sheet
+    source: str = ""                 # where its facts come from: a paper or formula, recomputed in the tests
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    prompt: str
+    exercise: str = ""       # an exercise id when the follow-up is itself an exercise
+    answer: str = ""         # what a strong candidate says, for the interviewer
+
+
+DIMENSIONS = ("correctness", "robustness", "shapes", "tests", "systems", "communication")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One scored rubric dimension: what earns 1, 2, 3 and 4 on this exercise."""
+    dimension: str                   # one of DIMENSIONS
+    anchors: tuple[str, ...]         # exactly four, anchors[0] describes a score of 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    minute: int                      # minutes into the screen
+    expect: str                      # where a candidate on track is by then
+
+
+@dataclass(frozen=True)
+class Seniority:
+    level: str                       # e.g. "junior", "mid", "senior"
+    expect: str
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    watch_for: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The growth exponent `attn-kit bench` expects (time or memory ≈ T^exponent), and why."""
+    exponent: float
+    why: str                 # the reason, in the candidate's terms (one line)
+    if_higher: str = ""      # what a clearly higher fitted exponent usually means
+    if_lower: str = ""       # ... and a clearly lower one
+
+
+BENCH_HARNESSES = ("call", "decode-steps")
+BENCH_INPUTS = ("as-imported", "arrays", "torch-if-imported")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """An exercise's `[bench]` table: what `attn-kit bench` calls and what growth to expect.
+
+    The inputs of each size come from the exercise's checks module: the function its SUITE
+    registers with `@SUITE.for_bench`, called as `build(rng, T, **dims)`.
+    """
+    function: str                       # the function bench calls (one of the exercise's [[functions]])
+    dims: tuple[tuple[str, int], ...]   # fixed dimensions, in order: passed to the builder and shown
+    setting: str                        # the rest of the setting, shown after the dimensions: "causal mask"
+    sizes: tuple[int, ...]              # the ladder of lengths, small first: the budget decides how far it goes
+    time: Expectation
+    memory: Expectation
+    size: str = "T"                     # the name of the varied length, as the exercise's statement calls it
+    unit: str = "call"                  # what one timed run is: "call", "decode step"
+    inputs: str = "as-imported"         # one of BENCH_INPUTS: lists unless the file imports numpy/torch,
+    #                                     NumPy arrays whatever it imports, or torch tensors for torch files
+    harness: str = "call"               # one of BENCH_HARNESSES: time one call, or fill a cache and time one step
+    contrast: str = ""                  # a line putting the expected growth next to the naive one
+
+    @property
+    def dimensions(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    @property
+    def setting_text(self) -> str:
+        return ", ".join([f"{k}={v}" for k, v in self.dims] + ([self.setting] if self.setting else []))
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    summary: str
+    order: int
+    main: str                          # the function that identifies a file as this exercise
+    checks: str                        # module under attn_kit.checks holding the suite
+    oracle: str                        # reference file the kit computes expected values with
+    statement: str
+    starter: str
+    functions: tuple[Function, ...]
+    hints: tuple[Hint, ...] = ()
+    questions: tuple[Question, ...] = ()
+    followups: tuple[FollowUp, ...] = ()
+    rubric: tuple[RubricItem, ...] = ()
+    scoring: tuple[Dimension, ...] = ()
+    checkpoints: tuple[Checkpoint, ...] = ()
+    seniority: tuple[Seniority, ...] = ()
+    needs: str = ""                    # optional dependency, e.g. "torch"
+    minutes: int = 45                  # default mock-screen length
+    bench: Bench | None = None         # the [bench] table (`attn-kit dev check` requires one)
+    path: Path = field(default=Path(), compare=False)
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.functions)
+
+    def signature_of(self, name: str) -> str:
+        return next(f.signature for f in self.functions if f.name == name)
+
+    @property
+    def bug_ids(self) -> tuple[str, ...]:
+        """Known bugs with an implementation under solutions/<id>/bugs/, in catalogue order."""
+        present = {bug_id_of(p) for p in bug_files(self.id)}
+        return tuple(b for b in bugs() if b in present)
+
+
+SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    title: str
+    symptom: str          # what goes wrong, in one or two sentences
+    fix: str              # the fix in one sentence
+    test_idea: str        # the one-line idea of a test that catches it
+    concept: str          # the discussion concept it belongs to (for review scheduling)
+    severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
+
+
+def _build(cls, data: dict, where: str):
+    """Instantiate a dataclass from a TOML table, rejecting unknown and missing keys."""
+    names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "path"}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise CatalogError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(names))})")
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    missing = sorted(required - set(data))
+    if missing:
+        raise CatalogError(f"{where}: missing key '{missing[0]}'")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return cls(**values)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    if data.pop("format", None) != FORMAT_VERSION:
+        raise CatalogError(f"{path}: expected 'format = {FORMAT_VERSION}' at the top")
+    return data
+
+
+def load_exercise(path: Path) -> Exercise:
+    data = _read_toml(path)
+    nested = {"functions": Function, "hints": Hint, "questions": Question,
+              "followups": FollowUp, "rubric": RubricItem, "scoring": Dimension,
+              "checkpoints": Checkpoint, "seniority": Seniority}
+    for key, cls in nested.items():
+        if key in data:
+            data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}")
+                              for i, item in enumerate(data[key]))
+    if "bench" in data:
+        data["bench"] = _load_bench(data["bench"], f"{path.name} [bench]")
+    exercise = _build(Exercise, data, path.name)
+    if exercise.id != path.stem:
+        raise CatalogError(f"{path.name}: id '{exercise.id}' does not match the file name")
+    return dataclasses.replace(exercise, path=path)
+
+
+def _load_bench(table, where: str) -> Bench:
+    """The [bench] table: [bench.dims], [bench.time] and [bench.memory] are sub-tables."""
+    if not isinstance(table, dict):
+        raise CatalogError(f"{where}: must be a table")
+    data = dict(table)
+    for key in ("time", "memory"):
+        if isinstance(data.get(key), dict):
+            expectation = _build(Expectation, data[key], f"{where}.{key}")
+            if not isinstance(expectation.exponent, (int, float)) or isinstance(expectation.exponent, bool):
+                raise CatalogError(f"{where}.{key}: exponent must be a number")
+            data[key] = dataclasses.replace(expectation, exponent=float(expectation.exponent))
+        elif key in data:
+            raise CatalogError(f"{where}: '{key}' must be a table ([bench.{key}] with exponent and why)")
+    dims = data.get("dims", {})
+    if not isinstance(dims, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in dims.values()):
+        raise CatalogError(f"{where}: 'dims' must be a table of whole numbers ([bench.dims] B = 1 ...)")
+    data["dims"] = tuple(dims.items())
+    bench = _build(Bench, data, where)
+    if bench.harness not in BENCH_HARNESSES:
+        raise CatalogError(f"{where}: harness = '{bench.harness}' is not one of {', '.join(BENCH_HARNESSES)}")
+    if bench.inputs not in BENCH_INPUTS:
+        raise CatalogError(f"{where}: inputs = '{bench.inputs}' is not one of {', '.join(BENCH_INPUTS)}")
+    if len(bench.sizes) < 2 or any(not isinstance(n, int) or n < 1 for n in bench.sizes) \
+            or list(bench.sizes) != sorted(set(bench.sizes)):
+        raise CatalogError(f"{where}: sizes must be at least two increasing positive whole numbers")
+    return bench
+
+
+_LOADED: dict[Path, Exercise] = {}      # each exercise file read once, by exercise() or exercises()
+
+
+def _load_once(path: Path) -> Exercise:
+    if path not in _LOADED:
+        _LOADED[path] = load_exercise(path)
+    return _LOADED[path]
+
+
+def ids() -> set[str]:
+    """The exercise ids, from the file names alone (each file's id must match its name)."""
+    return {p.stem for p in (package_dir("prompts") / "exercises").glob("*.toml")}
+
+
+@functools.cache
+def exercises() -> dict[str, Exercise]:
+    """All exercises by id, in their declared order."""
+    found = [_load_once(p) for p in (package_dir("prompts") / "exercises").glob("*.toml")]
+    return {e.id: e for e in sorted(found, key=lambda e: (e.order, e.id))}
+
+
+def load_bugs(path: Path) -> dict[str, Bug]:
+    """A known-bug catalogue file by id, in file order."""
+    data = _read_toml(path)
+    items = [_build(Bug, item, f"{path.name} [bugs] #{i + 1}") for i, item in enumerate(data.pop("bugs", []))]
+    if data:
+        raise CatalogError(f"{path.name}: unknown key '{sorted(data)[0]}' (allowed: format, bugs)")
+    return {b.id: b for b in items}
+
+
+@functools.cache
+def bugs() -> dict[str, Bug]:
+    """The known-bug catalogue by id, in file order."""
+    return load_bugs(package_dir("prompts") / "bugs.toml")
+
+
+def exercise(exercise_id: str) -> Exercise:
+    """Look up an exercise, or raise UsageError listing the ids. Reads only that exercise's file
+    when it exists (`check` on a file with an `# attn-kit:` header never parses the other nine)."""
+    path = package_dir("prompts") / "exercises" / f"{exercise_id}.toml"
+    if not exercises.cache_info().currsize and re.fullmatch(r"[a-z0-9][a-z0-9-]*", exercise_id) and path.is_file():
+        return _load_once(path)
+    found = exercises().get(exercise_id)
+    if found is None:
+        import difflib
+        spelled = exercise_id.strip().lower().replace("_", "-").replace(" ", "-")
+        close = [spelled] if spelled in exercises() else difflib.get_close_matches(spelled, list(exercises()), n=1)
+        guess = f" Did you mean `{close[0]}`?" if close else ""
+        raise UsageError(f"unknown exercise '{exercise_id}'.{guess} Exercises: {', '.join(exercises())}")
+    return found

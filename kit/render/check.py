@@ -1,0 +1,610 @@
+"""What `check`, `list`, `start`, `show` and `test-tests` show in the terminal. rich is imported only
+here and in the other render modules (render/practice.py, render/bench.py), which share this
+module's console and theme.
+
+Styles have names that say what they mean (check.fail, not bold red) and live in one Theme.
+Colour is off under NO_COLOR and when output is piped (rich's own rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from rich.console import Console, Group
+from rich.markdown import CodeBlock, Markdown
+from rich.padding import Padding
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from rich.theme import Theme
+
+from attn_kit.base.records import TestOutcome
+from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
+
+THEME = Theme({
+    "check.pass": "green",
+    "check.fail": "bold red",
+    "check.error": "bold magenta",
+    "check.skip": "dim",
+    "score.good": "bold green",
+    "score.bad": "bold red",
+    "label": "bold",
+    "muted": "dim",
+    "expected": "green",
+    "actual": "red",
+    "bug.id": "bold yellow",
+    "hint": "cyan",
+    "error": "bold red",
+    "warning": "yellow",
+    "command": "bold cyan",
+})
+
+MARK = {CheckStatus.PASS: "✓", CheckStatus.FAIL: "✗", CheckStatus.ERROR: "!", CheckStatus.SKIP: "–"}
+
+
+@functools.cache
+class Unpadded(io.TextIOBase):
+    """A text stream that drops the spaces rich pads table cells and padded blocks with at the end
+    of each line. Used when stdout is not a terminal, so piped or saved output has no trailing
+    blanks (on a terminal they are invisible and Live redraws need them)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.pending = ""           # spaces at the end of the last write, kept until we see what follows
+
+    def write(self, text: str) -> int:
+        whole = self.pending + text
+        lines = whole.split("\n")
+        last = lines[-1].rstrip(" ")
+        self.pending = lines[-1][len(last):]
+        self.stream.write("\n".join([line.rstrip(" ") for line in lines[:-1]] + [last]))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.stream, "encoding", "utf-8")
+
+
+class KitConsole(Console):
+    """A Console that, when its reader goes away (`attn-kit check FILE | head`), drops the rest of
+    its output and lets the command finish (save the run, exit with its own status) instead of
+    rich's default of exiting with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
+def console() -> Console:
+    stdout = sys.stdout
+    piped = not (hasattr(stdout, "isatty") and stdout.isatty())
+    return KitConsole(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+
+
+def hanging(prefix: Text | str, body: Text) -> Table:
+    """`prefix` then `body`, whose wrapped lines keep the indent of its first line."""
+    prefix = Text(prefix) if isinstance(prefix, str) else prefix
+    grid = Table.grid()
+    grid.add_column(width=prefix.cell_len, no_wrap=True)
+    grid.add_column()
+    grid.add_row(prefix, body)
+    return grid
+
+
+@functools.cache
+def error_console() -> Console:
+    return Console(theme=THEME, highlight=False, stderr=True)
+
+
+def error(message: str) -> None:
+    # soft_wrap: a source line with its caret must not be re-wrapped by rich
+    error_console().print(Text("Error: ", style="error") + Text(message), soft_wrap=True)
+
+
+def warning(message: str) -> None:
+    error_console().print(Text("Warning: ", style="warning") + Text(message))
+
+
+def info(message: str) -> None:
+    console().print(message)
+
+
+@contextlib.contextmanager
+def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A live line on stderr while slow work runs: a spinner, `text` and the seconds so far; it is
+    removed when the work ends. Yields `update(text)` to change the text (any thread may call it).
+    Nothing at all is drawn when stderr is not a terminal, under CI, or when `enabled` is False
+    (--json), so piped and JSON output are unchanged.
+
+    It redraws only when `update` is called, from the caller's thread, never from a timer thread
+    of its own: check forks its sandbox's zygote while this line is up, and a fork must not copy a
+    thread that may hold a lock. Used by check, test-tests and bench."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    err = error_console()
+    if not enabled or not err.is_terminal or os.environ.get("CI"):
+        yield lambda text: None
+        return
+    line = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                    transient=True, auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+    lock = threading.Lock()
+    with line:
+        task = line.add_task(text, total=None)
+        line.refresh()
+
+        def update(new: str) -> None:
+            with lock:
+                line.update(task, description=new)
+                line.refresh()
+        yield update
+
+
+# --- exercises ------------------------------------------------------------------------------
+
+def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Console | None = None) -> None:
+    """One line per exercise at any width: id, your status (not started / started / attempted /
+    passed, best score), what it needs, and its title, shortened at a word with … to fit the line;
+    narrower, the needs go before the title, then the title is left out (the id and status always
+    fit whole at 60 columns). `attn-kit show ID` has the rest."""
+    import textwrap
+
+    from attn_kit.practice.progress import ExerciseState
+    out = out or console()
+    statuses = statuses or {}
+    exercises = list(exercises)
+    labels = {e.id: str(statuses.get(e.id, ExerciseState.NOT_STARTED)) for e in exercises}
+    columns = [("id", max(len(e.id) for e in exercises)),
+               ("status", max(len(label) for label in labels.values()))]
+    needs = ("needs", max(len("needs"), *(len(e.needs) for e in exercises)))
+    room = out.width - 1 - sum(width + 2 for _, width in columns)
+    if any(e.needs for e in exercises) and room - needs[1] - 2 >= 24:    # else said after the title
+        columns.append(needs)
+        room -= needs[1] + 2
+
+    def line(cells: list[Text], rest: str, style: str = "", prefix: str = "") -> Text:
+        text = Text()
+        for cell, (_, width) in zip(cells, columns):
+            text += cell + Text(" " * (width - cell.cell_len + 2))
+        fit = room - len(prefix)
+        if fit >= 12:                                   # narrower: the column is left out
+            head = rest.split(":", 1)[0]                # the clause before the details
+            fits = rest if len(rest) <= fit else head if len(head) <= fit else textwrap.shorten(
+                head, fit, placeholder="…", break_on_hyphens=False)
+            text += Text(prefix, style="muted") + Text(fits, style=style)
+        text.rstrip()
+        return text
+
+    out.print(line([Text(name, style="label") for name, _ in columns], "title", "label"), no_wrap=True)
+    for e in exercises:
+        state = labels[e.id]       # a Status.label: the state, then the best score
+        style = ("check.pass" if state.startswith(ExerciseState.PASSED) else
+                 "warning" if state.startswith((ExerciseState.ATTEMPTED, ExerciseState.STARTED)) else "muted")
+        cells = [Text(e.id, style="command"), Text(state, style=style)]
+        if len(columns) == 3:
+            cells.append(Text(e.needs, style="muted"))
+        prefix = f"({e.needs}) " if len(columns) == 2 and e.needs else ""
+        out.print(line(cells, e.title, prefix=prefix), no_wrap=True, overflow="ellipsis")
+    out.print(Text("Start one with: ", style="muted") + Text("attn-kit start EXERCISE FILE", style="command"))
+
+
+def where_you_are(status, command: str, out: Console | None = None) -> None:
+    """Plain `attn-kit`: the current exercise, its state, the next command."""
+    out = out or console()
+    out.print(Text("Current exercise: ", style="label") + Text(status.exercise, style="command")
+              + Text(f" ({status.label})", style="muted"))
+    out.print(Text("Next: ", style="label") + Text(command, style="command"), soft_wrap=True)
+    out.print(Text("All exercises: ", style="muted") + Text("attn-kit list", style="command")
+              + Text(" · every command: ", style="muted") + Text("attn-kit --help", style="command"))
+
+
+class _Code(CodeBlock):
+    """A code block of our content, highlighted as Python unless its fence names a language, in
+    the colours `attn-kit solution` uses (the terminal's own background, light or dark)."""
+
+    @classmethod
+    def create(cls, markdown, token) -> CodeBlock:
+        return cls((token.info or "").partition(" ")[0] or "python", "ansi_dark")
+
+    def __rich_console__(self, console, options):
+        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=1,
+                     background_color="default")
+
+
+class _Content(Markdown):
+    elements = {**Markdown.elements, "code_block": _Code, "fence": _Code}
+
+
+def content(text: str) -> Markdown:
+    """A statement, hint or model answer from prompts/ as rich Markdown. Every piece of content
+    goes through here. Only the blank lines at either end are trimmed: a hint that opens with an
+    indented code block keeps that indent (stripping it turned the block into one reflowed
+    paragraph). prompts/ keeps code lines short enough to show whole at 80 columns."""
+    lines = text.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return _Content("\n".join(lines))
+
+
+def statement(exercise, out: Console | None = None) -> None:
+    (out or console()).print(content(exercise.statement))
+
+
+def started(exercise, path, out: Console | None = None) -> None:
+    out = out or console()
+    statement(exercise, out)
+    out.print()
+    out.print(Text("Wrote the starter file ", style="muted") + Text(str(path), style="label")
+              + Text(". Edit it, then run:", style="muted"))
+    out.print(Text(f"  attn-kit check {path}", style="command"), soft_wrap=True)     # one line, to copy whole
+
+
+# --- check reports ----------------------------------------------------------------------------
+
+def _row(values, offset: int) -> str:
+    text = ", ".join(f"{v:.6g}" for v in values)
+    return f"[{'…, ' if offset else ''}{text}]"
+
+
+def _clip(output: str, limit: int = 1500) -> str:
+    """At most `limit` characters of captured output, keeping the worker's truncation notices."""
+    if len(output) <= limit:
+        return output
+    notices = [line for line in output.splitlines() if line.startswith("… [output truncated")]
+    return "\n".join([output[:limit], f"… [{len(output) - limit:,} more characters not shown here]", *notices[:1]])
+
+
+def _failure(result: CheckResult, exercise_id: str, public_only: bool = False, brief: bool = False) -> Group:
+    """A failure in full; `brief` leaves out the error statistics and the hint line (a screen's
+    own lines say which hint is next)."""
+    parts = [Text(result.message)]
+    m = result.mismatch
+    if m is not None:
+        start = f" (from index {m.row_offset})" if m.row_offset else ""
+        parts.append(Text(f"worst row{start}:", style="muted"))
+        parts.append(Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"))
+        parts.append(Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"))
+        relative = "n/a (expected 0)" if m.max_rel != m.max_rel else f"{m.max_rel:.3g}"
+        error = (f"max |Δ| = {m.max_abs:.3g}, max relative = {relative}" if not m.nan_count
+                 else "max |Δ| undefined (NaN)")
+        if not brief:
+            parts.append(Text(f"{error}, "
+                              f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
+                              style="muted"))
+    case = {k: v for k, v in result.case.items() if not (public_only and k == "seed")}   # --public: fixed cases
+    if case:
+        facts = ", ".join(f"{k}={v}" for k, v in case.items())
+        parts.append(Text("case: ", style="muted") + Text(facts))
+    for note in result.notes:
+        parts.append(Text(note, style="muted"))
+    if result.output.strip():
+        parts.append(Text("your code printed:", style="muted"))
+        parts.append(Text(_clip(result.output.rstrip())))
+    if result.hint and not brief:
+        parts.append(Text("hint: ", style="hint") + Text(f"attn-kit hint {exercise_id} --level {result.hint}",
+                                                        style="command"))
+    return Group(*parts)
+
+
+LEGEND = {CheckStatus.FAIL: "✗ failed", CheckStatus.ERROR: "! your code raised, hung or crashed",
+          CheckStatus.SKIP: "– not checked (no points)"}
+COMPACT_AFTER = 5      # more failures shown in full than this, and the report goes compact (as --first)
+
+
+def legend(results) -> Text | None:
+    """One line explaining the marks that appear in the table, if any but ✓ do."""
+    seen = [LEGEND[status] for status in LEGEND if any(r.status == status for r in results)]
+    return Text("  " + " · ".join(seen), style="muted") if seen else None
+
+
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
+           brief: bool = False) -> None:
+    """A check report. A full pass is its header and one line (plus measured figures and the
+    follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
+    `first=True` (`--first`) shows only the first failure in full and the others one line each;
+    None does that past COMPACT_AFTER failures; False shows every failure in full.
+
+    `brief` (watch, the mock's final grading) fits one 80×24 screen: one line naming the failing
+    checks instead of the table, the first failure in full (expected next to yours), the
+    diagnosis's bug and fix, the score."""
+    if brief and not rep.passed:
+        _brief_report(rep, out or console())
+        return
+    out = out or console()
+    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
+    title = Text("attn-kit check ", style="label") + Text(where, style="muted")
+    if rep.public_only:
+        title += Text(" · public examples only", style="muted")
+    out.print(title)
+    if not rep.passed:
+        table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
+        table.add_column("", width=1)
+        table.add_column("check", no_wrap=True)
+        table.add_column("points", justify="right")
+        for r in rep.results:
+            style = f"check.{r.status}"
+            table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
+                          Text(f"{r.points}/{r.max_points}", style="muted"))
+        out.print(table)
+        key = legend(rep.results)
+        if key is not None:
+            out.print(key)
+    for r in rep.results:          # measured figures of passing checks (peak memory, cache saving, ...)
+        if r.status == CheckStatus.PASS:
+            for note in r.notes:
+                out.print(Text(f"{r.id}: ", style="muted") + Text(note))
+    for note in rep.notes:
+        out.print(Text(f"note: {note}", style="warning"))
+    failures = [r for r in rep.results if r.status in FAILED]
+    in_full = [r for i, r in enumerate(failures) if not (r.bug and r.bug in {f.bug for f in failures[:i]})]
+    compact = first if first is not None else len(in_full) > COMPACT_AFTER
+    shown_bugs: set[str] = set()
+    rows_shown = False
+    full_count = 0
+    for r in failures:
+        if r.bug and r.bug in shown_bugs:
+            # the same root cause as a failure shown in full above: one line is enough
+            out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
+                              Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted")
+                              + Text(r.bug, style="bug.id")))
+            continue
+        if compact and full_count >= 1:
+            line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
+            line += Text(r.message.splitlines()[0] if r.message else r.title, style="muted")
+            out.print(line, overflow="ellipsis", no_wrap=True)
+            if r.bug:
+                shown_bugs.add(r.bug)
+            continue
+        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
+        out.print()
+        if r.bug:
+            head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
+            shown_bugs.add(r.bug)
+        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
+        out.print(Padding(_failure(r, rep.exercise, rep.public_only), (0, 0, 0, 2), expand=False))
+        rows_shown = rows_shown or r.mismatch is not None
+        full_count += 1
+    if compact and len(in_full) > 1:
+        out.print(Text(f"(the first failure in full, the other {len(in_full) - 1} in one line each; "
+                       f"--full shows every one)", style="muted"))
+    if failures:
+        out.print()
+        if rep.diagnosis:
+            out.print(Text("Diagnosis", style="label"))
+            for d in rep.diagnosis:
+                out.print(hanging(Text("  ● ", style="bug.id"), Text("Your output matches ")
+                                  + Text(d.bug, style="bug.id") + Text(f" — {d.title}.")))
+                out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
+                                        Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
+        else:
+            advice = "read the worst rows above." if rows_shown else "read the messages above."
+            out.print(Text("Diagnosis: ", style="label")
+                      + Text(f"no known bug matches these failures; {advice}"))
+            for line in rep.near_misses:
+                out.print(Padding(Text(line, style="muted"), (0, 0, 0, 2), expand=False))
+    passed, total = rep.score
+    got, most = rep.points
+    if not rep.passed:
+        out.print()
+    if rep.passed:
+        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
+        verdict = (f"✓ All {total} checks passed" if not skipped
+                   else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)")
+        out.print(Text(verdict, style="score.good")
+                  + Text(f" — {got}/{most} points." + (" (public examples only: run without --public for the "
+                                                      "full graded suite)" if rep.public_only else "")))
+        if exercise is not None and not rep.public_only:
+            _followups(exercise, out)
+    else:
+        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
+        tail = f", {skipped} not checked" if skipped else ""      # the legend's word for –
+        rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
+        out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
+                  + Text(rerun, style="muted"))
+
+
+def _brief_report(rep: Report, out: Console) -> None:
+    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
+    out.print(Text("attn-kit check ", style="label") + Text(where, style="muted"))
+    failures = [r for r in rep.results if r.status in FAILED]
+    if failures:
+        names = ", ".join(r.id for r in failures)
+        out.print(Text(f"✗ {len(failures)} of {len(rep.results)} checks failing: ", style="check.fail")
+                  + Text(names, style="muted"), no_wrap=True, overflow="ellipsis")
+        r = failures[0]
+        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
+        if r.bug:
+            head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
+        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
+        out.print(Padding(_failure(r, rep.exercise, rep.public_only, brief=True), (0, 0, 0, 2), expand=False))
+    for note in rep.notes:
+        out.print(Text(f"note: {note}", style="warning"), no_wrap=True, overflow="ellipsis")
+    for d in rep.diagnosis:
+        out.print(hanging(Text("● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id")
+                          + Text(f" — {d.title}. ") + Text("Fix: " + d.fix, style="hint")))
+    if failures and not rep.diagnosis:
+        out.print(Text("Diagnosis: ", style="label") + Text("no known bug matches these failures."))
+    passed, total = rep.score
+    got, most = rep.points
+    out.print(Text(f"Score: {passed}/{total} checks passed — {got}/{most} points.", style="score.bad"))
+
+
+def _followups(exercise, out: Console) -> None:
+    from attn_kit.load import catalog
+    available = [f for f in exercise.followups if f.exercise in catalog.exercises()]
+    if not available:
+        return
+    out.print(Text("Follow-ups an interviewer may ask next:", style="label"))
+    for f in available:
+        out.print(hanging("  ", Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py",
+                                     style="command") + Text(f"  {f.prompt}", style="muted")))
+
+
+def repro_written(paths, out: Console | None = None) -> None:
+    out = out or console()
+    for path in paths:
+        out.print(Text("repro: ", style="muted") + Text(f"python {path}", style="command"))
+
+
+# --- grading the candidate's own tests (attn-kit test-tests, check --tests) -----------------------
+
+def test_grade(grade, out: Console | None = None) -> None:
+    """The verdict on a candidate's tests: wrong tests, a bug table, test ideas for missed bugs."""
+    out = out or console()
+    references = sum(r.bug is None for r in grade.runs)
+    out.print(Text("attn-kit test-tests ", style="label") + Text(f"{grade.exercise} · {grade.path}", style="muted"))
+    out.print(Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
+                   f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
+                   style="muted"))
+    if grade.wrong:
+        out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                       f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                       f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
+        for w in grade.wrong:
+            where = f" {w.where}" if w.where else ""
+            verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
+            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
+            body = [Text(w.message.rstrip())]
+            if w.output.strip():
+                body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
+            out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+    elif not grade.type_sensitive:
+        out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
+                       style="check.pass"))
+    if grade.type_sensitive:
+        count = len(grade.type_sensitive)
+        out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                       f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                       f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+        for t in grade.type_sensitive:
+            where = f" {t.where}" if t.where else ""
+            out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
+            out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
+                              expand=False))
+    for note in grade.notes:
+        out.print(Text(f"note: {note}", style="warning"))
+    out.print()
+    table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
+    table.add_column("", width=1)
+    table.add_column("known bug", no_wrap=True)
+    table.add_column("caught by")
+    for bug in grade.bugs:
+        style = "check.pass" if bug.caught else "check.fail"
+        tests = ", ".join(bug.caught_by) if bug.caught else "—"
+        cell = Text(tests, style="" if bug.caught else "muted")
+        if bug.caught and bug.missed_forms:
+            missed = ", ".join(f"`{f}`" if f else "the main form" for f in bug.missed_forms)
+            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed})",
+                         style="warning")
+        for note in bug.notes:
+            cell += Text(f"\n{note}", style="muted")
+        table.add_row(Text("✓" if bug.caught else "✗", style=style),
+                      Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
+    out.print(table)
+    missed = [b for b in grade.bugs if not b.caught]
+    if missed:
+        out.print()
+        out.print(Text("Tests that would catch what you missed", style="label"))
+        for bug in missed:
+            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
+            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+    out.print()
+    caught, total = len(grade.caught), len(grade.bugs)
+    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
+    if grade.wrong:
+        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
+    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --- check --locate ---------------------------------------------------------------------------
+
+def locate_pointer(rep: Report, command: str, out: Console | None = None) -> None:
+    """Under a plain `check` with failures: one line saying --locate can point at the line."""
+    if rep.passed or not any(r.status in FAILED for r in rep.results):
+        return
+    out = out or console()
+    out.print(Text("Can't see where? ", style="muted") + Text(command, style="command")
+              + Text(" points at the line.", style="muted"), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def locate_progress(budget: float):
+    """A one-line live status on stderr while --locate searches (only on a terminal); yields the
+    progress(phase, done, total) callback the search calls. Small on purpose: a shared progress
+    helper can replace it."""
+    err = error_console()
+    if not err.is_terminal:
+        yield None
+        return
+    with err.status(Text("locate: starting", style="muted")) as status:
+        started = time.monotonic()
+
+        def progress(phase: str, done: int, total: int) -> None:
+            what = "single edits" if phase == "single" else "pairs of edits"
+            status.update(Text(f"locate: trying {what} {done}/{total} · "
+                               f"{time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+        yield progress
+
+
+def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> None:
+    """The result of `check --locate`: the line(s) and what is wrong there; with --fix the edit
+    as a diff of the candidate's own lines; or plainly that no verified edit was found."""
+    out = out or console()
+    if loc.stopped == "passed":
+        return
+    out.print()
+    out.print(Text("Locate", style="label"))
+    found = loc.found
+    if found is None:
+        why = "within the time budget" if loc.stopped == "budget" else "among the edits tried"
+        out.print(hanging("  ", Text(f"No verified edit found {why} ({loc.tried} edited versions of your file "
+                                     f"run in {loc.seconds:.1f} s).")))
+        if loc.depends:
+            spans = ", ".join(f"`{f}` (lines {a}-{b})" for f, a, b in loc.depends)
+            out.print(hanging("  ", Text("The failing checks' calls run through: " + spans, style="muted")))
+        return
+    lines = found.lines
+    where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+    out.print(hanging("  ● ", Text(f"Look at {where}.", style="label")))
+    for edit in found.edits:
+        out.print(hanging("    ", Text(f"line {edit.start[0]}: ") + Text(edit.what)))
+    if found.bugs:
+        out.print(hanging("    ", Text("It corresponds to ", style="muted") + Text(", ".join(found.bugs), style="bug.id")))
+    repairs = ", ".join(found.repairs[:4]) + (f" and {len(found.repairs) - 4} more" if len(found.repairs) > 4 else "")
+    which = "this" if len(found.edits) == 1 else "these two places"
+    out.print(hanging("    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed "
+                                   "and on a second one.", style="muted")))
+    if not fix:
+        out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
+        return
+    for first, before, after in found.diff:
+        width = len(str(first + max(len(before), len(after))))
+        for i, line in enumerate(before):
+            out.print(Text(f"  - {first + i:>{width}} | {line}", style="actual"), soft_wrap=True)
+        for i, line in enumerate(after):
+            out.print(Text(f"  + {first + i:>{width}} | {line}", style="expected"), soft_wrap=True)
