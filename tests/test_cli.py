@@ -152,7 +152,7 @@ def test_importing_the_cli_imports_neither_numpy_nor_rich():
 
 
 def test_checking_mha_screen_does_not_import_torch_or_rich_in_json_mode():
-    code = ("import sys\nfrom attn_kit import grading\n"
+    code = ("import sys\nfrom attn_kit.grading import pipeline as grading\n"
             f"grading.grade({str(NUMPY_REF)!r}, grading.Options(seed=1))\n"
             "print(','.join(m for m in ('torch', 'rich') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -115,7 +115,7 @@ def test_non_finite_numbers_are_null_in_every_json_output():
 
 def test_one_error_builder():
     """jsonout.error_json is the one builder of the JSON error object; no other module defines one."""
-    builders = [path.name for path in sorted((ROOT / "kit").glob("*.py"))
+    builders = [path.name for path in sorted((ROOT / "kit").rglob("*.py"))
                 if re.search(r"def \w*error_json", path.read_text(encoding="utf-8"))]
     assert builders == ["jsonout.py"]
 

@@ -39,7 +39,7 @@ def test_kit_names_no_exercise():
     names = exercise_names()
     assert len(names) >= 10 and "mha-screen" in names and "kv_cache" in names
     problems = [f"kit/{path.name}:{number}: '{name}' in: {line}"
-                for path in sorted((ROOT / "kit").glob("*.py"))
+                for path in sorted((ROOT / "kit").rglob("*.py"))
                 for number, name, line in offending_lines(path.read_text(encoding="utf-8"), names)]
     assert not problems, "kit/ names an exercise (move it to the exercise's TOML or checks module):\n" + \
         "\n".join(problems)

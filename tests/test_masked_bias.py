@@ -364,7 +364,7 @@ def test_without_torch_check_says_how_to_install_it(solution):
 
 def test_checking_an_mha_screen_file_never_imports_torch():
     reference = solutions_dir("mha-screen") / "reference_numpy.py"
-    code = (f"import sys\nfrom attn_kit import grading\nreport = grading.grade({str(reference)!r})\n"
+    code = (f"import sys\nfrom attn_kit.grading import pipeline as grading\nreport = grading.grade({str(reference)!r})\n"
             "assert report.passed\nprint('torch' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -56,7 +56,7 @@ def test_every_kit_error_is_declared_in_errors_py():
                 if isinstance(value, type) and issubclass(value, BaseException)}
     assert {"StoreError", "SolutionLocked", "BenchError", "CheckFailed", "WireError"} <= declared
     declared |= {"Exception", "BaseException", "ValueError", "RuntimeError", "TypeError", "KeyError", "OSError"}
-    for path in sorted((ROOT / "kit").glob("*.py")) + sorted((ROOT / "checks").glob("*.py")):
+    for path in sorted((ROOT / "kit").rglob("*.py")) + sorted((ROOT / "checks").glob("*.py")):
         if path.name == "errors.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

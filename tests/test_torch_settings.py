@@ -22,7 +22,7 @@ assert torch_reducers(), "torch registered no reducers: the test would prove not
 import attn_kit.checks.mha_masked_bias
 print("after-import", torch.get_num_threads(), len(torch_reducers()))
 from attn_kit.sandbox import session
-launcher = sandbox.make_launcher(("torch",))
+launcher = session.make_launcher(("torch",))
 print("after-launcher", torch.get_num_threads(), len(torch_reducers()))
 """
 

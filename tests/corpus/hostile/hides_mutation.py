@@ -3,13 +3,13 @@
 sandbox (a helper that no longer exists, and default arguments the kit always passes explicitly):
 the write is still seen. A worker patch that echoes a copy made before the call does hide it; the
 threat model (docs/threat-model.md) says so."""
-import attn_kit.worker
-import attn_kit.wire
+import attn_kit.runtime.worker
+import attn_kit.base.wire
 from honest_numpy import *
 import honest_numpy
 
-attn_kit.worker._changed_paths = lambda *a: []
-attn_kit.worker.Worker.call.__defaults__ = (False, False)     # no echo of the arguments
+attn_kit.runtime.worker._changed_paths = lambda *a: []
+attn_kit.runtime.worker.Worker.call.__defaults__ = (False, False)     # no echo of the arguments
 
 
 def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):

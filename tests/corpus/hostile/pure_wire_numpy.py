@@ -3,7 +3,7 @@
 encode replies, instead of importing it. --pure is advisory (docs/threat-model.md)."""
 import sys
 
-np = sys.modules["attn_kit.wire"]._np()
+np = sys.modules["attn_kit.base.wire"]._np()
 
 
 def stable_softmax(scores, allowed=None):

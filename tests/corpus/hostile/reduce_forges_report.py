@@ -3,7 +3,7 @@
 from hostile_util import mark
 
 PAYLOAD = (
-    "import attn_kit.report as r\n"
+    "import attn_kit.report.results as r\n"
     "r.Report.passed = property(lambda self: True)\n"
     "from hostile_util import mark; mark('forged')\n"
 )

@@ -4,7 +4,7 @@ its own process, report no memory at all, and patches the worker so a measured c
 for the kit's reading of its memory from the kernel."""
 import tracemalloc
 
-import attn_kit.worker as _wk
+import attn_kit.runtime.worker as _wk
 
 _wk.Worker._sync = lambda self: None
 
