@@ -286,8 +286,6 @@ def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
         for d in exercise.scoring:
             if d.dimension not in catalog.DIMENSIONS:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
-            if len(d.anchors) != 4:
-                yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
         yield from (Problem(where, text) for text in scoring_problems(exercise))
 
 
@@ -302,6 +300,9 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
                         f"{', '.join(catalog.DIMENSIONS)} once, in that order")
     for d in exercise.scoring:
         texts = [" ".join(a.split()) for a in d.anchors]
+        if len(texts) != len(rubric.CORRECTNESS_LEADS):
+            problems.append(f"[[scoring]] '{d.dimension}' has {len(texts)} anchors, not {len(rubric.CORRECTNESS_LEADS)} "
+                            "(one per score, 1 to 4)")
         if any(not t for t in texts) or len(set(texts)) != len(texts):
             problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
         if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
@@ -503,6 +504,87 @@ def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
             if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
                 yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
                                      f"({own!r})")
+
+
+def hint_words(content: Content) -> dict[str, tuple[str, str]]:
+    """{bug id: (words of the nudging question, words of the concept step)}: prompts/concepts.toml's
+    [hint_words]; an entry that is not two strings is left out (concept_words_are_valid says so)."""
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return {bug_id: (words[0], words[1]) for bug_id, words in dict(data.get("hint_words", {})).items()
+            if isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) for w in words)}
+
+
+def climbs_in_steps(exercise: catalog.Exercise) -> bool:
+    """Its hints declare steps (question, concept, code): hint_ladder_problems holds them to it."""
+    return any(h.step for h in exercise.hints)
+
+
+def hint_teaches(exercise: catalog.Exercise, level: int, words: tuple[str, str]) -> bool:
+    """The topic of hint `level` matches the question words at its question step and the concept
+    words at its concept step."""
+    title = exercise.hints[level - 1].title
+    ladder = {h.step: " ".join(h.text.split()) for h in exercise.hints if h.title == title}
+    return all(re.search(pattern, ladder.get(step, ""), re.IGNORECASE | re.DOTALL)
+               for step, pattern in zip(("question", "concept"), words))
+
+
+def hint_link_problems(content: Content, exercise: catalog.Exercise) -> list[str]:
+    """For each bug of [hint_words] with a bug file here: the hint grading points it at
+    (grading.hint_for_bug) is a question whose topic names and explains the bug."""
+    words = hint_words(content)
+    bug_ids = sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(words))
+    suite = content.suite(exercise) if bug_ids and climbs_in_steps(exercise) else None
+    if suite is None:
+        return []
+    from .grading import hint_for_bug
+    problems = []
+    for bug_id in bug_ids:
+        level = hint_for_bug(exercise, suite.checks, bug_id)
+        if level is None:
+            problems.append(f"{bug_id} reaches no hint: name one of its checks in a hint's checks")
+        elif exercise.hints[level - 1].step != "question":
+            problems.append(f"{bug_id} reaches hint {level}, not the gentle question first")
+        elif not hint_teaches(exercise, level, words[bug_id]):
+            problems.append(f"{bug_id} reaches '{exercise.hints[level - 1].title}', whose question and concept "
+                            f"do not name it (prompts/{CONCEPTS_FILE} [hint_words]: {list(words[bug_id])!r})")
+    return problems
+
+
+@validator
+def bugs_reach_hints_that_name_them(content: Content) -> Iterable[Problem]:
+    """hint_link_problems for every exercise whose hints climb in steps, and every entry of
+    prompts/concepts.toml is a valid regular expression ([hint_words]: two, for a catalogue bug)."""
+    yield from _concept_file_problems(content)
+    for exercise in content.exercises.values():
+        for message in hint_link_problems(content, exercise):
+            yield Problem(content.relative(exercise.path), message)
+
+
+def _concept_file_problems(content: Content) -> Iterable[Problem]:
+    where = f"prompts/{CONCEPTS_FILE}"
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        yield Problem(where, f"does not load: {exc}")
+        return
+    for table in ("concept_words", "bug_words", "hint_words"):
+        for key, value in dict(data.get(table, {})).items():
+            patterns = value if table == "hint_words" else [value]
+            if table == "hint_words" and content.bugs and key not in content.bugs:
+                yield Problem(where, f"[{table}] {key} is not a bug of prompts/bugs.toml")
+            if not (isinstance(patterns, list) and len(patterns) == (2 if table == "hint_words" else 1)
+                    and all(isinstance(w, str) for w in patterns)):
+                yield Problem(where, f"[{table}] {key} must be " + ("two strings: [question words, concept words]"
+                                                                    if table == "hint_words" else "a string"))
+                continue
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    yield Problem(where, f"[{table}] {key}: {pattern!r} is not a regular expression ({exc})")
 
 
 # The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
