@@ -235,7 +235,8 @@ def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
     assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+# the README beside the content under test (a scratch copy's, in test_dev_new), else this checkout's
+README = devcheck.Content.installed().readme_file or Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_a_stale_readme_table_is_named_and_dev_update_rewrites_it(copy, tmp_path):
