@@ -318,3 +318,14 @@ def test_a_family_entry_whose_text_left_its_bug_file_fails(copy):
     found = problems(copy)
     assert_found(found, "prompts/families.toml", r"backward-missing-scale .*dS @ k.* is not in the code it edits")
     assert len([p for p in found if p.startswith("prompts/families.toml")]) == 1
+
+
+def test_the_docs_properties_example_names_every_property():
+    """docs/adding-an-exercise.md's [properties] example loads and has a cell per headline property."""
+    import tomllib
+
+    from attn_kit import catalog
+    text = (Path(__file__).resolve().parents[1] / "docs" / "adding-an-exercise.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in text.split("```toml")[1:] if b.lstrip().startswith("[properties]"))
+    cells = catalog._load_property_cells(tomllib.loads(block)["properties"], "docs")
+    assert [c.property for c in cells] == [p.id for p in devcheck.Content.installed().properties]
