@@ -11,7 +11,8 @@ from .cli_common import EXIT_FAIL, EXIT_PASS, reports_errors
 
 @click.group()
 def dev():
-    """Commands for contributors: validate the bundled exercises, solutions and bug catalogue.
+    """Commands for contributors: add an exercise, write the README's tables of exercises, and
+    validate the bundled exercises, solutions and bug catalogue.
 
     \b
     Example:
