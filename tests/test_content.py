@@ -29,8 +29,8 @@ from attn_kit.practice import mock
 from conftest import need_torch
 
 EXERCISES = list(catalog.exercises().values())
-# the six exercises whose ladders follow the question -> concept -> near-code form
-LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention", "mha-masked-bias")
+# the exercises whose ladders follow the question -> concept -> near-code form
+LADDERED = [e.id for e in EXERCISES if devcheck.climbs_in_steps(e)]
 
 
 # --- invariants (plain functions: exercise -> list of problems) ---------------------------------
@@ -50,17 +50,8 @@ def hint_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def scoring_problems(exercise: catalog.Exercise) -> list[str]:
-    """Six scored dimensions, each once, with four distinct anchors each."""
-    problems = []
-    dims = [d.dimension for d in exercise.scoring]
-    if sorted(dims) != sorted(DIMENSIONS):
-        problems.append(f"{exercise.id}: scored dimensions {dims}, expected each of {DIMENSIONS} once")
-    for item in exercise.scoring:
-        if len(item.anchors) != 4 or not all(a.strip() for a in item.anchors):
-            problems.append(f"{exercise.id}: dimension '{item.dimension}' needs four non-empty anchors")
-        if len(set(item.anchors)) != len(item.anchors):
-            problems.append(f"{exercise.id}: dimension '{item.dimension}' repeats an anchor")
-    return problems
+    """Six scored dimensions, each once, with four distinct anchors each (devcheck.scoring_problems)."""
+    return [f"{exercise.id}: {m}" for m in devcheck.scoring_problems(exercise)]
 
 
 def screen_problems(exercise: catalog.Exercise) -> list[str]:
@@ -106,7 +97,7 @@ def test_checkpoints_seniority_and_followup_answers(exercise):
 
 
 @pytest.mark.parametrize("exercise_id", LADDERED)
-def test_the_six_ladders_declare_steps_and_dimensions(exercise_id):
+def test_the_ladders_declare_steps_and_dimensions(exercise_id):
     hints = catalog.exercise(exercise_id).hints
     assert all(h.step for h in hints) and all(h.dimension for h in hints)
     assert hints[0].step == "question"
@@ -114,7 +105,7 @@ def test_the_six_ladders_declare_steps_and_dimensions(exercise_id):
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
 def test_every_hint_caps_a_scored_dimension(exercise):
-    """All ten exercises, not only the laddered six: a used hint caps the dimension it names (mock.py),
+    """Every exercise, not only the laddered ones: a used hint caps the dimension it names (mock.py),
     so each one names a scored dimension rather than falling back to correctness."""
     assert all(h.dimension in DIMENSIONS for h in exercise.hints)
     assert mock.hint_caps(exercise, range(1, len(exercise.hints) + 1)) == {
@@ -135,7 +126,7 @@ def test_the_invariants_can_fail():
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
     assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
-    assert any("four" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
+    assert any("3 anchors, not 4" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))
     no_cap = dataclasses.replace(good, hints=good.hints[:1] + (dataclasses.replace(good.hints[1], dimension=""),))
     assert any("hint 2 caps dimension ''" in p for p in hint_problems(no_cap))

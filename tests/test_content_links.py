@@ -5,32 +5,26 @@ Two links start from a bug's catalogue concept:
   rates; every one of them must be about that concept, and one about the bug itself (the old
   single "masking" concept sent causal-off-by-one to the empty-rows question);
 - hints: grading points a failing check diagnosed as the bug at `hint_for_concept`, else at the
-  check's own hint; for the newer catalogue bugs, the topic reached must name the mistake at its
-  nudging question and explain it at its concept step.
+  check's own hint; for the bugs of prompts/concepts.toml's [hint_words], the topic reached must
+  name the mistake at its nudging question and explain it at its concept step.
 
-The review rule lives in kit/dev/check.py (`attn-kit dev check`); the tests below run it, and the
-hint checks, on a broken copy of the catalogue and see them fail."""
+Both rules live in kit/dev/check.py (`attn-kit dev check`), their words in prompts/concepts.toml;
+the tests below run them, and on a broken copy of the content see them fail."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import shutil
 
 import pytest
 
-from attn_kit.base.paths import bug_id_of
+from attn_kit.base.paths import bug_id_of, package_dir
 from attn_kit.dev import check
-from attn_kit.grading import pipeline
 from attn_kit.load import catalog
 from attn_kit.practice import review
 
 from conftest import need_extra
 from helpers import available, bug_files
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
 
 question_text = check.question_text
 
@@ -75,53 +69,17 @@ def test_the_review_links_can_fail():
     assert any("causal-off-by-one" in p and "none of which mentions the bug" in p for p in review_link_problems(wrong))
 
 
-# --- hints for the newer catalogue bugs ---------------------------------------------------------
+# --- hints that name the bug ---------------------------------------------------------------------
+# The words each bug's hint must use are data (prompts/concepts.toml [hint_words]) and the rule is
+# devcheck's (bugs_reach_hints_that_name_them): a new exercise or bug extends the data, not this file.
 
-NEWER = ("additive-mask-leaks", "fill-value-too-weak", "weights-transposed", "double-scaling", "softmax-across-batch",
-         "transpose-reverses-all-axes", "online-softmax-acc-not-rescaled", "mask-not-boolean")
-# (words of the nudging question, words of the concept step) that name each mistake
-HINT_WORDS = {
-    "additive-mask-leaks": (r"\badding\b", r"\badd(ing|ed)?\b.*(large negative|-1e9)|shifts? (every|all|the whole)"),
-    "fill-value-too-weak": (r"minus ten|exactly nothing|weigh exactly", r"-10|weak fill|finite fill"),
-    "weights-transposed": (r"which way round|\[d_in\]\[d_out\]", r"transpose"),
-    "double-scaling": (r"how many times|second scaling", r"\bonce\b"),
-    "softmax-across-batch": (r"sequences?|batch", r"sequence|batch"),
-    "transpose-reverses-all-axes": (r"two (of the four )?axes", r"last two axes"),
-    "online-softmax-acc-not-rescaled": (r"accumulated output", r"l but not acc"),
-    "mask-not-boolean": (r"0s and 1s", r"0/1"),
-}
-LADDERED = ("mha-screen", "kv-cache", "gqa", "tiled-softmax", "cross-attention", "mha-masked-bias")
+CONTENT = check.Content.installed()
+HINT_WORDS = check.hint_words(CONTENT)
+LADDERED = [e.id for e in catalog.exercises().values() if check.climbs_in_steps(e)]
 
 
-def reached_hint(exercise: catalog.Exercise, suite, bug_id: str) -> int | None:
-    """The hint level every failing check diagnosed as bug_id points at, as grading computes it."""
-    return pipeline.hint_for_bug(exercise, suite.checks, bug_id)
-
-
-def topic_teaches(exercise: catalog.Exercise, level: int, bug_id: str) -> bool:
-    """The topic of hint `level` names the bug in its question and explains it in its concept step."""
-    title = exercise.hints[level - 1].title
-    ladder = {h.step: flat(h.text) for h in exercise.hints if h.title == title}
-    question, concept = HINT_WORDS[bug_id]
-    return bool(re.search(question, ladder.get("question", ""), re.IGNORECASE | re.DOTALL) and
-                re.search(concept, ladder.get("concept", ""), re.IGNORECASE | re.DOTALL))
-
-
-def hint_link_problems(exercise: catalog.Exercise) -> list[str]:
-    suite = pipeline.suite_for(exercise)
-    problems = []
-    for bug_id in NEWER:
-        if bug_id not in exercise.bug_ids:
-            continue
-        level = reached_hint(exercise, suite, bug_id)
-        if level is None:
-            problems.append(f"{exercise.id}: {bug_id} reaches no hint")
-        elif exercise.hints[level - 1].step != "question":
-            problems.append(f"{exercise.id}: {bug_id} reaches hint {level}, not the gentle question first")
-        elif not topic_teaches(exercise, level, bug_id):
-            problems.append(f"{exercise.id}: {bug_id} reaches '{exercise.hints[level - 1].title}', whose question "
-                            "and concept do not name it")
-    return problems
+def hint_problems(content: check.Content) -> list[str]:
+    return [str(p) for p in check.run(content, [check.bugs_reach_hints_that_name_them]).problems]
 
 
 @pytest.mark.parametrize("exercise_id", LADDERED)
@@ -129,22 +87,38 @@ def test_the_newer_bugs_reach_a_hint_that_names_them(exercise_id):
     exercise = catalog.exercise(exercise_id)
     if not available(exercise):
         need_extra(exercise)
-    assert hint_link_problems(exercise) == []
+    assert check.hint_link_problems(CONTENT, exercise) == []
+    assert {"mha-screen", "gqa", "mha-masked-bias"} <= set(LADDERED) and len(HINT_WORDS) >= 8
 
 
-def test_the_hint_links_can_fail():
-    exercise = catalog.exercise("mha-screen")
+def test_the_hint_links_can_fail(tmp_path):
+    content = check.Content.installed()
+    exercise = content.exercises["mha-screen"]
     stripped = tuple(dataclasses.replace(h, text=h.text.replace("0/1", "small").replace("0s and 1s", "numbers"))
                      for h in exercise.hints)
-    assert any("mask-not-boolean" in p for p in hint_link_problems(dataclasses.replace(exercise, hints=stripped)))
+    content.exercises["mha-screen"] = dataclasses.replace(exercise, hints=stripped)
+    assert [p for p in hint_problems(content) if p.startswith("prompts/exercises/mha-screen.toml")] == [
+        "prompts/exercises/mha-screen.toml: mask-not-boolean reaches 'Which index does each "
+        "mask test?', whose question and concept do not name it (prompts/concepts.toml [hint_words]: "
+        "['0s and 1s', '0/1'])"]
+    prompts = tmp_path / "prompts"
+    shutil.copytree(package_dir("prompts"), prompts)
+    words = prompts / "concepts.toml"
+    words.write_text(words.read_text(encoding="utf-8").replace("mask-not-boolean = ['0s and 1s', '0/1']",
+                                                               "mask-not-bool = ['0s and (1s', '0/1']"),
+                     encoding="utf-8")
+    found = hint_problems(check.Content(prompts, package_dir("solutions")))
+    assert found[0] == "prompts/concepts.toml: [hint_words] mask-not-bool is not a bug of prompts/bugs.toml"
+    assert found[1].startswith("prompts/concepts.toml: [hint_words] mask-not-bool: '0s and (1s' is not a "
+                               "regular expression (missing )") and len(found) == 2, found
 
 
 def graded_bug_points_at_its_hint(exercise_id: str, path, report) -> None:
-    """End to end, on a grading of a bug file: when the bug is one of the NEWER ones, every check
-    the diagnosis attributes to it carries a hint, a question, and one of them names the bug.
+    """End to end, on a grading of a bug file: when the bug has [hint_words], every check the
+    diagnosis attributes to it carries a hint, a question, and one of them names the bug.
     test_catalogue.py calls this on its one grading of each bug file (no second grading here)."""
     bug_id = bug_id_of(path)
-    if exercise_id not in LADDERED or bug_id not in NEWER:
+    if exercise_id not in LADDERED or bug_id not in HINT_WORDS:
         return
     exercise = catalog.exercise(exercise_id)
     mine = [r for r in report.results if r.bug == bug_id]
@@ -152,16 +126,17 @@ def graded_bug_points_at_its_hint(exercise_id: str, path, report) -> None:
         levels = {r.hint for r in mine}
         assert len(levels) == 1 and None not in levels, (path.name, {r.id: r.hint for r in mine})
         [level] = levels
-        assert exercise.hints[level - 1].step == "question" and topic_teaches(exercise, level, bug_id), path.name
+        assert exercise.hints[level - 1].step == "question", path.name
+        assert check.hint_teaches(exercise, level, HINT_WORDS[bug_id]), path.name
     else:                                      # not named (its calls raised): the checks' own hints
         levels = {r.hint for r in report.results if r.status in ("fail", "error") and r.hint}
-        assert any(topic_teaches(exercise, n, bug_id) for n in levels), (path.name, levels)
+        assert any(check.hint_teaches(exercise, n, HINT_WORDS[bug_id]) for n in levels), (path.name, levels)
 
 
 def test_the_graded_link_check_covers_newer_bug_files():
     """graded_bug_points_at_its_hint has bug files to look at in every laddered exercise that has
-    a NEWER bug (else test_catalogue's call of it would check nothing)."""
+    a bug with [hint_words] (else test_catalogue's call of it would check nothing)."""
     for exercise_id in LADDERED:
         exercise = catalog.exercise(exercise_id)
-        if set(NEWER) & set(exercise.bug_ids):
-            assert any(bug_id_of(p) in NEWER for p in bug_files(exercise_id)), exercise_id
+        if set(HINT_WORDS) & set(exercise.bug_ids):
+            assert any(bug_id_of(p) in HINT_WORDS for p in bug_files(exercise_id)), exercise_id

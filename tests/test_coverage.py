@@ -1,8 +1,8 @@
 """The exercise × known-bug table is complete, from data: prompts/coverage.toml says which
 features each exercise has and which features each mistake needs. For every (exercise, bug id)
 pair that gives, there is a bug file, a check declaring that it catches the id, and the file
-fails and is named first by the diagnosis. Also: the headline properties of the README's table
-are checks that exist.
+fails and is named first by the diagnosis. Also: every exercise's headline properties (the README's
+tables) are checks that exist.
 
 That every bug file fails, is caught by a declared check and is named first is asserted in
 test_catalogue.py, which grades every bug file (this table's are a subset); this module holds the
@@ -24,7 +24,6 @@ from attn_kit.load import applicability, catalog
 from conftest import need_extra
 
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
-README = Path(__file__).resolve().parents[1] / "README.md"
 EXERCISES = list(catalog.exercises().values())
 
 
@@ -78,16 +77,16 @@ def test_known_gaps_name_existing_files():
         assert any(p.name == name for p in bug_files(exercise_id)), key
 
 
-# --- the headline properties: the README's table names checks that exist ----------------------
+# --- the headline properties: every exercise names checks that exist ------------------------
 
-def test_readme_property_table_names_real_checks():
-    """devcheck's rule (readme_lists_every_exercise): a column per exercise, each cell naming real
-    checks or saying n/a; tests/test_devcheck.py shows it failing on a broken copy."""
-    assert len(check.readme_property_table(README.read_text(encoding="utf-8"))) >= 4
+def test_every_exercise_states_the_headline_properties_with_real_checks():
+    """devcheck's rule (exercises_fill_their_readme_cells): a cell per property in every exercise's
+    TOML, naming checks of its suite or saying n/a; the README's tables are written from these
+    (`dev update`); tests/test_devcheck.py shows the rule failing on a broken copy."""
     content = check.Content.installed()
-    content.readme = README             # this checkout's, wherever the package is installed
-    result = check.run(content, [check.readme_lists_every_exercise])
-    assert result.ok and not result.notes, "\n".join(map(str, result.problems))
+    assert len(content.properties) >= 4
+    result = check.run(content, [check.exercises_fill_their_readme_cells])
+    assert result.ok, "\n".join(map(str, result.problems))
 
 
 # --- bk provably changes nothing, so no check may require it ------------------------------------

@@ -2,7 +2,9 @@
 
 The copy is laid out as the installed package (attn_kit/ with checks/, solutions/ and prompts/
 inside) and put first on PYTHONPATH, so the commands below write to and read from the copy only.
-The contributor's steps: `dev new`, fill in every placeholder, `dev check`, then grade.
+The contributor's steps (the README's "Adding an exercise"): `dev new`, fill in every placeholder,
+`dev update` (when a README sits beside the content, as in a checkout), `dev check`, then grade;
+and the suite's tests over every exercise pass with the new one among them.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ import pytest
 from attn_kit.base.errors import UsageError
 from attn_kit.base.paths import package_dir
 from attn_kit.dev import check, scaffold
+from attn_kit.dev import readme as readme_tables
 
 CLI_TIMEOUT = 120
+SUITE_TIMEOUT = 900             # the content tests, in one subprocess
 
 
 def _scratch_kit(root: Path) -> Path:
     """A copy of the kit and its content under root/attn_kit; returns root/attn_kit."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    kit = shutil.copytree(Path(check.__file__).parent, root / "attn_kit", ignore=ignore,
+    kit = shutil.copytree(Path(check.__file__).parents[1], root / "attn_kit", ignore=ignore,
                           dirs_exist_ok=True)
     for name in ("checks", "solutions", "prompts"):
         if not (kit / name).is_dir() or package_dir(name) != kit / name:
@@ -54,6 +58,8 @@ def _fill(path: Path) -> None:
 
     def words(match: re.Match) -> str:
         said = match.group(1).strip()
+        if said.startswith("the checks stating"):          # a headline property: the toy has none to break
+            return "the toy has no weights and no mask"
         return own.get(said, f"toy: {said}" if said else "toy")
 
     text = path.read_text(encoding="utf-8")
@@ -109,6 +115,9 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     changed = {name for name in after if before.get(name) != after[name]} | set(before) - set(after)
     assert changed == {p.relative_to(kit).as_posix() for p in created}
 
+    refused = _run(site, "dev", "update")           # an installed copy has no README to update
+    assert refused.returncode == 2 and "an installed copy" in refused.stderr, refused.stdout + refused.stderr
+
 
 def test_dev_new_refuses_a_taken_or_invalid_id(site):
     kit = site / "attn_kit"
@@ -125,3 +134,61 @@ def test_dev_new_refuses_a_taken_or_invalid_id(site):
             scaffold.new(exercise_id, bug=bug, roots=roots)
         assert raised.value.exit_code == 2
     assert _snapshot(kit) == before, "a refused `dev new` writes nothing"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# Test files that iterate over every exercise: run whole (they are quick), or only their cases of
+# the new exercise (they grade every file of every exercise, which the rest of the suite does).
+WHOLE = ("test_content.py", "test_content_links.py", "test_content_questions.py", "test_content_render.py",
+         "test_devcheck.py")
+ITS_CASES = ("test_catalogue.py", "test_coverage.py", "test_diagnosis_families.py", "test_rubric.py",
+             "test_testgrade.py")
+
+
+def _pytest(site: Path, files: tuple[str, ...], *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(site), ATTN_KIT_HOME=str(site / "home"))
+    tests = [str(ROOT / "tests" / name) for name in files]
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-v", *args, *tests],
+                          cwd=site, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+
+
+@pytest.mark.slow                       # a scratch kit, four commands and the content tests in subprocesses
+def test_the_contributor_s_path_touches_only_the_new_files_and_passes_the_suite(site):
+    """README's "Adding an exercise", followed in a scratch checkout: `dev new`, fill in, `dev
+    update`, `dev check`. Only the new files and the README's generated tables change, and the
+    tests that iterate over every exercise pass with the new one among them."""
+    kit = site / "attn_kit"
+    shutil.copy(ROOT / "README.md", kit / "README.md")          # beside prompts/, as in a checkout
+    before = _snapshot(kit)
+    made = _run(site, "dev", "new", "toy-exercise")
+    assert made.returncode == 0, made.stdout + made.stderr
+    created = {Path(line[2:]) for line in made.stdout.splitlines() if line.startswith("+ ")}
+    for path in created:
+        _fill(path)
+
+    stale = _run(site, "dev", "check")
+    assert stale.returncode == 1
+    assert [line for line in stale.stdout.splitlines() if line.startswith("✗")] == [
+        f"✗ README.md: out of date (the '{name}' table differs): run attn-kit dev update"
+        for name in ("exercises", "follow-ups", "properties")]
+    updated = _run(site, "dev", "update")
+    assert updated.returncode == 0 and "rewrote the exercises, follow-ups, properties table(s)" in updated.stdout
+    checked = _run(site, "dev", "check")
+    assert checked.returncode == 0 and "✓ content is consistent" in checked.stdout, checked.stdout + checked.stderr
+
+    after = _snapshot(kit)
+    changed = {name for name in after if before.get(name) != after[name]} | set(before) - set(after)
+    assert changed == {p.relative_to(kit).as_posix() for p in created} | {"README.md"}
+    readme = (kit / "README.md").read_text(encoding="utf-8")
+    outside = readme_tables.REGION.sub("", readme)
+    assert outside == readme_tables.REGION.sub("", before["README.md"].decode("utf-8")), \
+        "dev update changed the README outside its marked regions"
+    assert "| `toy-exercise` | toy: what the candidate builds" in readme and "| toy-exercise |" in readme
+
+    only_toy = " or ".join(name.removesuffix(".py") for name in ITS_CASES)
+    run = _pytest(site, WHOLE + ITS_CASES, "-k", f"toy-exercise or toy_exercise or not ({only_toy})")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    ran = re.findall(r"tests/(test_\w+)\.py::(\S+) PASSED", run.stdout)
+    assert {module + ".py" for module, _ in ran} == set(WHOLE + ITS_CASES), "a file ran no test"
+    assert all("toy" in name for module, name in ran if module + ".py" in ITS_CASES), ran
+    assert sum("toy" in name for _, name in ran) >= 20, "the tests did not see the new exercise"

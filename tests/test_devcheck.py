@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from attn_kit.base.errors import UsageError
 from attn_kit.base.paths import package_dir
 from attn_kit.cli import cli
 from attn_kit.dev import check as devcheck
@@ -149,6 +150,18 @@ def test_the_command_exits_1_and_lists_the_problems(copy, monkeypatch):
     assert "1 problem(s) in the bundled content." in result.output
 
 
+def test_dev_update_says_which_tables_it_rewrote(copy, tmp_path, monkeypatch):
+    (tmp_path / "README.md").write_text(README.read_text(encoding="utf-8"), encoding="utf-8")   # beside prompts/
+    edit(copy.prompts / "exercises" / "paged-attention.toml", "the pool is only read", "the pool is read, never written")
+    monkeypatch.setattr(devcheck.Content, "installed", classmethod(lambda cls: copy))
+    result = CliRunner().invoke(cli, ["dev", "update"])
+    assert (result.exit_code, result.output) == (0, "✓ README.md: rewrote the follow-ups table(s)\n")
+    assert "the pool is read, never written |" in (tmp_path / "README.md").read_text(encoding="utf-8")
+    (tmp_path / "README.md").unlink()
+    result = CliRunner().invoke(cli, ["dev", "update"])
+    assert result.exit_code == 2 and "an installed copy" in result.output and "Traceback" not in result.output
+
+
 def test_unmarked_changes_finds_the_changed_lines():
     reference = '"""Reference."""\nimport math\n\n\ndef f(x):\n    return math.sqrt(x)\n' + "\n" * 20 + "def g():\n    return 1\n"
     marked = reference.replace("math.sqrt(x)", "x  # BUG(no-sqrt): the root is missing")
@@ -222,24 +235,67 @@ def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
     assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
 
 
-def test_a_readme_that_misses_an_exercise_fails(copy, tmp_path):
-    """The README's exercise count, its Exercises table and its properties tables follow the content."""
-    readme = tmp_path / "README.md"
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    count = re.search(r"(\d+) exercises", text).group(0)
-    text = text.replace(count, "11 exercises", 1).replace("| `paged-attention` |", "| `paged-attn` |")
-    readme.write_text(text.replace("`no-overflow-at-large-scores` (no masks", "`no-overflow-at-any-scores` (no masks")
-                      .replace(" | rope | sliding-window |", " | rope-x | sliding-window |"), encoding="utf-8")
-    copy.readme = readme
-    found = [str(p) for p in devcheck.run(copy, [devcheck.readme_lists_every_exercise]).problems]
-    assert_found(found, "README.md", r"says 11 exercises; there are 10")
-    assert_found(found, "README.md", r"has no row for `paged-attention` in the Exercises table")
-    assert_found(found, "README.md 'Headline properties by exercise'", r"has no column for rope: add one")
-    assert_found(found, "README.md 'Headline properties by exercise'", r"column for unknown exercise 'rope-x'")
-    assert_found(found, "README.md 'Headline properties by exercise'", r"kv-cache: no check no-overflow-at-any-scores")
-    copy.readme = tmp_path / "nowhere.md"
-    result = devcheck.run(copy, [devcheck.readme_lists_every_exercise])
-    assert result.ok and any("README.md: not beside prompts/" in n for n in result.notes)
+# the README beside the content under test (a scratch copy's, in test_dev_new), else this checkout's
+README = devcheck.Content.installed().readme_file or Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_a_stale_readme_table_is_named_and_dev_update_rewrites_it(copy, tmp_path):
+    """The README's tables are generated from the content: an edit to an exercise's data makes the
+    README stale until `dev update` rewrites its table, and only that table."""
+    readme = tmp_path / "checkout" / "README.md"
+    readme.parent.mkdir()
+    shutil.copy(README, readme)
+    check = [devcheck.readme_tables_are_up_to_date]
+
+    def fresh(readme: Path | None = readme) -> devcheck.Content:        # loads the content anew
+        return devcheck.Content(copy.prompts, copy.solutions, readme=readme)
+
+    assert devcheck.run(fresh(), check).ok
+    edit(copy.prompts / "exercises" / "gqa.toml", "builds = \"`grouped_query_attention`:", "builds = \"`gqa`:")
+    edit(copy.prompts / "exercises" / "rope.toml", "causal = {checks = [\"causal-future-is-ignored\"]",
+         "causal = {checks = [\"causal-future-is-ignored\"], note = \"any mask\"")
+    found = [str(p) for p in devcheck.run(fresh(), check).problems]
+    assert found == ["README.md: out of date (the 'exercises' table differs): run attn-kit dev update",
+                     "README.md: out of date (the 'properties' table differs): run attn-kit dev update"]
+    before = readme.read_text(encoding="utf-8").splitlines()
+    assert devcheck.update_readme(fresh()) == ["exercises", "properties"]
+    after = readme.read_text(encoding="utf-8").splitlines()
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and [b.split(" | ")[0] for _, b in changed] == ["| `gqa`", "| causal: editing "
+                                                                                     "token t changes nothing before t"]
+    assert "| `gqa` | `gqa`: keys and values" in after[after.index(changed[0][1])]
+    assert devcheck.run(fresh(), check).ok and devcheck.update_readme(fresh()) == []
+
+    text = readme.read_text(encoding="utf-8")
+    readme.write_text(text.replace("<!-- dev update: follow-ups -->\n", ""), encoding="utf-8")
+    found = [str(p) for p in devcheck.run(fresh(), check).problems]
+    assert found == ["README.md: out of date (no '<!-- dev update: follow-ups -->' ... '<!-- end -->' region): "
+                     "run attn-kit dev update"]
+    with pytest.raises(UsageError, match="README.md has no '<!-- dev update: follow-ups -->'"):
+        devcheck.update_readme(fresh())
+
+    result = devcheck.run(fresh(None), check)       # as installed: no README beside prompts/, nothing to check
+    assert result.ok and not result.notes
+    with pytest.raises(UsageError, match="an installed copy"):
+        devcheck.update_readme(fresh(None))
+
+
+def test_the_readme_cells_come_from_checked_data(copy):
+    """What the README's tables show of an exercise is validated where it is written: its TOML."""
+    kv = copy.prompts / "exercises" / "kv-cache.toml"
+    edit(kv, "causal = {na = \"a decode step never sees later tokens\"}\n", "")
+    edit(kv, "uniform = {checks = [\"new-token-joins-the-keys\"]}", "uniform = {checks = [\"new-token-joins\"]}")
+    edit(kv, "empty-rows = {na = ", "empty-rows = {checks = [\"new-token-joins-the-keys\"], na = ")
+    edit(kv, "[properties]\n", "[properties]\nshapes = {na = \"a | pipe\"}\n")
+    edit(copy.prompts / "exercises" / "gqa.toml", "builds = \"`grouped_query_attention`: keys", "builds = \" \"\n# \"")
+    found = [str(p) for p in devcheck.run(copy, [devcheck.exercises_fill_their_readme_cells]).problems]
+    assert_found(found, "prompts/exercises/kv-cache.toml", r"\[properties\] has no 'causal': name the checks")
+    assert_found(found, "prompts/exercises/kv-cache.toml", r"'uniform' names no check of its suite: new-token-joins$")
+    assert_found(found, "prompts/exercises/kv-cache.toml", r"'empty-rows' needs checks = \[...\] .* or na, not both")
+    assert_found(found, "prompts/exercises/kv-cache.toml", r"'shapes' is not a property of prompts/properties.toml")
+    assert_found(found, "prompts/exercises/kv-cache.toml", r"'shapes' na must be one line without '\|'")
+    assert_found(found, "prompts/exercises/gqa.toml", r"'builds' is empty")
+    assert len(found) == 6, found
 
 
 def test_bug_files_must_match_the_coverage_table(copy):
@@ -262,3 +318,14 @@ def test_a_family_entry_whose_text_left_its_bug_file_fails(copy):
     found = problems(copy)
     assert_found(found, "prompts/families.toml", r"backward-missing-scale .*dS @ k.* is not in the code it edits")
     assert len([p for p in found if p.startswith("prompts/families.toml")]) == 1
+
+
+def test_the_docs_properties_example_names_every_property():
+    """docs/adding-an-exercise.md's [properties] example loads and has a cell per headline property."""
+    import tomllib
+
+    from attn_kit.load import catalog
+    text = (Path(__file__).resolve().parents[1] / "docs" / "adding-an-exercise.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in text.split("```toml")[1:] if b.lstrip().startswith("[properties]"))
+    cells = catalog._load_property_cells(tomllib.loads(block)["properties"], "docs")
+    assert [c.property for c in cells] == [p.id for p in devcheck.Content.installed().properties]

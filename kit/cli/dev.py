@@ -11,12 +11,35 @@ from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS, reports_errors
 
 @click.group()
 def dev():
-    """Commands for contributors: validate the bundled exercises, solutions and bug catalogue.
+    """Commands for contributors: add an exercise, write the README's tables of exercises, and
+    validate the bundled exercises, solutions and bug catalogue.
 
     \b
     Example:
       attn-kit dev check
     """
+
+
+@dev.command("update")
+@reports_errors
+def update_readme():
+    """Rewrite the README's tables of exercises and properties from the content.
+
+    Each table sits between `<!-- dev update: NAME -->` and `<!-- end -->` in README.md and is
+    written from prompts/exercises/*.toml (`builds`, `proves`, [properties], [[functions]]) and
+    prompts/properties.toml; `attn-kit dev check` reports a table that is out of date. Runs in a
+    source checkout only (exit 2 in an installed copy, which has no README).
+
+    \b
+    Example:
+      attn-kit dev update
+    """
+    from attn_kit.dev import check as devcheck
+    changed = devcheck.update_readme()
+    if changed:
+        click.echo(f"✓ README.md: rewrote the {', '.join(changed)} table(s)")
+    else:
+        click.echo("✓ README.md is up to date")
 
 
 @dev.command("check")
@@ -26,8 +49,9 @@ def check_content():
 
     Checks the TOML files' fields and ids, that every bug file is its reference with one marked
     change, that hints name existing checks, that every known bug is caught by a check declaring
-    it, that every exercise has a bench workload, and that no unexpected file sits in solutions/
-    or prompts/. Prints one line per problem.
+    it, that every exercise has a bench workload, that no unexpected file sits in solutions/
+    or prompts/, and (in a source checkout) that the README's generated tables are up to date.
+    Prints one line per problem.
 
     \b
     Example:
@@ -61,10 +85,12 @@ def new_exercise(exercise_id, bug):
     \b
     Example:
       attn-kit dev new toy-exercise
+      attn-kit dev update
       attn-kit dev check
     """
     from attn_kit.dev import scaffold
     skeleton = scaffold.new(exercise_id, bug=bug)
     for path in skeleton.files:
         click.echo(f"+ {path}")
-    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev check`.")
+    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev update` and "
+               "`attn-kit dev check`.")

@@ -23,8 +23,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from attn_kit.base.errors import CatalogError, DependencyMissing, FamilyError
+from attn_kit.base import safefile
+from attn_kit.base.errors import CatalogError, DependencyMissing, FamilyError, UsageError
 from attn_kit.base.paths import bug_id_of, package_dir
+from attn_kit.dev import readme as readme_tables
 from attn_kit.diagnosis import compose
 from attn_kit.grading import rubric
 from attn_kit.load import catalog
@@ -86,6 +88,14 @@ class Content:
                 continue
             found[exercise.id] = exercise
         return found
+
+    @cached_property
+    def properties(self) -> tuple[catalog.Property, ...]:
+        """The README's headline properties (prompts/properties.toml); () when it does not load."""
+        try:
+            return catalog.load_properties(self.prompts / PROPERTIES_FILE)
+        except (CatalogError, OSError):
+            return ()
 
     @cached_property
     def bugs(self) -> dict[str, catalog.Bug]:
@@ -183,6 +193,11 @@ def toml_files_load(content: Content) -> Iterable[Problem]:
         catalog.load_bugs(path)
     except (CatalogError, OSError) as exc:
         yield Problem(content.relative(path), str(exc))
+    path = content.prompts / PROPERTIES_FILE
+    try:
+        catalog.load_properties(path)
+    except (CatalogError, OSError) as exc:
+        yield Problem(content.relative(path), str(exc))
 
 
 @validator
@@ -275,8 +290,6 @@ def exercise_questions_and_scoring(content: Content) -> Iterable[Problem]:
         for d in exercise.scoring:
             if d.dimension not in catalog.DIMENSIONS:
                 yield Problem(where, f"[[scoring]] dimension '{d.dimension}' is not one of {', '.join(catalog.DIMENSIONS)}")
-            if len(d.anchors) != 4:
-                yield Problem(where, f"[[scoring]] '{d.dimension}' has {len(d.anchors)} anchors, not 4")
         yield from (Problem(where, text) for text in scoring_problems(exercise))
 
 
@@ -291,6 +304,9 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
                         f"{', '.join(catalog.DIMENSIONS)} once, in that order")
     for d in exercise.scoring:
         texts = [" ".join(a.split()) for a in d.anchors]
+        if len(texts) != len(rubric.CORRECTNESS_LEADS):
+            problems.append(f"[[scoring]] '{d.dimension}' has {len(texts)} anchors, not {len(rubric.CORRECTNESS_LEADS)} "
+                            "(one per score, 1 to 4)")
         if any(not t for t in texts) or len(set(texts)) != len(texts):
             problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
         if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
@@ -492,6 +508,87 @@ def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
             if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
                 yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
                                      f"({own!r})")
+
+
+def hint_words(content: Content) -> dict[str, tuple[str, str]]:
+    """{bug id: (words of the nudging question, words of the concept step)}: prompts/concepts.toml's
+    [hint_words]; an entry that is not two strings is left out (concept_words_are_valid says so)."""
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return {bug_id: (words[0], words[1]) for bug_id, words in dict(data.get("hint_words", {})).items()
+            if isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) for w in words)}
+
+
+def climbs_in_steps(exercise: catalog.Exercise) -> bool:
+    """Its hints declare steps (question, concept, code): hint_ladder_problems holds them to it."""
+    return any(h.step for h in exercise.hints)
+
+
+def hint_teaches(exercise: catalog.Exercise, level: int, words: tuple[str, str]) -> bool:
+    """The topic of hint `level` matches the question words at its question step and the concept
+    words at its concept step."""
+    title = exercise.hints[level - 1].title
+    ladder = {h.step: " ".join(h.text.split()) for h in exercise.hints if h.title == title}
+    return all(re.search(pattern, ladder.get(step, ""), re.IGNORECASE | re.DOTALL)
+               for step, pattern in zip(("question", "concept"), words))
+
+
+def hint_link_problems(content: Content, exercise: catalog.Exercise) -> list[str]:
+    """For each bug of [hint_words] with a bug file here: the hint grading points it at
+    (grading.hint_for_bug) is a question whose topic names and explains the bug."""
+    words = hint_words(content)
+    bug_ids = sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} & set(words))
+    suite = content.suite(exercise) if bug_ids and climbs_in_steps(exercise) else None
+    if suite is None:
+        return []
+    from attn_kit.grading.pipeline import hint_for_bug
+    problems = []
+    for bug_id in bug_ids:
+        level = hint_for_bug(exercise, suite.checks, bug_id)
+        if level is None:
+            problems.append(f"{bug_id} reaches no hint: name one of its checks in a hint's checks")
+        elif exercise.hints[level - 1].step != "question":
+            problems.append(f"{bug_id} reaches hint {level}, not the gentle question first")
+        elif not hint_teaches(exercise, level, words[bug_id]):
+            problems.append(f"{bug_id} reaches '{exercise.hints[level - 1].title}', whose question and concept "
+                            f"do not name it (prompts/{CONCEPTS_FILE} [hint_words]: {list(words[bug_id])!r})")
+    return problems
+
+
+@validator
+def bugs_reach_hints_that_name_them(content: Content) -> Iterable[Problem]:
+    """hint_link_problems for every exercise whose hints climb in steps, and every entry of
+    prompts/concepts.toml is a valid regular expression ([hint_words]: two, for a catalogue bug)."""
+    yield from _concept_file_problems(content)
+    for exercise in content.exercises.values():
+        for message in hint_link_problems(content, exercise):
+            yield Problem(content.relative(exercise.path), message)
+
+
+def _concept_file_problems(content: Content) -> Iterable[Problem]:
+    where = f"prompts/{CONCEPTS_FILE}"
+    try:
+        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        yield Problem(where, f"does not load: {exc}")
+        return
+    for table in ("concept_words", "bug_words", "hint_words"):
+        for key, value in dict(data.get(table, {})).items():
+            patterns = value if table == "hint_words" else [value]
+            if table == "hint_words" and content.bugs and key not in content.bugs:
+                yield Problem(where, f"[{table}] {key} is not a bug of prompts/bugs.toml")
+            if not (isinstance(patterns, list) and len(patterns) == (2 if table == "hint_words" else 1)
+                    and all(isinstance(w, str) for w in patterns)):
+                yield Problem(where, f"[{table}] {key} must be " + ("two strings: [question words, concept words]"
+                                                                    if table == "hint_words" else "a string"))
+                continue
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    yield Problem(where, f"[{table}] {key}: {pattern!r} is not a regular expression ({exc})")
 
 
 # The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
@@ -810,12 +907,12 @@ def _entries(folder: Path) -> list[Path]:
 
 @validator
 def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
-    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml and exercises/<id>.toml
-    only: a stray file is a typo or a leftover."""
+    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml, properties.toml and
+    exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    expected = ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", CONCEPTS_FILE, PROPERTIES_FILE)
     for path in _entries(content.prompts):
-        if path.name not in ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", CONCEPTS_FILE, "exercises"):
-            yield Problem(content.relative(path), "unexpected in prompts/ (expected __init__.py, bugs.toml, "
-                                                  f"coverage.toml, families.toml, {CONCEPTS_FILE}, exercises/)")
+        if path.name not in expected + ("exercises",):
+            yield Problem(content.relative(path), f"unexpected in prompts/ (expected {', '.join(expected)}, exercises/)")
     for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
@@ -847,70 +944,104 @@ def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
             yield Problem(f"solutions/{exercise_id}", "missing: every exercise has a solutions folder")
 
 
-# --- the README's lists of exercises --------------------------------------------------------------
+# --- the README's tables of exercises and properties ----------------------------------------------
 
-PROPERTY_SECTION = "### Headline properties by exercise"
+PROPERTIES_FILE = "properties.toml"     # prompts/properties.toml: the rows of the properties tables
 
 
-def readme_property_table(text: str) -> dict[str, dict[str, str]]:
-    """{property: {exercise: cell}} from the README's 'Headline properties by exercise' tables
-    (every table of that section, each with a column per exercise)."""
-    if PROPERTY_SECTION not in text:
-        return {}
-    section = text.split(PROPERTY_SECTION, 1)[1].split("\n#", 1)[0]
-    tables, rows = [], []
-    for line in section.splitlines() + [""]:
-        if line.startswith("|"):
-            rows.append(line)
-        elif rows:
-            tables.append(rows)
-            rows = []
-    table: dict[str, dict[str, str]] = {}
-    for rows in tables:
-        header = [c.strip() for c in rows[0].strip("|").split("|")]
-        for line in rows[2:]:
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            table.setdefault(cells[0], {}).update(zip(header[1:], cells[1:]))
-    return table
+def _one_line_cell(text: str) -> str:
+    """Why `text` cannot be a README table cell, or ''."""
+    if "\n" in text or "|" in text:
+        return "must be one line without '|' (it is a README table cell)"
+    return ""
 
 
 @validator
-def readme_lists_every_exercise(content: Content) -> Iterable[Problem]:
-    """In a checkout, the README states the number of exercises, names each one, and its headline
-    properties tables have a column per exercise whose cells name real checks (or say n/a)."""
+def exercises_fill_their_readme_cells(content: Content) -> Iterable[Problem]:
+    """Every exercise says what it builds (`builds`) and states each headline property of
+    prompts/properties.toml in its [properties] table: checks of its suite (with an optional note),
+    or `na` and why it cannot break it. `dev update` writes the README's tables from these."""
+    properties = {p.id for p in content.properties}
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        if not exercise.builds.strip():
+            yield Problem(where, "'builds' is empty: say what the candidate builds (the README's Exercises table)")
+        for key in ("builds", "proves"):
+            why = _one_line_cell(getattr(exercise, key))
+            if why:
+                yield Problem(where, f"'{key}' {why}")
+        cells = {c.property: c for c in exercise.properties}
+        for missing in sorted(properties - set(cells)):
+            yield Problem(where, f"[properties] has no '{missing}': name the checks that state it, or "
+                                 "na = \"why it cannot break here\"")
+        for cell in cells.values():
+            yield from (Problem(where, f"[properties] '{cell.property}' {text}")
+                        for text in _property_cell_problems(content, exercise, cell, properties))
+
+
+def _property_cell_problems(content: Content, exercise: catalog.Exercise, cell: catalog.PropertyCell,
+                            properties: set[str]) -> list[str]:
+    problems = []
+    if properties and cell.property not in properties:
+        problems.append(f"is not a property of prompts/{PROPERTIES_FILE}")
+    if bool(cell.checks) == bool(cell.na) or (cell.na and cell.note):
+        problems.append("needs checks = [...] (and maybe a note) or na, not both")
+    for key in ("note", "na"):
+        why = _one_line_cell(getattr(cell, key))
+        if why:
+            problems.append(f"{key} {why}")
+    suite = content.suite(exercise) if cell.checks else None
+    unknown = sorted(set(cell.checks) - {c.id for c in suite.checks}) if suite is not None else []
+    if unknown:
+        problems.append(f"names no check of its suite: {', '.join(unknown)}")
+    return problems
+
+
+def readme_regions(content: Content) -> dict[str, str] | None:
+    """What `dev update` writes into the README's marked regions; None while some exercise or
+    prompts/properties.toml does not load (toml_files_load says which)."""
+    if len(content.exercises) != len(list((content.prompts / "exercises").glob("*.toml"))):
+        return None
+    try:
+        properties = catalog.load_properties(content.prompts / PROPERTIES_FILE)
+    except (CatalogError, OSError):
+        return None
+    return readme_tables.regions(content.exercises.values(), properties)
+
+
+@validator
+def readme_tables_are_up_to_date(content: Content) -> Iterable[Problem]:
+    """In a source checkout, the README's generated tables are what `attn-kit dev update` writes
+    (an installed copy has no README beside the package: nothing to check)."""
+    path = content.readme_file
+    regions = readme_regions(content) if path is not None else None
+    if path is None or regions is None:
+        return
+    for what in readme_tables.stale(path.read_text(encoding="utf-8"), regions):
+        yield Problem("README.md", f"out of date ({what}): run attn-kit dev update")
+
+
+def update_readme(content: Content | None = None) -> list[str]:
+    """Rewrite the README's generated regions; returns the names of those that changed.
+
+    Raises UsageError when there is no README beside the package (an installed copy) or some
+    content does not load, and when the README lacks a region (where to put its markers)."""
+    content = content or Content.installed()
     path = content.readme_file
     if path is None:
-        note = "README.md: not beside prompts/ (an installed copy), so its exercise tables are not checked"
-        if note not in content.notes:
-            content.notes.append(note)
-        return
+        raise UsageError(f"no README.md beside {content.prompts}: `attn-kit dev update` rewrites a source "
+                         "checkout's README, and this is an installed copy.")
+    regions = readme_regions(content)
+    if regions is None:
+        problems = "; ".join(map(str, toml_files_load(content))) or f"prompts/{PROPERTIES_FILE} does not load"
+        raise UsageError(f"the content does not load, so the README's tables cannot be written: {problems}")
     text = path.read_text(encoding="utf-8")
-    said = re.search(r"(\d+) exercises", text)
-    if said and int(said.group(1)) != len(content.exercises):
-        yield Problem("README.md", f"says {said.group(1)} exercises; there are {len(content.exercises)}: "
-                                   "update the count above the Exercises table")
-    for exercise_id in content.exercises:
-        if f"| `{exercise_id}` |" not in text:
-            yield Problem("README.md", f"has no row for `{exercise_id}` in the Exercises table: add "
-                                       f"'| `{exercise_id}` | what you build |'")
-    yield from _property_cells(content, readme_property_table(text))
-
-
-def _property_cells(content: Content, table: dict[str, dict[str, str]]) -> Iterable[Problem]:
-    for prop, cells in table.items():
-        where = f"README.md '{PROPERTY_SECTION[4:]}'"
-        for exercise_id in sorted(set(content.exercises) - set(cells)):
-            yield Problem(where, f"'{prop}' has no column for {exercise_id}: add one naming the check that "
-                                 "states it, or 'n/a: ' and why")
-        for exercise_id, cell in cells.items():
-            exercise = content.exercises.get(exercise_id)
-            ids = re.findall(r"`([a-z0-9-]+)`", cell)
-            if exercise is None:
-                yield Problem(where, f"'{prop}' has a column for unknown exercise '{exercise_id}'")
-                continue
-            if not ids and not cell.startswith("n/a"):
-                yield Problem(where, f"'{prop}' / {exercise_id}: name the check, or say n/a and why")
-            suite = content.suite(exercise) if ids else None
-            unknown = sorted(set(ids) - {c.id for c in suite.checks}) if suite is not None else []
-            if unknown:
-                yield Problem(where, f"'{prop}' / {exercise_id}: no check {', '.join(unknown)}")
+    missing = [what for what in readme_tables.stale(text, regions) if what.startswith("no ")]
+    if missing:
+        raise UsageError(f"README.md has {missing[0]}: put the two marker lines where the table belongs.")
+    new = readme_tables.update(text, regions)
+    stale = " ".join(readme_tables.stale(text, regions))
+    changed = [name for name in regions if f"'{name}'" in stale]
+    if new != text:
+        safefile.write_text(path, new)
+    return changed

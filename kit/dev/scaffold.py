@@ -5,7 +5,8 @@ An exercise is data joined by ids (kit/dev/check.py lists the joins): prompts/ex
 suite), solutions/<id>/reference_numpy.py (the oracle) and solutions/<id>/bugs/<bug-id>.py (a
 known bug: the reference with one marked change). The kit finds exercises by listing those
 folders, so a new exercise touches no shared file: prompts/coverage.toml and
-tests/corpus/can_fail.toml treat an exercise without an entry as having none.
+tests/corpus/can_fail.toml treat an exercise without an entry as having none, and the README's
+tables of exercises are written from the TOML by `attn-kit dev update`.
 
 The skeleton is a working single-head attention, `softmax(q·kᵀ / sqrt(d)) @ v`, so it loads and
 grades from the start; every line a contributor must write is marked PLACEHOLDER, and
@@ -58,7 +59,8 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
         raise UsageError(f"'{bug}' is not a bug id in prompts/bugs.toml: pass --bug with one of its ids.")
     orders = [catalog.load_exercise(p).order for p in (roots["prompts"] / "exercises").glob("*.toml")]
     fields = {"id": exercise_id, "fn": module_name(exercise_id), "bug": bug, "todo": PLACEHOLDER,
-              "order": max(orders, default=0) + 1, "concept": known[bug].concept}
+              "order": max(orders, default=0) + 1, "concept": known[bug].concept,
+              "properties": _property_lines(catalog.load_properties(roots["prompts"] / "properties.toml"))}
     folder = roots["solutions"] / exercise_id
     files = {
         roots["prompts"] / "exercises" / f"{exercise_id}.toml": EXERCISE_TOML,
@@ -70,6 +72,12 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.format(**fields), encoding="utf-8")
     return Skeleton(exercise_id, tuple(files))
+
+
+def _property_lines(properties: tuple[catalog.Property, ...]) -> str:
+    """A placeholder cell per headline property (prompts/properties.toml) for the TOML's [properties]."""
+    return "".join(f'{p.id} = {{na = "{PLACEHOLDER}: the checks stating {p.title} (checks = [...]), or why it '
+                   'cannot break here"}\n' for p in properties)
 
 
 # --- the templates (str.format: {{ }} are literal braces) ----------------------------------------
@@ -156,6 +164,8 @@ format = 1
 id = "{id}"
 title = "{todo}: the title, as `attn-kit list` shows it"
 summary = "{todo}: one sentence saying what the candidate writes."
+builds = "{todo}: what the candidate builds, a line of the README's Exercises table"
+proves = "{todo}: what the checks prove, a line of the README's follow-ups table (or delete this line)"
 order = {order}                            # position in `attn-kit list`: unique among exercises
 main = "{fn}"                # the function that identifies a candidate's file as this exercise
 checks = "{fn}"              # the module checks/<checks>.py holding the graded suite
@@ -311,4 +321,9 @@ why = "{todo}: why the time grows this way"
 [bench.memory]
 exponent = 2.0
 why = "{todo}: why the memory grows this way"
-'''
+
+# The README's headline properties (prompts/properties.toml): for each, the checks that state it
+# here, as {{checks = ["check-id"], note = "optional"}}, or {{na = "why the exercise cannot break it"}}.
+# `attn-kit dev update` then writes the README's tables from this file.
+[properties]
+{properties}'''

@@ -68,6 +68,23 @@ class Dimension:
 
 
 @dataclass(frozen=True)
+class PropertyCell:
+    """How an exercise states one of the README's headline properties (prompts/properties.toml):
+    the checks that state it, with an optional note, or `na`: why the exercise cannot break it."""
+    property: str                    # a property id of prompts/properties.toml
+    checks: tuple[str, ...] = ()
+    note: str = ""
+    na: str = ""
+
+
+@dataclass(frozen=True)
+class Property:
+    """A headline property every attention layer has: a row of the README's properties table."""
+    id: str
+    title: str
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     minute: int                      # minutes into the screen
     expect: str                      # where a candidate on track is by then
@@ -149,6 +166,9 @@ class Exercise:
     needs: str = ""                    # optional dependency, e.g. "torch"
     minutes: int = 45                  # default mock-screen length
     bench: Bench | None = None         # the [bench] table (`attn-kit dev check` requires one)
+    builds: str = ""                   # the README's Exercises table: what you build (`dev check` requires it)
+    proves: str = ""                   # the README's follow-ups table: what the kit proves (a row when set)
+    properties: tuple[PropertyCell, ...] = ()   # the [properties] table: the README's headline properties
     path: Path = field(default=Path(), compare=False)
 
     @property
@@ -215,10 +235,29 @@ def load_exercise(path: Path) -> Exercise:
                               for i, item in enumerate(data[key]))
     if "bench" in data:
         data["bench"] = _load_bench(data["bench"], f"{path.name} [bench]")
+    if "properties" in data:
+        data["properties"] = _load_property_cells(data["properties"], f"{path.name} [properties]")
     exercise = _build(Exercise, data, path.name)
     if exercise.id != path.stem:
         raise CatalogError(f"{path.name}: id '{exercise.id}' does not match the file name")
     return dataclasses.replace(exercise, path=path)
+
+
+def _load_property_cells(table, where: str) -> tuple[PropertyCell, ...]:
+    """The [properties] table: {property id: {checks = [...], note = "..."} or {na = "..."}}."""
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise CatalogError(f"{where}: must be a table of inline tables (causal = {{checks = [\"...\"]}})")
+    return tuple(_build(PropertyCell, dict(cell, property=name), f"{where} {name}") for name, cell in table.items())
+
+
+def load_properties(path: Path) -> tuple[Property, ...]:
+    """The headline properties of prompts/properties.toml, in file order."""
+    data = _read_toml(path)
+    items = tuple(_build(Property, item, f"{path.name} [properties] #{i + 1}")
+                  for i, item in enumerate(data.pop("properties", [])))
+    if data:
+        raise CatalogError(f"{path.name}: unknown key '{sorted(data)[0]}' (allowed: format, properties)")
+    return items
 
 
 def _load_bench(table, where: str) -> Bench:
@@ -287,7 +326,7 @@ def bugs() -> dict[str, Bug]:
 
 def exercise(exercise_id: str) -> Exercise:
     """Look up an exercise, or raise UsageError listing the ids. Reads only that exercise's file
-    when it exists (`check` on a file with an `# attn-kit:` header never parses the other nine)."""
+    when it exists (`check` on a file with an `# attn-kit:` header never parses the others)."""
     path = package_dir("prompts") / "exercises" / f"{exercise_id}.toml"
     if not exercises.cache_info().currsize and re.fullmatch(r"[a-z0-9][a-z0-9-]*", exercise_id) and path.is_file():
         return _load_once(path)
