@@ -317,6 +317,49 @@ def legend(results) -> Text | None:
     return Text("  " + " · ".join(seen), style="muted") if seen else None
 
 
+def short_path(path: str, room: int) -> str:
+    """`path` in at most `room` columns if it can be, broken only between folders: as given if it
+    fits; else relative to the current folder (or with ~ for the home folder); else its first
+    folder, "…" and as many of its last folders as fit, always the file's own name."""
+    if len(path) <= room:
+        return path
+    shown = path
+    with contextlib.suppress(OSError, ValueError):
+        full = os.path.abspath(path)
+        cwd, home = os.getcwd(), os.path.expanduser("~")
+        if full.startswith(cwd + os.sep):
+            shown = os.path.relpath(full, cwd)
+        elif home not in ("", os.sep) and full.startswith(home + os.sep):
+            shown = "~" + full[len(home):]
+    if len(shown) <= room:
+        return shown
+    parts = shown.split(os.sep)
+    if len(parts) <= 2:                         # a bare file name, or one folder: nothing to leave out
+        return shown
+    first = parts[0] + os.sep if parts[0] else os.sep + parts[1] + os.sep    # "~/", "/work/", "solutions/"
+    rest = parts[1:] if parts[0] else parts[2:]
+    for keep in range(len(rest) - 1, 0, -1):
+        for start in (first + "…" + os.sep, "…" + os.sep):
+            candidate = start + os.sep.join(rest[-keep:])
+            if len(candidate) <= room:
+                return candidate
+    return "…" + os.sep + parts[-1]
+
+
+def check_header(rep: Report, width: int) -> Text:
+    """`attn-kit check EXERCISE · PATH · seed N` on one line of `width`: a long path is shortened
+    between its folders (short_path) so the seed stays on the line. When even `…/NAME` leaves no
+    room (narrow terminals, long names), the path goes whole-named on a line of its own below."""
+    tail = " · public examples only" if rep.public_only else f" · seed {rep.seed}"
+    lead = f"attn-kit check {rep.exercise} · "
+    path = short_path(rep.path, width - 1 - len(lead) - len(tail))
+    if len(lead) + len(path) + len(tail) < width:
+        return (Text("attn-kit check ", style="label") + Text(f"{rep.exercise} · {path}", style="muted")
+                + Text(tail, style="muted"))
+    return (Text("attn-kit check ", style="label") + Text(rep.exercise + tail, style="muted")
+            + Text("\n  " + short_path(rep.path, width - 3), style="muted"))
+
+
 def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
            brief: bool = False) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
@@ -331,11 +374,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         _brief_report(rep, out or console())
         return
     out = out or console()
-    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
-    title = Text("attn-kit check ", style="label") + Text(where, style="muted")
-    if rep.public_only:
-        title += Text(" · public examples only", style="muted")
-    out.print(title)
+    out.print(check_header(rep, out.width))
     if not rep.passed:
         table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
         table.add_column("", width=1)
@@ -424,8 +463,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
 
 
 def _brief_report(rep: Report, out: Console) -> None:
-    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
-    out.print(Text("attn-kit check ", style="label") + Text(where, style="muted"))
+    out.print(check_header(rep, out.width))
     failures = [r for r in rep.results if r.status in FAILED]
     if failures:
         names = ", ".join(r.id for r in failures)

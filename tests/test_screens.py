@@ -103,3 +103,51 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     assert_fits(lines, size[1])
     session_path = str(session.relative_to(tmp_path))
     assert any(session_path in line for line in lines), "the session file's path, whole on one line"
+
+
+# --- the check header: one line, the seed always on it ---------------------------------------------
+
+def test_a_long_path_is_shortened_between_folders(tmp_path, monkeypatch):
+    from attn_kit.render import short_path
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    deep = "/opt/venv/lib/python3.12/site-packages/attn_kit/solutions/mha-screen/reference_lists.py"
+    assert short_path(deep, 200) == deep and short_path("solution.py", 3) == "solution.py"
+    for room in (60, 40, 30, 25):
+        shown = short_path(deep, room)
+        assert len(shown) <= room and shown.startswith(("/opt/…/", "…/")), shown
+        assert deep.endswith(shown.split("…", 1)[1]), "only whole folders are left out"
+    assert short_path(deep, 5) == "…/reference_lists.py"            # the file's name, whatever the room
+    mine = tmp_path / "a" / "much" / "deeper" / "folder" / "solution.py"
+    assert short_path(str(mine), 40) == "a/much/deeper/folder/solution.py"   # relative to the current folder
+    monkeypatch.chdir("/")
+    home = tmp_path / "home" / "projects" / "practice" / "solution.py"
+    assert short_path(str(home), len(str(home)) - 1) == "~/projects/practice/solution.py"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
+def test_the_check_header_keeps_the_seed_on_its_line(tmp_path, size):
+    """A solution deep in an installed package (a site-packages path), checked from elsewhere:
+    the header is one line with the seed on it, the path shortened between folders."""
+    deep = tmp_path / "venv" / "lib" / "python3.12" / "site-packages" / "attn_kit" / "solutions" / "mha-screen"
+    deep.mkdir(parents=True)
+    mine = deep / "reference_lists.py"
+    mine.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    child = spawn("check", mine, "--seed", "12345", size=size, cwd=elsewhere)
+    child.expect(pexpect.EOF)
+    child.close()
+    drawn = child.logfile_read.getvalue().replace("\r\n", "\n")
+    lines = [ESCAPES.sub("", line.rsplit("\r", 1)[-1]) for line in drawn.split("\n")]   # as each line ends up
+    at = next(i for i, line in enumerate(lines) if line.startswith("attn-kit check"))
+    header = lines[at]
+    assert_fits(lines[at:at + 2], size[1])
+    assert header.endswith(" · seed 12345"), lines
+    if size[1] == 80:                                  # path and seed on one line
+        shown = header.split(" · ")[1]
+    else:                                              # too narrow for both: the path on the next line
+        assert header == "attn-kit check mha-screen · seed 12345", header
+        shown = lines[at + 1].strip()
+    assert shown.endswith("/reference_lists.py") and "…/" in shown, lines[at:at + 2]
+    assert str(mine).endswith(shown.split("…", 1)[1]), "only whole folders are left out"
