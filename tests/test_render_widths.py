@@ -76,9 +76,14 @@ def test_mock_status_line_fits(width):
                                                 "output-shapes"], saves=12)
     line = render_practice.mock_status(38 * 60 + 12, status, width=width)
     assert line.cell_len < width and "\n" not in line.plain
-    assert "public checks 1/4" in line.plain and "s submit" in line.plain
-    if width >= 120:
-        assert "failing: public-attention-example" in line.plain
+    assert "38:12" in line.plain and "1/4" in line.plain and "s submit" in line.plain
+    shown = re.search(r"(?:failing: |✗ )([a-z, -]+?)(?: \+(\d+) more)? │", line.plain)
+    assert shown, line.plain                        # names whole, as many as fit, then how many more
+    names = shown.group(1).split(", ")
+    assert names == status.failing[:len(names)] and len(names) + int(shown.group(2) or 0) == 3, line.plain
+    assert len(names) >= {60: 1, 80: 1, 120: 3}[width], line.plain
+    if width >= 120:                                # every name, so the save count made room
+        assert "public checks 1/4" in line.plain and "saves" not in line.plain
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from attn_kit import catalog
+from attn_kit import catalog, grading
 from attn_kit.paths import solutions_dir
 
 NO_SCALING = solutions_dir("mha-screen") / "bugs" / "no-scaling.py"
@@ -81,11 +81,11 @@ def test_watch_shows_the_first_failure_on_one_screen(tmp_path, size):
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
 def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     child = spawn("mock", "mha-screen", "--minutes", "5", "--dir", ".", size=size, cwd=tmp_path)
-    child.expect(r"public checks \d+/\d+")
+    child.expect(r"(?<!\d)0/4(?!\d)")             # the starter graded: every public check failing
     [session] = Path(tmp_path).glob("mock-mha-screen-*/solution.py")
     time.sleep(0.3)
     session.write_text(NO_SCALING.read_text())
-    child.expect(r"public checks [1-9]\d*/")            # the save was graded (narrow: no save count)
+    child.expect(r"(?<!\d)3/4(?!\d)")             # the save was graded
     child.send("s")
     child.expect("Question 1/")
     child.sendeof()                                    # cut the discussion short
@@ -101,6 +101,18 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     assert re.search(r"^\s+expected \[", joined, re.M) and re.search(r"^\s+yours\s+\[", joined, re.M), joined
     lines = [line for line in text.split("\n") if "⏱" not in line]     # the live line redraws in place
     assert_fits(lines, size[1])
+    statuses = re.findall(r"⏱[^⏱\n]*?s submit", text)
+    assert statuses and all(len(status) < size[1] for status in statuses), statuses
+    starter = [status for status in statuses if " 0/4" in status]
+    saved = [status for status in statuses if " 3/4" in status]
+    assert starter and saved, statuses
+    shown = re.search(r"(?:failing: |✗ )([a-z, -]+?)(?: \+(\d+) more)? │", starter[-1])
+    assert shown, starter[-1]
+    names = shown.group(1).split(", ")                # as many as fit, then how many more
+    public = [c.id for c in grading.suite_for(catalog.exercise("mha-screen")).checks if c.public]
+    assert names == public[:len(names)] and len(names) + int(shown.group(2) or 0) == len(public), starter[-1]
+    assert len(names) >= (2 if size[1] == 80 else 1), starter[-1]
+    assert re.search(r"(failing: |✗ )public-attention-example │", saved[-1]), saved[-1]
     session_path = str(session.relative_to(tmp_path))
     assert any(session_path in line for line in lines), "the session file's path, whole on one line"
 
