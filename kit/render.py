@@ -506,43 +506,97 @@ def repro_written(paths, out: Console | None = None) -> None:
 
 # --- grading the candidate's own tests (attn-kit test-tests, check --tests) -----------------------
 
-def test_grade(grade, out: Console | None = None) -> None:
-    """The verdict on a candidate's tests: wrong tests, a bug table, test ideas for missed bugs."""
+SCREEN_ROWS = 24         # the report of `test-tests` fits a screen this tall (with the prompt after it)
+
+
+def test_grade(grade, out: Console | None = None, full: bool = False, flag: str = "--all") -> None:
+    """The verdict on a candidate's tests, fitted to one 80×24 screen: the score, any wrong test,
+    the bugs caught, then as many missed bugs with a test idea as fit, the others by name, and
+    the option (`flag`) that shows everything. `full` shows everything: a table of every known
+    bug with the tests that caught it, and a test idea for each missed one."""
     out = out or console()
     references = sum(r.bug is None for r in grade.runs)
-    out.print(Text("attn-kit test-tests ", style="label") + Text(f"{grade.exercise} · {grade.path}", style="muted"))
-    out.print(Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
-                   f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
-                   style="muted"))
+    shown: list = [_titled("attn-kit test-tests ", grade.exercise, grade.path, "", out.width),
+                   Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
+                        f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
+                        style="muted")]
+    score = _test_score(grade)
+    if not full:
+        shown.append(score)
+    shown += _test_verdicts(grade, clip=None if full else 3, flag=flag)
+    if full:
+        shown += [Text(), _bug_table(grade)]
+        missed = [b for b in grade.bugs if not b.caught]
+        if missed:
+            shown += [Text(), Text("Tests that would catch what you missed", style="label")]
+            shown += [_test_idea(bug) for bug in missed]
+        shown += [Text(), score]
+    else:
+        shown += _test_summary(grade, out, shown, flag)
+    for renderable in shown:
+        out.print(renderable)
+
+
+def _titled(command: str, exercise: str, path: str, tail: str, width: int) -> Text:
+    """`COMMAND EXERCISE · PATH TAIL` on one line of `width` if it can be (short_path); else
+    the path, shortened, on a line of its own below."""
+    lead = f"{command}{exercise} · "
+    shown = short_path(path, width - 1 - len(lead) - len(tail))
+    if len(lead) + len(shown) + len(tail) < width:
+        return Text(command, style="label") + Text(f"{exercise} · {shown}", style="muted") + Text(tail, style="muted")
+    return (Text(command, style="label") + Text(exercise + tail, style="muted")
+            + Text("\n  " + short_path(path, width - 3), style="muted"))
+
+
+def _test_score(grade) -> Text:
+    caught, total = len(grade.caught), len(grade.bugs)
+    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
     if grade.wrong:
-        out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
-                       f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
-                       f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
+        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
+    return Text(text, style="score.good" if grade.ok and caught == total else "score.bad")
+
+
+def _clipped(text: str, lines: int | None, flag: str) -> str:
+    kept = text.rstrip().split("\n")
+    if lines is None or len(kept) <= lines:
+        return "\n".join(kept)
+    return "\n".join(kept[:lines] + [f"… ({len(kept) - lines} more lines: {flag} shows them)"])
+
+
+def _test_verdicts(grade, clip: int | None, flag: str) -> list:
+    """Wrong tests, tests that depend on the return type, notes; messages cut to `clip` lines."""
+    shown: list = []
+    if grade.wrong:
+        shown.append(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                          f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                          f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
-                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
-            body = [Text(w.message.rstrip())]
+            shown.append(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                                 + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
+            body = [Text(_clipped(w.message, clip, flag))]
             if w.output.strip():
-                body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
-            out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+                body += [Text("it printed:", style="muted"), Text(_clipped(w.output.rstrip()[:800], clip, flag))]
+            shown.append(Padding(Group(*body), (0, 0, 0, 6), expand=False))
     elif not grade.type_sensitive:
-        out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
-                       style="check.pass"))
+        shown.append(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
+                          style="check.pass"))
     if grade.type_sensitive:
         count = len(grade.type_sensitive)
-        out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
-                       f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
-                       f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+        shown.append(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                          f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                          f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
         for t in grade.type_sensitive:
             where = f" {t.where}" if t.where else ""
-            out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
-            out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
-                              expand=False))
-    for note in grade.notes:
-        out.print(Text(f"note: {note}", style="warning"))
-    out.print()
+            shown.append(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
+            shown.append(Padding(Group(Text(t.advice), Text(_clipped(t.message, clip, flag), style="muted")), (0, 0, 0, 6),
+                                 expand=False))
+    shown += [Text(f"note: {note}", style="warning") for note in grade.notes]
+    return shown
+
+
+def _bug_table(grade) -> Table:
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
     table.add_column("", width=1)
     table.add_column("known bug", no_wrap=True)
@@ -559,20 +613,65 @@ def test_grade(grade, out: Console | None = None) -> None:
             cell += Text(f"\n{note}", style="muted")
         table.add_row(Text("✓" if bug.caught else "✗", style=style),
                       Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
-    out.print(table)
+    return table
+
+
+def _test_idea(bug) -> Group:
+    return Group(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"),
+                 Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+
+
+def _height(out: Console, renderable) -> int:
+    return len(out.render_lines(renderable, out.options, pad=False))
+
+
+def _names(out: Console, prefix: Text, names: list[Text], rows: int) -> Table:
+    """`prefix` then as many of `names` as fit in `rows` lines, then "+N more"."""
+    for count in range(len(names), 0, -1):
+        body = Text(", ").join(names[:count])
+        if count < len(names):
+            body += Text(f" +{len(names) - count} more", style="muted")
+        line = hanging(prefix, body)
+        if _height(out, line) <= rows:
+            return line
+    return hanging(prefix, Text(f"{len(names)}", style="muted"))
+
+
+def _test_summary(grade, out: Console, above: list, flag: str) -> list:
+    """After the score and the verdicts: the bugs caught, in a line or two; the missed bugs with
+    their test ideas, as many as fit the screen (at least one); the others by name; and which
+    option shows everything."""
+    caught = [b for b in grade.bugs if b.caught]
     missed = [b for b in grade.bugs if not b.caught]
-    if missed:
-        out.print()
-        out.print(Text("Tests that would catch what you missed", style="label"))
-        for bug in missed:
-            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
-            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
-    out.print()
-    caught, total = len(grade.caught), len(grade.bugs)
-    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
-    if grade.wrong:
-        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
-    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+    shown: list = []
+    if caught and missed:          # all caught: the score says so
+        names = [Text(b.id, style="bug.id") + (Text(f" ({len(b.forms) - len(b.missed_forms)} of {len(b.forms)} "
+                                                      "forms)", style="warning") if b.missed_forms else Text())
+                 for b in caught]
+        shown.append(_names(out, Text(f"✓ Caught {len(caught)}: ", style="check.pass"), names, 2))
+    footer = (Text("Add ", style="muted") + Text(flag, style="command")
+              + Text(" for every bug, the tests that caught it and each test idea." if missed
+                     else " for every bug and the tests that caught it.", style="muted"))
+    if not missed:
+        return [*shown, footer]
+    rows = max(out.size.height if out.is_terminal else 0, SCREEN_ROWS) - 1      # a line for the prompt after
+    left = rows - sum(_height(out, r) for r in [*above, *shown, footer]) - 2    # - the blank and the heading
+    ideas = [_test_idea(b) for b in missed]
+    count = 0
+    for idea in ideas:
+        others = 0 if count + 1 == len(ideas) else 1               # a line, at least, naming the others
+        if count and _height(out, idea) + others > left:
+            break
+        left -= _height(out, idea)
+        count += 1
+    heading = f"Missed {len(missed)}. " + (
+        "A test that would catch it:" if len(missed) == 1 else "Tests that would catch them:" if count == len(missed)
+        else "A test that would catch the first:" if count == 1 else f"Tests that would catch the first {count}:")
+    shown += [Text(), Text(heading, style="label"), *ideas[:count]]
+    if count < len(missed):
+        shown.append(_names(out, Text("  and ", style="muted"), [Text(b.id, style="check.fail") for b in missed[count:]],
+                            min(2, max(1, left))))
+    return [*shown, footer]
 
 
 def _count(n: int, noun: str) -> str:

@@ -243,13 +243,28 @@ def test_check_shows_a_live_line_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
 
 @pytest.mark.slow
 def test_test_tests_shows_how_many_implementations_have_run(tmp_path):
+    """...and then a report that fits the 80×24 screen: the score first, the first missed bugs
+    with their test ideas, the option that shows the rest."""
+    import re
+
     import pexpect
 
     from helpers import CORPUS
     child = _terminal("test-tests", CORPUS / "candidate_tests" / "shapes_only.py", cwd=tmp_path)
+    child.logfile_read = io.StringIO()
     child.expect(r"your tests ran against \d+ of \d+ implementations")
     child.expect(pexpect.EOF)
     child.close()
+    drawn = child.logfile_read.getvalue().replace("\r\n", "\n").split("\n")
+    escapes = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+    screen = [escapes.sub("", line.rsplit("\r", 1)[-1]).rstrip() for line in drawn]    # as each line ends up
+    start = next(i for i, line in enumerate(screen) if line.startswith("attn-kit test-tests"))
+    report = screen[start:]
+    while report and not report[-1]:
+        report.pop()
+    assert len(report) <= 23 and all(len(line) <= 80 for line in report), "\n".join(report)
+    assert report[2].startswith("Score: ") and report[-1].startswith("Add --all for every bug"), report
+    assert any(line.startswith("  ● no-scaling — ") for line in report), "the first missed bug, with its idea"
 
 
 def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
