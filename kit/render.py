@@ -349,15 +349,9 @@ def short_path(path: str, room: int) -> str:
 def check_header(rep: Report, width: int) -> Text:
     """`attn-kit check EXERCISE · PATH · seed N` on one line of `width`: a long path is shortened
     between its folders (short_path) so the seed stays on the line. When even `…/NAME` leaves no
-    room (narrow terminals, long names), the path goes whole-named on a line of its own below."""
+    room (narrow terminals, long names), the path goes on a line of its own below."""
     tail = " · public examples only" if rep.public_only else f" · seed {rep.seed}"
-    lead = f"attn-kit check {rep.exercise} · "
-    path = short_path(rep.path, width - 1 - len(lead) - len(tail))
-    if len(lead) + len(path) + len(tail) < width:
-        return (Text("attn-kit check ", style="label") + Text(f"{rep.exercise} · {path}", style="muted")
-                + Text(tail, style="muted"))
-    return (Text("attn-kit check ", style="label") + Text(rep.exercise + tail, style="muted")
-            + Text("\n  " + short_path(rep.path, width - 3), style="muted"))
+    return _titled("attn-kit check ", rep.exercise, rep.path, tail, width)
 
 
 def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
