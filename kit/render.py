@@ -117,8 +117,12 @@ def error_console() -> Console:
 
 
 def error(message: str) -> None:
-    # soft_wrap: a source line with its caret must not be re-wrapped by rich
-    error_console().print(Text("Error: ", style="error") + Text(message), soft_wrap=True)
+    """`Error: message` on stderr. On a terminal its prose wraps between words; its indented lines
+    (a source line and its caret) are never re-wrapped. Piped, each line stays whole."""
+    err = error_console()
+    for i, line in enumerate(message.split("\n")):
+        text = (Text("Error: ", style="error") if i == 0 else Text()) + Text(line)
+        err.print(text, soft_wrap=not err.is_terminal or line.startswith((" ", "\t")))
 
 
 def warning(message: str) -> None:

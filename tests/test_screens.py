@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -163,3 +164,34 @@ def test_the_check_header_keeps_the_seed_on_its_line(tmp_path, size):
         shown = lines[at + 1].strip()
     assert shown.endswith("/reference_lists.py") and "…/" in shown, lines[at:at + 2]
     assert str(mine).endswith(shown.split("…", 1)[1]), "only whole folders are left out"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
+def test_error_messages_wrap_between_words(tmp_path, size):
+    """An error's prose wraps at spaces on a terminal (the terminal's own wrap would cut words);
+    a source line and its caret are never re-wrapped; piped, each line stays whole."""
+    notests = tmp_path / "a_file_with_a_rather_long_name_and_no_tests_in_it.py"
+    notests.write_text("def helper():\n    return 1\n")
+    child = spawn("test-tests", notests.name, size=size, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    drawn = child.logfile_read.getvalue().replace("\r\n", "\n")
+    lines = [ESCAPES.sub("", line.rsplit("\r", 1)[-1]).rstrip() for line in drawn.split("\n")]
+    at = next(i for i, line in enumerate(lines) if line.startswith("Error: "))
+    shown = [line for line in lines[at:] if line]
+    assert len(shown) >= 2 and all(len(line) <= size[1] for line in shown), shown
+    piped = subprocess.run([sys.executable, "-m", "attn_kit.cli", "test-tests", notests.name], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.returncode == child.exitstatus == 1
+    [whole] = [line for line in piped.stderr.splitlines() if line.startswith("Error: ")]
+    assert " ".join(shown) == whole, "the same words, broken only between them"
+    bad = tmp_path / "broken.py"
+    bad.write_text("# attn-kit: mha-screen\ndef multi_head_attention(x, params, num_heads, mask=None:\n"
+                   "    return x\n")
+    child = spawn("check", bad.name, size=size, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = lines_of(child.logfile_read.getvalue())
+    source = next(i for i, line in enumerate(lines) if "def multi_head_attention(" in line)
+    assert lines[source].startswith("    def multi_head_attention(x, params, num_heads, mask=None:")
+    assert lines[source + 1].strip() == "^"
