@@ -455,9 +455,14 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
     else:
         skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
         tail = f", {skipped} not checked" if skipped else ""      # the legend's word for –
-        rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
-        out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
-                  + Text(rerun, style="muted"))
+        score = Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
+        rerun = "" if rep.public_only else f"Rerun the same cases with --seed {rep.seed}."
+        if rerun and score.cell_len + 2 + len(rerun) <= out.width:
+            score += Text("  " + rerun, style="muted")
+            rerun = ""
+        out.print(score)
+        if rerun:              # on its own line rather than split between --seed and its value
+            out.print(Text(rerun, style="muted"))
 
 
 def _brief_report(rep: Report, out: Console) -> None:
@@ -683,8 +688,12 @@ def locate_pointer(rep: Report, command: str, out: Console | None = None) -> Non
     if rep.passed or not any(r.status in FAILED for r in rep.results):
         return
     out = out or console()
-    out.print(Text("Can't see where? ", style="muted") + Text(command, style="command")
-              + Text(" points at the line.", style="muted"), soft_wrap=True)
+    line = Text("Can't see where? ", style="muted") + Text(command, style="command")
+    if line.cell_len + len(" points at the line.") <= out.width:
+        out.print(line + Text(" points at the line.", style="muted"))
+    else:                  # the command whole on a line of its own, to copy
+        out.print(Text("Can't see where? This points at the line:", style="muted"))
+        out.print(Text("  ") + Text(command, style="command"), soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ and piped output carries no padding."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import sys
@@ -122,3 +123,30 @@ def test_piped_output_is_not_padded(reports, monkeypatch):
     lines = piped.getvalue().splitlines()
     assert len(lines) > 30
     assert [line for line in lines if line != line.rstrip(" ")] == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_score_line_keeps_seed_and_value_together(reports, width):
+    """`Rerun the same cases with --seed N.` goes on a line of its own rather than being split
+    between `--seed` and its value."""
+    report = dataclasses.replace(reports["bug"], seed=47887)   # five digits: too long for one line at 80
+    out = console(width)
+    render.report(report, MHA, out=out)
+    lines = out.file.getvalue().splitlines()
+    rerun = f"Rerun the same cases with --seed {report.seed}."
+    at = next(i for i, line in enumerate(lines) if line.startswith("Score: "))
+    together = lines[at].rstrip().endswith("  " + rerun)
+    assert together or lines[at + 1].rstrip() == rerun, lines[at:at + 2]
+    assert together == (width >= 120)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_locate_pointer_keeps_its_command_whole(reports, width):
+    out = console(width)
+    command = "attn-kit check solution.py --seed 47887 --locate"
+    render.locate_pointer(reports["bug"], command, out=out)
+    lines = out.file.getvalue().splitlines()
+    if width >= 120:
+        assert lines == [f"Can't see where? {command} points at the line."]
+    else:                                       # too long for one line: the command on its own
+        assert lines == ["Can't see where? This points at the line:", f"  {command}"]
