@@ -73,5 +73,10 @@ def test_skip_reasons_speak_to_users():
     """No test skips with a reason about the project's own files (shared/SPEC.md) that a user's clone
     does not have."""
     for path in (ROOT / "tests").glob("test_*.py"):
-        for reason in re.findall(r"(?:skip\(|reason=)\s*f?\"([^\"]*)\"", path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8")
+        for reason in re.findall(r"(?:skip\(|reason=)\s*f?(?:\"([^\"]*)\"|'([^']*)')", text):
+            reason = "".join(reason)
             assert "SPEC" not in reason and "shared/" not in reason, f"{path.name}: {reason}"
+        # torch's absence is one reason, counted on the summary line (conftest.need_torch, TORCH_MISSING)
+        bare = re.findall(r"importorskip\(\s*[\"']torch[\"']\s*\)", text)
+        assert not bare, f"{path.name}: skip through need_torch() so the summary line counts it"

@@ -47,6 +47,9 @@ def test_minutes_are_counted_in_words():
     assert render_practice.minutes_text(1) == "1 minute"
     assert render_practice.minutes_text(45) == "45 minutes"
     assert render_practice.minutes_text(0.5) == "0.5 minutes"
+    span = render_practice.span                 # "next due in …", "due again in …"
+    assert [span(timedelta(minutes=m)) for m in (1, 10, 60, 24 * 60, 3 * 24 * 60)] == [
+        "1 minute", "10 minutes", "1 hour", "1 day", "3 days"]
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
     render_practice.mock_intro(catalog.exercise("kv-cache"), Path("session.py"), 1, out=out)
     assert "1 minute." in out.file.getvalue() and "1 minutes" not in out.file.getvalue()
