@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attn_kit import devcheck
+from attn_kit import catalog, devcheck
 from attn_kit.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,3 +80,13 @@ def test_skip_reasons_speak_to_users():
         # torch's absence is one reason, counted on the summary line (conftest.need_torch, TORCH_MISSING)
         bare = re.findall(r"importorskip\(\s*[\"']torch[\"']\s*\)", text)
         assert not bare, f"{path.name}: skip through need_torch() so the summary line counts it"
+
+
+def test_what_attn_kit_solution_shows_names_no_developers_file():
+    """The references and bug files ship with the kit and `attn-kit solution` prints them: they
+    speak of the statement, never of the developers' spec."""
+    from attn_kit.paths import bug_files, reference_files
+    for exercise in catalog.exercises():
+        for path in [*reference_files(exercise), *bug_files(exercise)]:
+            text = path.read_text(encoding="utf-8")
+            assert "SPEC" not in text and "shared/" not in text, path
