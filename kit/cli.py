@@ -226,7 +226,7 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     with reader_may_stop():
         if located is not None:
             render.located(located, report, fix=fix)
-        else:
+        elif not _unwritten(report):          # a function still raising NotImplementedError: nothing to locate
             render.locate_pointer(report, _locate_command(file, report))
         render.repro_written(written)
         if tests:
@@ -246,6 +246,13 @@ def _locate(file, report, options, budget, quiet: bool = False):
     from . import render
     with render.locate_progress(budget) as progress:
         return locate_module.locate(file, report, options, budget, progress=progress)
+
+
+def _unwritten(report) -> bool:
+    """A failing check called a function of the file that is still the starter's stub."""
+    from .grading import unimplemented
+    from .report import FAILED
+    return any(unimplemented(r.calls) for r in report.results if r.status in FAILED)
 
 
 def _locate_command(file, report) -> str:

@@ -282,3 +282,17 @@ def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
 def test_check_help_says_json_runs_are_not_saved():
     text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
     assert "JSON runs are not saved to your history" in text
+
+
+def test_locate_is_offered_only_when_there_is_code_to_search(tmp_path, monkeypatch):
+    """The untouched starter fails because nothing is written yet: no edit of it can pass, so
+    `check` does not offer --locate; a written file with a bug does."""
+    monkeypatch.chdir(tmp_path)
+    Path("starter.py").write_text(catalog.exercise("mha-screen").starter)
+    Path("buggy.py").write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
+    starter = CliRunner().invoke(cli, ["check", "starter.py", "--seed", "1"], env={"COLUMNS": "200"})
+    assert starter.exit_code == 1 and "not implemented yet" in starter.output
+    assert "Can't see where?" not in starter.output and "--locate" not in starter.output
+    buggy = CliRunner().invoke(cli, ["check", "buggy.py", "--seed", "1"], env={"COLUMNS": "200"})
+    assert buggy.exit_code == 1
+    assert "Can't see where? attn-kit check buggy.py --seed 1 --locate points at the line." in buggy.output
