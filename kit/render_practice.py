@@ -58,10 +58,13 @@ def clock(seconds: float) -> str:
 
 # --- hints --------------------------------------------------------------------------------------
 
+STEPS = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}   # catalog.HINT_STEPS
+
+
 def hints(exercise, shown, used: int, out: Console | None = None) -> None:
     out = _out(out)
     total = len(exercise.hints)
-    steps = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}
+    steps = STEPS
     for item in shown:
         line = Text(f"Hint {item.level}/{total} ", style="hint") + Text(item.hint.title, style="label")
         if item.hint.step in steps:
@@ -92,8 +95,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
             if recorded.next_hint:          # named, so the user knows it is about this failure
-                title = report_hint_title(report.exercise, recorded.next_hint)
-                line += Text(f" shows hint {recorded.next_hint}, “{title}”.", style="muted")
+                hint = catalog_hint(report.exercise, recorded.next_hint)
+                step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""    # a topic's hints share a title
+                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}.", style="muted")
         out.print(line)
     if recorded.ratings:
         from .store import now
@@ -107,9 +111,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
                        f"attn-kit discuss).", style="muted"))
 
 
-def report_hint_title(exercise_id: str, level: int) -> str:
+def catalog_hint(exercise_id: str, level: int):
     from . import catalog
-    return catalog.exercise(exercise_id).hints[level - 1].title
+    return catalog.exercise(exercise_id).hints[level - 1]
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:

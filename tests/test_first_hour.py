@@ -177,8 +177,9 @@ def test_the_next_hint_is_about_the_check_that_failed(tmp_path):
         assert after.level == 1 and not after.because
     out = Console(width=200, file=io.StringIO(), color_system=None, theme=render.THEME)
     render_practice.after_check(recorded, report, out)
-    title = exercise.hints[ladder[0] - 1].title
-    assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{title}”" in out.file.getvalue()
+    hint = exercise.hints[ladder[0] - 1]            # a topic's hints share a title: the step tells them apart
+    step = render_practice.STEPS[hint.step]
+    assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{hint.title}” ({step})." in out.file.getvalue()
 
 
 def test_bare_hint_uses_the_current_exercise(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from attn_kit import catalog, devcheck, grading, render
+from attn_kit import catalog, devcheck, grading, render, render_practice
 from attn_kit.errors import INSTALL
 from attn_kit.paths import bug_files, reference_files, solutions_dir
 
@@ -120,8 +120,10 @@ def test_the_torch_command_is_the_kit_s():
 
 
 def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
-    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)”", " ".join(README.split()))
-    assert said and MHA.hints[int(said.group(1)) - 1].title == said.group(2)
+    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)” \(([^)]+)\)\.",
+                     " ".join(README.split()))
+    hint = MHA.hints[int(said.group(1)) - 1] if said else None
+    assert hint and hint.title == said.group(2) and render_practice.STEPS[hint.step] == said.group(3)
     public = sum(c.public for c in grading.suite_for(MHA).checks)
     said = re.search(r"public checks (\d+)/(\d+)  failing: (\S+)", README)
     assert said and int(said.group(2)) == public and int(said.group(1)) == public - 1
