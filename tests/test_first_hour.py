@@ -285,15 +285,15 @@ def test_check_help_says_json_runs_are_not_saved():
     assert "JSON runs are not saved to your history" in text
 
 
-def test_locate_is_offered_only_when_there_is_code_to_search(tmp_path, monkeypatch):
+def test_locate_is_offered_only_when_there_is_code_to_search(tmp_path):
     """The untouched starter fails because nothing is written yet: no edit of it can pass, so
     `check` does not offer --locate; a written file with a bug does."""
-    monkeypatch.chdir(tmp_path)
-    Path("starter.py").write_text(catalog.exercise("mha-screen").starter)
-    Path("buggy.py").write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
-    starter = CliRunner().invoke(cli, ["check", "starter.py", "--seed", "1"], env={"COLUMNS": "200"})
-    assert starter.exit_code == 1 and "not implemented yet" in starter.output
-    assert "Can't see where?" not in starter.output and "--locate" not in starter.output
-    buggy = CliRunner().invoke(cli, ["check", "buggy.py", "--seed", "1"], env={"COLUMNS": "200"})
-    assert buggy.exit_code == 1
-    assert "Can't see where? attn-kit check buggy.py --seed 1 --locate points at the line." in buggy.output
+    starter, buggy = tmp_path / "starter.py", tmp_path / "buggy.py"
+    starter.write_text(catalog.exercise("mha-screen").starter)
+    buggy.write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
+    shown = CliRunner().invoke(cli, ["check", str(starter), "--seed", "1"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1 and "not implemented yet" in shown.output
+    assert "Can't see where?" not in shown.output and "--locate" not in shown.output
+    shown = CliRunner().invoke(cli, ["check", str(buggy), "--seed", "1"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1
+    assert f"Can't see where? attn-kit check {buggy} --seed 1 --locate points at the line." in shown.output
