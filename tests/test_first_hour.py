@@ -51,6 +51,9 @@ def test_minutes_are_counted_in_words():
     assert render_practice.minutes_text(1) == "1 minute"
     assert render_practice.minutes_text(45) == "45 minutes"
     assert render_practice.minutes_text(0.5) == "0.5 minutes"
+    span = render_practice.span                 # "next due in …", "due again in …"
+    assert [span(timedelta(minutes=m)) for m in (1, 10, 60, 24 * 60, 3 * 24 * 60)] == [
+        "1 minute", "10 minutes", "1 hour", "1 day", "3 days"]
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
     render_practice.mock_intro(catalog.exercise("kv-cache"), Path("session.py"), 1, out=out)
     assert "1 minute." in out.file.getvalue() and "1 minutes" not in out.file.getvalue()
@@ -179,8 +182,9 @@ def test_the_next_hint_is_about_the_check_that_failed(tmp_path):
         assert after.level == 1 and not after.because
     out = Console(width=200, file=io.StringIO(), color_system=None, theme=check.THEME)
     render_practice.after_check(recorded, report, out)
-    title = exercise.hints[ladder[0] - 1].title
-    assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{title}”" in out.file.getvalue()
+    hint = exercise.hints[ladder[0] - 1]            # a topic's hints share a title: the step tells them apart
+    step = render_practice.STEPS[hint.step]
+    assert f"Stuck? attn-kit hint mha-screen shows hint {ladder[0]}, “{hint.title}” ({step})." in out.file.getvalue()
 
 
 def test_bare_hint_uses_the_current_exercise(tmp_path, monkeypatch):
@@ -248,13 +252,28 @@ def test_check_shows_a_live_line_on_a_terminal_and_nothing_on_a_pipe(tmp_path):
 
 @pytest.mark.slow
 def test_test_tests_shows_how_many_implementations_have_run(tmp_path):
+    """...and then a report that fits the 80×24 screen: the score first, the first missed bugs
+    with their test ideas, the option that shows the rest."""
+    import re
+
     import pexpect
 
     from helpers import CORPUS
     child = _terminal("test-tests", CORPUS / "candidate_tests" / "shapes_only.py", cwd=tmp_path)
+    child.logfile_read = io.StringIO()
     child.expect(r"your tests ran against \d+ of \d+ implementations")
     child.expect(pexpect.EOF)
     child.close()
+    drawn = child.logfile_read.getvalue().replace("\r\n", "\n").split("\n")
+    escapes = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+    screen = [escapes.sub("", line.rsplit("\r", 1)[-1]).rstrip() for line in drawn]    # as each line ends up
+    start = next(i for i, line in enumerate(screen) if line.startswith("attn-kit test-tests"))
+    report = screen[start:]
+    while report and not report[-1]:
+        report.pop()
+    assert len(report) <= 23 and all(len(line) <= 80 for line in report), "\n".join(report)
+    assert report[2].startswith("Score: ") and report[-1].startswith("Add --all for every bug"), report
+    assert any(line.startswith("  ● no-scaling — ") for line in report), "the first missed bug, with its idea"
 
 
 def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
@@ -269,3 +288,17 @@ def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
 def test_check_help_says_json_runs_are_not_saved():
     text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
     assert "JSON runs are not saved to your history" in text
+
+
+def test_locate_is_offered_only_when_there_is_code_to_search(tmp_path):
+    """The untouched starter fails because nothing is written yet: no edit of it can pass, so
+    `check` does not offer --locate; a written file with a bug does."""
+    starter, buggy = tmp_path / "starter.py", tmp_path / "buggy.py"
+    starter.write_text(catalog.exercise("mha-screen").starter)
+    buggy.write_text((solutions_dir("mha-screen") / "bugs" / "no-scaling.py").read_text())
+    shown = CliRunner().invoke(cli, ["check", str(starter), "--seed", "1"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1 and "not implemented yet" in shown.output
+    assert "Can't see where?" not in shown.output and "--locate" not in shown.output
+    shown = CliRunner().invoke(cli, ["check", str(buggy), "--seed", "1"], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1
+    assert f"Can't see where? attn-kit check {buggy} --seed 1 --locate points at the line." in shown.output

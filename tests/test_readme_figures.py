@@ -17,9 +17,10 @@ from rich.console import Console
 
 from attn_kit.base.errors import INSTALL
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
-from attn_kit.grading import pipeline
+from attn_kit.grading import pipeline as grading
 from attn_kit.load import catalog
-from attn_kit.render import check
+from attn_kit.render import check as render
+from attn_kit.render import practice
 
 from conftest import need_torch
 from helpers import CORPUS, check_count, graded_tests
@@ -52,16 +53,16 @@ def _bug_id(path: Path) -> str:
 
 
 def points(exercise_id: str) -> int:
-    return sum(c.points for c in pipeline.suite_for(catalog.exercise(exercise_id)).checks)
+    return sum(c.points for c in grading.suite_for(catalog.exercise(exercise_id)).checks)
 
 
 def test_the_check_example_is_a_real_report(tmp_path):
     mine = tmp_path / "solution.py"
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
-    report = pipeline.grade(mine, pipeline.Options(seed=7))
+    report = grading.grade(mine, grading.Options(seed=7))
     report.path = "solution.py"                    # as `attn-kit check solution.py` run in its folder shows it
-    out = Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
-    check.report(report, MHA, out)
+    out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.report(report, MHA, out)
     real = [line.rstrip() for line in out.file.getvalue().split("\n")]
     shown = block_after("A solution with heads taking interleaved columns")
     assert shown[0] == "$ attn-kit check solution.py --seed 7"
@@ -96,15 +97,13 @@ def test_the_test_tests_example_is_a_real_run():
     caught, known = len(data["caught"]), len(data["caught"]) + len(data["missed"])
     assert known == len({bug_id for bug_id in map(_bug_id, bug_files("mha-screen"))})
     score = f"Score: {caught}/{known} known bugs caught ({round(100 * caught / known)}%); 1 wrong test to fix first"
-    assert shown[-1] == score, f"{shown[-1]!r} != {score!r}"
-    out = Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
-    check.test_grade(grade, out)
+    assert shown[2] == score, f"{shown[2]!r} != {score!r}"
+    out = Console(width=80, height=24, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.test_grade(grade, out)
     real = [line.rstrip().replace("readme_example.py", "my_tests.py") for line in out.file.getvalue().split("\n")]
-    missing = in_order(shown[2:], real)               # after the header and its timing
-    assert not missing, "README lines not in the real run:\n" + "\n".join(missing) + "\n\nThe real run:\n" + "\n".join(real)
-    rows = {line.split()[1]: line for line in shown if line.startswith(("✓  ", "✗  "))}
-    for bug, line in rows.items():
-        assert line.startswith("✓" if bug in data["caught"] else "✗"), line
+    assert shown[2:] == real[2:len(shown)] and not "".join(real[len(shown):]), \
+        "The README's example is not the real run (after the header and its timing):\n" + "\n".join(real)
+    assert len(shown) <= 23, "the example fits an 80×24 screen, with the prompt after it"
 
 
 def test_the_catalogue_sizes_the_readme_states():
@@ -120,12 +119,14 @@ def test_the_torch_command_is_the_kit_s():
 
 
 def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
-    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)”", " ".join(README.split()))
-    assert said and MHA.hints[int(said.group(1)) - 1].title == said.group(2)
-    public = sum(c.public for c in pipeline.suite_for(MHA).checks)
+    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)” \(([^)]+)\)\.",
+                     " ".join(README.split()))
+    hint = MHA.hints[int(said.group(1)) - 1] if said else None
+    assert hint and hint.title == said.group(2) and practice.STEPS[hint.step] == said.group(3)
+    public = sum(c.public for c in grading.suite_for(MHA).checks)
     said = re.search(r"public checks (\d+)/(\d+)  failing: (\S+)", README)
     assert said and int(said.group(2)) == public and int(said.group(1)) == public - 1
-    assert said.group(3) in {c.id for c in pipeline.suite_for(MHA).checks if c.public}
+    assert said.group(3) in {c.id for c in grading.suite_for(MHA).checks if c.public}
 
 
 def test_the_bench_examples_state_each_exercise_s_expectation():

@@ -4,6 +4,7 @@ and piped output carries no padding."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import sys
@@ -49,7 +50,7 @@ def test_check_report_keeps_indents_and_fits(reports, width):
     out = console(width)
     check.report(reports["bug"], MHA, out=out)
     lines = out.file.getvalue().splitlines()
-    assert all(len(line) <= width for line in lines if not line.startswith("attn-kit check")), width
+    assert all(len(line) <= width for line in lines), width               # the header too (a long path is shortened)
     bullet = next(i for i, line in enumerate(lines) if "● Your output matches" in line)
     assert "no-scaling" in lines[bullet] and all(line.startswith("    ") for line in block_after(lines, bullet))
     heads = [i for i, line in enumerate(lines) if line.startswith("✗ ") and " — " in line]
@@ -80,9 +81,14 @@ def test_mock_status_line_fits(width):
                                                 "output-shapes"], saves=12)
     line = render_practice.mock_status(38 * 60 + 12, status, width=width)
     assert line.cell_len < width and "\n" not in line.plain
-    assert "public checks 1/4" in line.plain and "s submit" in line.plain
-    if width >= 120:
-        assert "failing: public-attention-example" in line.plain
+    assert "38:12" in line.plain and "1/4" in line.plain and "s submit" in line.plain
+    shown = re.search(r"(?:failing: |✗ )([a-z, -]+?)(?: \+(\d+) more)? │", line.plain)
+    assert shown, line.plain                        # names whole, as many as fit, then how many more
+    names = shown.group(1).split(", ")
+    assert names == status.failing[:len(names)] and len(names) + int(shown.group(2) or 0) == 3, line.plain
+    assert len(names) >= {60: 1, 80: 1, 120: 3}[width], line.plain
+    if width >= 120:                                # every name, so the save count made room
+        assert "public checks 1/4" in line.plain and "saves" not in line.plain
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -121,3 +127,30 @@ def test_piped_output_is_not_padded(reports, monkeypatch):
     lines = piped.getvalue().splitlines()
     assert len(lines) > 30
     assert [line for line in lines if line != line.rstrip(" ")] == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_score_line_keeps_seed_and_value_together(reports, width):
+    """`Rerun the same cases with --seed N.` goes on a line of its own rather than being split
+    between `--seed` and its value."""
+    report = dataclasses.replace(reports["bug"], seed=47887)   # five digits: too long for one line at 80
+    out = console(width)
+    check.report(report, MHA, out=out)
+    lines = out.file.getvalue().splitlines()
+    rerun = f"Rerun the same cases with --seed {report.seed}."
+    at = next(i for i, line in enumerate(lines) if line.startswith("Score: "))
+    together = lines[at].rstrip().endswith("  " + rerun)
+    assert together or lines[at + 1].rstrip() == rerun, lines[at:at + 2]
+    assert together == (width >= 120)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_locate_pointer_keeps_its_command_whole(reports, width):
+    out = console(width)
+    command = "attn-kit check solution.py --seed 47887 --locate"
+    check.locate_pointer(reports["bug"], command, out=out)
+    lines = out.file.getvalue().splitlines()
+    if width >= 120:
+        assert lines == [f"Can't see where? {command} points at the line."]
+    else:                                       # too long for one line: the command on its own
+        assert lines == ["Can't see where? This points at the line:", f"  {command}"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +19,7 @@ from rich.console import Console
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
 from attn_kit.load import catalog
 from attn_kit.practice import testgrade
-from attn_kit.render import check
+from attn_kit.render import check as render
 
 from conftest import need_extra, need_torch
 from helpers import CORPUS, attn_kit, graded_tests, graded_tests_json
@@ -89,7 +90,7 @@ def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
 def test_rich_output_shows_wrong_tests_table_and_ideas():
     grade = graded_tests(TESTS / "wrong_expectation.py")
     buffer = io.StringIO()
-    check.test_grade(grade, Console(file=buffer, width=100, theme=check.THEME))
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)   # --all
     out = buffer.getvalue()
     assert "✗ 1 wrong test: it fails on correct code" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
     assert "a token must not attend to itself" in out
@@ -162,6 +163,7 @@ def test_check_with_tests_passes_when_solution_and_tests_are_good(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
     assert "checks passed" in proc.stdout            # the check report, then the test report
     assert proc.stdout.index("checks passed") < proc.stdout.index(f"Score: {len(OTHER_MODULE_CATCHES)}/{len(BUGS)} known bugs caught")
+    assert "Add --full for every bug, the tests that caught it" in " ".join(proc.stdout.split())   # check's option
 
 
 @pytest.mark.slow
@@ -229,7 +231,7 @@ def test_misuse_exits_2(tmp_path):
 def test_render_to_text():
     grade = graded_tests(TESTS / "other_module.py")
     buffer = io.StringIO()
-    check.test_grade(grade, Console(file=buffer, width=100, theme=check.THEME))
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)   # --all
     text = buffer.getvalue()
     assert "✓ Every test passes on the correct implementations (reference_lists.py, reference_numpy.py)." in text
     assert "no-output-projection" in text and "test_output_projection_matters" in text
@@ -286,3 +288,58 @@ def test_helpers_come_from_the_checked_solution_in_another_folder(tmp_path):
     assert data["tests"]["wrong_tests"] == [], data["tests"]["wrong"]
     assert data["tests"]["caught"] == ["padding-masks-queries"]
     assert proc.returncode == 0
+
+
+# --- the report fits one 80×24 screen; --all and --json have everything ----------------------------
+
+def _grade_missing(caught: int, wrong: int = 0) -> testgrade.TestGrade:
+    """A grade of mha-screen's known bugs with the first `caught` caught (no tests run)."""
+    bugs = [catalog.bugs()[bug] for bug in BUGS]
+    coverage = [testgrade.BugCoverage(b.id, b.title, b.test_idea, {"": ("test_a",) if i < caught else ()})
+                for i, b in enumerate(bugs)]
+    wrongs = [testgrade.WrongTest(f"test_wrong_{i}", "reference_lists.py", "failed", "AssertionError: no\n" * 9,
+                                  where=f"my_tests.py:{i}") for i in range(wrong)]
+    return testgrade.TestGrade("mha-screen", "some/deep/folder/my_tests.py", ["test_a"], wrongs, coverage,
+                               judged_on=["reference_lists.py", "reference_numpy.py"])
+
+
+@pytest.mark.parametrize("caught,wrong", [(0, 0), (2, 0), (10, 1), (len(BUGS), 0)])
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_report_fits_a_screen_most_useful_first(caught, wrong, width):
+    grade = _grade_missing(caught, wrong)
+    out = Console(width=width, height=24, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.test_grade(grade, out)
+    lines = out.file.getvalue().rstrip("\n").split("\n")
+    assert len(lines) <= 23 and all(len(line) <= width for line in lines), "\n".join(lines)
+    text = "\n".join(lines)
+    flat = " ".join(text.split())
+    score = next(i for i, line in enumerate(lines) if line.startswith("Score: "))   # after the header and the run
+    assert lines[score].startswith(f"Score: {caught}/{len(BUGS)} known bugs caught") and score <= 4
+    assert not any(line.startswith(("✓", "✗", "Missed", "  ●")) for line in lines[:score])
+    missed = [bug for bug in BUGS[caught:]]
+    if not missed:
+        assert "Add --all for every bug and the tests that caught it." in flat and "Missed" not in text
+        return
+    ideas = [bug for bug in missed if " ".join(catalog.bugs()[bug].test_idea.split()) in flat]
+    assert ideas and ideas == missed[:len(ideas)], "the first missed bugs, each with its test idea"
+    said = re.search(r"Missed (\d+)\. (?:A test that would catch the first|Tests that would catch the first "
+                     r"(\d+)):", text)
+    assert said and int(said.group(1)) == len(missed) and int(said.group(2) or 1) == len(ideas), text
+    at = next(i for i, line in enumerate(lines) if line.startswith("  and "))
+    follow = [line.strip() for line in lines[at + 1:] if line.startswith("      ")]
+    others = re.fullmatch(r"and ([a-z, -]+?)(?: \+(\d+) more)?", " ".join([lines[at].strip(), *follow]))
+    assert others, text
+    named = others.group(1).split(", ")
+    assert named == missed[len(ideas):len(ideas) + len(named)]
+    assert len(ideas) + len(named) + int(others.group(2) or 0) == len(missed), "every miss counted once"
+    assert "Add --all for every bug, the tests that caught it and each test idea." in flat
+    if caught:
+        assert re.search(rf"✓ Caught {caught}: {BUGS[0]}", text)
+    if wrong:
+        assert "✗ 1 wrong test" in text and "… (6 more lines: --all shows them)" in text
+    full = Console(width=width, file=io.StringIO(), color_system=None, theme=render.THEME)
+    render.test_grade(grade, full, full=True)
+    everything = " ".join(full.file.getvalue().split())
+    assert all(" ".join(catalog.bugs()[bug].test_idea.split()) in everything for bug in missed)
+    assert "known bug caught by" in everything
+    assert not wrong or "AssertionError: no " * 9 in everything + " ", "a wrong test's message in full"

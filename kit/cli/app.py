@@ -232,12 +232,12 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     with reader_may_stop():
         if located is not None:
             render.located(located, report, fix=fix)
-        else:
+        elif not _unwritten(report):          # a function still raising NotImplementedError: nothing to locate
             render.locate_pointer(report, _locate_command(file, report))
         render.repro_written(written)
         if tests:
             render.console().print()
-            render.test_grade(tests)
+            render.test_grade(tests, full=first is False, flag="--full")
     with reader_may_stop():
         after_check(report, "locate" if located else "check")   # history, concept cards, hints used; never raises
 
@@ -252,6 +252,13 @@ def _locate(file, report, options, budget, quiet: bool = False):
     from attn_kit.render import check as render
     with render.locate_progress(budget) as progress:
         return locate_module.locate(file, report, options, budget, progress=progress)
+
+
+def _unwritten(report) -> bool:
+    """A failing check called a function of the file that is still the starter's stub."""
+    from attn_kit.grading.pipeline import unimplemented
+    from attn_kit.report.results import FAILED
+    return any(unimplemented(r.calls) for r in report.results if r.status in FAILED)
 
 
 def _locate_command(file, report) -> str:
@@ -277,8 +284,11 @@ cli.add_command(progress)
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
 @click.option("--min-score", type=FiniteFloat(0, 1), default=0.0, show_default=True,
               help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every known bug with the tests that caught it and a test idea for each missed one "
+                   "(otherwise the report fits one 80x24 screen; --json always has everything).")
 @reports_errors
-def test_tests(file, exercise, as_json, timeout, memory, min_score):
+def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
     """Grade your own pytest tests: do they pass on correct code, and which known bugs do they catch?
 
     FILE holds ordinary pytest functions (test_*) that import the exercise's functions
@@ -293,6 +303,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
     \b
     Examples:
       attn-kit test-tests my_tests.py
+      attn-kit test-tests my_tests.py --all
       attn-kit test-tests my_tests.py --exercise mha-screen --json
       attn-kit check solution.py --tests my_tests.py
     """
@@ -305,7 +316,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score):
             click.echo(jsonout.dumps(grade.to_json()))
         else:
             from attn_kit.render import check as render
-            render.test_grade(grade)
+            render.test_grade(grade, full=show_all)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
 
 

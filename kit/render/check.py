@@ -117,8 +117,12 @@ def error_console() -> Console:
 
 
 def error(message: str) -> None:
-    # soft_wrap: a source line with its caret must not be re-wrapped by rich
-    error_console().print(Text("Error: ", style="error") + Text(message), soft_wrap=True)
+    """`Error: message` on stderr. On a terminal its prose wraps between words; its indented lines
+    (a source line and its caret) are never re-wrapped. Piped, each line stays whole."""
+    err = error_console()
+    for i, line in enumerate(message.split("\n")):
+        text = (Text("Error: ", style="error") if i == 0 else Text()) + Text(line)
+        err.print(text, soft_wrap=not err.is_terminal or line.startswith((" ", "\t")))
 
 
 def warning(message: str) -> None:
@@ -317,6 +321,43 @@ def legend(results) -> Text | None:
     return Text("  " + " · ".join(seen), style="muted") if seen else None
 
 
+def short_path(path: str, room: int) -> str:
+    """`path` in at most `room` columns if it can be, broken only between folders: as given if it
+    fits; else relative to the current folder (or with ~ for the home folder); else its first
+    folder, "…" and as many of its last folders as fit, always the file's own name."""
+    if len(path) <= room:
+        return path
+    shown = path
+    with contextlib.suppress(OSError, ValueError):
+        full = os.path.abspath(path)
+        cwd, home = os.getcwd(), os.path.expanduser("~")
+        if full.startswith(cwd + os.sep):
+            shown = os.path.relpath(full, cwd)
+        elif home not in ("", os.sep) and full.startswith(home + os.sep):
+            shown = "~" + full[len(home):]
+    if len(shown) <= room:
+        return shown
+    parts = shown.split(os.sep)
+    if len(parts) <= 2:                         # a bare file name, or one folder: nothing to leave out
+        return shown
+    first = parts[0] + os.sep if parts[0] else os.sep + parts[1] + os.sep    # "~/", "/work/", "solutions/"
+    rest = parts[1:] if parts[0] else parts[2:]
+    for keep in range(len(rest) - 1, 0, -1):
+        for start in (first + "…" + os.sep, "…" + os.sep):
+            candidate = start + os.sep.join(rest[-keep:])
+            if len(candidate) <= room:
+                return candidate
+    return "…" + os.sep + parts[-1]
+
+
+def check_header(rep: Report, width: int) -> Text:
+    """`attn-kit check EXERCISE · PATH · seed N` on one line of `width`: a long path is shortened
+    between its folders (short_path) so the seed stays on the line. When even `…/NAME` leaves no
+    room (narrow terminals, long names), the path goes on a line of its own below."""
+    tail = " · public examples only" if rep.public_only else f" · seed {rep.seed}"
+    return _titled("attn-kit check ", rep.exercise, rep.path, tail, width)
+
+
 def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
            brief: bool = False) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
@@ -331,11 +372,7 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         _brief_report(rep, out or console())
         return
     out = out or console()
-    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
-    title = Text("attn-kit check ", style="label") + Text(where, style="muted")
-    if rep.public_only:
-        title += Text(" · public examples only", style="muted")
-    out.print(title)
+    out.print(check_header(rep, out.width))
     if not rep.passed:
         table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
         table.add_column("", width=1)
@@ -418,14 +455,18 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
     else:
         skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
         tail = f", {skipped} not checked" if skipped else ""      # the legend's word for –
-        rerun = "" if rep.public_only else f"  Rerun the same cases with --seed {rep.seed}."
-        out.print(Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
-                  + Text(rerun, style="muted"))
+        score = Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
+        rerun = "" if rep.public_only else f"Rerun the same cases with --seed {rep.seed}."
+        if rerun and score.cell_len + 2 + len(rerun) <= out.width:
+            score += Text("  " + rerun, style="muted")
+            rerun = ""
+        out.print(score)
+        if rerun:              # on its own line rather than split between --seed and its value
+            out.print(Text(rerun, style="muted"))
 
 
 def _brief_report(rep: Report, out: Console) -> None:
-    where = f"{rep.exercise} · {rep.path}" + ("" if rep.public_only else f" · seed {rep.seed}")
-    out.print(Text("attn-kit check ", style="label") + Text(where, style="muted"))
+    out.print(check_header(rep, out.width))
     failures = [r for r in rep.results if r.status in FAILED]
     if failures:
         names = ", ".join(r.id for r in failures)
@@ -468,43 +509,97 @@ def repro_written(paths, out: Console | None = None) -> None:
 
 # --- grading the candidate's own tests (attn-kit test-tests, check --tests) -----------------------
 
-def test_grade(grade, out: Console | None = None) -> None:
-    """The verdict on a candidate's tests: wrong tests, a bug table, test ideas for missed bugs."""
+SCREEN_ROWS = 24         # the report of `test-tests` fits a screen this tall (with the prompt after it)
+
+
+def test_grade(grade, out: Console | None = None, full: bool = False, flag: str = "--all") -> None:
+    """The verdict on a candidate's tests, fitted to one 80×24 screen: the score, any wrong test,
+    the bugs caught, then as many missed bugs with a test idea as fit, the others by name, and
+    the option (`flag`) that shows everything. `full` shows everything: a table of every known
+    bug with the tests that caught it, and a test idea for each missed one."""
     out = out or console()
     references = sum(r.bug is None for r in grade.runs)
-    out.print(Text("attn-kit test-tests ", style="label") + Text(f"{grade.exercise} · {grade.path}", style="muted"))
-    out.print(Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
-                   f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
-                   style="muted"))
+    shown: list = [_titled("attn-kit test-tests ", grade.exercise, grade.path, "", out.width),
+                   Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
+                        f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
+                        style="muted")]
+    score = _test_score(grade)
+    if not full:
+        shown.append(score)
+    shown += _test_verdicts(grade, clip=None if full else 3, flag=flag)
+    if full:
+        shown += [Text(), _bug_table(grade)]
+        missed = [b for b in grade.bugs if not b.caught]
+        if missed:
+            shown += [Text(), Text("Tests that would catch what you missed", style="label")]
+            shown += [_test_idea(bug) for bug in missed]
+        shown += [Text(), score]
+    else:
+        shown += _test_summary(grade, out, shown, flag)
+    for renderable in shown:
+        out.print(renderable)
+
+
+def _titled(command: str, exercise: str, path: str, tail: str, width: int) -> Text:
+    """`COMMAND EXERCISE · PATH TAIL` on one line of `width` if it can be (short_path); else
+    the path, shortened, on a line of its own below."""
+    lead = f"{command}{exercise} · "
+    shown = short_path(path, width - 1 - len(lead) - len(tail))
+    if len(lead) + len(shown) + len(tail) < width:
+        return Text(command, style="label") + Text(f"{exercise} · {shown}", style="muted") + Text(tail, style="muted")
+    return (Text(command, style="label") + Text(exercise + tail, style="muted")
+            + Text("\n  " + short_path(path, width - 3), style="muted"))
+
+
+def _test_score(grade) -> Text:
+    caught, total = len(grade.caught), len(grade.bugs)
+    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
     if grade.wrong:
-        out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
-                       f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
-                       f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
+        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
+    return Text(text, style="score.good" if grade.ok and caught == total else "score.bad")
+
+
+def _clipped(text: str, lines: int | None, flag: str) -> str:
+    kept = text.rstrip().split("\n")
+    if lines is None or len(kept) <= lines:
+        return "\n".join(kept)
+    return "\n".join(kept[:lines] + [f"… ({len(kept) - lines} more lines: {flag} shows them)"])
+
+
+def _test_verdicts(grade, clip: int | None, flag: str) -> list:
+    """Wrong tests, tests that depend on the return type, notes; messages cut to `clip` lines."""
+    shown: list = []
+    if grade.wrong:
+        shown.append(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                          f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                          f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
-                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
-            body = [Text(w.message.rstrip())]
+            shown.append(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                                 + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
+            body = [Text(_clipped(w.message, clip, flag))]
             if w.output.strip():
-                body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
-            out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+                body += [Text("it printed:", style="muted"), Text(_clipped(w.output.rstrip()[:800], clip, flag))]
+            shown.append(Padding(Group(*body), (0, 0, 0, 6), expand=False))
     elif not grade.type_sensitive:
-        out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
-                       style="check.pass"))
+        shown.append(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
+                          style="check.pass"))
     if grade.type_sensitive:
         count = len(grade.type_sensitive)
-        out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
-                       f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
-                       f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+        shown.append(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                          f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                          f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
         for t in grade.type_sensitive:
             where = f" {t.where}" if t.where else ""
-            out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
-            out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
-                              expand=False))
-    for note in grade.notes:
-        out.print(Text(f"note: {note}", style="warning"))
-    out.print()
+            shown.append(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
+            shown.append(Padding(Group(Text(t.advice), Text(_clipped(t.message, clip, flag), style="muted")), (0, 0, 0, 6),
+                                 expand=False))
+    shown += [Text(f"note: {note}", style="warning") for note in grade.notes]
+    return shown
+
+
+def _bug_table(grade) -> Table:
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
     table.add_column("", width=1)
     table.add_column("known bug", no_wrap=True)
@@ -521,20 +616,65 @@ def test_grade(grade, out: Console | None = None) -> None:
             cell += Text(f"\n{note}", style="muted")
         table.add_row(Text("✓" if bug.caught else "✗", style=style),
                       Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
-    out.print(table)
+    return table
+
+
+def _test_idea(bug) -> Group:
+    return Group(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"),
+                 Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+
+
+def _height(out: Console, renderable) -> int:
+    return len(out.render_lines(renderable, out.options, pad=False))
+
+
+def _names(out: Console, prefix: Text, names: list[Text], rows: int) -> Table:
+    """`prefix` then as many of `names` as fit in `rows` lines, then "+N more"."""
+    for count in range(len(names), 0, -1):
+        body = Text(", ").join(names[:count])
+        if count < len(names):
+            body += Text(f" +{len(names) - count} more", style="muted")
+        line = hanging(prefix, body)
+        if _height(out, line) <= rows:
+            return line
+    return hanging(prefix, Text(f"{len(names)}", style="muted"))
+
+
+def _test_summary(grade, out: Console, above: list, flag: str) -> list:
+    """After the score and the verdicts: the bugs caught, in a line or two; the missed bugs with
+    their test ideas, as many as fit the screen (at least one); the others by name; and which
+    option shows everything."""
+    caught = [b for b in grade.bugs if b.caught]
     missed = [b for b in grade.bugs if not b.caught]
-    if missed:
-        out.print()
-        out.print(Text("Tests that would catch what you missed", style="label"))
-        for bug in missed:
-            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
-            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
-    out.print()
-    caught, total = len(grade.caught), len(grade.bugs)
-    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
-    if grade.wrong:
-        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
-    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+    shown: list = []
+    if caught and missed:          # all caught: the score says so
+        names = [Text(b.id, style="bug.id") + (Text(f" ({len(b.forms) - len(b.missed_forms)} of {len(b.forms)} "
+                                                      "forms)", style="warning") if b.missed_forms else Text())
+                 for b in caught]
+        shown.append(_names(out, Text(f"✓ Caught {len(caught)}: ", style="check.pass"), names, 2))
+    footer = (Text("Add ", style="muted") + Text(flag, style="command")
+              + Text(" for every bug, the tests that caught it and each test idea." if missed
+                     else " for every bug and the tests that caught it.", style="muted"))
+    if not missed:
+        return [*shown, footer]
+    rows = max(out.size.height if out.is_terminal else 0, SCREEN_ROWS) - 1      # a line for the prompt after
+    left = rows - sum(_height(out, r) for r in [*above, *shown, footer]) - 2    # - the blank and the heading
+    ideas = [_test_idea(b) for b in missed]
+    count = 0
+    for idea in ideas:
+        others = 0 if count + 1 == len(ideas) else 1               # a line, at least, naming the others
+        if count and _height(out, idea) + others > left:
+            break
+        left -= _height(out, idea)
+        count += 1
+    heading = f"Missed {len(missed)}. " + (
+        "A test that would catch it:" if len(missed) == 1 else "Tests that would catch them:" if count == len(missed)
+        else "A test that would catch the first:" if count == 1 else f"Tests that would catch the first {count}:")
+    shown += [Text(), Text(heading, style="label"), *ideas[:count]]
+    if count < len(missed):
+        shown.append(_names(out, Text("  and ", style="muted"), [Text(b.id, style="check.fail") for b in missed[count:]],
+                            min(2, max(1, left))))
+    return [*shown, footer]
 
 
 def _count(n: int, noun: str) -> str:
@@ -548,8 +688,12 @@ def locate_pointer(rep: Report, command: str, out: Console | None = None) -> Non
     if rep.passed or not any(r.status in FAILED for r in rep.results):
         return
     out = out or console()
-    out.print(Text("Can't see where? ", style="muted") + Text(command, style="command")
-              + Text(" points at the line.", style="muted"), soft_wrap=True)
+    line = Text("Can't see where? ", style="muted") + Text(command, style="command")
+    if line.cell_len + len(" points at the line.") <= out.width:
+        out.print(line + Text(" points at the line.", style="muted"))
+    else:                  # the command whole on a line of its own, to copy
+        out.print(Text("Can't see where? This points at the line:", style="muted"))
+        out.print(Text("  ") + Text(command, style="command"), soft_wrap=True)
 
 
 @contextlib.contextmanager

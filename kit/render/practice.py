@@ -58,10 +58,13 @@ def clock(seconds: float) -> str:
 
 # --- hints --------------------------------------------------------------------------------------
 
+STEPS = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}   # catalog.HINT_STEPS
+
+
 def hints(exercise, shown, used: int, out: Console | None = None) -> None:
     out = _out(out)
     total = len(exercise.hints)
-    steps = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}
+    steps = STEPS
     for item in shown:
         line = Text(f"Hint {item.level}/{total} ", style="hint") + Text(item.hint.title, style="label")
         if item.hint.step in steps:
@@ -92,8 +95,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
             if recorded.next_hint:          # named, so the user knows it is about this failure
-                title = report_hint_title(report.exercise, recorded.next_hint)
-                line += Text(f" shows hint {recorded.next_hint}, “{title}”.", style="muted")
+                hint = catalog_hint(report.exercise, recorded.next_hint)
+                step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""    # a topic's hints share a title
+                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}.", style="muted")
         out.print(line)
     if recorded.ratings:
         from attn_kit.practice.store import now
@@ -107,9 +111,9 @@ def after_check(recorded, report, out: Console | None = None) -> None:
                        f"attn-kit discuss).", style="muted"))
 
 
-def report_hint_title(exercise_id: str, level: int) -> str:
+def catalog_hint(exercise_id: str, level: int):
     from attn_kit.load import catalog
-    return catalog.exercise(exercise_id).hints[level - 1].title
+    return catalog.exercise(exercise_id).hints[level - 1]
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:
@@ -186,34 +190,47 @@ def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None)
     out.print(Text("session file: ", style="muted") + Text(str(file)))
 
 
+# The status line's layouts, most spacious first: separator, "left" after the clock, the label
+# before the public score, the word before the failing names, the save count.
+MOCK_LAYOUTS = (("  │  ", " left", "public checks ", "  failing: ", True),
+                (" │ ", " left", "public checks ", "  failing: ", True),
+                (" │ ", " left", "public checks ", "  failing: ", False),
+                (" │ ", " left", "public ", " failing: ", False),
+                (" │ ", " left", "", " ✗ ", False),
+                (" │ ", "", "", " ✗ ", False))
+
+
 def mock_status(remaining: float, status, width: int | None = None) -> Text:
-    """The one live status line, fitted to `width` (the terminal's): the failing check names go
-    first, then the separators shrink, then the save count; it never wraps."""
+    """The one live status line, fitted to `width` (the terminal's): as many of the failing
+    checks' names as fit, whole, then "+N more"; to fit more names the separators shrink, the
+    save count goes, then the words around the score. It never wraps."""
     width = width or console().width
-    # the failing names matter more than the separators' width or the save count
-    for names, sep, saves in ((2, "  │  ", True), (1, "  │  ", True), (1, " │ ", True), (1, " │ ", False),
-                              (0, "  │  ", True), (0, " │ ", True), (0, " │ ", False)):
-        line = _mock_status(remaining, status, names, sep, saves)
-        if line.cell_len <= width - 1:
-            return line
+    failing = len(status.failing) if status.total and not (status.running or status.error) else 0
+    line = Text()
+    for names in range(failing, -1, -1):          # the failing names matter more than the words around them
+        for layout in MOCK_LAYOUTS:
+            line = _mock_status(remaining, status, names, *layout)
+            if line.cell_len <= width - 1:
+                return line
     line.no_wrap, line.overflow = True, "ellipsis"
     line.truncate(width - 1, overflow="ellipsis")
     return line
 
 
-def _mock_status(remaining: float, status, names: int, sep: str, saves: bool) -> Text:
-    line = Text("⏱ ", style="label") + Text(f"{clock(remaining)} left", style="label") + Text(sep, style="muted")
+def _mock_status(remaining: float, status, names: int, sep: str, left: str, label: str, failing: str,
+                 saves: bool) -> Text:
+    line = Text("⏱ ", style="label") + Text(f"{clock(remaining)}{left}", style="label") + Text(sep, style="muted")
     if status.running:
         line += Text("running the public checks…", style="muted")
     elif status.error:
         line += Text("can't load: ", style="check.fail") + Text(status.error)
     elif status.total:
         style = "check.pass" if status.passed == status.total else "check.fail"
-        line += Text(f"public checks {status.passed}/{status.total}", style=style)
+        line += Text(f"{label}{status.passed}/{status.total}", style=style)
         if status.failing and names:
             shown = ", ".join(status.failing[:names])
             more = f" +{len(status.failing) - names} more" if len(status.failing) > names else ""
-            line += Text("  failing: " + shown + more, style="muted")
+            line += Text(failing + shown + more, style="muted")
         elif status.failing:
             line += Text(f", {len(status.failing)} failing", style="muted")
     else:

@@ -2,8 +2,8 @@
 """Reference solution for mha-screen, vectorised with NumPy.
 
 Each step carries a comment with the plain-list version of the same line, so this file reads
-side by side with reference_lists.py. Conventions (SPEC.md): True = allowed, head h owns the
-projected columns h*hd:(h+1)*hd, a projection is x @ W + b.
+side by side with reference_lists.py. Conventions (the statement's): True = allowed, head h owns
+the projected columns h*hd:(h+1)*hd, a projection is x @ W + b.
 
 It computes in the input's precision (float32 stays float32; lists become float64) and works in
 place on the arrays it creates itself, so the T×T scores are written once and reused for the
