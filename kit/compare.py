@@ -149,6 +149,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
     if not bad.any():
         return None
     axes = tuple(axes) + tuple(f"axis {i}" for i in range(len(axes), actual.ndim))
+    index: tuple[int, ...]
     if actual.ndim == 0:
         index = ()
     else:

@@ -36,10 +36,14 @@ import sys
 from array import array
 from enum import StrEnum
 from hashlib import sha256
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import WireError
 from .values import CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
+
+if TYPE_CHECKING:
+    import numpy
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
 MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
@@ -54,7 +58,7 @@ TEXT_PER_ENTRY = 24 * 256
 HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
 _DTYPE = re.compile(r"[<>|=]?[biufc]\d{1,2}")
 _TAG = "$"
-_NUMPY = []                    # NumPy, once imported (the worker may hide it from sys.modules)
+_NUMPY: list[ModuleType] = []  # NumPy, once imported (the worker may hide it from sys.modules)
 
 
 def _np():
@@ -322,9 +326,13 @@ def decode(body: bytes | bytearray, text_length: int) -> dict:
     return value
 
 
-def _want(cond: bool, what: str):
+def _want(cond: bool, what: str) -> None:
     if not cond:
-        raise WireError(f"its reply was malformed ({what})")
+        _malformed(what)
+
+
+def _malformed(what: str) -> NoReturn:
+    raise WireError(f"its reply was malformed ({what})")
 
 
 def _text(v, what: str) -> str:
@@ -394,7 +402,7 @@ def _masked(data, mask):
                   masked, int(mask.size))
 
 
-_DTYPES: dict[str, object] = {}       # dtype text -> numpy dtype, once validated
+_DTYPES: dict[str, numpy.dtype] = {}       # dtype text -> numpy dtype, once validated
 
 
 def _nd(v, blobs, cursor):
@@ -489,14 +497,17 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     reply carried in its place) from a decoded reply."""
     _want(message.get("kind") == "outcome", "not a call result")
     status = message.get("status")
-    _want(status in _STATUSES, "status")
+    if status not in _STATUSES:
+        _malformed("status")
     error = message.get("error")
     _want(error is None or isinstance(error, ErrorInfo), "error")
     _want(status != CallStatus.RAISED or error is not None, "raised without an error")
     seconds = message.get("seconds")
-    _want(type(seconds) in (int, float), "seconds")
+    if type(seconds) is not int and type(seconds) is not float:
+        _malformed("seconds")
     extra = message.get("extra")
-    _want(isinstance(extra, dict), "extra")
+    if not isinstance(extra, dict):
+        _malformed("extra")
     outcome = Outcome(CallStatus(status), message.get("value"), error, (),
                       visible(_text(message.get("output"), "output")[:100_000]),
                       visible(_text(message.get("detail"), "detail")[:2000]), float(seconds), extra)
