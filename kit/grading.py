@@ -148,9 +148,9 @@ def not_checked(results: list[CheckResult]) -> list[str]:
 def pure_check(source: loader.SourceFile, seen: tuple[str, ...] = ()) -> CheckResult:
     """--pure: the file imports only the standard library (its import statements, plus what its
     code imported at run time through __import__, importlib or a hidden sys.modules entry)."""
-    outside = source.non_stdlib_imports()
-    listed = {name for name, _ in outside}
-    outside = outside + [(name, None) for name in seen if name not in listed]
+    in_source = source.non_stdlib_imports()
+    listed = {name for name, _ in in_source}
+    outside: list[tuple[str, int | None]] = [*in_source, *((name, None) for name in seen if name not in listed)]
     result = CheckResult("standard-library-only", "The file imports only Python's standard library",
                          CheckStatus.PASS, 1, 1)
     if outside:
