@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import IO, cast
 
 from rich.console import Console, Group
 from rich.markdown import CodeBlock, Markdown
@@ -77,7 +78,7 @@ class Unpadded(io.TextIOBase):
         return self.stream.fileno()
 
     @property
-    def encoding(self):
+    def encoding(self):         # type: ignore[override]  # typeshed: a plain attribute; at run time read-only
         return getattr(self.stream, "encoding", "utf-8")
 
 
@@ -98,7 +99,9 @@ class KitConsole(Console):
 def console() -> Console:
     stdout = sys.stdout
     piped = not (hasattr(stdout, "isatty") and stdout.isatty())
-    return KitConsole(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+    # rich asks for an IO[str] and writes through write/flush/isatty/fileno/encoding, which Unpadded
+    # (a TextIOBase, which typeshed does not relate to IO[str]) has
+    return KitConsole(theme=THEME, highlight=False, file=cast(IO[str], Unpadded(stdout)) if piped else None)
 
 
 def hanging(prefix: Text | str, body: Text) -> Table:
@@ -400,8 +403,8 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
             advice = "read the worst rows above." if rows_shown else "read the messages above."
             out.print(Text("Diagnosis: ", style="label")
                       + Text(f"no known bug matches these failures; {advice}"))
-            for line in rep.near_misses:
-                out.print(Padding(Text(line, style="muted"), (0, 0, 0, 2), expand=False))
+            for near_miss in rep.near_misses:
+                out.print(Padding(Text(near_miss, style="muted"), (0, 0, 0, 2), expand=False))
     passed, total = rep.score
     got, most = rep.points
     if not rep.passed:
@@ -514,8 +517,8 @@ def test_grade(grade, out: Console | None = None) -> None:
         tests = ", ".join(bug.caught_by) if bug.caught else "—"
         cell = Text(tests, style="" if bug.caught else "muted")
         if bug.caught and bug.missed_forms:
-            missed = ", ".join(f"`{f}`" if f else "the main form" for f in bug.missed_forms)
-            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed})",
+            missed_forms = ", ".join(f"`{f}`" if f else "the main form" for f in bug.missed_forms)
+            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed_forms})",
                          style="warning")
         for note in bug.notes:
             cell += Text(f"\n{note}", style="muted")

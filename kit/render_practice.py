@@ -397,10 +397,10 @@ def _rule(out: Console, scores: dict[str, int] | None) -> None:
     for verdict in VERDICTS:
         out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
     if scores:
-        verdict, reasons = recommend(scores)
+        recommended, reasons = recommend(scores)
         out.print(Text("Scores given:", style="label"))
         out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
-        out.print(Text("Recommendation: ", style="label") + Text(verdict, style="label"))
+        out.print(Text("Recommendation: ", style="label") + Text(recommended, style="label"))
         for reason in reasons:
             out.print(Padding(Text("– " + reason), (0, 0, 0, 2)))
 
@@ -585,8 +585,8 @@ def history(data: dict, out: Console | None = None) -> None:
               for r in data["solution_views"]]
     if extra:
         out.print(Text("Hints and solutions", style="label"))
-        for line in sorted(extra, reverse=True):
-            out.print(Text("  " + line))
+        for entry in sorted(extra, reverse=True):
+            out.print(Text("  " + entry))
 
 
 def progress(rows, out: Console | None = None) -> None:
