@@ -13,6 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import CatalogError, UsageError
 from .paths import bug_files, bug_id_of, package_dir
@@ -179,7 +180,13 @@ class Bug:
     severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
 
 
-def _build(cls, data: dict, where: str):
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Record = TypeVar("_Record", bound="DataclassInstance")
+
+
+def _build(cls: type[_Record], data: dict[str, Any], where: str) -> _Record:
     """Instantiate a dataclass from a TOML table, rejecting unknown and missing keys."""
     names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "path"}
     unknown = sorted(set(data) - names)
@@ -221,7 +228,7 @@ def load_exercise(path: Path) -> Exercise:
     return dataclasses.replace(exercise, path=path)
 
 
-def _load_bench(table, where: str) -> Bench:
+def _load_bench(table: object, where: str) -> Bench:
     """The [bench] table: [bench.dims], [bench.time] and [bench.memory] are sub-tables."""
     if not isinstance(table, dict):
         raise CatalogError(f"{where}: must be a table")

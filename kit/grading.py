@@ -10,14 +10,16 @@ import importlib
 import importlib.util
 import random
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
 from .errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
-from .report import FAILED, CheckResult, CheckStatus, Diagnosis, Report
+from .report import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 from .values import CallStatus
 
@@ -62,7 +64,7 @@ def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
     return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
 
 
-def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
+def hint_for_bug(exercise: catalog.Exercise, checks: Sequence[Check], bug_id: str) -> int | None:
     """The one hint every check diagnosed as `bug_id` points at: the first hint on the bug's
     concept, else the hint of the check that catches the bug most narrowly (fewest declared
     catches, then suite order), so one mistake never scatters over several topics."""
@@ -74,7 +76,7 @@ def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
     return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
 
 
-def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, CheckStatus],
+def run_check(check: Check, sandbox: Sandbox, oracle: ModuleType, seed: int, statuses: dict[str, CheckStatus],
               exercise: catalog.Exercise, source: loader.SourceFile | None = None,
               run_blocked: bool = True) -> CheckResult:
     result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
@@ -92,7 +94,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, Chec
     return result
 
 
-def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
+def _run(check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType, seed: int,
          source: loader.SourceFile | None) -> CheckResult:
     """Run one check's function and fill in `result` from what it did."""
     from .registry import CheckContext
@@ -123,13 +125,13 @@ def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
     return result
 
 
-def unimplemented(calls) -> bool:
+def unimplemented(calls: Sequence[Call]) -> bool:
     """The check called the candidate's code and every call raised NotImplementedError."""
     return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError"
                                for c in calls)
 
 
-def looks_like(exercise: catalog.Exercise, functions) -> catalog.Exercise | None:
+def looks_like(exercise: catalog.Exercise, functions: Collection[str]) -> catalog.Exercise | None:
     """Another exercise whose main function the file defines, when it lacks this one's."""
     if exercise.main in functions:
         return None
