@@ -205,7 +205,6 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     exercise = loader.detect_exercise(source, options.exercise)
     require(exercise)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
-    results: list[CheckResult] = []
     notes: list[str] = []
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
     with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
@@ -221,30 +220,9 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             notes.append(info.note)
         other = looks_like(exercise, info.functions)
         if other is not None:
-            named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
-            if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
-                raise LoadError(
-                    f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
-                    f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
-                    f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
-            raise LoadError(
-                f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
-                f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
-                f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
-                f"`# attn-kit: {other.id}`.")
+            raise _another_exercise(source, exercise, other, options)
         loader.check_functions(exercise, info.functions, source.path)
-        statuses: dict[str, CheckStatus] = {}
-        planned = [c for c in suite.checks if c.public or not options.public_only]
-        hung = False        # once a call hung or crashed, checks behind a failed one are skipped unrun
-        for check in suite.checks:
-            if options.public_only and not check.public:
-                continue
-            if progress is not None:
-                progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
-            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
-            hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
-            statuses[check.id] = result.status
-            results.append(result)
+        results = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
         notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
@@ -271,6 +249,41 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _another_exercise(source: loader.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise,
+                      options: Options) -> LoadError:
+    """The error for a file that defines another exercise's main function instead of this one's."""
+    named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+    if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+        return LoadError(
+            f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
+            f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
+            f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
+    return LoadError(
+        f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
+        f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
+        f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
+        f"`# attn-kit: {other.id}`.")
+
+
+def _run_checks(suite: Suite, sandbox: Sandbox, oracle: ModuleType, seed: int, exercise: catalog.Exercise,
+                source: loader.SourceFile, options: Options, progress: Callable[[str], None] | None) -> list[CheckResult]:
+    """Run the suite's checks (the public ones with --public-only) in order, each told which of
+    its prerequisites failed; once a call hung or crashed, checks behind a failed one are skipped
+    unrun."""
+    results: list[CheckResult] = []
+    statuses: dict[str, CheckStatus] = {}
+    planned = [c for c in suite.checks if c.public or not options.public_only]
+    hung = False
+    for check in planned:
+        if progress is not None:
+            progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
+        result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+        hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
+        statuses[check.id] = result.status
+        results.append(result)
+    return results
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

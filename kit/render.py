@@ -320,7 +320,7 @@ def legend(results) -> Text | None:
     return Text("  " + " · ".join(seen), style="muted") if seen else None
 
 
-def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,  # noqa: C901 (to split once the report flow of issue 25 settles)
            brief: bool = False) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
     follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
@@ -480,34 +480,62 @@ def test_grade(grade, out: Console | None = None) -> None:
                    f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
                    style="muted"))
     if grade.wrong:
-        out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
-                       f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
-                       f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
-        for w in grade.wrong:
-            where = f" {w.where}" if w.where else ""
-            verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
-                              + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
-            body = [Text(w.message.rstrip())]
-            if w.output.strip():
-                body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
-            out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+        _wrong_tests(grade, out)
     elif not grade.type_sensitive:
         out.print(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
                        style="check.pass"))
     if grade.type_sensitive:
-        count = len(grade.type_sensitive)
-        out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
-                       f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
-                       f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
-        for t in grade.type_sensitive:
-            where = f" {t.where}" if t.where else ""
-            out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
-            out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
-                              expand=False))
+        _type_sensitive_tests(grade, out)
     for note in grade.notes:
         out.print(Text(f"note: {note}", style="warning"))
     out.print()
+    out.print(_bug_table(grade))
+    missed = [b for b in grade.bugs if not b.caught]
+    if missed:
+        out.print()
+        out.print(Text("Tests that would catch what you missed", style="label"))
+        for bug in missed:
+            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
+            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+    out.print()
+    caught, total = len(grade.caught), len(grade.bugs)
+    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
+    if grade.wrong:
+        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
+    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+
+
+def _wrong_tests(grade, out: Console) -> None:
+    """The tests that fail on correct code: where, how, and what they printed."""
+    out.print(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                   f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                   f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
+    for w in grade.wrong:
+        where = f" {w.where}" if w.where else ""
+        verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
+        out.print(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
+                          + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
+        body = [Text(w.message.rstrip())]
+        if w.output.strip():
+            body += [Text("it printed:", style="muted"), Text(w.output.rstrip()[:800])]
+        out.print(Padding(Group(*body), (0, 0, 0, 6), expand=False))
+
+
+def _type_sensitive_tests(grade, out: Console) -> None:
+    """The tests that pass only on references of one return type, with advice."""
+    count = len(grade.type_sensitive)
+    out.print(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                   f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                   f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+    for t in grade.type_sensitive:
+        where = f" {t.where}" if t.where else ""
+        out.print(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
+        out.print(Padding(Group(Text(t.advice), Text(t.message.rstrip(), style="muted")), (0, 0, 0, 6),
+                          expand=False))
+
+
+def _bug_table(grade) -> Table:
+    """One row per known bug: caught or not, by which tests, forms missed, notes."""
     table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
     table.add_column("", width=1)
     table.add_column("known bug", no_wrap=True)
@@ -524,20 +552,7 @@ def test_grade(grade, out: Console | None = None) -> None:
             cell += Text(f"\n{note}", style="muted")
         table.add_row(Text("✓" if bug.caught else "✗", style=style),
                       Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
-    out.print(table)
-    missed = [b for b in grade.bugs if not b.caught]
-    if missed:
-        out.print()
-        out.print(Text("Tests that would catch what you missed", style="label"))
-        for bug in missed:
-            out.print(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"))
-            out.print(Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
-    out.print()
-    caught, total = len(grade.caught), len(grade.bugs)
-    text = f"Score: {caught}/{total} known bugs caught ({grade.score:.0%})"
-    if grade.wrong:
-        text += f"; {_count(len(grade.wrong), 'wrong test')} to fix first"
-    out.print(Text(text, style="score.good" if grade.ok and caught == total else "score.bad"))
+    return table
 
 
 def _count(n: int, noun: str) -> str:
