@@ -21,11 +21,14 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import catalog, compose, rubric
 from .errors import CatalogError, DependencyMissing, FamilyError
 from .paths import bug_id_of, package_dir
+
+if TYPE_CHECKING:
+    from .registry import Suite
 
 ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
@@ -92,7 +95,7 @@ class Content:
         except (CatalogError, OSError):
             return {}
 
-    def suite(self, exercise: catalog.Exercise):
+    def suite(self, exercise: catalog.Exercise) -> Suite | None:
         """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
         from . import grading
         try:
