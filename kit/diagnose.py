@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from . import catalog, compose
+from .catalog import MUTATION_BUG
 from .compare import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
 from .paths import bug_files, reference_files, solutions_dir
 from .report import Call, CheckResult, Diagnosis
@@ -72,7 +73,6 @@ MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes 
                          # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
 MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
                          # bug touches) that the bug explains
-MUTATION_BUG = "mutates-input"
 
 
 @functools.cache
@@ -1029,8 +1029,3 @@ def _diagnosis(bug_id: str, evidence: str, checks) -> Diagnosis:
     bug = catalog.bugs().get(bug_id)
     return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
                      bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
-
-
-def diagnose(exercise: catalog.Exercise, results: list[CheckResult]) -> list[Diagnosis]:
-    """Known bugs the failing checks' outputs reproduce, most explanatory first."""
-    return analyse(exercise, results).diagnoses

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
+from .catalog import MUTATION_BUG
 from .errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from .report import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
 from .sandbox import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
@@ -162,9 +163,6 @@ def pure_check(source: loader.SourceFile, seen: tuple[str, ...] = ()) -> CheckRe
         result.message = (f"--pure forbids imports outside the standard library; this file imports "
                           f"{listing}. On-device screens often allow no framework: use lists and math.")
     return result
-
-
-MUTATION_BUG = "mutates-input"
 
 
 def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:

@@ -508,11 +508,6 @@ def _counting(progress: Callable[[str], None], name: str, total: int) -> Callabl
     return ran
 
 
-def framework(path: Path) -> str:
-    """'torch' for a file that imports torch, else 'plain' (lists, math, NumPy)."""
-    return "torch" if returns(path) == "torch" else "plain"
-
-
 def returns(path: Path) -> str:
     """What an implementation returns: 'torch' (imports torch), 'numpy' (imports NumPy) or 'lists'."""
     try:
