@@ -396,27 +396,26 @@ def _decode_tagged(v: Any, blobs: bytearray, cursor: list[int], depth: int) -> A
 
 
 def _decode_tagged_object(tag: str, v: dict, blobs: bytearray, cursor: list[int], depth: int) -> Any:
-    def inner(x: object) -> Any:
-        return _decode_tagged(x, blobs, cursor, depth + 1)
-
+    """A tagged object: a tuple, a dict with keys other than strings, an array, a masked array, a
+    tensor, an Opaque or an ErrorInfo."""
     if tag == "tuple":
         _want(type(v.get("v")) is list, "tuple")
-        return tuple(inner(x) for x in v["v"])
+        return tuple(_decode_tagged(x, blobs, cursor, depth + 1) for x in v["v"])
     if tag == "dict":
         _want(type(v.get("v")) is list, "dict")
         out = {}
         for pair in v["v"]:
             _want(type(pair) is list and len(pair) == 2, "dict entry")
-            key = inner(pair[0])
+            key = _decode_tagged(pair[0], blobs, cursor, depth + 1)
             _want(_hashable(key), "dict key")
-            out[key] = inner(pair[1])
+            out[key] = _decode_tagged(pair[1], blobs, cursor, depth + 1)
         return out
     if tag == "nd":
         return _nd(v, blobs, cursor)
     if tag == "masked":
-        return _masked(inner(v.get("a")), inner(v.get("m")))
+        return _masked(_decode_tagged(v.get("a"), blobs, cursor, depth + 1), _decode_tagged(v.get("m"), blobs, cursor, depth + 1))
     if tag == "tensor":
-        return _decode_tensor(v, inner(v.get("a")))
+        return _decode_tensor(v, _decode_tagged(v.get("a"), blobs, cursor, depth + 1))
     if tag == "opaque":
         return Opaque(visible(_text(v.get("type"), "type name")[:80]), visible(_text(v.get("text"), "text")[:200]))
     if tag == "error":
