@@ -151,7 +151,7 @@ def directional_finite_differences(ctx):
             delta = ctx.rng.normal(size=args[i].shape)
             plus, minus = list(args), list(args)
             plus[i], minus[i] = args[i] + eps * delta, args[i] - eps * delta
-            numeric = (loss(*plus, dout, mask) - loss(*minus, dout, mask)) / (2 * eps)
+            numeric = (loss(plus[0], plus[1], plus[2], dout, mask) - loss(minus[0], minus[1], minus[2], dout, mask)) / (2 * eps)
             analytic = float(np.sum(grads[i] * delta))
             if not np.isclose(analytic, numeric, rtol=1e-5, atol=1e-7):
                 ctx.fail(f"T={T}, S={S}: along a random direction of {name[1]}, the finite difference of the "

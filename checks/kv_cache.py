@@ -148,10 +148,10 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
         message, step = failure
         ctx.failing_call = step
         if not message:
-            exc = CallFailed(step)
-            exc.args = (f"{exc} (at step {len(steps) - 1}, "
-                        f"{'the first call, cache=None' if len(steps) == 1 else 'with the cache your previous step returned'})",)
-            raise exc
+            error = CallFailed(step)
+            error.args = (f"{error} (at step {len(steps) - 1}, "
+                          f"{'the first call, cache=None' if len(steps) == 1 else 'with the cache your previous step returned'})",)
+            raise error
         ctx.fail(message)
     return Decoding(np.stack(outs, axis=1), sizes, problems, steps)
 

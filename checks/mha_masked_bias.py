@@ -656,7 +656,8 @@ def compare_gradients(ctx, case: Case):
         got = extra["grads"].get(name)
         axes = {"query": ("batch", "query", "feature"), "context": ("batch", "key", "feature")}.get(
             name, ("row", "column") if expected.ndim == 2 else ())
-        bad = np.argwhere(~np.isfinite(got)) if isinstance(got, np.ndarray) and got.shape == expected.shape else []
+        bad = (np.argwhere(~np.isfinite(got)) if isinstance(got, np.ndarray) and got.shape == expected.shape
+               else np.empty((0, 0), dtype=np.intp))       # no positions
         if len(bad) and np.isfinite(expected).all():
             first = ", ".join(f"{a} {i}" for a, i in zip(axes or [f"axis {n}" for n in range(got.ndim)], bad[0]))
             ctx.note(f"the first non-finite gradient of {name} is at {first}; the reference's is finite there "

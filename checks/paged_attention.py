@@ -84,7 +84,7 @@ def build(rng, lengths, block_size=4, H=2, d=4, extra=1, share=False, garbage=(n
     fill = np.resize(np.array([g for g in garbage] + [-g for g in garbage if g == g]), k_pool.size)
     k_pool.flat[:] = fill
     v_pool.flat[:] = fill[::-1]
-    tables = []
+    tables: list[list[int]] = []
     for b, n in enumerate(lengths):
         if share and b == 1:
             table = [tables[0][0]] + [int(ids.pop()) for _ in range(need[b] - 1 + extra)]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Callable
+from typing import Any
 
 # how often bench's harnesses repeat a timed call (practice/bench.py reads them too)
 DEFAULT_RUNS = 5
@@ -17,7 +19,7 @@ MIN_TIMED_SECONDS = 0.05    # cheap sizes are repeated until their runs add up t
 MAX_RUNS = 25               # ... but at most this many times
 
 
-def measure(fn, *args, **kwargs):
+def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, float]]:
     """Run fn once; extra = {"seconds": wall time, "peak_bytes": peak traced allocation during the call}.
 
     The peak is measured from the start of the call, so memory the inputs already hold does not
@@ -39,13 +41,13 @@ def measure(fn, *args, **kwargs):
     return value, {"seconds": seconds, "peak_bytes": max(int(peak), 0)}
 
 
-def measure_quiet(fn, *args, **kwargs):
+def measure_quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[None, dict[str, float]]:
     """Like measure, but sends no value back (for benchmarks with large outputs)."""
     _, extra = measure(fn, *args, **kwargs)
     return None, extra
 
 
-def timed(fn, *args, **kwargs):
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[None, dict[str, float]]:
     """Run fn once without tracing (tracemalloc slows Python code); extra = {"seconds": ...}."""
     start = time.perf_counter()
     fn(*args, **kwargs)

@@ -10,13 +10,16 @@ Only imported for exercises that need torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 
 PROBE_SEED = 46_771        # the projection is fixed: a reference and a candidate get the same one
 
 
-def probe(shape, salt: int, like: torch.Tensor) -> torch.Tensor:
+def probe(shape: tuple[int, ...], salt: int, like: torch.Tensor) -> torch.Tensor:
     """Fixed standard-normal weights of this shape, in like's dtype and on its device."""
     generator = torch.Generator().manual_seed(PROBE_SEED + salt)
     weights = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
@@ -34,7 +37,8 @@ def _leaves(values: dict, leaves: dict) -> dict:
     return copied
 
 
-def grads(fn, activations, parameters, masks, *args, **kwargs):
+def grads(fn: Callable[..., Any], activations: dict[str, Any], parameters: dict[str, Any], masks: Any,
+          *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """Run fn, backpropagate sum(output * P1) + sum(attention * P2); extra = gradients by input name.
 
     extra = {"grads": {name: array}, "disconnected": [names whose gradient was None, sent as
@@ -57,7 +61,8 @@ def grads(fn, activations, parameters, masks, *args, **kwargs):
             "neither output requires grad: they were computed outside autograd (detached, converted "
             "to NumPy or made with torch.no_grad), so no gradient reaches the inputs")}
     found = torch.autograd.grad(sum(parts), list(leaves.values()), allow_unused=True)
-    result, disconnected = {}, []
+    result: dict[str, Any] = {}
+    disconnected: list[str] = []
     for (name, leaf), grad in zip(leaves.items(), found):
         if grad is None:
             disconnected.append(name)
@@ -74,7 +79,7 @@ _BY_VALUE = frozenset((torch.float16, torch.float32, torch.float64, torch.comple
                        torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64))
 
 
-def plain_tensors(value) -> dict:
+def plain_tensors(value: object) -> dict[int, torch.Tensor]:
     """{id: tensor} for the tensors in nested dicts, lists and tuples that a copy of their values
     reproduces exactly (values, dtype, device, shape, strides, requires_grad): contiguous leaf
     tensors on the CPU or the meta device, of a dtype NumPy has, with no gradient, no attributes,
@@ -109,7 +114,7 @@ def by_value(t: torch.Tensor) -> tuple:
     return from_values, (array, str(t.dtype).removeprefix("torch."), tuple(t.shape), t.device.type, t.requires_grad)
 
 
-def from_values(array, dtype: str, shape: tuple, device: str, requires_grad: bool) -> torch.Tensor:
+def from_values(array: np.ndarray | None, dtype: str, shape: tuple[int, ...], device: str, requires_grad: bool) -> torch.Tensor:
     """The tensor by_value describes, in the receiving process."""
     if device == "meta":
         t = torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
@@ -132,13 +137,13 @@ def settle_process() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     torch.set_num_threads(1)
-    reducers = ForkingPickler._extra_reducers
+    reducers = vars(ForkingPickler)["_extra_reducers"]     # private class state, which typeshed leaves out
     for _type in [t for t in reducers if getattr(t, "__module__", "").startswith("torch")]:
         del reducers[_type]
 
 # Diagnosis reruns this harness on the known-bug implementations and compares the gradients too,
 # so a bug that only shows in the backward pass (nan-gradient-masked-rows) can be named.
-grads.replay_in_diagnosis = True
+vars(grads)["replay_in_diagnosis"] = True      # a function attribute, which mypy has no type for
 
 
 # --- in the kit: are the reported gradients gradients of the forward outputs? -------------------
@@ -146,7 +151,7 @@ grads.replay_in_diagnosis = True
 FD_STEP = 1e-6
 
 
-def probe_loss(output, attention) -> float:
+def probe_loss(output: object, attention: object) -> float:
     """sum(output * P1) + sum(attention * P2) of returned values (arrays), in float64, in the kit."""
     total = 0.0
     for salt, value in enumerate((output, attention), start=1):
@@ -156,7 +161,8 @@ def probe_loss(output, attention) -> float:
     return total
 
 
-def finite_difference(forward, activations: dict, parameters: dict, grads: dict, seed: int = 0) -> tuple[float, float]:
+def finite_difference(forward: Callable[[dict, dict], tuple[Any, Any]], activations: dict, parameters: dict, grads: dict,
+                      seed: int = 0) -> tuple[float, float]:
     """(from the reported gradients, from finite differences) of the probe loss along one random
     direction over every input that has a gradient. `forward(activations, parameters)` makes one
     call of the candidate's code and returns its (output, attention) as data; the kit computes

@@ -34,12 +34,17 @@ import re
 import struct
 import sys
 from array import array
+from collections.abc import Callable
 from enum import StrEnum
 from hashlib import sha256
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from attn_kit.base.errors import WireError
 from attn_kit.base.records import CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
+
+if TYPE_CHECKING:
+    import numpy
 
 MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
 MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
@@ -54,17 +59,17 @@ TEXT_PER_ENTRY = 24 * 256
 HEADER = struct.Struct("!QI")  # total length of what follows, then length of the JSON part
 _DTYPE = re.compile(r"[<>|=]?[biufc]\d{1,2}")
 _TAG = "$"
-_NUMPY = []                    # NumPy, once imported (the worker may hide it from sys.modules)
+_NUMPY: list[ModuleType] = []  # NumPy, once imported (the worker may hide it from sys.modules)
 
 
-def _np():
+def _np() -> Any:
     if not _NUMPY:
         import numpy
         _NUMPY.append(numpy)
     return _NUMPY[0]
 
 
-def _ma():
+def _ma() -> Any:
     """numpy.ma if something has imported it (else no masked array can exist): never imported here."""
     return sys.modules.get("numpy.ma")
 
@@ -72,18 +77,18 @@ def _ma():
 # --- worker side: any value -> plain data -----------------------------------------------------
 
 class _Budget:
-    def __init__(self):
+    def __init__(self) -> None:
         self.items = 0
 
 
-def to_plain(value, depth: int = 0, budget: _Budget | None = None):
+def to_plain(value: object, depth: int = 0, budget: _Budget | None = None) -> Any:
     """The value as plain data: the types listed in the module docstring, nothing else.
 
     Never raises: a part that cannot be turned into data (or whose own methods raise) becomes an
     Opaque description."""
     budget = budget or _Budget()
     try:
-        return _plain(value, depth, budget)
+        return _convert_to_plain(value, depth, budget)
     except Exception as exc:  # noqa: BLE001 - the candidate's objects may raise anything
         return Opaque(_type_name(value), f"could not be read: {type(exc).__name__}")
 
@@ -93,7 +98,7 @@ def to_plain(value, depth: int = 0, budget: _Budget | None = None):
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def _escape(match: re.Match) -> str:
+def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return {0x0D: "\\r", 0x1B: "\\e"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
@@ -104,14 +109,14 @@ def visible(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
-def _type_name(value) -> str:
+def _type_name(value: object) -> str:
     try:
         return str(type(value).__name__)[:80]
     except Exception:  # noqa: BLE001
         return "object"
 
 
-def _short_repr(value) -> str:
+def _short_repr(value: object) -> str:
     try:
         text = repr(value)
         return text[:200] if isinstance(text, str) else ""
@@ -122,11 +127,29 @@ def _short_repr(value) -> str:
 _ATOMS = frozenset((type(None), bool, int, float, str))
 
 
-def _plain(value, depth, budget):
+def _convert_to_plain(value: Any, depth: int, budget: _Budget) -> Any:
+    """The value as plain data: to_plain without its guard (the candidate's methods may raise)."""
     kind = type(value)
     if kind in _ATOMS:
         return value
-    if kind is list and depth < MAX_DEPTH:         # fast paths: plain containers of plain numbers
+    as_is = _already_plain(value, kind, depth, budget)
+    if as_is is not None:
+        return as_is
+    if depth >= MAX_DEPTH:
+        return Opaque(_type_name(value), f"nested more than {MAX_DEPTH} levels deep")
+    budget.items += 1
+    if budget.items > MAX_ITEMS:
+        return Opaque(_type_name(value), f"more than {MAX_ITEMS:,} entries in one reply")
+    if isinstance(value, (bool, int, float, str, tuple, list, dict)):
+        return _builtin_to_plain(value, depth, budget)
+    return _library_to_plain(value, kind, depth, budget)
+
+
+def _already_plain(value: Any, kind: type, depth: int, budget: _Budget) -> Any:
+    """The fast paths: a list of atoms (counted against the budget), a contiguous-able NumPy array
+    of numbers, or a record (Opaque, TensorValue, ErrorInfo), as it goes on the wire; None for any
+    other value (None itself is an atom, handled before)."""
+    if kind is list and depth < MAX_DEPTH:
         budget.items += 1
         if all(type(v) in _ATOMS for v in value):
             budget.items += len(value) // 64
@@ -136,11 +159,12 @@ def _plain(value, depth, budget):
         return value if value.flags.c_contiguous else _NUMPY[0].ascontiguousarray(value)
     if isinstance(value, Opaque | TensorValue | ErrorInfo):
         return value
-    if depth >= MAX_DEPTH:
-        return Opaque(_type_name(value), f"nested more than {MAX_DEPTH} levels deep")
-    budget.items += 1
-    if budget.items > MAX_ITEMS:
-        return Opaque(_type_name(value), f"more than {MAX_ITEMS:,} entries in one reply")
+    return None
+
+
+def _builtin_to_plain(value: bool | int | float | str | tuple | list | dict, depth: int, budget: _Budget) -> Any:
+    """A builtin or an instance of a subclass of one (a namedtuple, an IntEnum) as the builtin,
+    read through the builtin's own methods, which a subclass cannot override."""
     if isinstance(value, bool):
         return bool.__bool__(value)
     if isinstance(value, int):
@@ -150,24 +174,27 @@ def _plain(value, depth, budget):
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, tuple):       # tuple subclasses, namedtuples included
-        return tuple(_plain(v, depth + 1, budget) for v in tuple.__iter__(value))
+        return tuple(_convert_to_plain(v, depth + 1, budget) for v in tuple.__iter__(value))
     if isinstance(value, list):
-        return [_plain(v, depth + 1, budget) for v in list.__iter__(value)]
-    if isinstance(value, dict):
-        out = {}
-        for k, v in list(dict.items(value)):
-            key = _plain(k, depth + 1, budget)
-            if not _hashable(key):
-                return Opaque(_type_name(value), "a dict with keys that are not plain values")
-            out[key] = _plain(v, depth + 1, budget)
-        return out
+        return [_convert_to_plain(v, depth + 1, budget) for v in list.__iter__(value)]
+    out = {}
+    for k, v in list(dict.items(value)):
+        key = _convert_to_plain(k, depth + 1, budget)
+        if not _hashable(key):
+            return Opaque(_type_name(value), "a dict with keys that are not plain values")
+        out[key] = _convert_to_plain(v, depth + 1, budget)
+    return out
+
+
+def _library_to_plain(value: Any, kind: type, depth: int, budget: _Budget) -> Any:
+    """A NumPy array or scalar, a torch tensor, else an Opaque description."""
     module = getattr(kind, "__module__", "") or ""
     if module.startswith("numpy"):
         np = _np()
         if isinstance(value, np.ndarray):
             return _array(value, depth, budget)
         if isinstance(value, np.generic):
-            return _plain(value.item(), depth, budget)
+            return _convert_to_plain(value.item(), depth, budget)
     if module.startswith("torch") and hasattr(value, "detach") and hasattr(value, "dtype"):
         return _tensor(value)
     if _NUMPY:
@@ -175,17 +202,17 @@ def _plain(value, depth, budget):
         if isinstance(value, np.ndarray):      # a subclass defined elsewhere (the candidate's file)
             return _array(value, depth, budget)
         if isinstance(value, np.generic):
-            return _plain(value.item(), depth, budget)
+            return _convert_to_plain(value.item(), depth, budget)
     return Opaque(_type_name(value), _short_repr(value))
 
 
-def _hashable(key) -> bool:
+def _hashable(key: object) -> bool:
     if key is None or type(key) in (bool, int, float, str):
         return True
     return type(key) is tuple and all(_hashable(k) for k in key)
 
 
-def _array(value, depth, budget):
+def _array(value: Any, depth: int, budget: _Budget) -> Any:
     np = _np()
     arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
     if arr.dtype.kind in "biufc" and arr.dtype.names is None:
@@ -198,7 +225,7 @@ def _array(value, depth, budget):
     return Opaque("ndarray", f"an array of dtype {arr.dtype}, which the kit does not read")
 
 
-def _tensor(value):
+def _tensor(value: Any) -> TensorValue:
     np = _np()
     t = value.detach()
     device = str(t.device)
@@ -218,10 +245,21 @@ def _tensor(value):
 def encode(message: dict) -> bytes:
     """One reply as bytes: HEADER, the JSON part, then the arrays' raw bytes. `message` values
     must already be plain (to_plain); records (Outcome, ErrorInfo, ...) are tagged here."""
-    blobs: list[bytes] = []
-    offset = [0]
+    encoder = _Encoder()
+    text = json.dumps(encoder.tag(message), separators=(",", ":")).encode()
+    body = b"".join(encoder.blobs)
+    return HEADER.pack(len(text) + len(body), len(text)) + text + body
 
-    def tag(v):
+
+class _Encoder:
+    """Plain values -> JSON-ready values, with records and arrays as tagged objects; the arrays'
+    bytes are collected in order, and each tag gives its array's offset among them."""
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+        self.offset = 0
+
+    def tag(self, v: Any) -> Any:
         kind = type(v)
         if kind in _ATOMS:
             return v                            # json writes NaN/Infinity, and reads them back
@@ -230,15 +268,18 @@ def encode(message: dict) -> bytes:
         if kind is list:
             if all(type(x) in _ATOMS for x in v):
                 return v
-            return [tag(x) for x in v]
+            return [self.tag(x) for x in v]
         if kind is tuple:
-            return {_TAG: "tuple", "v": [tag(x) for x in v]}
+            return {_TAG: "tuple", "v": [self.tag(x) for x in v]}
         if kind is dict:
             if _TAG not in v and all(type(k) is str for k in v):     # a plain JSON object
-                return {k: tag(x) for k, x in v.items()}
-            return {_TAG: "dict", "v": [[tag(k), tag(x)] for k, x in v.items()]}
+                return {k: self.tag(x) for k, x in v.items()}
+            return {_TAG: "dict", "v": [[self.tag(k), self.tag(x)] for k, x in v.items()]}
+        return self._record_or_array(v)
+
+    def _record_or_array(self, v: Any) -> dict[str, Any]:
         if isinstance(v, TensorValue):
-            return {_TAG: "tensor", "a": tag(v.array), "dtype": v.dtype, "device": v.device,
+            return {_TAG: "tensor", "a": self.tag(v.array), "dtype": v.dtype, "device": v.device,
                     "shape": list(v.shape), "grad": v.requires_grad}
         if isinstance(v, Opaque):
             return {_TAG: "opaque", "type": v.type_name, "text": v.text}
@@ -248,23 +289,19 @@ def encode(message: dict) -> bytes:
         np = _np()
         ma = _ma()
         if ma is not None and isinstance(v, ma.MaskedArray):
-            return {_TAG: "masked", "a": tag(np.ndarray.view(v, np.ndarray)), "m": tag(ma.getmaskarray(v))}
+            return {_TAG: "masked", "a": self.tag(np.ndarray.view(v, np.ndarray)), "m": self.tag(ma.getmaskarray(v))}
         if isinstance(v, np.ndarray):
             data = v.tobytes()
-            blobs.append(data)
-            entry = {_TAG: "nd", "o": offset[0], "dtype": v.dtype.str, "shape": list(v.shape)}
-            offset[0] += len(data)
+            self.blobs.append(data)
+            entry = {_TAG: "nd", "o": self.offset, "dtype": v.dtype.str, "shape": list(v.shape)}
+            self.offset += len(data)
             return entry
         return {_TAG: "opaque", "type": _type_name(v), "text": ""}
-
-    text = json.dumps(tag(message), separators=(",", ":")).encode()
-    body = b"".join(blobs)
-    return HEADER.pack(len(text) + len(body), len(text)) + text + body
 
 
 # --- decoding (kit side) ------------------------------------------------------------------------
 
-def entries(value, depth: int = 0) -> int:
+def entries(value: object, depth: int = 0) -> int:
     """How many numbers the kit's own value holds (arrays and tensors by size), for text_limit."""
     if depth > MAX_DEPTH:
         return 0
@@ -280,7 +317,7 @@ def entries(value, depth: int = 0) -> int:
     return 1
 
 
-def text_limit(arguments) -> int:
+def text_limit(arguments: object) -> int:
     """The most JSON text the kit reads in the reply to a call given `arguments`."""
     return min(MAX_TEXT, TEXT_FLOOR + TEXT_PER_ENTRY * entries(arguments))
 
@@ -312,7 +349,7 @@ def decode(body: bytes | bytearray, text_length: int) -> dict:
         raise WireError(f"its reply was not valid data ({type(exc).__name__})") from None
     cursor = [text_length, text_length]      # next array's position in body, where arrays start
     try:
-        value = _untag(tree, body, cursor, 0)
+        value = _decode_tagged(tree, body, cursor, 0)
     except RecursionError:
         raise WireError("its reply was nested too deeply") from None
     if cursor[0] != len(body):
@@ -322,17 +359,24 @@ def decode(body: bytes | bytearray, text_length: int) -> dict:
     return value
 
 
-def _want(cond: bool, what: str):
+def _want(cond: bool, what: str) -> None:
     if not cond:
-        raise WireError(f"its reply was malformed ({what})")
+        _malformed(what)
 
 
-def _text(v, what: str) -> str:
-    _want(isinstance(v, str), what)
+def _malformed(what: str) -> NoReturn:
+    raise WireError(f"its reply was malformed ({what})")
+
+
+def _text(v: object, what: str) -> str:
+    if not isinstance(v, str):
+        _malformed(what)
     return v
 
 
-def _untag(v, blobs, cursor, depth):
+def _decode_tagged(v: Any, blobs: bytearray, cursor: list[int], depth: int) -> Any:
+    """A value of the JSON part back as plain data: tagged objects become tuples, dicts with other
+    keys, arrays (views of `blobs`, read from cursor[0] on) and records; WireError when malformed."""
     kind = type(v)
     if kind in _ATOMS:
         return v
@@ -341,36 +385,37 @@ def _untag(v, blobs, cursor, depth):
     if kind is list:
         if all(type(x) in _ATOMS for x in v):
             return v
-        return [_untag(x, blobs, cursor, depth + 1) for x in v]
+        return [_decode_tagged(x, blobs, cursor, depth + 1) for x in v]
     _want(kind is dict, "an unknown value")
     tag = v.get(_TAG)
     if tag is None:                                  # a dict with string keys, as a JSON object
-        return {k: _untag(x, blobs, cursor, depth + 1) for k, x in v.items()}
-    _want(isinstance(tag, str), "a tag that is not text")
+        return {k: _decode_tagged(x, blobs, cursor, depth + 1) for k, x in v.items()}
+    if not isinstance(tag, str):
+        _malformed("a tag that is not text")
+    return _decode_tagged_object(tag, v, blobs, cursor, depth)
+
+
+def _decode_tagged_object(tag: str, v: dict, blobs: bytearray, cursor: list[int], depth: int) -> Any:
+    """A tagged object: a tuple, a dict with keys other than strings, an array, a masked array, a
+    tensor, an Opaque or an ErrorInfo."""
     if tag == "tuple":
         _want(type(v.get("v")) is list, "tuple")
-        return tuple(_untag(x, blobs, cursor, depth + 1) for x in v["v"])
+        return tuple(_decode_tagged(x, blobs, cursor, depth + 1) for x in v["v"])
     if tag == "dict":
         _want(type(v.get("v")) is list, "dict")
         out = {}
         for pair in v["v"]:
             _want(type(pair) is list and len(pair) == 2, "dict entry")
-            key = _untag(pair[0], blobs, cursor, depth + 1)
+            key = _decode_tagged(pair[0], blobs, cursor, depth + 1)
             _want(_hashable(key), "dict key")
-            out[key] = _untag(pair[1], blobs, cursor, depth + 1)
+            out[key] = _decode_tagged(pair[1], blobs, cursor, depth + 1)
         return out
     if tag == "nd":
         return _nd(v, blobs, cursor)
     if tag == "masked":
-        return _masked(_untag(v.get("a"), blobs, cursor, depth + 1), _untag(v.get("m"), blobs, cursor, depth + 1))
+        return _masked(_decode_tagged(v.get("a"), blobs, cursor, depth + 1), _decode_tagged(v.get("m"), blobs, cursor, depth + 1))
     if tag == "tensor":
-        array = _untag(v.get("a"), blobs, cursor, depth + 1)
-        _want(isinstance(array, _np().ndarray), "tensor data")
-        shape = v.get("shape")
-        _want(type(shape) is list and all(type(n) is int and n >= 0 for n in shape), "tensor shape")
-        _want(type(v.get("grad")) is bool, "tensor requires_grad")
-        return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
-                           _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
+        return _decode_tensor(v, _decode_tagged(v.get("a"), blobs, cursor, depth + 1))
     if tag == "opaque":
         return Opaque(visible(_text(v.get("type"), "type name")[:80]), visible(_text(v.get("text"), "text")[:200]))
     if tag == "error":
@@ -381,7 +426,17 @@ def _untag(v, blobs, cursor, depth):
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
 
 
-def _masked(data, mask):
+def _decode_tensor(v: dict, array: object) -> TensorValue:
+    _want(isinstance(array, _np().ndarray), "tensor data")
+    shape = v.get("shape")
+    if not (type(shape) is list and all(type(n) is int and n >= 0 for n in shape)):
+        _malformed("tensor shape")
+    _want(type(v.get("grad")) is bool, "tensor requires_grad")
+    return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
+                       _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
+
+
+def _masked(data: Any, mask: Any) -> Any:
     """A masked array's data and mask -> the plain data when nothing is masked, else Masked. The
     kit counts the masked entries itself, from the mask's bytes."""
     np = _np()
@@ -394,15 +449,16 @@ def _masked(data, mask):
                   masked, int(mask.size))
 
 
-_DTYPES: dict[str, object] = {}       # dtype text -> numpy dtype, once validated
+_DTYPES: dict[str, numpy.dtype] = {}       # dtype text -> numpy dtype, once validated
 
 
-def _nd(v, blobs, cursor):
+def _nd(v: dict, blobs: bytearray, cursor: list[int]) -> Any:
     np = _np()
     dtype, shape, offset = v.get("dtype"), v.get("shape"), v.get("o")
     dt = _DTYPES.get(dtype) if isinstance(dtype, str) else None
     if dt is None:
-        _want(isinstance(dtype, str) and _DTYPE.fullmatch(dtype) is not None, "array dtype")
+        if not (isinstance(dtype, str) and _DTYPE.fullmatch(dtype) is not None):
+            _malformed("array dtype")
         try:
             dt = np.dtype(dtype)
         except TypeError:
@@ -411,8 +467,9 @@ def _nd(v, blobs, cursor):
         _DTYPES[dtype] = dt
     # each dimension below 2**40 and their product within NumPy's index range, zero-size arrays
     # included (NumPy rejects a shape whose nonzero dimensions overflow even when one is 0)
-    _want(type(shape) is list and len(shape) <= 32 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
-          and math.prod(n for n in shape if n) < 2**62, "array shape")
+    if not (type(shape) is list and len(shape) <= 32 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
+            and math.prod(n for n in shape if n) < 2**62):
+        _malformed("array shape")
     start = cursor[0]
     _want(type(offset) is int and offset == start - cursor[1], "array offset")
     count = math.prod(shape)
@@ -424,13 +481,13 @@ def _nd(v, blobs, cursor):
 
 # --- fingerprints of plain values ---------------------------------------------------------------
 
-def digest(value) -> str | None:
+def digest(value: object) -> str | None:
     """A fingerprint of a plain value (what to_plain returns), or None for a value holding any
     other type. Equal fingerprints mean the values are equal as mutation.same sees them: same
     types, same keys in the same order, arrays of the same dtype, shape and bytes. Different
     fingerprints prove nothing (1 and 1.0, -0.0 and 0.0, a reordered dict): the kit then compares
     the values themselves."""
-    parts: list = []
+    parts: list[bytes] = []
     try:
         if not _feed(parts.append, value, 0):
             return None
@@ -442,7 +499,7 @@ def digest(value) -> str | None:
 _BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))     # repr is exact
 
 
-def _feed(add, value, depth: int) -> bool:
+def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
     """Add the value's canonical bytes; False when it is not plain data."""
     kind = type(value)
     if kind in _BY_REPR:
@@ -489,14 +546,17 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     reply carried in its place) from a decoded reply."""
     _want(message.get("kind") == "outcome", "not a call result")
     status = message.get("status")
-    _want(status in _STATUSES, "status")
+    if status not in _STATUSES:
+        _malformed("status")
     error = message.get("error")
     _want(error is None or isinstance(error, ErrorInfo), "error")
     _want(status != CallStatus.RAISED or error is not None, "raised without an error")
     seconds = message.get("seconds")
-    _want(type(seconds) in (int, float), "seconds")
+    if type(seconds) is not int and type(seconds) is not float:
+        _malformed("seconds")
     extra = message.get("extra")
-    _want(isinstance(extra, dict), "extra")
+    if not isinstance(extra, dict):
+        _malformed("extra")
     outcome = Outcome(CallStatus(status), message.get("value"), error, (),
                       visible(_text(message.get("output"), "output")[:100_000]),
                       visible(_text(message.get("detail"), "detail")[:2000]), float(seconds), extra)

@@ -6,17 +6,23 @@ carries the numbers a renderer needs, never a raw array dump.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from attn_kit.base.errors import ValueProblem
 from attn_kit.base.records import Masked, Opaque, TensorValue
 from attn_kit.report.results import Mismatch
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 RTOL = 1e-6
 ATOL = 1e-8
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     if value is None:
         return "None"
     if isinstance(value, Opaque):
@@ -24,7 +30,7 @@ def _describe(value) -> str:
     return type(value).__name__
 
 
-def _ragged(value, path="") -> str:
+def _ragged(value: object, path: str = "") -> str:
     """Explain where a nested list stops being rectangular, or ''."""
     if not isinstance(value, (list, tuple)):
         return ""
@@ -46,7 +52,7 @@ def _ragged(value, path="") -> str:
     return ""
 
 
-def _not_an_array(value, what: str) -> str:
+def _not_an_array(value: object, what: str) -> str:
     if isinstance(value, Masked):
         return (f"{what} contains masked entries ({value.masked:,} of {value.size:,}): a masked entry is "
                 "not a value, so it cannot be graded. Return a plain array (e.g. `.filled(x)` with the "
@@ -54,7 +60,7 @@ def _not_an_array(value, what: str) -> str:
     return f"{what} is {_describe(value)}, not an array or nested list"
 
 
-def to_array(value, what: str, kind: str = "float") -> np.ndarray:
+def to_array(value: object, what: str, kind: str = "float") -> np.ndarray:
     """A nested list, NumPy array or tensor -> ndarray (float64, or bool for masks)."""
     if isinstance(value, TensorValue):
         value = value.array
@@ -82,7 +88,7 @@ def to_array(value, what: str, kind: str = "float") -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def shape_text(shape) -> str:
+def shape_text(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ")" if shape else "() (a scalar)"
 
 
@@ -94,7 +100,7 @@ def check_shape(arr: np.ndarray, expected: tuple[int, ...], what: str, dims: str
                            f"{shape_text(expected)}{names}")
 
 
-def _label(index, axes) -> str:
+def _label(index: Sequence[int], axes: Sequence[str]) -> str:
     return ", ".join(f"{name} {i}" for name, i in zip(axes, index))
 
 
@@ -113,6 +119,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
     if not bad.any():
         return None
     axes = tuple(axes) + tuple(f"axis {i}" for i in range(len(axes), actual.ndim))
+    index: tuple[int, ...]
     if actual.ndim == 0:
         index = ()
     else:
@@ -162,7 +169,7 @@ def float32_like(actual: np.ndarray, expected: np.ndarray) -> bool:
             bool(np.any(e != e.astype(np.float32)))
 
 
-def float32_values(value) -> bool:
+def float32_values(value: Any) -> bool:
     """True when a returned float array holds only float32 values, some of them not integers: a
     float64 computation essentially never lands on float32 values, a float32 one always does."""
     try:
@@ -202,7 +209,7 @@ def within_float32(actual: np.ndarray, expected: np.ndarray, float32_expected: n
     return bool(ok.all()), worst
 
 
-def exactly(actual, expected) -> bool:
+def exactly(actual: ArrayLike, expected: ArrayLike) -> bool:
     """Equal entry for entry, or (for a float32 solution) equal to `expected` rounded to float32."""
     actual, expected = np.asarray(actual), np.asarray(expected, dtype=float)
     return bool(np.array_equal(actual, expected)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 import numpy as np
 
@@ -19,13 +19,24 @@ from attn_kit.base.records import Outcome
 from attn_kit.compare.arrays import ATOL, RTOL, check_shape, compare, float32_like, float32_values, to_array, within_float32
 from attn_kit.report.results import Call, Mismatch
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from numpy.typing import ArrayLike
+
+    from attn_kit.load.preflight import SourceFile
+    from attn_kit.sandbox.session import Sandbox
+
+
+CheckFunction = Callable[["CheckContext"], None]     # a check: fn(ctx), which fails by raising
+
 
 @dataclass(frozen=True)
 class Check:
     id: str
     title: str
     explanation: str
-    func: Callable
+    func: CheckFunction
     points: int
     catches: tuple[str, ...]
     public: bool
@@ -41,10 +52,11 @@ class Suite:
     bench_inputs: Callable | None = None     # (rng, T, **dims) -> (args, kwargs), set by @SUITE.for_bench
 
     def check(self, points: int = 1, catches: tuple[str, ...] = (), public: bool = False,
-              after: tuple[str, ...] = (), hint: int | None = None, concept: str = ""):
+              after: tuple[str, ...] = (), hint: int | None = None,
+              concept: str = "") -> Callable[[CheckFunction], CheckFunction]:
         """Register a check; its id is the function name with dashes, its title the docstring's
         first line and its explanation the rest."""
-        def register(func):
+        def register(func: CheckFunction) -> CheckFunction:
             doc = (func.__doc__ or func.__name__).strip().splitlines()
             check_id = func.__name__.replace("_", "-")
             if any(c.id == check_id for c in self.checks):
@@ -61,8 +73,8 @@ class Suite:
 
 
 class CheckContext:
-    def __init__(self, sandbox, oracle, seed: int, check: Check, rng_extra: str = "", source=None,
-                 float32_reference: Callable[..., Any] | None = None):
+    def __init__(self, sandbox: Sandbox, oracle: ModuleType, seed: int, check: Check, rng_extra: str = "",
+                 source: SourceFile | None = None, float32_reference: Callable[..., Any] | None = None):
         self.sandbox = sandbox
         # (oracle, call, expected) -> the oracle's answer computed in float32, or None: given by the
         # pipeline (diagnose.float32_reference), so that the check API stays below the diagnosis
@@ -79,8 +91,8 @@ class CheckContext:
         self.float32 = 0.0            # largest |Δ| accepted as float32 rounding (0: none)
 
     # --- calling the candidate -------------------------------------------------------------
-    def outcome(self, fn: str, *args, harness: str | None = None, memory_limit: int | None = None,
-                time_limit: float | None = None, **kwargs) -> Outcome:
+    def outcome(self, fn: str, *args: Any, harness: str | None = None, memory_limit: int | None = None,
+                time_limit: float | None = None, **kwargs: Any) -> Outcome:
         """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
         `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call); `time_limit`
         replaces the call's usual limit (--timeout) for this one call."""
@@ -88,7 +100,7 @@ class CheckContext:
         self.calls.append(Call(fn, args, kwargs, outcome, harness=harness))
         return outcome
 
-    def call(self, fn: str, *args, harness: str | None = None, **kwargs):
+    def call(self, fn: str, *args: Any, harness: str | None = None, **kwargs: Any) -> Any:
         """Run the candidate's fn; return its value, or stop the check with status 'error'."""
         outcome = self.outcome(fn, *args, harness=harness, **kwargs)
         if not outcome.ok:
@@ -96,8 +108,8 @@ class CheckContext:
             raise CallFailed(self.calls[-1])
         return outcome.value
 
-    def record_for_diagnosis(self, fn: str, args: tuple, kwargs: dict, outcome: Outcome, *,
-                             replay: Callable | None = None, instead_of: Sequence[Call] = ()) -> Call:
+    def record_for_diagnosis(self, fn: str, args: tuple[Any, ...], kwargs: dict[str, Any], outcome: Outcome, *,
+                             replay: Callable[..., Any] | None = None, instead_of: Sequence[Call] = ()) -> Call:
         """Record for the diagnosis a call that sums up what the candidate's `fn` did, in place of
         the calls `instead_of` (calls this check made, which leave the record).
 
@@ -116,19 +128,19 @@ class CheckContext:
         return self.calls[-1]
 
     # --- stating the verdict ---------------------------------------------------------------
-    def describe(self, **facts) -> None:
+    def describe(self, **facts: Any) -> None:
         """Record the case (shapes, seed, inputs that matter) for the failure evidence."""
         self.case.update(facts)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def fail(self, message: str, mismatch: Mismatch | None = None):
+    def fail(self, message: str, mismatch: Mismatch | None = None) -> NoReturn:
         if self.failing_call is None and self.calls:
             self.failing_call = self.calls[-1]
         raise CheckFailed(message, mismatch)
 
-    def array(self, value, what: str, shape: tuple[int, ...] | None = None, dims: str = "",
+    def array(self, value: object, what: str, shape: tuple[int, ...] | None = None, dims: str = "",
               kind: str = "float") -> np.ndarray:
         """The value as an array with exactly this shape, or the check fails saying why."""
         try:
@@ -139,9 +151,9 @@ class CheckContext:
             self.fail(str(exc))
         return arr
 
-    def expect_close(self, value, expected, what: str, axes: tuple[str, ...] = (), dims: str = "",
+    def expect_close(self, value: object, expected: ArrayLike, what: str, axes: tuple[str, ...] = (), dims: str = "",
                      rtol: float = RTOL, atol: float = ATOL, kind: str = "float", call: Call | None = None,
-                     float32_ok: bool = True):
+                     float32_ok: bool = True) -> np.ndarray:
         """Shape first, then values: fail with the worst row when they differ.
 
         A float32 solution's values pass when every difference is within float32 rounding of the
@@ -165,7 +177,8 @@ class CheckContext:
             self.fail(mismatch.summary(), mismatch)
         return actual
 
-    def _float32_rounding(self, actual, expected, call, rtol, atol) -> bool:
+    def _float32_rounding(self, actual: np.ndarray, expected: np.ndarray, call: Call | None, rtol: float,
+                           atol: float) -> bool:
         """A float32 solution whose every difference is within float32 rounding of the reference."""
         parts = call.outcome.value if call is not None and isinstance(call.outcome.value, (tuple, list)) else ()
         if not (float32_like(actual, expected) or any(float32_values(p) for p in parts[:4])):
@@ -178,6 +191,6 @@ class CheckContext:
             self.float32 = max(self.float32, worst)
         return ok
 
-    def expect(self, condition: bool, message: str):
+    def expect(self, condition: bool, message: str) -> None:
         if not condition:
             self.fail(message)

@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from attn_kit.base import safefile
 from attn_kit.base.errors import CatalogError, DependencyMissing, FamilyError, UsageError
@@ -30,6 +30,9 @@ from attn_kit.dev import readme as readme_tables
 from attn_kit.diagnosis import compose
 from attn_kit.grading import rubric
 from attn_kit.load import catalog
+
+if TYPE_CHECKING:
+    from attn_kit.compare.registry import Suite
 
 ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
@@ -104,7 +107,7 @@ class Content:
         except (CatalogError, OSError):
             return {}
 
-    def suite(self, exercise: catalog.Exercise):
+    def suite(self, exercise: catalog.Exercise) -> Suite | None:
         """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
         from attn_kit.grading import pipeline
         try:

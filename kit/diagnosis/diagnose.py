@@ -65,6 +65,7 @@ from attn_kit.base.paths import bug_files, reference_files, solutions_dir
 from attn_kit.compare.arrays import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
 from attn_kit.diagnosis import compose
 from attn_kit.load import catalog
+from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import Call, CheckResult, Diagnosis
 from attn_kit.sandbox import session
 
@@ -74,7 +75,6 @@ MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes 
                          # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
 MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
                          # bug touches) that the bug explains
-MUTATION_BUG = "mutates-input"
 
 
 @functools.cache
@@ -1033,8 +1033,3 @@ def _diagnosis(bug_id: str, evidence: str, checks) -> Diagnosis:
     bug = catalog.bugs().get(bug_id)
     return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
                      bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
-
-
-def diagnose(exercise: catalog.Exercise, results: list[CheckResult]) -> list[Diagnosis]:
-    """Known bugs the failing checks' outputs reproduce, most explanatory first."""
-    return analyse(exercise, results).diagnoses

@@ -10,14 +10,17 @@ import importlib
 import importlib.util
 import random
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from attn_kit.base.records import CallStatus
 from attn_kit.load import catalog, preflight
-from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Diagnosis, Report
+from attn_kit.load.catalog import MUTATION_BUG
+from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
 from attn_kit.sandbox import session as sandbox_module
 from attn_kit.sandbox.session import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
@@ -62,7 +65,7 @@ def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
     return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
 
 
-def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
+def hint_for_bug(exercise: catalog.Exercise, checks: Sequence[Check], bug_id: str) -> int | None:
     """The one hint every check diagnosed as `bug_id` points at: the first hint on the bug's
     concept, else the hint of the check that catches the bug most narrowly (fewest declared
     catches, then suite order), so one mistake never scatters over several topics."""
@@ -74,7 +77,7 @@ def hint_for_bug(exercise: catalog.Exercise, checks, bug_id: str) -> int | None:
     return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
 
 
-def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, CheckStatus],
+def run_check(check: Check, sandbox: Sandbox, oracle: ModuleType, seed: int, statuses: dict[str, CheckStatus],
               exercise: catalog.Exercise, source: preflight.SourceFile | None = None,
               run_blocked: bool = True) -> CheckResult:
     result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
@@ -92,7 +95,7 @@ def run_check(check: Check, sandbox, oracle, seed: int, statuses: dict[str, Chec
     return result
 
 
-def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
+def _run(check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType, seed: int,
          source: preflight.SourceFile | None) -> CheckResult:
     """Run one check's function and fill in `result` from what it did."""
     from attn_kit.compare.registry import CheckContext
@@ -124,13 +127,13 @@ def _run(check: Check, result: CheckResult, sandbox, oracle, seed: int,
     return result
 
 
-def unimplemented(calls) -> bool:
+def unimplemented(calls: Sequence[Call]) -> bool:
     """The check called the candidate's code and every call raised NotImplementedError."""
     return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError"
                                for c in calls)
 
 
-def looks_like(exercise: catalog.Exercise, functions) -> catalog.Exercise | None:
+def looks_like(exercise: catalog.Exercise, functions: Collection[str]) -> catalog.Exercise | None:
     """Another exercise whose main function the file defines, when it lacks this one's."""
     if exercise.main in functions:
         return None
@@ -149,9 +152,9 @@ def not_checked(results: list[CheckResult]) -> list[str]:
 def pure_check(source: preflight.SourceFile, seen: tuple[str, ...] = ()) -> CheckResult:
     """--pure: the file imports only the standard library (its import statements, plus what its
     code imported at run time through __import__, importlib or a hidden sys.modules entry)."""
-    outside = source.non_stdlib_imports()
-    listed = {name for name, _ in outside}
-    outside = outside + [(name, None) for name in seen if name not in listed]
+    in_source = source.non_stdlib_imports()
+    listed = {name for name, _ in in_source}
+    outside: list[tuple[str, int | None]] = [*in_source, *((name, None) for name in seen if name not in listed)]
     result = CheckResult("standard-library-only", "The file imports only Python's standard library",
                          CheckStatus.PASS, 1, 1)
     if outside:
@@ -161,9 +164,6 @@ def pure_check(source: preflight.SourceFile, seen: tuple[str, ...] = ()) -> Chec
         result.message = (f"--pure forbids imports outside the standard library; this file imports "
                           f"{listing}. On-device screens often allow no framework: use lists and math.")
     return result
-
-
-MUTATION_BUG = "mutates-input"
 
 
 def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:
@@ -204,7 +204,6 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     exercise = preflight.detect_exercise(source, options.exercise)
     require(exercise)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
-    results: list[CheckResult] = []
     notes: list[str] = []
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
     with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
@@ -220,30 +219,9 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             notes.append(info.note)
         other = looks_like(exercise, info.functions)
         if other is not None:
-            named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
-            if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
-                raise LoadError(
-                    f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
-                    f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
-                    f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
-            raise LoadError(
-                f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
-                f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
-                f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
-                f"`# attn-kit: {other.id}`.")
+            raise _another_exercise(source, exercise, other, options)
         preflight.check_functions(exercise, info.functions, source.path)
-        statuses: dict[str, CheckStatus] = {}
-        planned = [c for c in suite.checks if c.public or not options.public_only]
-        hung = False        # once a call hung or crashed, checks behind a failed one are skipped unrun
-        for check in suite.checks:
-            if options.public_only and not check.public:
-                continue
-            if progress is not None:
-                progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
-            result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
-            hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
-            statuses[check.id] = result.status
-            results.append(result)
+        results = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
         notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
@@ -270,6 +248,41 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _another_exercise(source: preflight.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise,
+                      options: Options) -> LoadError:
+    """The error for a file that defines another exercise's main function instead of this one's."""
+    named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
+    if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+        return LoadError(
+            f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
+            f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
+            f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
+    return LoadError(
+        f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
+        f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
+        f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
+        f"`# attn-kit: {other.id}`.")
+
+
+def _run_checks(suite: Suite, sandbox: Sandbox, oracle: ModuleType, seed: int, exercise: catalog.Exercise,
+                source: preflight.SourceFile, options: Options, progress: Callable[[str], None] | None) -> list[CheckResult]:
+    """Run the suite's checks (the public ones with --public-only) in order, each told which of
+    its prerequisites failed; once a call hung or crashed, checks behind a failed one are skipped
+    unrun."""
+    results: list[CheckResult] = []
+    statuses: dict[str, CheckStatus] = {}
+    planned = [c for c in suite.checks if c.public or not options.public_only]
+    hung = False
+    for check in planned:
+        if progress is not None:
+            progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
+        result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+        hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
+        statuses[check.id] = result.status
+        results.append(result)
+    return results
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from attn_kit.base.errors import UsageError
 from attn_kit.load import catalog
-from attn_kit.report.results import FAILED, CheckStatus
+from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
 
 SEVERITY_SCORE = {"crash": 1, "wrong": 2, "edge": 3}    # the best correctness a cause of this severity allows
 MANY_CAUSES = 3          # this many distinct causes or more lower the correctness by one (never below 1)
@@ -43,7 +43,7 @@ def severity(bug_id: str | None) -> str:
     return (known.severity if known else "") or UNKNOWN_SEVERITY
 
 
-def runs(report) -> bool:
+def runs(report: Report | None) -> bool:
     """The file loaded (a report of None could not be graded) and no public example raised, except
     where a named edge-severity bug explains it (a public example of scores of 1000 that math.exp
     overflows on probes an edge: the severity says how bad that is)."""
@@ -54,7 +54,7 @@ def runs(report) -> bool:
                                  for r in ran)
 
 
-def _remainder_severity(results) -> str:
+def _remainder_severity(results: list[CheckResult]) -> str:
     """How bad the unexplained failing checks are, from what they are: a public example that raised
     means it does not run; checks that only catch edge-severity bugs probe an edge; else wrong."""
     if any(r.public and r.status == CheckStatus.ERROR for r in results):
@@ -65,7 +65,7 @@ def _remainder_severity(results) -> str:
     return "edge" if edge_only and not any(r.public for r in results) else "wrong"
 
 
-def causes(report) -> list[Cause]:
+def causes(report: Report) -> list[Cause]:
     """The distinct causes of the report's failing checks, named bugs first."""
     found = [Cause(d.bug, severity(d.bug), tuple(d.checks)) for d in report.diagnosis]
     explained = {c for d in report.diagnosis for c in d.checks} | {r.id for r in report.results if r.bug}
@@ -75,9 +75,9 @@ def causes(report) -> list[Cause]:
     return found
 
 
-def correctness(report) -> int:
+def correctness(report: Report | None) -> int:
     """1 to 4 from the causes (see the module docstring); a report of None could not be graded: 1."""
-    if not runs(report):
+    if report is None or not runs(report):
         return 1
     found = causes(report)
     if not found:
@@ -86,7 +86,7 @@ def correctness(report) -> int:
     return max(1, score - 1) if len(found) >= MANY_CAUSES else score
 
 
-def correctness_reason(report) -> str:
+def correctness_reason(report: Report | None) -> str:
     """One line saying why correctness() gave its score, for the report."""
     if report is None:
         return "the file could not be graded (it does not load)"

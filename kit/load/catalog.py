@@ -13,6 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from attn_kit.base.errors import CatalogError, UsageError
 from attn_kit.base.paths import bug_files, bug_id_of, package_dir
@@ -186,6 +187,9 @@ class Exercise:
 
 
 SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
+# The one known bug the kit names from data rather than from a bug file's outputs: the sandbox
+# sees the candidate's calls write into their arguments (grading.report_mutation).
+MUTATION_BUG = "mutates-input"
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,13 @@ class Bug:
     severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
 
 
-def _build(cls, data: dict, where: str):
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Record = TypeVar("_Record", bound="DataclassInstance")
+
+
+def _build(cls: type[_Record], data: dict[str, Any], where: str) -> _Record:
     """Instantiate a dataclass from a TOML table, rejecting unknown and missing keys."""
     names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "path"}
     unknown = sorted(set(data) - names)
@@ -243,7 +253,7 @@ def load_exercise(path: Path) -> Exercise:
     return dataclasses.replace(exercise, path=path)
 
 
-def _load_property_cells(table, where: str) -> tuple[PropertyCell, ...]:
+def _load_property_cells(table: object, where: str) -> tuple[PropertyCell, ...]:
     """The [properties] table: {property id: {checks = [...], note = "..."} or {na = "..."}}."""
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         raise CatalogError(f"{where}: must be a table of inline tables (causal = {{checks = [\"...\"]}})")
@@ -260,7 +270,7 @@ def load_properties(path: Path) -> tuple[Property, ...]:
     return items
 
 
-def _load_bench(table, where: str) -> Bench:
+def _load_bench(table: object, where: str) -> Bench:
     """The [bench] table: [bench.dims], [bench.time] and [bench.memory] are sub-tables."""
     if not isinstance(table, dict):
         raise CatalogError(f"{where}: must be a table")

@@ -53,18 +53,7 @@ class SourceFile:
         is imported at run time)."""
         found: dict[str, int] = {}
         for node in ast.walk(self.tree):
-            name = None
-            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, str):
-                func = node.func
-                callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-                target = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-                if callee in ("__import__", "import_module") or (callee == "get" and target.endswith("sys.modules")):
-                    name = node.args[0].value
-            elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("sys.modules") \
-                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-                name = node.slice.value
-            if name:
+            if isinstance(node, ast.expr) and (name := _module_named_in(node)):
                 found.setdefault(name.split(".")[0], node.lineno)
         return sorted(found.items(), key=lambda item: item[1])
 
@@ -74,6 +63,22 @@ class SourceFile:
             if name not in sys.stdlib_module_names and name != "__future__":
                 seen.setdefault(name, line)
         return sorted(seen.items(), key=lambda item: item[1])
+
+
+def _module_named_in(node: ast.expr) -> str | None:
+    """The module a string constant names in `__import__("x")`, `importlib.import_module("x")`,
+    `sys.modules.get("x")` or `sys.modules["x"]`, else None."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        func = node.func
+        callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        target = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        if callee in ("__import__", "import_module") or (callee == "get" and target.endswith("sys.modules")):
+            return node.args[0].value
+    elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("sys.modules") \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    return None
 
 
 MAX_SOURCE_BYTES = 1 << 20      # a solution file larger than 1 MiB is refused
@@ -210,7 +215,10 @@ def parameters(text: str) -> list[inspect.Parameter] | None:
         tree = ast.parse(f"def f{text}: pass")
     except (SyntaxError, ValueError):       # ValueError: a NUL in a default's repr
         return None
-    args = tree.body[0].args
+    function = tree.body[0]
+    if not isinstance(function, ast.FunctionDef):  # always one: the text follows `def f`
+        return None
+    args = function.args
     params = []
     positional = args.posonlyargs + args.args
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)

@@ -420,15 +420,7 @@ def _ladder(sandbox: Sandbox, workload: Workload, plan: _Plan, options: Options,
         times, cpu_times, memory, failed = _measure_size(sandbox, workload, plan.memory_harness, args, kwargs,
                                                          options.repeats, timeout=left)
         if failed is not None:
-            if failed.status == "timeout" and result.sizes:
-                result.stopped = (f"stopped at T={T}: it did not finish within the {left:.1f} s left of the "
-                                  f"{options.budget:g} s budget; pass a larger --budget to go further.")
-            elif failed.status == "memory" and result.sizes:
-                result.stopped = f"stopped at T={T}: it ran out of memory ({failed.detail}); see --memory."
-            elif not result.sizes:
-                raise BenchError(_failure_text(workload, T, failed) + _first_size_advice(failed))
-            else:
-                result.failure = _failure_text(workload, T, failed)
+            _stop_at(result, workload, T, failed, left, options.budget)
             break
         if memory.get("memory_method") == "tracemalloc" and result.memory_method == "rss":
             result.memory_method = "tracemalloc"
@@ -446,6 +438,21 @@ def _ladder(sandbox: Sandbox, workload: Workload, plan: _Plan, options: Options,
         if progress:
             progress("done", T, size)
     result.elapsed_s = clock() - started
+
+
+def _stop_at(result: BenchResult, workload: Workload, T: int, failed: Outcome, left: float, budget: float) -> None:
+    """Say why the ladder ends at size T, whose call failed: out of time or memory after a first size
+    is a stop (the sizes so far still fit), any other failure is the code's; BenchError when the
+    first size fails."""
+    if failed.status == "timeout" and result.sizes:
+        result.stopped = (f"stopped at T={T}: it did not finish within the {left:.1f} s left of the "
+                          f"{budget:g} s budget; pass a larger --budget to go further.")
+    elif failed.status == "memory" and result.sizes:
+        result.stopped = f"stopped at T={T}: it ran out of memory ({failed.detail}); see --memory."
+    elif not result.sizes:
+        raise BenchError(_failure_text(workload, T, failed) + _first_size_advice(failed))
+    else:
+        result.failure = _failure_text(workload, T, failed)
 
 
 def _require_function(workload: Workload, defined: dict, path: Path) -> None:

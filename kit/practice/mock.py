@@ -16,6 +16,8 @@ import importlib.util
 import os
 import random
 import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -146,7 +148,7 @@ def choose_exercise(store: Store | None) -> catalog.Exercise:
     for exercise in candidates:
         if exercise.id not in passed:
             return exercise
-    last = {}
+    last: dict[str, str] = {}
     for m in mocks:
         last.setdefault(m["exercise"], m["started_at"])
     return min(candidates, key=lambda e: last.get(e.id, ""))
@@ -225,7 +227,7 @@ def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractCon
 # --- after the live part ------------------------------------------------------------------------
 
 def pick_questions(exercise: catalog.Exercise, failing_concepts: set[str], seed: int,
-                   due_keys: set[str] = frozenset(), count: int = 3) -> list[catalog.Question]:
+                   due_keys: AbstractSet[str] = frozenset(), count: int = 3) -> list[catalog.Question]:
     """2-3 questions: those on concepts the final run failed first, then cards due for review,
     then the rest in a random order."""
     questions = list(exercise.questions)
@@ -309,7 +311,7 @@ def recommendation(rows: list[dict]) -> dict:
 # --- the report ---------------------------------------------------------------------------------
 
 def report_data(session: Session, status: MockStatus, used: float, ended: datetime, report=None,
-                discussion: list[Discussion] = (), hints_during: set[int] = frozenset(),
+                discussion: Sequence[Discussion] = (), hints_during: AbstractSet[int] = frozenset(),
                 hints_total_used: int = 0, locate_runs: int = 0) -> dict:
     exercise = session.exercise
     rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED)

@@ -341,12 +341,13 @@ class Status:
 
 def statuses(store: Store | None) -> dict[str, Status]:
     """Every exercise's state from the history (`store` None: nothing recorded yet)."""
-    result = {}
-    for row in (progress(store) if store is not None else []):
-        runs = store.checks(row.exercise, limit=1)
-        state = (ExerciseState.PASSED if row.passed else
-                 ExerciseState.ATTEMPTED if row.runs else ExerciseState.NOT_STARTED)
-        result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
+    result: dict[str, Status] = {}
+    if store is not None:
+        for row in progress(store):
+            runs = store.checks(row.exercise, limit=1)
+            state = (ExerciseState.PASSED if row.passed else
+                     ExerciseState.ATTEMPTED if row.runs else ExerciseState.NOT_STARTED)
+            result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
     for exercise_id in catalog.exercises():
         result.setdefault(exercise_id, Status(exercise_id, ExerciseState.NOT_STARTED, None, None))
     started = _started()

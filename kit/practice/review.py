@@ -18,6 +18,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from fsrs import Card, Rating, Scheduler
 
@@ -97,9 +98,9 @@ def queue(store: Store, exercise_id: str | None = None, due_only: bool = False, 
         row = rows.get(key)
         if key not in seen:
             fresh.append(Entry(exercise, question, load_card(row) if row else None, new=True))
-        elif parse_time(row["due"]) <= at:
+        elif row is not None and parse_time(row["due"]) <= at:       # a reviewed card has a row
             due.append(Entry(exercise, question, load_card(row)))
-    due.sort(key=lambda e: (e.exercise.id != first, e.card.due))
+    due.sort(key=lambda e: (e.exercise.id != first, cast(Card, e.card).due))     # due entries have cards
     fresh.sort(key=lambda e: e.exercise.id != first)          # stable: catalogue order otherwise
     return due if due_only else due + fresh[:max(new, 0)]
 

@@ -132,7 +132,11 @@ CREATE TABLE IF NOT EXISTS concepts (
 @migration
 def m001_initial(conn: sqlite3.Connection) -> None:
     """The first schema: check runs, hints, solution views, mocks, review cards and logs, concepts.
-    IF NOT EXISTS: databases from before migrations were numbered have these tables already."""
+    IF NOT EXISTS: databases from before migrations were numbered have these tables already.
+
+    `concepts` (a concept's failing state, written by 0.1.0's review rules) is no longer read or
+    written; it stays in the schema, so that an existing history keeps its rows and opens as it
+    is, and a shipped migration is never edited."""
     for statement in filter(str.strip, SCHEMA_1.split(";")):
         conn.execute(statement)
 
@@ -200,7 +204,7 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -278,17 +282,6 @@ class Store:
         """A recorded run of the full graded suite passed."""
         return bool(self.query("SELECT 1 FROM checks WHERE exercise = ? AND passed = 1 AND public_only = 0 "
                                "LIMIT 1", (exercise,)))
-
-    # concept state ------------------------------------------------------------------------------
-
-    def concept_failing(self, exercise: str, concept: str) -> bool | None:
-        rows = self.query("SELECT failing FROM concepts WHERE exercise = ? AND concept = ?", (exercise, concept))
-        return bool(rows[0]["failing"]) if rows else None
-
-    def set_concept(self, exercise: str, concept: str, failing: bool, at: datetime | None = None) -> None:
-        self._write("INSERT INTO concepts (exercise, concept, failing, at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (exercise, concept) DO UPDATE SET failing = excluded.failing, at = excluded.at",
-                    (exercise, concept, int(failing), iso(at or now())))
 
     # hints and solutions ------------------------------------------------------------------------
 

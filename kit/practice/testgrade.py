@@ -244,14 +244,20 @@ def usage(source: preflight.SourceFile, names: tuple[str, ...]) -> Usage:
                 targets[aliases[base]] = None
                 referenced.add(node.attr)
     targets.pop(source.path.stem, None)      # the test file itself is never replaced
+    return Usage(tuple(targets), frozenset(referenced), frozenset(set(source.defined) & wanted),
+                 _count_tests(source.tree))
+
+
+def _count_tests(tree: ast.Module) -> int:
+    """Test functions at the top level and in Test classes, before parametrisation."""
     count = 0
-    for node in source.tree.body:
+    for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             count += 1
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             count += sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
                          for n in node.body)
-    return Usage(tuple(targets), frozenset(referenced), frozenset(set(source.defined) & wanted), count)
+    return count
 
 
 def detect_exercise(source: preflight.SourceFile, override: str | None) -> catalog.Exercise:
@@ -323,6 +329,26 @@ _RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str, "seconds": (int, float)}}
 
 
+def _apply_records(result: ImplementationRun, records: list[dict]) -> str | None:
+    """Add one run's records to `result`; the test that was running when the records end, if any."""
+    running = None
+    for record in records:
+        kind = record["event"]
+        if kind == "collected":
+            result.collected = result.collected or [wire.visible(n) for n in record["names"]]
+        elif kind == "collect_error":
+            result.error = result.error or wire.visible(record["message"])
+        elif kind == "start":
+            running = wire.visible(record["name"])
+        elif kind == "result":
+            shown = wire.visible       # written by the candidate's process: no terminal codes
+            result.tests[shown(record["name"])] = TestRun(record["outcome"], shown(record["message"]),
+                                                          shown(record["where"]), shown(record["output"]),
+                                                          record["seconds"])
+            running = None
+    return running
+
+
 def _well_formed(record) -> bool:
     """A record as the kit's driver writes it: the fields its event needs, of the right types."""
     if not isinstance(record, dict) or record.get("event") not in _RECORD_FIELDS:
@@ -383,21 +409,7 @@ class _Runner:
                     list(self.exercise.function_names), str(results_path), str(self.config),
                     budgets, self.timeout, sorted(skipped), self.search_dirs, is_bug), timeout=limit)
             records = _read_records(results_path)
-            running = None
-            for record in records:
-                kind = record["event"]
-                if kind == "collected":
-                    result.collected = result.collected or [wire.visible(n) for n in record["names"]]
-                elif kind == "collect_error":
-                    result.error = result.error or wire.visible(record["message"])
-                elif kind == "start":
-                    running = wire.visible(record["name"])
-                elif kind == "result":
-                    shown = wire.visible       # written by the candidate's process: no terminal codes
-                    result.tests[shown(record["name"])] = TestRun(record["outcome"], shown(record["message"]),
-                                                                  shown(record["where"]), shown(record["output"]),
-                                                                  record["seconds"])
-                    running = None
+            running = _apply_records(result, records)
             if outcome.ok:
                 if isinstance(outcome.value, int) and outcome.value >= 3 and not result.error \
                         and not result.collected:
@@ -497,11 +509,6 @@ def _counting(progress: Callable[[str], None], name: str, total: int) -> Callabl
     return ran
 
 
-def framework(path: Path) -> str:
-    """'torch' for a file that imports torch, else 'plain' (lists, math, NumPy)."""
-    return "torch" if returns(path) == "torch" else "plain"
-
-
 def returns(path: Path) -> str:
     """What an implementation returns: 'torch' (imports torch), 'numpy' (imports NumPy) or 'lists'."""
     try:
@@ -516,6 +523,27 @@ def returns(path: Path) -> str:
     return "torch" if "torch" in imported else "numpy" if "numpy" in imported else "lists"
 
 
+@dataclass
+class _Judged:
+    """The tests as the references judged them."""
+
+    names: list[str]                         # the collected tests, in order
+    references: list[ImplementationRun]
+    own: list[ImplementationRun]             # the references of the tests' own kind (torch or plain)
+    kinds: dict[str, str]                    # reference file name -> what it returns (see `returns`)
+    passed: dict[str, set[str]]              # reference file name -> tests that passed on it
+    slowest: dict[str, float]                # test -> its longest time on any reference
+    wrong: dict[str, WrongTest]
+    sensitive: dict[str, TypeSensitive]
+
+    def counting(self, kind: str) -> list[str]:
+        """Tests that may catch a bug implementation returning `kind`: not wrong, and passing on
+        every reference of that kind (of its family, when no reference returns that kind)."""
+        refs = [r for r in self.references if self.kinds[r.implementation] == kind] \
+            or [r for r in self.references if _family(self.kinds[r.implementation]) == _family(kind)] or self.own
+        return [n for n in self.names if n not in self.wrong and all(n in self.passed[r.implementation] for r in refs)]
+
+
 def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile, exercise: catalog.Exercise,
            started: float) -> TestGrade:
     """References first; then the known bugs, each with the tests that may count against it.
@@ -523,23 +551,32 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFi
     Where an exercise has references of both kinds (PyTorch and NumPy), a test is
     judged WRONG on the references of its own kind (a torch test need not accept NumPy arrays),
     and it can only catch a bug implementation of a kind whose references it passes."""
+    judged = _judge_on_references(runner, pool, source, exercise)
+    notes = _skipped_everywhere(judged)
+    bugs = bug_files(exercise.id)
+    bug_kinds = {p: returns(p) for p in bugs}
+    notes += _not_counted(judged, bug_kinds)
+    eligible = {p: judged.counting(bug_kinds[p]) for p in bugs}
+    runnable = [p for p in bugs if eligible[p]]
+    bug_runs = _run_bugs(runner, pool, judged, runnable, eligible)
+    coverage = _coverage(exercise, bug_runs, {run.implementation: eligible[p] for run, p in zip(bug_runs, runnable)})
+    return TestGrade(exercise.id, str(source.path), judged.names, list(judged.wrong.values()), coverage,
+                     judged.references + bug_runs, notes, time.perf_counter() - started,
+                     judged_on=[r.implementation for r in judged.own], type_sensitive=list(judged.sensitive.values()))
+
+
+def _judge_on_references(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile,
+                         exercise: catalog.Exercise) -> _Judged:
+    """Run the tests on every reference; a test that fails on one of its own kind is wrong, and one
+    that fails only where the return type differs is type-sensitive."""
     paths = reference_files(exercise.id)
     kinds = {p.name: returns(p) for p in paths}
     test_kind = "torch" if any(name == "torch" for name, _ in source.imports()) else "plain"
     references = list(pool.map(lambda p: runner.run(p, {}, set(), []), paths))
     own = [r for r in references if _family(kinds[r.implementation]) == test_kind] or references
-    first = own[0]
-    if first.error:
-        raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
-                        f"implementation ({first.implementation}):\n{first.error}")
-    if not first.collected:
-        raise LoadError(f"pytest found no tests in {source.path}: test functions must be named `test_...`.")
-    names = list(first.collected)
-    wrong: dict[str, WrongTest] = {}
-    sensitive: dict[str, TypeSensitive] = {}
+    names = _collected(source, own[0])
+    passed: dict[str, set[str]] = {}
     slowest: dict[str, float] = {}
-    passed: dict[str, set[str]] = {}               # reference file -> tests that passed on it
-    notes: list[str] = []
     for run in references:
         passed[run.implementation] = set()
         for name in names:
@@ -547,55 +584,73 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFi
             slowest[name] = max(slowest.get(name, 0.0), test.seconds)
             if test.outcome == TestOutcome.PASSED:
                 passed[run.implementation].add(name)
+    judged = _Judged(names, references, own, kinds, passed, slowest, {}, {})
     for name in names:
-        broken = [r for r in own if (r.tests.get(name) or TestRun(TestOutcome.ERROR)).outcome in BROKEN]
-        if not broken:
-            continue
-        ok = [r for r in own if name in passed[r.implementation]]
-        failing_kinds = {kinds[r.implementation] for r in broken}
-        passing_kinds = {kinds[r.implementation] for r in ok}
-        if ok and not failing_kinds & passing_kinds:        # fails only where the return type differs
-            test = broken[0].tests.get(name) or TestRun(TestOutcome.ERROR)
-            sensitive[name] = TypeSensitive(name, [r.implementation for r in broken], [r.implementation for r in ok],
-                                            (kinds[broken[0].implementation], kinds[ok[0].implementation]),
-                                            test.message, test.where)
-            continue
-        run = broken[0]
-        test = run.tests.get(name) or TestRun(TestOutcome.ERROR, run.error or "did not run")
-        wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
-    skipped_everywhere = [n for n in names if all(r.tests.get(n, TestRun(TestOutcome.SKIPPED)).outcome == TestOutcome.SKIPPED
-                                                  for r in own)]
-    if skipped_everywhere:
-        notes.append(f"skipped on the references, so they catch nothing: {', '.join(skipped_everywhere)}")
+        _judge_test(judged, name)
+    return judged
 
-    def counting(kind: str) -> list[str]:
-        """Tests that may catch a bug implementation returning `kind`: not wrong, and passing on
-        every reference of that kind (of its family, when no reference returns that kind)."""
-        refs = [r for r in references if kinds[r.implementation] == kind] \
-            or [r for r in references if _family(kinds[r.implementation]) == _family(kind)] or own
-        return [n for n in names if n not in wrong and all(n in passed[r.implementation] for r in refs)]
 
-    bugs = bug_files(exercise.id)
-    bug_kinds = {p: returns(p) for p in bugs}
-    counted = {kind: set(counting(kind)) for kind in set(bug_kinds.values())}
+def _collected(source: preflight.SourceFile, first: ImplementationRun) -> list[str]:
+    """The tests pytest collected on the first reference, or LoadError saying why there are none."""
+    if first.error:
+        raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
+                        f"implementation ({first.implementation}):\n{first.error}")
+    if not first.collected:
+        raise LoadError(f"pytest found no tests in {source.path}: test functions must be named `test_...`.")
+    return list(first.collected)
+
+
+def _judge_test(judged: _Judged, name: str) -> None:
+    """Record the test in judged.wrong or judged.sensitive when a reference of its own kind breaks it."""
+    kinds, own = judged.kinds, judged.own
+    broken = [r for r in own if (r.tests.get(name) or TestRun(TestOutcome.ERROR)).outcome in BROKEN]
+    if not broken:
+        return
+    ok = [r for r in own if name in judged.passed[r.implementation]]
+    failing_kinds = {kinds[r.implementation] for r in broken}
+    passing_kinds = {kinds[r.implementation] for r in ok}
+    if ok and not failing_kinds & passing_kinds:        # fails only where the return type differs
+        test = broken[0].tests.get(name) or TestRun(TestOutcome.ERROR)
+        judged.sensitive[name] = TypeSensitive(name, [r.implementation for r in broken], [r.implementation for r in ok],
+                                               (kinds[broken[0].implementation], kinds[ok[0].implementation]),
+                                               test.message, test.where)
+        return
+    run = broken[0]
+    test = run.tests.get(name) or TestRun(TestOutcome.ERROR, run.error or "did not run")
+    judged.wrong[name] = WrongTest(name, run.implementation, test.outcome, test.message, test.where, test.output)
+
+
+def _skipped_everywhere(judged: _Judged) -> list[str]:
+    """A note naming the tests every reference of their kind skipped, which can catch nothing."""
+    skipped = [n for n in judged.names
+               if all(r.tests.get(n, TestRun(TestOutcome.SKIPPED)).outcome == TestOutcome.SKIPPED for r in judged.own)]
+    return [f"skipped on the references, so they catch nothing: {', '.join(skipped)}"] if skipped else []
+
+
+def _not_counted(judged: _Judged, bug_kinds: dict[Path, str]) -> list[str]:
+    """Notes on tests that count against bug implementations of one kind but not another, because
+    they fail on the reference returning that other kind."""
+    notes = []
+    counted = {kind: set(judged.counting(kind)) for kind in set(bug_kinds.values())}
     for kind in sorted(counted):
-        lost = [n for n in names if n not in wrong and n not in counted[kind]
+        lost = [n for n in judged.names if n not in judged.wrong and n not in counted[kind]
                 and any(n in tests for tests in counted.values())]
         if lost:
             count = sum(k == kind for k in bug_kinds.values())
             notes.append(f"{', '.join(lost)} fail(s) on the reference returning {RETURNS.get(kind, kind)}, so "
                          f"{'it is' if len(lost) == 1 else 'they are'} not counted against the {count} known-bug "
                          f"implementation{'s' if count != 1 else ''} that return{'s' if count == 1 else ''} them")
-    eligible = {p: counting(bug_kinds[p]) for p in bugs}
-    budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * slowest.get(n, 0.0)))
+    return notes
+
+
+def _run_bugs(runner: _Runner, pool: ThreadPoolExecutor, judged: _Judged, bugs: list[Path],
+              eligible: dict[Path, list[str]]) -> list[ImplementationRun]:
+    """Run each bug implementation's eligible tests, each within a budget from its slowest time on a
+    reference (the others are deselected)."""
+    names = judged.names
+    budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * judged.slowest.get(n, 0.0)))
                for n in names}
-    bug_runs = list(pool.map(lambda p: runner.run(p, budgets, set(names) - set(eligible[p]), eligible[p]),
-                             [p for p in bugs if eligible[p]]))
-    coverage = _coverage(exercise, bug_runs, {run.implementation: eligible[p] for run, p in
-                                              zip(bug_runs, [p for p in bugs if eligible[p]])})
-    return TestGrade(exercise.id, str(source.path), names, list(wrong.values()), coverage,
-                     references + bug_runs, notes, time.perf_counter() - started,
-                     judged_on=[r.implementation for r in own], type_sensitive=list(sensitive.values()))
+    return list(pool.map(lambda p: runner.run(p, budgets, set(names) - set(eligible[p]), eligible[p]), bugs))
 
 
 def _family(kind: str) -> str:

@@ -19,6 +19,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 TICK = 0.25            # seconds: the longest a wait blocks before the caller can redraw
@@ -39,7 +40,7 @@ class FileWatcher:
         self.last = signature(self.path)
         self.mode = "events"
         self.note = ""
-        self._events = None
+        self._events: Generator[object, None, None] | None = None      # watchfiles' change sets
         if poll is None:
             poll = os.environ.get("ATTN_KIT_POLL", "") not in ("", "0")
         if poll:
@@ -148,7 +149,7 @@ class Keys:
         """Characters pressed since the last read ('' if none); never blocks."""
         if not self.available:
             return ""
-        if os.name == "nt":      # pragma: no cover - Windows console
+        if sys.platform == "win32":      # pragma: no cover - Windows console
             import msvcrt
             chars = ""
             while msvcrt.kbhit():

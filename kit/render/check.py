@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import IO, cast
 
 from rich.console import Console, Group
 from rich.markdown import CodeBlock, Markdown
@@ -77,7 +78,7 @@ class Unpadded(io.TextIOBase):
         return self.stream.fileno()
 
     @property
-    def encoding(self):
+    def encoding(self):         # type: ignore[override]  # typeshed: a plain attribute; at run time read-only
         return getattr(self.stream, "encoding", "utf-8")
 
 
@@ -98,7 +99,9 @@ class KitConsole(Console):
 def console() -> Console:
     stdout = sys.stdout
     piped = not (hasattr(stdout, "isatty") and stdout.isatty())
-    return KitConsole(theme=THEME, highlight=False, file=Unpadded(stdout) if piped else None)
+    # rich asks for an IO[str] and writes through write/flush/isatty/fileno/encoding, which Unpadded
+    # (a TextIOBase, which typeshed does not relate to IO[str]) has
+    return KitConsole(theme=THEME, highlight=False, file=cast(IO[str], Unpadded(stdout)) if piped else None)
 
 
 def hanging(prefix: Text | str, body: Text) -> Table:
@@ -358,7 +361,7 @@ def check_header(rep: Report, width: int) -> Text:
     return _titled("attn-kit check ", rep.exercise, rep.path, tail, width)
 
 
-def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,  # noqa: C901 (one screen of branches; split with the report flow)
            brief: bool = False) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
     follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
@@ -437,8 +440,8 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
             advice = "read the worst rows above." if rows_shown else "read the messages above."
             out.print(Text("Diagnosis: ", style="label")
                       + Text(f"no known bug matches these failures; {advice}"))
-            for line in rep.near_misses:
-                out.print(Padding(Text(line, style="muted"), (0, 0, 0, 2), expand=False))
+            for near_miss in rep.near_misses:
+                out.print(Padding(Text(near_miss, style="muted"), (0, 0, 0, 2), expand=False))
     passed, total = rep.score
     got, most = rep.points
     if not rep.passed:

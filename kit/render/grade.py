@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Callable
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -66,7 +67,7 @@ def table(batch: Batch) -> None:
                    f"seed {batch.seed}, {batch.jobs} job(s), {batch.seconds:.1f} s.", style="muted"))
 
 
-def written(paths) -> None:
+def written(paths: list[tuple[str, list[Path]]]) -> None:
     out = check.console()
     for fmt, files in paths:
         where = str(files[0]) if len(files) == 1 else f"{len(files)} files in {files[0].parent}"

@@ -332,9 +332,34 @@ def mock_finished(path: Path, status: str, report, discussion, out: Console | No
 
 def mock_report_markdown(data: dict) -> str:
     """report.md of a mock screen, from mock.report_data's dict (the same data as report.json)."""
+    lines = [f"# Mock screen: {data['title']} (`{data['exercise']}`)", ""] + _summary_markdown(data)
+    if data.get("scoring"):
+        lines += _scoring_markdown(data["scoring"])
+    if data.get("recommendation"):
+        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
+    if data["checks"]:
+        lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
+        for c in data["checks"]:
+            lines.append(f"| {c['id']} | {c['status']} | {c['points']}/{c['max_points']} | {c['bug'] or ''} |")
+    if data["diagnosis"]:
+        lines += ["", "## Bugs diagnosed", ""]
+        lines += [f"- `{d['bug']}`: {d['title']}. {d['evidence']}" for d in data["diagnosis"]]
+    if data["discussion"]:
+        lines += ["", "## Discussion (self-scored)", ""]
+        for d in data["discussion"]:
+            lines += _discussion_markdown(d)
+    if data["followups"]:
+        lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]
+    if data["solution"] is not None:
+        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python",
+                  data["solution"].rstrip("\n"), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _summary_markdown(data: dict) -> list[str]:
+    """The bullet list at the top of report.md: status, times, seed, score, hints and --locate used."""
     used = clock(data["seconds_used"])
-    lines = [f"# Mock screen: {data['title']} (`{data['exercise']}`)", "",
-             f"- Status: **{data['status']}**",
+    lines = [f"- Status: **{data['status']}**",
              f"- Started: {data['started_at']}",
              f"- Time used: {used} of {data['minutes']:g}:00",
              f"- Seed: {data['seed']} (replay with `attn-kit check solution.py --seed {data['seed']}`)"]
@@ -348,49 +373,41 @@ def mock_report_markdown(data: dict) -> str:
                  f"({hints['used_in_total']} of {hints['available']} used in total)")
     if data.get("locate", {}).get("used_during_session"):
         lines.append(f"- `check --locate` used during the session: {data['locate']['runs']} time(s)")
-    if data.get("scoring"):
-        lines += ["", "## Scores (1-4 per dimension)", "",
-                  "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
-                  "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
-                  "does). Each hint "
-                  "used caps its dimension at 3.", "",
-                  "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
-        for row in data["scoring"]:
-            score = "–" if row["score"] is None else f"{row['score']}/4"
-            cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
-            anchors = [a.replace("|", "\\|") for a in row["anchors"]]
-            lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
-        why = next((row.get("why") for row in data["scoring"] if row["dimension"] == "correctness"), "")
-        if why:
-            lines += ["", f"Correctness: {why}."]
-    if data.get("recommendation"):
-        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
-    if data["checks"]:
-        lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
-        for c in data["checks"]:
-            lines.append(f"| {c['id']} | {c['status']} | {c['points']}/{c['max_points']} | {c['bug'] or ''} |")
-    if data["diagnosis"]:
-        lines += ["", "## Bugs diagnosed", ""]
-        lines += [f"- `{d['bug']}`: {d['title']}. {d['evidence']}" for d in data["diagnosis"]]
-    if data["discussion"]:
-        lines += ["", "## Discussion (self-scored)", ""]
-        for d in data["discussion"]:
-            required = [p for p in d["key_points"] if p.get("required")]
-            got = sum(p["covered"] for p in required)
-            lines += [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
-                      + (f" ({got} of {len(required)} required)." if required else "."), ""]
-            if d["answer"]:
-                lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
-            lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
-                      for p in d["key_points"]]
-            lines.append("")
-    if data["followups"]:
-        lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]
-    if data["solution"] is not None:
-        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python",
-                  data["solution"].rstrip("\n"), "```"]
-    return "\n".join(lines) + "\n"
+    return lines
 
+
+def _scoring_markdown(scoring: list[dict]) -> list[str]:
+    """The scores section of report.md: a table of the dimensions with their anchors, and why
+    correctness got its score."""
+    lines = ["", "## Scores (1-4 per dimension)", "",
+             "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
+             "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
+             "does). Each hint "
+             "used caps its dimension at 3.", "",
+             "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
+    for row in scoring:
+        score = "–" if row["score"] is None else f"{row['score']}/4"
+        cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
+        anchors = [a.replace("|", "\\|") for a in row["anchors"]]
+        lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
+    why = next((row.get("why") for row in scoring if row["dimension"] == "correctness"), "")
+    if why:
+        lines += ["", f"Correctness: {why}."]
+    return lines
+
+
+def _discussion_markdown(d: dict) -> list[str]:
+    """One discussion question of report.md: the answer given and the key points covered."""
+    required = [p for p in d["key_points"] if p.get("required")]
+    got = sum(p["covered"] for p in required)
+    lines = [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
+             + (f" ({got} of {len(required)} required)." if required else "."), ""]
+    if d["answer"]:
+        lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
+    lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
+              for p in d["key_points"]]
+    lines.append("")
+    return lines
 
 
 def recommendation_lines(recommendation: dict) -> list[str]:
@@ -414,10 +431,10 @@ def _rule(out: Console, scores: dict[str, int] | None) -> None:
     for verdict in VERDICTS:
         out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
     if scores:
-        verdict, reasons = recommend(scores)
+        recommended, reasons = recommend(scores)
         out.print(Text("Scores given:", style="label"))
         out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
-        out.print(Text("Recommendation: ", style="label") + Text(verdict, style="label"))
+        out.print(Text("Recommendation: ", style="label") + Text(recommended, style="label"))
         for reason in reasons:
             out.print(Padding(Text("– " + reason), (0, 0, 0, 2)))
 
@@ -560,32 +577,9 @@ def history(data: dict, out: Console | None = None) -> None:
     # One line per entry: the time in its own column, never wrapped; the rest wraps at word
     # boundaries under its own indent, so no time, bug id or path is ever cut.
     if data["checks"]:
-        out.print(Text("Check runs", style="label"))
-        grid = _entries()
-        for row in data["checks"]:
-            result = Text("pass", style="check.pass") if row["passed"] else Text("fail", style="check.fail")
-            how = row["source"] + (" --public" if row["public_only"] else "")
-            line = Text(f"{row['exercise']}  ") + result + Text(f"  {_score(row)}  {how}", style="")
-            if row["bugs"]:
-                line += Text("  bugs: ", style="muted") + Text(", ".join(row["bugs"]), style="bug.id")
-            grid.add_row(when(row["at"]), line)
-        out.print(grid)
-        out.print()
+        _history_checks(data["checks"], out)
     if data["mocks"]:
-        out.print(Text("Mock screens", style="label"))
-        for row in data["mocks"]:
-            covered = sum(d.get("covered", 0) for d in row["discussion"])
-            points = sum(d.get("total", 0) for d in row["discussion"])
-            used = f"{clock(row['seconds_used'])} of {row['minutes']:g} min" if row["seconds_used"] is not None else "–"
-            line = Text(f"{row['exercise']}  {row['status']}  {used}  {_score(row)}")
-            if points:
-                line += Text(f"  discussion {covered}/{points} points")
-            grid = _entries()
-            grid.add_row(when(row["started_at"]), line)
-            out.print(grid)
-            if row["report"]:        # the path whole, on its own line: the terminal wraps it, nothing cuts it
-                out.print(Text(" " * 18 + "report: ", style="muted") + Text(row["report"]), soft_wrap=True)
-        out.print()
+        _history_mocks(data["mocks"], out)
     if data["reviews"]:
         out.print(Text("Reviews", style="label"))
         grid = _entries()
@@ -602,8 +596,39 @@ def history(data: dict, out: Console | None = None) -> None:
               for r in data["solution_views"]]
     if extra:
         out.print(Text("Hints and solutions", style="label"))
-        for line in sorted(extra, reverse=True):
-            out.print(Text("  " + line))
+        for entry in sorted(extra, reverse=True):
+            out.print(Text("  " + entry))
+
+
+def _history_checks(rows: list[dict], out: Console) -> None:
+    out.print(Text("Check runs", style="label"))
+    grid = _entries()
+    for row in rows:
+        result = Text("pass", style="check.pass") if row["passed"] else Text("fail", style="check.fail")
+        how = row["source"] + (" --public" if row["public_only"] else "")
+        line = Text(f"{row['exercise']}  ") + result + Text(f"  {_score(row)}  {how}", style="")
+        if row["bugs"]:
+            line += Text("  bugs: ", style="muted") + Text(", ".join(row["bugs"]), style="bug.id")
+        grid.add_row(when(row["at"]), line)
+    out.print(grid)
+    out.print()
+
+
+def _history_mocks(rows: list[dict], out: Console) -> None:
+    out.print(Text("Mock screens", style="label"))
+    for row in rows:
+        covered = sum(d.get("covered", 0) for d in row["discussion"])
+        points = sum(d.get("total", 0) for d in row["discussion"])
+        used = f"{clock(row['seconds_used'])} of {row['minutes']:g} min" if row["seconds_used"] is not None else "–"
+        line = Text(f"{row['exercise']}  {row['status']}  {used}  {_score(row)}")
+        if points:
+            line += Text(f"  discussion {covered}/{points} points")
+        grid = _entries()
+        grid.add_row(when(row["started_at"]), line)
+        out.print(grid)
+        if row["report"]:        # the path whole, on its own line: the terminal wraps it, nothing cuts it
+            out.print(Text(" " * 18 + "report: ", style="muted") + Text(row["report"]), soft_wrap=True)
+    out.print()
 
 
 def progress(rows, out: Console | None = None) -> None:

@@ -18,12 +18,13 @@ import math
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 SCHEMAS = ("check", "test-tests", "bench", "error")
 
 
 @cache
-def schema(name: str) -> dict:
+def schema(name: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one --json output: check, test-tests, bench or error."""
     if name not in SCHEMAS:
         raise KeyError(f"no schema named {name!r}; there are {', '.join(SCHEMAS)}")
@@ -35,7 +36,7 @@ def schema_path(name: str) -> Path:
     return Path(str(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json")))
 
 
-def finite(value):
+def finite(value: Any) -> Any:
     """value with every NaN or infinite float (at any depth of dicts, lists, tuples) made None."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -46,13 +47,13 @@ def finite(value):
     return value
 
 
-def dumps(obj, **kwargs) -> str:
+def dumps(obj: object, **kwargs: Any) -> str:
     """obj as strict JSON text: non-finite numbers become null, never the NaN/Infinity that
     Python's json module writes by default and strict readers reject."""
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
 
 
-def _empty(command: str) -> dict:
+def _empty(command: str) -> dict[str, Any]:
     if command == "check":
         return {"exercise": None, "path": None, "passed": False,
                 "score": {"passed": 0, "total": 0, "points": 0, "max_points": 0},
@@ -69,7 +70,7 @@ def _empty(command: str) -> dict:
     return {"exercise": None}
 
 
-def known_exercise(exercise: str | None, path) -> str | None:
+def known_exercise(exercise: str | None, path: str | Path | None) -> str | None:
     """The exercise --exercise names, else the one the file's `# attn-kit: ID` header names; only
     a known id counts (an unknown one is what the error is about)."""
     from attn_kit.load import catalog
@@ -80,8 +81,8 @@ def known_exercise(exercise: str | None, path) -> str | None:
     return named if named in catalog.exercises() else None
 
 
-def error_json(command: str, message: str, *, exercise: str | None = None, path=None,
-               seed: int | None = None) -> dict:
+def error_json(command: str, message: str, *, exercise: str | None = None, path: str | Path | None = None,
+               seed: int | None = None) -> dict[str, Any]:
     """The --json object of `command` (check, test-tests, bench; anything else gets the bare
     error object) when it could not produce its result."""
     obj = _empty(command)

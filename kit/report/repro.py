@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pprint
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,7 @@ show("yours", result)
 {expected_block}'''
 
 
-def literal(value) -> str:
+def literal(value: Any) -> str:
     """Python source that rebuilds value: NumPy arrays as np.array([...]), the rest as literals."""
     if isinstance(value, np.ndarray):
         dtype = ", dtype=bool" if value.dtype == bool else ""

@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from attn_kit.base.harness import DEFAULT_RUNS, MAX_RUNS, MIN_TIMED_SECONDS, measure, measure_quiet
 
 
-def timed_cpu(fn, *args, **kwargs):
+def timed_cpu(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[None, dict[str, float]]:
     """Run fn once, untraced; extra = {"seconds": wall time, "cpu_seconds": the worker's CPU time}.
 
     CPU time is what the fit uses: other programs taking the CPU away lengthen the wall time of a
@@ -46,7 +48,7 @@ def _release_free_heap() -> None:
         pass
 
 
-def measure_rss(fn, *args, **kwargs):
+def measure_rss(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[None, dict[str, Any]]:
     """Peak resident memory above the start of the call, for code whose buffers tracemalloc cannot
     see (torch tensors). Linux: the peak (VmHWM) is reset through /proc/self/clear_refs first.
     Elsewhere, or if that fails, falls back to tracemalloc. extra = {"peak_bytes", "memory_method"}.
@@ -63,7 +65,7 @@ def measure_rss(fn, *args, **kwargs):
     return None, {"peak_bytes": max(_status_bytes("VmHWM") - base, 0), "memory_method": "rss"}
 
 
-def _fill_cache(fn, steps, params, num_heads):
+def _fill_cache(fn: Callable[..., Any], steps: Sequence[Any], params: Any, num_heads: int) -> Any:
     cache = None
     for x_t in steps[:-1]:
         result = fn(x_t, params, num_heads, cache)
@@ -74,8 +76,8 @@ def _fill_cache(fn, steps, params, num_heads):
     return cache
 
 
-def decode_steps(fn, steps, params, num_heads, runs: int = DEFAULT_RUNS,
-                 min_seconds: float = MIN_TIMED_SECONDS, max_runs: int = MAX_RUNS):
+def decode_steps(fn: Callable[..., Any], steps: Sequence[Any], params: Any, num_heads: int, runs: int = DEFAULT_RUNS,
+                 min_seconds: float = MIN_TIMED_SECONDS, max_runs: int = MAX_RUNS) -> tuple[None, dict[str, Any]]:
     """For a decode step `fn(x_t, params, num_heads, cache) -> (out_t, cache)`: fill the cache with
     every token of `steps` but the last (untimed), then measure the last step.
 

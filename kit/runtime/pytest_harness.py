@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import types
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ _IMPLEMENTATION = "_attn_kit_implementation"
 
 def _load_implementation(path: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(_IMPLEMENTATION, path)
+    if spec is None or spec.loader is None:         # not for a .py file: it always has a source loader
+        raise ImportError(f"{path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[_IMPLEMENTATION] = module
     spec.loader.exec_module(module)
@@ -62,7 +65,7 @@ def _substitute(name: str, implementation: types.ModuleType, search_dirs: list) 
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
         return getattr(real[0], attr)
 
-    module.__getattr__ = __getattr__
+    module.__dict__["__getattr__"] = __getattr__       # a module-level __getattr__ (PEP 562)
     return module
 
 
@@ -71,9 +74,12 @@ def _load_real(name: str, search_dirs: list):
     if spec is None or spec.origin is None or "." in name:
         return None
     private = f"_attn_kit_candidate_{name}"
-    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(private, spec.origin))
+    source = importlib.util.spec_from_file_location(private, spec.origin)
+    if source is None or source.loader is None:     # an origin no file loader takes
+        return None
+    module = importlib.util.module_from_spec(source)
     sys.modules[private] = module
-    module.__spec__.loader.exec_module(module)
+    source.loader.exec_module(module)
     return module
 
 
@@ -274,7 +280,7 @@ def _name(nodeid: str) -> str:
 
 def run_pytest(test_path: str, implementation_path: str, targets: list, functions: list,
                results_path: str, config_path: str, budgets: dict, default_budget: float,
-               deselect: list, search_dirs: list = (), known_bug: bool = False) -> int:
+               deselect: list, search_dirs: Sequence[str] = (), known_bug: bool = False) -> int:
     """Run the tests in test_path against the implementation; return pytest's exit code.
 
     On a known-bug implementation (`known_bug`) failures are the expected outcome and their text is

@@ -9,10 +9,12 @@ comparison. A dict that gained or lost keys counts as written (`params.setdefaul
 
 from __future__ import annotations
 
+from typing import Any
+
 from attn_kit.base.records import Opaque, TensorValue
 
 
-def same(a, b) -> bool:
+def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain value, most specific first)
     """Deep equality of plain values: NaN equals NaN, arrays by dtype, shape and value."""
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         if (a.dtype, a.device, tuple(a.shape)) != (b.dtype, b.device, tuple(b.shape)):
@@ -48,7 +50,7 @@ def same(a, b) -> bool:
         return False
 
 
-def _numpy(value):
+def _numpy(value: Any) -> Any:
     if hasattr(value, "detach"):               # a torch tensor (the kit's own, in run_local)
         value = value.detach()
         if str(value.device) == "meta":
@@ -58,10 +60,10 @@ def _numpy(value):
     return value
 
 
-def changed(before, after, name: str) -> list[str]:
+def changed(before: Any, after: Any, name: str) -> list[str]:
     """The parts of one argument that differ, e.g. ["params['Wq']", "params['bq'] (added)"]."""
     if isinstance(before, dict) and isinstance(after, dict):
-        found = []
+        found: list[str] = []
         for k in before:
             if k not in after:
                 found.append(f"{name}[{k!r}] (removed)")
@@ -72,7 +74,7 @@ def changed(before, after, name: str) -> list[str]:
     return [] if same(before, after) else [name]
 
 
-def written(names: list[str], before: list, after) -> tuple[str, ...]:
+def written(names: list[str], before: list[Any], after: object) -> tuple[str, ...]:
     """Every written part of the arguments, given their names and the kit's copies (`before`)
     and the worker's post-call view (`after`: a list of the same length, else all are suspect)."""
     if not isinstance(after, list) or len(after) != len(before):
