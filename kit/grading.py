@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import catalog, loader
 from . import sandbox as sandbox_module
@@ -165,12 +165,15 @@ def pure_check(source: loader.SourceFile, seen: tuple[str, ...] = ()) -> CheckRe
 MUTATION_BUG = "mutates-input"
 
 
-def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:
+def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = (),
+                    late: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Every call's written arguments, found by the sandbox from data, as one verdict: the check
     that catches mutates-input fails when any call of any check wrote into an argument (even in
     a check about something else, such as a call that omits optional entries). Returns the
     written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
-    exercise lets the candidate update (a decode step's cache)."""
+    exercise lets the candidate update (a decode step's cache). `late` (Sandbox.finish): (fn,
+    part) written after their call had returned, found only when the worker's calls were
+    compared again as a whole (a write no later call's comparison saw)."""
     where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
     for r in results:
         for call in r.calls:
@@ -184,6 +187,9 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
                     checks.append(r.id)
     found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
              for line, checks in where.items()]
+    found.extend(dict.fromkeys(f"`{fn}` wrote into {part} after the call had returned (seen when the kit compared "
+                               f"every call's arguments again, at the end)"
+                               for fn, part in late if part.split("[")[0].split(" ")[0] not in mutable))
     if not found:
         return found
     owner = next((r for r in results if MUTATION_BUG in r.catches), None)
@@ -248,7 +254,8 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:
             results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
-    written = report_mutation(results, getattr(suite, "mutable", ()))
+        late = sandbox.finish()           # arguments written after their call returned, seen at the end
+    written = report_mutation(results, getattr(suite, "mutable", ()), late)
     float32 = max((r.float32 for r in results), default=0.0)
     if float32:
         notes.append(f"your code computes in float32: differences from the float64 reference of up to "

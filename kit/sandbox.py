@@ -1089,7 +1089,12 @@ class Sandbox:
         self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
         self.memory_note = ""                # why the kit stopped the worker for memory, if it did
         self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
-        self._previous: tuple[str, str] | None = None   # the last echoed call: fn, its arguments' fingerprint
+        # the echoed calls of the current worker, by their order in it (the worker's own index):
+        # [fn, argument names, the arguments as the call left them, their fingerprint there]
+        self._kept: dict[int, list] = {}
+        self._sent = 0                       # echoed calls sent to the current worker
+        self._rotation = 0                   # which older call to compare again next (one per call)
+        self.late: list[tuple[str, str]] = []   # (fn, part) written after its call returned, found late
 
     def __enter__(self):
         return self
@@ -1099,7 +1104,7 @@ class Sandbox:
 
     def _drop_worker(self, kill: bool = True) -> int | None:
         """Kill (or just reap) the worker and everything it started; its exit status."""
-        self._previous = None
+        self._kept, self._sent = {}, 0
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
@@ -1255,8 +1260,12 @@ class Sandbox:
         if self._held_too_much():          # processes started by earlier calls, holding memory between them
             return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
         self.oom_kills = _oom_kills() if _LINUX else 0
+        recheck = self._recheck() if echo else ()
+        serial = self._sent
         try:
-            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
+            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck),
+                           timeout=limit + CONTROL_DEADLINE)
+            self._sent += int(echo)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
@@ -1314,36 +1323,105 @@ class Sandbox:
                 if not isinstance(after, str):
                     self._drop_worker()
                     return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
+                names = self._argument_names(fn, len(args), list(kwargs))
                 if mine is None or after != mine:       # maybe written: compare the arguments themselves
                     view, problem = self._echo(len(before))
                     if problem:
                         return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
-                    names = self._argument_names(fn, len(args), list(kwargs))
                     outcome = _replace(outcome, mutated=mutation.written(names, before, view))
-                outcome = self._previous_written(outcome, reply.get("previous"))
-            self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
+                    before = view
+                earlier, problem = self._earlier_written(recheck, reply.get("earlier"))
+                if problem:
+                    return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+                if earlier:
+                    outcome = _replace(outcome, mutated=(*outcome.mutated, *earlier))
+                if isinstance(after, str) and self.conn is not None:
+                    self._kept[serial] = [fn, names, before, after]
             return outcome
         finally:
             if memory_limit is not None and self.conn is not None:
+                self.late.extend(self._sweep())    # before the worker goes: its calls' arguments, written late
                 self._drop_worker()        # its data limit cannot be raised again: the next call gets a new one
 
-    def _previous_written(self, outcome: Outcome, now) -> Outcome:
-        """The outcome, naming the previous call's arguments when the fingerprint the worker took
-        of them at the end of this call differs from the kit's own: something wrote into them
-        after that call returned (a reference the code kept)."""
-        if self._previous is None or self.conn is None:
-            return outcome
-        fn, then = self._previous            # the fingerprint the worker sent when that call returned
-        if not isinstance(now, str) or now == then:
-            return outcome
-        part = f"the arguments of the previous `{fn}` call (written after it returned)"
-        return _replace(outcome, mutated=(*outcome.mutated, part))
+    def _recheck(self) -> tuple[int, ...]:
+        """The earlier calls whose arguments the worker fingerprints again after the next call: the
+        previous call and one older call, going down from the newest to the first and then again
+        from the newest (so every call is compared again within as many calls as came before it,
+        at the cost of one more fingerprint per call; all are compared at the end)."""
+        serials = list(self._kept)
+        if len(serials) <= 1:
+            return tuple(serials)
+        if not 0 <= self._rotation < len(serials) - 1:
+            self._rotation = len(serials) - 2
+        older = serials[self._rotation]
+        self._rotation -= 1
+        return (serials[-1], older)
 
-    def _echo(self, count: int) -> tuple[list, str]:
-        """(the `count` arguments of the last call as the worker holds them, '') or ([], why they
-        are missing)."""
+    def _earlier_written(self, indices, fingerprints) -> tuple[tuple[str, ...], str]:
+        """(the parts of earlier calls' arguments written since the kit last compared them, '') or
+        ((), why the reply cannot be right): a fingerprint that differs from the kit's copy's is
+        followed by the arguments themselves, compared value by value as for the call's own."""
+        if not indices:
+            return (), ""
+        if not isinstance(fingerprints, list) or len(fingerprints) != len(indices):
+            self._drop_worker()
+            return (), MISSING_ARGUMENTS
+        parts: list[str] = []
+        for index, now in zip(indices, fingerprints):
+            fn, names, then, known = self._kept[index]
+            if now == known:
+                continue
+            view, problem = self._echo(len(then), index)
+            if problem:
+                return (), problem
+            parts.extend(f"{part} of an earlier `{fn}` call (written after it returned)"
+                         for part in mutation.written(names, then, view))
+            self._kept[index][2:] = [view, now]        # each write is reported once
+        return tuple(parts), ""
+
+    def _sweep(self) -> list[tuple[str, str]]:
+        """Before a worker that still answers goes (the end of a run, a measured call's retirement):
+        every earlier call's arguments compared again; (fn, part) for each written since its call
+        returned and not yet reported. A worker that does not answer is stopped, reporting none."""
+        if self.conn is None or not self._kept:
+            return []
         try:
-            self.conn.send(("echo",), timeout=CONTROL_DEADLINE)
+            self.conn.send(("sweep",), timeout=CONTROL_DEADLINE)
+        except (OSError, ChannelTimeout):
+            return []
+        deadline = time.monotonic() + REPLY_GRACE
+        if not self._wait(deadline):
+            self._drop_worker()
+            return []
+        reply, _, _ = self._read(deadline, "fingerprints")
+        fingerprints = reply.get("fingerprints") if reply is not None and reply.get("kind") == "sweep" else None
+        if self.conn is None or not isinstance(fingerprints, list) or len(fingerprints) != self._sent:
+            return []
+        found: list[tuple[str, str]] = []
+        for index, known_entry in list(self._kept.items()):
+            fn, names, then, known = known_entry
+            now = fingerprints[index]
+            if now == known:
+                continue
+            view, problem = self._echo(len(then), index)
+            if problem:
+                break
+            found.extend((fn, part) for part in mutation.written(names, then, view))
+            self._kept[index][2:] = [view, now]
+        return found
+
+    def finish(self) -> list[tuple[str, str]]:
+        """At the end of a run, before close: (fn, part) of every argument some call wrote into
+        after that call had returned, found when a worker was retired or now."""
+        self.late.extend(self._sweep())
+        found, self.late = self.late, []
+        return found
+
+    def _echo(self, count: int, index: int | None = None) -> tuple[list, str]:
+        """(the `count` arguments of the last call as the worker holds them, or of the earlier call
+        `index` as they are now, '') or ([], why they are missing)."""
+        try:
+            self.conn.send(("echo",) if index is None else ("echo", index), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             return [], f"the process {self._ended()}"
         deadline = time.monotonic() + REPLY_GRACE
