@@ -93,7 +93,10 @@ def harden_kit() -> None:
 
 
 WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
-WORKER_PROCESSES = 1024     # processes and threads of WORKER_UID at once (RLIMIT_NPROC): no fork bomb
+# processes and threads the worker's code may add (RLIMIT_NPROC, on top of those its uid already
+# runs where the kernel counts them): no fork bomb; room for a thread per core in each of
+# OpenBLAS and torch, and for a pool of processes
+PROCESS_ALLOWANCE = 128 + 4 * (os.cpu_count() or 1)
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 SECBIT_NO_SETUID_FIXUP = 4
@@ -103,13 +106,15 @@ ROOT_REFUSED = ("the kit runs as root and could not run your code as an unprivil
                 "docs/threat-model.md shows")
 
 
-def _drop_privileges(leave_root: bool = False) -> str:
+def _drop_privileges(leave_root: bool = False, processes: int = 0) -> str:
     """In a worker: no capability (effective, permitted, bounding), none regained by exec. With
     `leave_root`, when running as root: first become uid/gid WORKER_UID with no supplementary
     group, keeping only CAP_DAC_READ_SEARCH (read and search any file, as the user could: the
     solution, its folder, the interpreter; also across exec, as an ambient capability), so the
     candidate's code cannot write to the kit, the venv or the interpreter, which root owns.
-    Returns '' or why root could not be left."""
+    `processes` (the keeper's _task_count plus PROCESS_ALLOWANCE): the RLIMIT_NPROC set, soft
+    and hard, once the uid is the one the candidate's code runs as. Returns '' or why root could
+    not be left."""
     if not _LINUX:
         return ""
     why = ""
@@ -124,14 +129,14 @@ def _drop_privileges(leave_root: bool = False) -> str:
                 os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
                 os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
                 keep = 1 << CAP_DAC_READ_SEARCH
-                import resource  # a uid of its own: a process count its code cannot exceed
-                resource.setrlimit(resource.RLIMIT_NPROC, (WORKER_PROCESSES, WORKER_PROCESSES))
             except OSError as exc:
                 why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
             if _WORKER_TMP:
                 os.environ["TMPDIR"] = _WORKER_TMP[0]
                 import tempfile
                 tempfile.tempdir = _WORKER_TMP[0]
+        if processes:
+            _limit_processes(processes)
         for cap in range(64):
             if not keep >> cap & 1:
                 libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -150,6 +155,50 @@ def _drop_privileges(leave_root: bool = False) -> str:
     return why
 
 
+def _limit_processes(limit: int) -> None:
+    """RLIMIT_NPROC, soft and hard, at `limit` (never above the hard limit already set): the
+    kernel refuses a fork or a new thread beyond it, and the code cannot raise it again."""
+    try:
+        import resource
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _task_count(uid: int, tree: int | None = None) -> int:
+    """The tasks (threads included) of real uid `uid` the kernel counts against RLIMIT_NPROC: all
+    the machine's (as /proc shows them), or, with `tree`, those of that process and its
+    descendants (a user namespace of the zygote's own: the kernel counts per namespace)."""
+    pids = [tree, *descendants(tree)] if tree is not None else [int(n) for n in _proc_names() if n.isdigit()]
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                real, threads = -1, 0
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        real = int(line.split()[1])
+                    elif line.startswith(b"Threads:"):
+                        threads = int(line.split()[1])
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+        total += threads if real == uid else 0
+    return total
+
+
+def _proc_names() -> list[str]:
+    try:
+        return os.listdir("/proc")
+    except OSError:
+        return []
+
+
+_OWN_USERNS = [False]       # the zygote created a user namespace of its own (per-namespace counts)
+
+
 def _enter_user_namespace() -> bool:
     """In the zygote: a user namespace mapping only our uid/gid, so the zygote may create PID
     namespaces without privileges. Returns whether PID namespaces can now be created."""
@@ -160,6 +209,7 @@ def _enter_user_namespace() -> bool:
     if uid == 0:          # root creates namespaces without one, and its workers leave root (WORKER_UID)
         return True
     if libc.unshare(CLONE_NEWUSER) == 0:
+        _OWN_USERNS[0] = True
         try:
             for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as fh:
@@ -531,7 +581,7 @@ def _decode_status(code: int) -> int:
     return -(code - 128) if 128 < code < 128 + 65 else code
 
 
-def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None:  # pragma: no cover - in the child
     """Process 1 of the worker's PID namespace (or a plain parent where there is none): starts the
     worker, reaps whatever is orphaned to it, and exits with the worker's status once it ends."""
     os.setsid()
@@ -545,7 +595,7 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     if pid == 0:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            refused = _drop_privileges(leave_root=True)
+            refused = _drop_privileges(leave_root=True, processes=processes)
             _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
             from . import worker  # imported by the zygote already (_zygote_child)
             worker.serve(Channel(sock), refused and ROOT_REFUSED.format(why=refused))
@@ -576,10 +626,14 @@ def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma
     namespaced = namespaced and _new_pid_namespace()
     os.write(tell, b"1" if namespaced else b"0")
     os.close(tell)
+    processes = 0
+    if _LINUX:      # the worker's uid: as many tasks as it has now, and an allowance (RLIMIT_NPROC)
+        uid = WORKER_UID if os.geteuid() == 0 else os.getuid()
+        processes = _task_count(uid, os.getppid() if _OWN_USERNS[0] else None) + PROCESS_ALLOWANCE
     pid = os.fork()
     if pid == 0:
         try:
-            _nsinit(sock, namespaced)
+            _nsinit(sock, namespaced, processes)
         finally:
             os._exit(0)
     sock.close()
@@ -1089,6 +1143,7 @@ class Sandbox:
         self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
         self.memory_note = ""                # why the kit stopped the worker for memory, if it did
         self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
+        self._next_sum = 0.0                 # when the memory of the worker's processes may be summed again
         # the echoed calls of the current worker, by their order in it (the worker's own index):
         # [fn, argument names, the arguments as the call left them, their fingerprint there]
         self._kept: dict[int, list] = {}
@@ -1206,7 +1261,8 @@ class Sandbox:
 
     def _held_too_much(self) -> bool:
         """Whether the worker's processes hold more than the memory cap together right now (then
-        the worker was stopped): checked before and after every call, however short."""
+        the worker was stopped): checked before and after every call, however short (paced as
+        _over_memory says)."""
         if not (self.memory and _LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
@@ -1218,10 +1274,18 @@ class Sandbox:
         return True
 
     def _over_memory(self) -> bool:
+        """Whether the worker's processes together hold more than the cap (then they are killed).
+        The sum reads every process's smaps_rollup, so it is taken at most every MEMORY_POLL
+        seconds or four times as long as the last one took, whichever is longer: a file holding a
+        hundred processes between its calls cannot make the kit spend its time summing them."""
         tree = _children_tree(self.pid)
         if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
             return False
+        started = time.monotonic()
+        if started < self._next_sum:
+            return False
         used = _resident_bytes(tree)
+        self._next_sum = time.monotonic() + max(MEMORY_POLL, 4 * (time.monotonic() - started))
         if used > self.memory:
             self.memory_note = (f"the processes it started used {used / 2**20:,.0f} MiB together, "
                                 f"over the memory cap of {self.memory / 2**20:,.0f} MiB")

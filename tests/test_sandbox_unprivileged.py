@@ -66,6 +66,9 @@ CASES = {
     "orphans_on_sigkill": "the kit killed: the user namespace's PID namespace dies with it",
     "fallback_reads_kit_memory": "no namespaces and the same uid: only non-dumpable protects the kit",
     "fallback_double_fork_daemon": "no namespaces: the /proc walk as the user",
+    # the process count: RLIMIT_NPROC counts the user's tasks in the kit's user namespace, or all of them
+    "fork_bomb": "the process limit counted in the zygote's user namespace",
+    "fallback_fork_bomb": "no namespaces: the process limit counted over all the user's processes",
 }
 
 
@@ -330,3 +333,33 @@ def test_hostile_file_unprivileged(unprivileged_runs, setup, name):
         assert data["passed"] is False and "no-scaling" in [d["bug"] for d in data["diagnosis"]], context
         assert not second.left, f"{name}: processes left behind by the second run: {second.left}"
     assert run.seconds < spec.get("seconds", 20), f"{name} took {run.seconds:.1f} s"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_process_count_counts_threads_and_descendants():
+    """What RLIMIT_NPROC is set from (the keeper's count, plus the allowance): every task, threads
+    included, of the uid, in a process tree (two processes, three threads) or over the machine."""
+    import threading
+
+    from attn_kit.sandbox import _task_count
+    ready, go = os.pipe()
+    pid = os.fork()
+    if pid == 0:                        # two more threads and a child of its own, then wait
+        for _ in range(2):
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        os.write(go, b"1")
+        time.sleep(30)
+        os._exit(0)
+    try:
+        os.read(ready, 1)
+        time.sleep(0.2)
+        assert _task_count(os.getuid(), pid) == 4
+        assert _task_count(os.getuid() + 1, pid) == 0
+        assert _task_count(os.getuid()) >= 4 + threading.active_count()
+    finally:
+        from attn_kit.sandbox import kill_tree
+        kill_tree(pid)
+        os.waitpid(pid, 0)
