@@ -48,6 +48,7 @@ CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
 STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
 REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
+SWEEP_DEADLINE = 4.0        # seconds the end-of-run comparison of every call's arguments may take
 MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
 
 _LINUX = sys.platform.startswith("linux")
@@ -1435,6 +1436,7 @@ class Sandbox:
             fn, names, then, known = self._kept[index]
             if now == known:
                 continue
+            self.text_limit = max(self.text_limit, wire.text_limit(then))    # that call's own bound
             view, problem = self._echo(len(then), index)
             if problem:
                 return (), problem
@@ -1446,9 +1448,12 @@ class Sandbox:
     def _sweep(self) -> list[tuple[str, str]]:
         """Before a worker that still answers goes (the end of a run, a measured call's retirement):
         every earlier call's arguments compared again; (fn, part) for each written since its call
-        returned and not yet reported. A worker that does not answer is stopped, reporting none."""
+        returned and not yet reported. A worker that does not answer is stopped, reporting none;
+        reading arguments back stops after SWEEP_DEADLINE seconds (the worker is then stopped),
+        whatever the number of calls."""
         if self.conn is None or not self._kept:
             return []
+        end = time.monotonic() + SWEEP_DEADLINE
         try:
             self.conn.send(("sweep",), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
@@ -1467,6 +1472,10 @@ class Sandbox:
             now = fingerprints[index]
             if now == known:
                 continue
+            if time.monotonic() > end:
+                self._drop_worker()
+                break
+            self.text_limit = max(self.text_limit, wire.text_limit(then))
             view, problem = self._echo(len(then), index)
             if problem:
                 break
