@@ -187,8 +187,8 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = (),
                     checks.append(r.id)
     found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
              for line, checks in where.items()]
-    found.extend(dict.fromkeys(f"`{fn}` wrote into {part} after the call had returned (seen when the kit compared "
-                               f"every call's arguments again, at the end)"
+    found.extend(dict.fromkeys(f"`{fn}` wrote into {part} (written after it returned; seen when the kit "
+                               "compared every call's arguments again, at the end)"
                                for fn, part in late if part.split("[")[0].split(" ")[0] not in mutable))
     if not found:
         return found
