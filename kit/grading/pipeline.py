@@ -166,12 +166,13 @@ def pure_check(source: preflight.SourceFile, seen: tuple[str, ...] = ()) -> Chec
     return result
 
 
-def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -> list[str]:
-    """Every call's written arguments, found by the sandbox from data, as one verdict: the check
-    that catches mutates-input fails when any call of any check wrote into an argument (even in
-    a check about something else, such as a call that omits optional entries). Returns the
-    written parts, as `fn` wrote `part` (in check-id) lines; `mutable` names arguments the
-    exercise lets the candidate update (a decode step's cache)."""
+def mutation_found(results: Sequence[CheckResult], mutable: Sequence[str] = (),
+                   late: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Every call's written arguments, found by the sandbox from data: the written parts, as
+    `fn` wrote `part` (in check-id) lines; `mutable` names arguments the exercise lets the
+    candidate update (a decode step's cache). `late` (Sandbox.finish): (fn,
+    part) written after their call had returned, found only when the worker's calls were
+    compared again as a whole (a write no later call's comparison saw)."""
     where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
     for r in results:
         for call in r.calls:
@@ -185,15 +186,20 @@ def report_mutation(results: list[CheckResult], mutable: tuple[str, ...] = ()) -
                     checks.append(r.id)
     found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
              for line, checks in where.items()]
-    if not found:
-        return found
-    owner = next((r for r in results if MUTATION_BUG in r.catches), None)
-    if owner is not None and owner.status == CheckStatus.PASS:
-        owner.status, owner.points = CheckStatus.FAIL, 0
-        owner.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
-                         (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
-                         ". Work on copies or build new values; never write into what you were given.")
+    found.extend(dict.fromkeys(f"`{fn}` wrote into {part} (written after it returned; seen when the kit "
+                               "compared every call's arguments again, at the end)"
+                               for fn, part in late if part.split("[")[0].split(" ")[0] not in mutable))
     return found
+
+
+def _mutation_verdict(result: CheckResult, found: list[str]) -> None:
+    """The check that catches mutates-input fails when any call of any check wrote into an
+    argument (even in a check about something else, such as a call that omits optional entries)."""
+    if found and result.status == CheckStatus.PASS:
+        result.status, result.points = CheckStatus.FAIL, 0
+        result.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
+                          (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
+                          ". Work on copies or build new values; never write into what you were given.")
 
 
 def grade(path: str | Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Report:
@@ -227,7 +233,8 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:
             results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
-    written = report_mutation(results, getattr(suite, "mutable", ()))
+        late = sandbox.finish()           # arguments written after their call returned, seen at the end
+    written = mutation_found(results, getattr(suite, "mutable", ()), late)
     float32 = max((r.float32 for r in results), default=0.0)
     if float32:
         notes.append(f"your code computes in float32: differences from the float64 reference of up to "
@@ -274,15 +281,23 @@ def _run_checks(suite: Suite, sandbox: Sandbox, oracle: ModuleType, seed: int, e
     results: list[CheckResult] = []
     statuses: dict[str, CheckStatus] = {}
     planned = [c for c in suite.checks if c.public or not options.public_only]
+    # The check that catches mutates-input runs last and judges every call of every check: its
+    # verdict is settled when it runs, from all the evidence, never changed afterwards.
+    last = [c for c in planned if MUTATION_BUG in c.catches][:1]
     hung = False
-    for check in planned:
+    for check in [c for c in planned if c not in last] + last:
         if progress is not None:
             progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
         result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+        if check in last:
+            late = sandbox.finish()       # arguments written after their call returned, seen now
+            sandbox.late.extend(late)     # ... and kept for the report's evidence
+            _mutation_verdict(result, mutation_found(results + [result], getattr(suite, "mutable", ()), late))
         hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
         statuses[check.id] = result.status
         results.append(result)
-    return results
+    order = {c.id: i for i, c in enumerate(planned)}
+    return sorted(results, key=lambda r: order[r.id])       # shown in the suite's order
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

@@ -188,7 +188,7 @@ class Exercise:
 
 SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
 # The one known bug the kit names from data rather than from a bug file's outputs: the sandbox
-# sees the candidate's calls write into their arguments (grading.report_mutation).
+# sees the candidate's calls write into their arguments (grading.pipeline.mutation_found, judged by the check that runs last).
 MUTATION_BUG = "mutates-input"
 
 

@@ -209,7 +209,7 @@ class Worker:
         self.guard: _ImportGuard | None = None
         self.after = None          # the last call's arguments as it left them, for an "echo" request
         self.refused = ""          # why the candidate's code must not run here (still root)
-        self.previous = None       # the last call's arguments themselves (the objects it was given)
+        self.kept: list[list] = []  # every echoed call's arguments themselves (the objects it was given)
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
         if self.refused:
@@ -271,10 +271,13 @@ class Worker:
             self.conn.recv_bytes()
 
     def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
-             measure: bool = False) -> dict:
+             measure: bool = False, recheck: tuple = ()) -> dict:
         """Run one function; the reply carries its result and, when `echo`, the fingerprint of the
         arguments as the call left them (wire.digest). The kit compares it with its own copy's and
-        asks for the arguments themselves ("echo") only when the two differ."""
+        asks for the arguments themselves ("echo") only when the two differ. `recheck` lists
+        earlier calls (their order since the load) whose arguments are fingerprinted again after
+        this call: a write made after such a call returned, through a reference the code kept,
+        changes its fingerprint."""
         fn = getattr(self.module, fn_name, None)
         start = time.perf_counter()
         extra = {}
@@ -307,12 +310,18 @@ class Worker:
         # no fingerprint (an int too long to print): "" matches none, so the kit asks for the arguments
         message = wire.outcome_message(outcome, (wire.digest(self.after) or "") if echo else None)
         message["pure"] = self._violations()
-        # the previous call's arguments as they are now: a write made after that call returned
-        # (during this one, through a reference the code kept) changes this fingerprint
-        if echo and self.previous is not None:
-            message["previous"] = wire.digest(wire.to_plain(self.previous)) or ""
-        self.previous = list(args) + list(kwargs.values()) if echo else None
+        # earlier calls' arguments as they are now: a write made after such a call returned
+        # (through a reference the code kept) changes its fingerprint
+        message["earlier"] = [self._fingerprint(i) for i in recheck if isinstance(i, int)]
+        if echo:
+            self.kept.append(list(args) + list(kwargs.values()))
         return message
+
+    def _fingerprint(self, index: int) -> str:
+        """The fingerprint of an earlier call's arguments as they are now ('' when there is none)."""
+        if not 0 <= index < len(self.kept):
+            return ""
+        return wire.digest(wire.to_plain(self.kept[index])) or ""
 
     def _reply(self, kind: str, arguments) -> bytes:
         """The encoded answer to a load or call request, within the kit's bounds."""
@@ -344,7 +353,14 @@ class Worker:
             kind = message[0]
             if kind == "stop":
                 return
-            data = _echo_reply(self.after) if kind == "echo" else self._reply(kind, message[1:])
+            if kind == "echo":       # the last call's arguments, or an earlier call's as they are now
+                index = message[1] if len(message) > 1 else None
+                data = _echo_reply(self.after if index is None else
+                                   wire.to_plain(self.kept[index]) if 0 <= index < len(self.kept) else None)
+            elif kind == "sweep":    # the fingerprints of every earlier call's arguments as they are now
+                data = wire.encode({"kind": "sweep", "fingerprints": [self._fingerprint(i) for i in range(len(self.kept))]})
+            else:
+                data = self._reply(kind, message[1:])
             try:
                 self.conn.send_bytes(data)
             except OSError:

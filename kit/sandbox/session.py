@@ -49,6 +49,7 @@ CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
 STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
 REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
+SWEEP_DEADLINE = 4.0        # seconds the end-of-run comparison of every call's arguments may take
 MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
 
 _LINUX = sys.platform.startswith("linux")
@@ -94,7 +95,10 @@ def harden_kit() -> None:
 
 
 WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
-WORKER_PROCESSES = 1024     # processes and threads of WORKER_UID at once (RLIMIT_NPROC): no fork bomb
+# processes and threads the worker's code may add (RLIMIT_NPROC, on top of those its uid already
+# runs where the kernel counts them): no fork bomb; room for a thread per core in each of
+# OpenBLAS and torch, and for a pool of processes
+PROCESS_ALLOWANCE = 128 + 4 * (os.cpu_count() or 1)
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 SECBIT_NO_SETUID_FIXUP = 4
@@ -104,13 +108,15 @@ ROOT_REFUSED = ("the kit runs as root and could not run your code as an unprivil
                 "docs/threat-model.md shows")
 
 
-def _drop_privileges(leave_root: bool = False) -> str:  # noqa: C901 (one step per platform limit, each optional)
+def _drop_privileges(leave_root: bool = False, processes: int = 0) -> str:  # noqa: C901 (one step per platform limit, each optional)
     """In a worker: no capability (effective, permitted, bounding), none regained by exec. With
     `leave_root`, when running as root: first become uid/gid WORKER_UID with no supplementary
     group, keeping only CAP_DAC_READ_SEARCH (read and search any file, as the user could: the
     solution, its folder, the interpreter; also across exec, as an ambient capability), so the
     candidate's code cannot write to the kit, the venv or the interpreter, which root owns.
-    Returns '' or why root could not be left."""
+    `processes` (the keeper's _task_count plus PROCESS_ALLOWANCE): the RLIMIT_NPROC set, soft
+    and hard, once the uid is the one the candidate's code runs as. Returns '' or why root could
+    not be left."""
     if not _LINUX:
         return ""
     why = ""
@@ -125,14 +131,14 @@ def _drop_privileges(leave_root: bool = False) -> str:  # noqa: C901 (one step p
                 os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
                 os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
                 keep = 1 << CAP_DAC_READ_SEARCH
-                import resource  # a uid of its own: a process count its code cannot exceed
-                resource.setrlimit(resource.RLIMIT_NPROC, (WORKER_PROCESSES, WORKER_PROCESSES))
             except OSError as exc:
                 why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
             if _WORKER_TMP:
                 os.environ["TMPDIR"] = _WORKER_TMP[0]
                 import tempfile
                 tempfile.tempdir = _WORKER_TMP[0]
+        if processes:
+            _limit_processes(processes)
         for cap in range(64):
             if not keep >> cap & 1:
                 libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -151,6 +157,50 @@ def _drop_privileges(leave_root: bool = False) -> str:  # noqa: C901 (one step p
     return why
 
 
+def _limit_processes(limit: int) -> None:
+    """RLIMIT_NPROC, soft and hard, at `limit` (never above the hard limit already set): the
+    kernel refuses a fork or a new thread beyond it, and the code cannot raise it again."""
+    try:
+        import resource
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _task_count(uid: int, tree: int | None = None) -> int:
+    """The tasks (threads included) of real uid `uid` the kernel counts against RLIMIT_NPROC: all
+    the machine's (as /proc shows them), or, with `tree`, those of that process and its
+    descendants (a user namespace of the zygote's own: the kernel counts per namespace)."""
+    pids = [tree, *descendants(tree)] if tree is not None else [int(n) for n in _proc_names() if n.isdigit()]
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                real, threads = -1, 0
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        real = int(line.split()[1])
+                    elif line.startswith(b"Threads:"):
+                        threads = int(line.split()[1])
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+        total += threads if real == uid else 0
+    return total
+
+
+def _proc_names() -> list[str]:
+    try:
+        return os.listdir("/proc")
+    except OSError:
+        return []
+
+
+_OWN_USERNS = [False]       # the zygote created a user namespace of its own (per-namespace counts)
+
+
 def _enter_user_namespace() -> bool:
     """In the zygote: a user namespace mapping only our uid/gid, so the zygote may create PID
     namespaces without privileges. Returns whether PID namespaces can now be created."""
@@ -161,6 +211,7 @@ def _enter_user_namespace() -> bool:
     if uid == 0:          # root creates namespaces without one, and its workers leave root (WORKER_UID)
         return True
     if libc.unshare(CLONE_NEWUSER) == 0:
+        _OWN_USERNS[0] = True
         try:
             for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as fh:
@@ -532,7 +583,7 @@ def _decode_status(code: int) -> int:
     return -(code - 128) if 128 < code < 128 + 65 else code
 
 
-def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover - in the child
+def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None:  # pragma: no cover - in the child
     """Process 1 of the worker's PID namespace (or a plain parent where there is none): starts the
     worker, reaps whatever is orphaned to it, and exits with the worker's status once it ends."""
     os.setsid()
@@ -546,7 +597,7 @@ def _nsinit(sock: socket.socket, namespaced: bool) -> None:  # pragma: no cover 
     if pid == 0:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            refused = _drop_privileges(leave_root=True)
+            refused = _drop_privileges(leave_root=True, processes=processes)
             _prctl(PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
             from attn_kit.runtime import worker  # imported by the zygote already (_zygote_child)
             worker.serve(Channel(sock), refused and ROOT_REFUSED.format(why=refused))
@@ -577,10 +628,14 @@ def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma
     namespaced = namespaced and _new_pid_namespace()
     os.write(tell, b"1" if namespaced else b"0")
     os.close(tell)
+    processes = 0
+    if _LINUX:      # the worker's uid: as many tasks as it has now, and an allowance (RLIMIT_NPROC)
+        uid = WORKER_UID if os.geteuid() == 0 else os.getuid()
+        processes = _task_count(uid, os.getppid() if _OWN_USERNS[0] else None) + PROCESS_ALLOWANCE
     pid = os.fork()
     if pid == 0:
         try:
-            _nsinit(sock, namespaced)
+            _nsinit(sock, namespaced, processes)
         finally:
             os._exit(0)
     sock.close()
@@ -1103,7 +1158,13 @@ class Sandbox:
         self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
         self.memory_note = ""                # why the kit stopped the worker for memory, if it did
         self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
-        self._previous: tuple[str, str] | None = None   # the last echoed call: fn, its arguments' fingerprint
+        self._next_sum = 0.0                 # when the memory of the worker's processes may be summed again
+        # the echoed calls of the current worker, by their order in it (the worker's own index):
+        # [fn, argument names, the arguments as the call left them, their fingerprint there]
+        self._kept: dict[int, list] = {}
+        self._sent = 0                       # echoed calls sent to the current worker
+        self._rotation = 0                   # which older call to compare again next (one per call)
+        self.late: list[tuple[str, str]] = []   # (fn, part) written after its call returned, found late
 
     def __enter__(self):
         return self
@@ -1113,7 +1174,7 @@ class Sandbox:
 
     def _drop_worker(self, kill: bool = True) -> int | None:
         """Kill (or just reap) the worker and everything it started; its exit status."""
-        self._previous = None
+        self._kept, self._sent = {}, 0
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
@@ -1215,7 +1276,8 @@ class Sandbox:
 
     def _held_too_much(self) -> bool:
         """Whether the worker's processes hold more than the memory cap together right now (then
-        the worker was stopped): checked before and after every call, however short."""
+        the worker was stopped): checked before and after every call, however short (paced as
+        _over_memory says)."""
         if not (self.memory and _LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
@@ -1227,10 +1289,18 @@ class Sandbox:
         return True
 
     def _over_memory(self) -> bool:
+        """Whether the worker's processes together hold more than the cap (then they are killed).
+        The sum reads every process's smaps_rollup, so it is taken at most every MEMORY_POLL
+        seconds or four times as long as the last one took, whichever is longer: a file holding a
+        hundred processes between its calls cannot make the kit spend its time summing them."""
         tree = _children_tree(self.pid)
         if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
             return False
+        started = time.monotonic()
+        if started < self._next_sum:
+            return False
         used = _resident_bytes(tree)
+        self._next_sum = time.monotonic() + max(MEMORY_POLL, 4 * (time.monotonic() - started))
         if used > self.memory:
             self.memory_note = (f"the processes it started used {used / 2**20:,.0f} MiB together, "
                                 f"over the memory cap of {self.memory / 2**20:,.0f} MiB")
@@ -1269,8 +1339,12 @@ class Sandbox:
         if self._held_too_much():          # processes started by earlier calls, holding memory between them
             return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
         self.oom_kills = _oom_kills() if _LINUX else 0
+        recheck = self._recheck() if echo else ()
+        serial = self._sent
         try:
-            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure), timeout=limit + CONTROL_DEADLINE)
+            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck),
+                           timeout=limit + CONTROL_DEADLINE)
+            self._sent += int(echo)
         except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
@@ -1328,36 +1402,113 @@ class Sandbox:
                 if not isinstance(after, str):
                     self._drop_worker()
                     return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
+                names = self._argument_names(fn, len(args), list(kwargs))
                 if mine is None or after != mine:       # maybe written: compare the arguments themselves
                     view, problem = self._echo(len(before))
                     if problem:
                         return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
-                    names = self._argument_names(fn, len(args), list(kwargs))
                     outcome = _replace(outcome, mutated=mutation.written(names, before, view))
-                outcome = self._previous_written(outcome, reply.get("previous"))
-            self._previous = (fn, after) if echo and isinstance(after, str) and self.conn is not None else None
+                    before = view
+                earlier, problem = self._earlier_written(recheck, reply.get("earlier"))
+                if problem:
+                    return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+                if earlier:
+                    outcome = _replace(outcome, mutated=(*outcome.mutated, *earlier))
+                if isinstance(after, str) and self.conn is not None:
+                    self._kept[serial] = [fn, names, before, after]
             return outcome
         finally:
             if memory_limit is not None and self.conn is not None:
+                self.late.extend(self._sweep())    # before the worker goes: its calls' arguments, written late
                 self._drop_worker()        # its data limit cannot be raised again: the next call gets a new one
 
-    def _previous_written(self, outcome: Outcome, now) -> Outcome:
-        """The outcome, naming the previous call's arguments when the fingerprint the worker took
-        of them at the end of this call differs from the kit's own: something wrote into them
-        after that call returned (a reference the code kept)."""
-        if self._previous is None or self.conn is None:
-            return outcome
-        fn, then = self._previous            # the fingerprint the worker sent when that call returned
-        if not isinstance(now, str) or now == then:
-            return outcome
-        part = f"the arguments of the previous `{fn}` call (written after it returned)"
-        return _replace(outcome, mutated=(*outcome.mutated, part))
+    def _recheck(self) -> tuple[int, ...]:
+        """The earlier calls whose arguments the worker fingerprints again after the next call: the
+        previous call and one older call, going down from the newest to the first and then again
+        from the newest (so every call is compared again within as many calls as came before it,
+        at the cost of one more fingerprint per call; all are compared at the end)."""
+        serials = list(self._kept)
+        if len(serials) <= 1:
+            return tuple(serials)
+        if not 0 <= self._rotation < len(serials) - 1:
+            self._rotation = len(serials) - 2
+        older = serials[self._rotation]
+        self._rotation -= 1
+        return (serials[-1], older)
 
-    def _echo(self, count: int) -> tuple[list, str]:
-        """(the `count` arguments of the last call as the worker holds them, '') or ([], why they
-        are missing)."""
+    def _earlier_written(self, indices, fingerprints) -> tuple[tuple[str, ...], str]:
+        """(the parts of earlier calls' arguments written since the kit last compared them, '') or
+        ((), why the reply cannot be right): a fingerprint that differs from the kit's copy's is
+        followed by the arguments themselves, compared value by value as for the call's own."""
+        if not indices:
+            return (), ""
+        if not isinstance(fingerprints, list) or len(fingerprints) != len(indices):
+            self._drop_worker()
+            return (), MISSING_ARGUMENTS
+        parts: list[str] = []
+        for index, now in zip(indices, fingerprints):
+            fn, names, then, known = self._kept[index]
+            if now == known:
+                continue
+            self.text_limit = max(self.text_limit, wire.text_limit(then))    # that call's own bound
+            view, problem = self._echo(len(then), index)
+            if problem:
+                return (), problem
+            parts.extend(f"{part} of an earlier `{fn}` call (written after it returned)"
+                         for part in mutation.written(names, then, view))
+            self._kept[index][2:] = [view, now]        # each write is reported once
+        return tuple(parts), ""
+
+    def _sweep(self) -> list[tuple[str, str]]:
+        """Before a worker that still answers goes (the end of a run, a measured call's retirement):
+        every earlier call's arguments compared again; (fn, part) for each written since its call
+        returned and not yet reported. A worker that does not answer is stopped, reporting none;
+        reading arguments back stops after SWEEP_DEADLINE seconds (the worker is then stopped),
+        whatever the number of calls."""
+        if self.conn is None or not self._kept:
+            return []
+        end = time.monotonic() + SWEEP_DEADLINE
         try:
-            self.conn.send(("echo",), timeout=CONTROL_DEADLINE)
+            self.conn.send(("sweep",), timeout=CONTROL_DEADLINE)
+        except (OSError, ChannelTimeout):
+            return []
+        deadline = time.monotonic() + REPLY_GRACE
+        if not self._wait(deadline):
+            self._drop_worker()
+            return []
+        reply, _, _ = self._read(deadline, "fingerprints")
+        fingerprints = reply.get("fingerprints") if reply is not None and reply.get("kind") == "sweep" else None
+        if self.conn is None or not isinstance(fingerprints, list) or len(fingerprints) != self._sent:
+            return []
+        found: list[tuple[str, str]] = []
+        for index, known_entry in list(self._kept.items()):
+            fn, names, then, known = known_entry
+            now = fingerprints[index]
+            if now == known:
+                continue
+            if time.monotonic() > end:
+                self._drop_worker()
+                break
+            self.text_limit = max(self.text_limit, wire.text_limit(then))
+            view, problem = self._echo(len(then), index)
+            if problem:
+                break
+            found.extend((fn, part) for part in mutation.written(names, then, view))
+            self._kept[index][2:] = [view, now]
+        return found
+
+    def finish(self) -> list[tuple[str, str]]:
+        """At the end of a run, before close: (fn, part) of every argument some call wrote into
+        after that call had returned, found when a worker was retired or now."""
+        self.late.extend(self._sweep())
+        found, self.late = self.late, []
+        return found
+
+    def _echo(self, count: int, index: int | None = None) -> tuple[list, str]:
+        """(the `count` arguments of the last call as the worker holds them, or of the earlier call
+        `index` as they are now, '') or ([], why they are missing)."""
+        try:
+            self.conn.send(("echo",) if index is None else ("echo", index), timeout=CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             return [], f"the process {self._ended()}"
         deadline = time.monotonic() + REPLY_GRACE
