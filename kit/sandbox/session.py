@@ -51,6 +51,7 @@ REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header
 MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
 SWEEP_DEADLINE = 4.0        # seconds the end-of-run comparison of every call's arguments may take
 MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
+UNREAD_WRITE = "its arguments (their contents changed during a memory-limited call, too large to read back)"
 
 _LINUX = sys.platform.startswith("linux")
 _CLEAN = [True]             # no expected value, check or kit solution exists in this process yet
@@ -885,11 +886,26 @@ def zygote_main(argv: list[str]) -> None:  # pragma: no cover - the exec'd zygot
     _zygote_child(socket.socket(fileno=fd))
 
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread() -> None:
+    """One BLAS thread unless the user chose otherwise, set before NumPy is first imported (no
+    effect after). A worker's measured call runs under a data limit where OpenBLAS cannot start
+    its thread pool and waits for it until the call times out; the CLI sets this at start-up, and
+    a zygote sets it for programs that grade through the library."""
+    if "numpy" in sys.modules:
+        return
+    for name in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+
+
 class _Zygote:
     """The kit's handle on one zygote process."""
 
     def __init__(self, preload: tuple[str, ...] = ()):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        one_blas_thread()       # before the zygote (or this process, when it forks one) imports NumPy
         if _is_clean():
             for name in preload:          # imported once here, so every worker starts with them
                 try:
@@ -1405,6 +1421,10 @@ class Sandbox:
                 names = self._argument_names(fn, len(args), list(kwargs))
                 if mine is None or after != mine:       # maybe written: compare the arguments themselves
                     view, problem = self._echo(len(before))
+                    if problem and memory_limit:
+                        # under the call's data limit the worker may have no room to send its
+                        # arguments back: their fingerprint changed, which is the evidence
+                        return _replace(outcome, mutated=(UNREAD_WRITE,))
                     if problem:
                         return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
                     outcome = _replace(outcome, mutated=mutation.written(names, before, view))
