@@ -657,6 +657,9 @@ def corpus() -> dict[str, tuple]:
         add(f"paged_{order.replace('-', '_')}.py", paged, paged_lists(order=order), [BT])
     add("paged_math_exp_overflow_reversed.py", paged, paged_lists(order="reversed", exp="math"), [SO, BT])
     add("paged_math_exp_overflow.py", paged, paged_lists(exp="math"), [SO])
+    add("paged_math_exp_overflow_used_sorted.py", paged, paged_lists(order="used-sorted", exp="math"), [SO, BT])
+    add("paged_math_exp_overflow_one_short.py", paged, paged_lists(length="short", exp="math"),
+        [SO, "reads-one-short"])
     add("paged_correct.py", paged, paged_lists(), [])
     return files
 
