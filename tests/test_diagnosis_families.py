@@ -31,7 +31,7 @@ FAST = {
     "np_transposed_wq_wo.py", "np_dropped_bk_bv.py", "np_fill_m10p0_guarded.py", "np_causal_plus1_tril.py",
     "np_nan_rows_transposed_wo.py", "lists_overflow_dropped_bo.py", "np_residual_fill_m10.py", "np_residual.py",
     "np32_transposed_wo.py", "paged_used_sorted.py", "backward_dk_unscaled.py", "np_correct.py",
-    "np_fill_m7_guarded.py",
+    "np_fill_m7_guarded.py", "gqa_fill_m1_guarded_transposed_wo.py", "paged_math_exp_overflow_reversed.py",
 }
 
 
@@ -118,3 +118,12 @@ def test_a_stale_family_edit_is_an_error():
 def test_subset_families_leave_out_the_whole_set():
     forms = [f for f in compose.family_forms("mha-screen") if f.bug == "weights-transposed"]
     assert len(forms) == 2 ** 4 - 2          # every non-empty proper subset of Wq, Wk, Wv, Wo
+
+
+def test_an_empty_row_guard_leaves_the_plain_bugs_named():
+    """A file that sets rows with no allowed key to zeros itself, beside a weak fill and a transposed
+    Wo: no bug model guards those rows, so the composed models are read with the file's own values
+    there (kit/diagnose.py, _guarded_evidence), and the evidence says so."""
+    report = graded(FAMILIES / "gqa_fill_m1_guarded_transposed_wo.py", SEED, "gqa")
+    assert sorted(d.bug for d in report.diagnosis) == ["fill-value-too-weak", "weights-transposed"]
+    assert all("no allowed key as your code guards them" in d.evidence for d in report.diagnosis)
