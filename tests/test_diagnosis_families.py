@@ -127,3 +127,21 @@ def test_an_empty_row_guard_leaves_the_plain_bugs_named():
     report = graded(FAMILIES / "gqa_fill_m1_guarded_transposed_wo.py", SEED, "gqa")
     assert sorted(d.bug for d in report.diagnosis) == ["fill-value-too-weak", "weights-transposed"]
     assert all("no allowed key as your code guards them" in d.evidence for d in report.diagnosis)
+
+
+def test_a_key_mask_on_the_query_axis_is_named_where_the_shapes_fit(tmp_path):
+    """Code that puts the key mask on the query axis only when Q = K never raises, so no shape error
+    shows it: the Q = K check sees it in the values and the family form 'only where the shapes fit'
+    names it (the file is the reference with that one edit)."""
+    from attn_kit.paths import solutions_dir
+    source = (solutions_dir("mha-masked-bias") / "reference_torch.py").read_text(encoding="utf-8")
+    right = "torch.as_tensor(key_mask, dtype=torch.bool, device=device)[:, None, None, :]"
+    assert source.count(right) == 1
+    wrong = right.replace("[:, None, None, :]", "[:, None, :, None]")
+    path = tmp_path / "square_only.py"
+    path.write_text(source.replace(right, f"({wrong} if Q == K else {right})"), encoding="utf-8")
+    report = graded(path, SEED, "mha-masked-bias")
+    failed = {r.id: r.bug for r in report.results if r.status in ("fail", "error")}
+    assert failed.get("key-mask-blocks-keys-not-queries") == "key-mask-on-query-axis", failed
+    assert "output-shapes" not in failed
+    assert [d.bug for d in report.diagnosis] == ["key-mask-on-query-axis"]
