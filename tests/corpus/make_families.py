@@ -76,7 +76,7 @@ SPLIT = {
     "reshape": "y.reshape(B, H, T, hd)",
     "interleaved": "y.reshape(B, T, hd, H).transpose(0, 3, 1, 2)",
 }
-SCALE = {"hd": "np.sqrt(hd)", "none": "1.0", "D": "np.sqrt(D)", "hd2": "hd"}
+SCALE = {"hd": "np.sqrt(hd)", "none": "1.0", "D": "np.sqrt(D)", "hd2": "hd", "times": "(1.0 / np.sqrt(hd))"}
 CAUSAL = {"ok": "j <= i", "excl": "j < i", "plus1": "j <= i + 1"}
 
 
@@ -625,6 +625,14 @@ def corpus() -> dict[str, tuple]:
     add("einsum_transposed_wq_model_width.py", mha, mha_einsum(transposed=("Wq",), scale="D"), [WT, MW])
     add("lists_transposed_wk_no_scaling.py", mha, mha_lists(transposed=("Wk",), scale="none"), [WT, NS])
     add("lists_dropped_bq_causal_excl.py", mha, mha_lists(dropped=("bq",), causal="excl"), [BI, C1])
+    # the scale factor: each constant SPEC names, beside another bug, and one no id describes
+    DS = "double-scaling"
+    add("np_scale_hd_transposed_wq.py", mha, mha_numpy(scale="hd2", transposed=("Wq",)), [DS, WT])
+    add("np_scale_model_width_dropped_bo.py", mha, mha_numpy(scale="D", dropped=("bo",)), [MW, BI])
+    add("np_scale_none_causal_plus1.py", mha, mha_numpy(scale="none", causal="plus1"), [NS, C1])
+    add("np_scale_multiplied.py", mha, mha_numpy(scale="times"), [], "multiplies the scores by sqrt(hd)")
+    add("np_scale_multiplied_causal_excl.py", mha, mha_numpy(scale="times", causal="excl"), [C1],
+        "multiplies the scores by sqrt(hd)")
     # float32 solutions
     add("np32_transposed_wo.py", mha, mha_numpy(transposed=("Wo",), dtype="float32"), [WT])
     add("np32_dropped_bk_bv.py", mha, mha_numpy(dropped=("bk", "bv"), dtype="float32"), [BI])
