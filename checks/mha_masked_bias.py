@@ -441,6 +441,21 @@ def masks_are_intersected(ctx):
     compare_case(ctx, case, "three masks and causal")
 
 
+@check(points=2, after=("output-shapes",), concept="masking", catches=("key-mask-on-query-axis",))
+def key_mask_blocks_keys_not_queries(ctx):
+    """With Q = K, a key_mask that blocks only the last key takes it from every query, and only it.
+
+    Q = K = 4, key_mask only: a key mask broadcast along the queries ([B,1,K,1]) fits these shapes
+    without an error and blocks the last query's row instead of the last key's column. Every query
+    must give the last key weight 0, and the last query still attends to the other keys.
+    """
+    B, K = 2, 4
+    case = make_case(ctx.rng, B=B, Q=K, K=K, H=2, D=2, masks=("key_mask",))
+    case.masks["key_mask"] = np.ones((B, K), dtype=bool)
+    case.masks["key_mask"][:, -1] = False
+    compare_case(ctx, case, "Q = K = 4, the last key blocked")
+
+
 # --- masked rows ------------------------------------------------------------------------------
 
 def masked_rows_case(rng, **kw) -> Case:

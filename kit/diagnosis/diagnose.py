@@ -31,6 +31,12 @@ is right.
    MAX_MODELS composed models are run in one diagnosis (every single form is run once besides).
    When several combinations reproduce every call and the candidate raised, the ones whose
    models raise the candidate's own error messages are kept, when that tells them apart.
+   When none reproduces, the search is run once more with every model guarding the rows that
+   have no allowed key as the candidate does (to zeros, NaN or a value of its own: the model
+   gives the candidate's values on those rows, `_guarded_evidence`), so an explicit guard for
+   empty rows beside plain bugs leaves the plain bugs to be named (at most GUARD_MODELS more
+   composed models). A row the candidate makes non-finite is not taken as guarded: that is
+   blocked-row-nan's own evidence. A call the candidate hung or crashed on is not run by any model.
 3. When no combination reproduces everything (a bug outside the catalogue is present too), the
    evidence falls back to each check on its own: a bug is named for a check when it alone
    reproduces every call of that check, and it passes the naming rule over all failing calls
@@ -62,6 +68,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
+from attn_kit.base.records import CallStatus
 from attn_kit.compare.arrays import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
 from attn_kit.diagnosis import compose
 from attn_kit.load import catalog
@@ -75,6 +82,8 @@ MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes 
                          # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
 MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
                          # bug touches) that the bug explains
+EMPTY_ROW_BUG = "blocked-row-nan"   # its models mark the rows with no allowed key (_guarded_evidence)
+GUARD_MODELS = 100       # composed models, besides, for the search with empty rows guarded as the candidate does
 
 
 @functools.cache
@@ -330,6 +339,8 @@ class _Evidence:
     inputs: tuple = ()               # shared read-only arguments for the kit's models
     float32: bool = False
     wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    guard: np.ndarray | None = None  # units of rows with no allowed key, taken as the candidate has them
+    base: _Evidence | None = None    # the unguarded evidence this one is made from
 
     @property
     def size(self) -> int:
@@ -400,7 +411,12 @@ _FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
 def _fit(ev: _Evidence, model, forms=()) -> _Fit:
     key = (id(model), id(ev))
     if key not in _FITS:
-        _FITS[key] = _fit_now(ev, model, forms)
+        if ev.base is not None and ev.guard is not None:     # the model guards empty rows as the candidate
+            raw = _fit(ev.base, model, forms)
+            _FITS[key] = _Fit(raw.agree | ev.guard, raw.differs & ~ev.guard, raw.same_message,
+                              None if raw.wild is None else raw.wild & ~ev.guard)
+        else:
+            _FITS[key] = _fit_now(ev, model, forms)
     return _FITS[key]
 
 
@@ -408,6 +424,10 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
     if forms and not ev.call.harness and not compose.can_change(tuple(forms), ev.call.fn):
         # the bug does not touch this function: the model answers exactly as the reference
         return _Fit(~ev.wrong, np.zeros(ev.size, bool))
+    if ev.raised in (CallStatus.TIMEOUT, CallStatus.CRASHED):
+        # the candidate's call hung or died: no model of the kit's does either, and running each one
+        # on a call that size (a memory check's) would cost seconds a model
+        return _Fit(np.zeros(1, bool), np.zeros(1, bool), wild=np.zeros(1, bool))
     shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
     out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
@@ -616,7 +636,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
                 break
 
 
-def _search(exercise, failing, evs, finding: Finding) -> None:
+def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (the search's steps, in order; split with the engine's next rework)
     failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
     singles = []
@@ -626,6 +646,16 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
         singles.append(_Single(form, _LazyFits(form, evs)))
     finding.models_tried = len(singles)
     groups = _reproducing_groups(singles, evs, finding)
+    guarded = 0
+    gevs = None if groups else _guarded_evidence(exercise, evs)
+    if gevs is not None:         # no model reproduces everything: try them guarding empty rows as the file does
+        _EDGE.clear()
+        gsingles = [_Single(s.form, _LazyFits(s.form, gevs)) for s in singles]
+        groups = _reproducing_groups(gsingles, gevs, finding, GUARD_MODELS)
+        _EDGE.clear()
+        if groups:
+            evs, singles = gevs, gsingles
+            guarded = sum(int(ev.guard.sum()) for ev in gevs if ev.guard is not None)
     groups, by_message = _same_error_messages(groups, evs)
     order = list(catalog.bugs())
     if groups:
@@ -645,6 +675,9 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
                          else "; it reproduces every failing call")
             if by_message:
                 evidence += ", raising the same error with the same message as your code"
+            if guarded:
+                evidence += (f", with the {guarded} rows that have no allowed key as your code guards them "
+                             "(a composed model gives them your values)")
             variant = next((f.variant for f in group if f.bug == bug), "")
             if variant:
                 evidence += f" (in this form: {variant})"
@@ -659,6 +692,48 @@ def _search(exercise, failing, evs, finding: Finding) -> None:
                 finding.check_bug.setdefault(cid, bug)
         return
     _per_check(failing, evs, singles, finding, wrong_total, order)
+
+
+def _guarded_evidence(exercise, evs) -> list | None:  # noqa: C901 (one branch per way a row can be guarded)
+    """The evidence with every row that has no allowed key guarded as the candidate guards it (to
+    zeros, NaN or a value of its own): a model then gives the candidate's values there, so an
+    explicit guard for empty rows beside a plain bug leaves the plain bug to be named. Which rows
+    are empty is read off the exercise's blocked-row-nan bug files: the rows their model turns
+    non-finite where the reference is finite (in a part where some rows stay finite: a NaN that
+    spreads to every row of a part, as into dk and dv, marks no row), and where the candidate's row
+    is finite (NaN there is blocked-row-nan's evidence, never guarded away). None when the exercise
+    has no such bug file or the evidence has no such row."""
+    nan_forms = [f for f in compose.forms(exercise.id) if f.bug == EMPTY_ROW_BUG]
+    if not nan_forms:
+        return None
+    guards = {}
+    for ev in evs:
+        if ev.raised or not ev.parts:
+            continue
+        empty = np.zeros(ev.size, bool)
+        for form in nan_forms:
+            fit = _fit(ev, model_of((form,)), (form,))
+            if fit.wild is None:
+                continue
+            for part in ev.parts:
+                sl = slice(part.start, part.start + part.size)
+                rows = fit.wild[sl] & fit.differs[sl]
+                if part.rows is not None and rows.any() and not rows.all():
+                    with np.errstate(invalid="ignore"):
+                        empty[sl] |= rows & np.isfinite(part.rows).all(axis=-1)
+        if empty.any():
+            guards[ev.key] = empty
+    if not guards:
+        return None
+    out = []
+    for ev in evs:
+        guard = guards.get(ev.key)
+        if guard is None:
+            out.append(ev)
+            continue
+        out.append(_Evidence(ev.key, ev.check, ev.call, ev.raised, ev.message, ev.parts, ev.like, ev.inputs,
+                             ev.float32, ev.wrong & ~guard, guard, ev))
+    return out
 
 
 def _fitted_forms(exercise_id: str, evs) -> tuple:
@@ -766,7 +841,7 @@ def _ranked(singles: list[_Single], evs) -> list[_Single]:
     return sorted(singles, key=lambda s: -s.units("agree", evs, "wrong"))
 
 
-def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[tuple]:
+def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: int = MAX_MODELS) -> list[tuple]:
     """Smallest combinations of relevant forms whose composed model agrees on every unit.
 
     Single forms first: most files have one bug, which one form reproduces on every call, and
@@ -786,7 +861,6 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding) -> list[t
 
     differs = {id(s): on_wrong(s, lambda f: f.differs) for s in relevant}
     matches = {id(s): on_wrong(s, lambda f: f.agree & f.differs) for s in relevant}
-    budget = MAX_MODELS
     for size in range(2, MAX_BUGS + 1):
         found = []
         combos = [c for c in itertools.combinations(relevant, size) if len({s.form.bug for s in c}) == size]

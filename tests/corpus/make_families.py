@@ -76,7 +76,7 @@ SPLIT = {
     "reshape": "y.reshape(B, H, T, hd)",
     "interleaved": "y.reshape(B, T, hd, H).transpose(0, 3, 1, 2)",
 }
-SCALE = {"hd": "np.sqrt(hd)", "none": "1.0", "D": "np.sqrt(D)", "hd2": "hd"}
+SCALE = {"hd": "np.sqrt(hd)", "none": "1.0", "D": "np.sqrt(D)", "hd2": "hd", "times": "(1.0 / np.sqrt(hd))"}
 CAUSAL = {"ok": "j <= i", "excl": "j < i", "plus1": "j <= i + 1"}
 
 
@@ -518,6 +518,51 @@ def paged_attention(q, k_pool, v_pool, block_tables, context_lens):
 '''
 
 
+# --- gqa, NumPy -------------------------------------------------------------------------------------
+
+def gqa_numpy(fill="-np.inf", guard=False, transposed=(), dropped=(), scale="np.sqrt(hd)", added=False) -> str:
+    """Each key/value head repeated for its group; blocked scores set to `fill` (or `fill` added to
+    them), with an explicit guard giving a query with no allowed key zero weights when `guard`."""
+    def w(name):
+        return f'np.asarray(params["{name}"], dtype=float)' + (".T" if name in transposed else "")
+
+    def b(name):
+        return "" if name in dropped else f' + np.asarray(params.get("{name}") if params.get("{name}") is not None else 0.0)'
+
+    masked = f"s + np.where(ok, 0.0, {fill})" if added else f"np.where(ok, s, {fill})"
+    guard_code = "        p = np.where(ok.any(-1, keepdims=True), p, 0.0)   # no allowed key: zero weights\n" if guard else ""
+    return f'''import numpy as np
+
+
+def grouped_query_attention(x, params, num_heads, num_kv_heads, mask=None, return_weights=False):
+    x = np.asarray(x, dtype=float)
+    B, T, D = x.shape
+    if num_kv_heads < 1 or num_heads % num_kv_heads or D % num_heads:
+        raise ValueError("bad head counts")
+    hd = D // num_heads
+    g = num_heads // num_kv_heads
+    q = (x @ {w("Wq")}{b("bq")}).reshape(B, T, num_heads, hd).transpose(0, 2, 1, 3)
+    k = (x @ {w("Wk")}{b("bk")}).reshape(B, T, num_kv_heads, hd).transpose(0, 2, 1, 3)
+    v = (x @ {w("Wv")}{b("bv")}).reshape(B, T, num_kv_heads, hd).transpose(0, 2, 1, 3)
+    k = np.repeat(k, g, axis=1)
+    v = np.repeat(v, g, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) / {scale}
+    if mask is None:
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+    else:
+        ok = np.asarray(mask, dtype=bool)[:, None, :, :]
+        s = {masked}
+        top = s.max(-1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        p = np.exp(s - top)
+        z = p.sum(-1, keepdims=True)
+        p = p / np.where(z > 0, z, 1.0)
+{guard_code}    out = (p @ v).transpose(0, 2, 1, 3).reshape(B, T, D) @ {w("Wo")}{b("bo")}
+    return (out, p) if return_weights else out
+'''
+
+
 # --- the corpus: file name -> (exercise, source, expected catalogue ids, off-catalogue deviation) ------
 
 WT, BI, FV, AM = "weights-transposed", "biases-ignored", "fill-value-too-weak", "additive-mask-leaks"
@@ -580,6 +625,14 @@ def corpus() -> dict[str, tuple]:
     add("einsum_transposed_wq_model_width.py", mha, mha_einsum(transposed=("Wq",), scale="D"), [WT, MW])
     add("lists_transposed_wk_no_scaling.py", mha, mha_lists(transposed=("Wk",), scale="none"), [WT, NS])
     add("lists_dropped_bq_causal_excl.py", mha, mha_lists(dropped=("bq",), causal="excl"), [BI, C1])
+    # the scale factor: each constant SPEC names, beside another bug, and one no id describes
+    DS = "double-scaling"
+    add("np_scale_hd_transposed_wq.py", mha, mha_numpy(scale="hd2", transposed=("Wq",)), [DS, WT])
+    add("np_scale_model_width_dropped_bo.py", mha, mha_numpy(scale="D", dropped=("bo",)), [MW, BI])
+    add("np_scale_none_causal_plus1.py", mha, mha_numpy(scale="none", causal="plus1"), [NS, C1])
+    add("np_scale_multiplied.py", mha, mha_numpy(scale="times"), [], "multiplies the scores by sqrt(hd)")
+    add("np_scale_multiplied_causal_excl.py", mha, mha_numpy(scale="times", causal="excl"), [C1],
+        "multiplies the scores by sqrt(hd)")
     # float32 solutions
     add("np32_transposed_wo.py", mha, mha_numpy(transposed=("Wo",), dtype="float32"), [WT])
     add("np32_dropped_bk_bv.py", mha, mha_numpy(dropped=("bk", "bv"), dtype="float32"), [BI])
@@ -651,12 +704,22 @@ def corpus() -> dict[str, tuple]:
         [BS, "softmax-jacobian-diagonal"])
     add("backward_correct.py", back, backward_numpy(), [])
 
+    gqa = "gqa"
+    add("gqa_correct.py", gqa, gqa_numpy(), [])
+    add("gqa_fill_m5_guarded.py", gqa, gqa_numpy(fill="-5.0", guard=True), [FV])
+    add("gqa_fill_m1_guarded_transposed_wo.py", gqa, gqa_numpy(fill="-1.0", guard=True, transposed=("Wo",)), [FV, WT])
+    add("gqa_fill_m10_guarded_dropped_bo.py", gqa, gqa_numpy(fill="-10.0", guard=True, dropped=("bo",)), [FV, BI])
+    add("gqa_additive_m10_guarded.py", gqa, gqa_numpy(fill="-10.0", guard=True, added=True), [AM])
+
     paged = "paged-attention"
     BT = "block-table-order"
     for order in ["reversed", "used-sorted", "used-reversed", "sorted", "pool"]:
         add(f"paged_{order.replace('-', '_')}.py", paged, paged_lists(order=order), [BT])
     add("paged_math_exp_overflow_reversed.py", paged, paged_lists(order="reversed", exp="math"), [SO, BT])
     add("paged_math_exp_overflow.py", paged, paged_lists(exp="math"), [SO])
+    add("paged_math_exp_overflow_used_sorted.py", paged, paged_lists(order="used-sorted", exp="math"), [SO, BT])
+    add("paged_math_exp_overflow_one_short.py", paged, paged_lists(length="short", exp="math"),
+        [SO, "reads-one-short"])
     add("paged_correct.py", paged, paged_lists(), [])
     return files
 
