@@ -230,7 +230,7 @@ def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    from attn_kit.sandbox.session import descendants
+    from attn_kit.sandbox.proctree import descendants
     below = descendants(proc.pid)           # zygote, keeper, nsinit, worker (pids as /proc shows them)
     assert len(below) >= 3 and all(_alive(p) for p in below)
     proc.send_signal(sig)

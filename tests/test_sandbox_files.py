@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from attn_kit.base import safefile
+from attn_kit.sandbox import limits as sandbox_limits
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks and owners")
 
@@ -85,7 +86,8 @@ def test_python_m_attn_kit_does_not_import_from_the_current_folder(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="the kit runs as root")
 def test_as_root_the_candidate_runs_as_an_unprivileged_uid(tmp_path):
-    from attn_kit.sandbox.session import PROCESS_ALLOWANCE, WORKER_UID, Sandbox
+    from attn_kit.sandbox.limits import PROCESS_ALLOWANCE, WORKER_UID
+    from attn_kit.sandbox.session import Sandbox
 
     solution = tmp_path / "who.py"
     solution.write_text("import os, resource\n\ndef who():\n    return [os.getuid(), os.geteuid(), os.getgid(), "
@@ -132,7 +134,7 @@ def test_a_worker_that_could_not_leave_root_refuses_every_file_with_the_recipe()
     from attn_kit.sandbox import session
 
     refusing = worker.Worker(conn=None)
-    refusing.refused = session.ROOT_REFUSED.format(why="changing to uid 65534 failed: Operation not permitted")
+    refusing.refused = sandbox_limits.ROOT_REFUSED.format(why="changing to uid 65534 failed: Operation not permitted")
     reply = refusing.load("/nonexistent/solution.py", None)
     assert reply["status"] == "raised" and reply["functions"] == {}
     text = session._load_failure_text("solution.py", reply["error"], reply["output"])

@@ -18,7 +18,10 @@ from attn_kit.base.errors import LoadError, UsageError
 from attn_kit.base.records import ErrorInfo, Masked, Opaque, Outcome, TensorValue
 from attn_kit.compare import arrays as compare
 from attn_kit.load import preflight
+from attn_kit.sandbox import channel as sandbox_channel
 from attn_kit.sandbox import mutation, session
+from attn_kit.sandbox import proctree as sandbox_proctree
+from attn_kit.sandbox import zygote as sandbox_zygote
 
 from conftest import CORPUS, TORCH_MISSING
 
@@ -226,18 +229,18 @@ def f(xs):
         started = time.monotonic()
         outcome = box.call("f", ([1, 2],))
         assert outcome.status == "crashed" and "the arguments were not sent back" in outcome.detail
-        assert time.monotonic() - started < 1 + 2 * session.REPLY_GRACE
+        assert time.monotonic() - started < 1 + 2 * sandbox_channel.REPLY_GRACE
 
 
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
     import time
-    tree = [box.pid] + session.descendants(box.pid)
+    tree = [box.pid] + sandbox_proctree.descendants(box.pid)
     os.kill(box.launcher.zygote.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while any(session._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+    while any(sandbox_proctree.alive_worker(p) for p in tree) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not any(session._alive_worker(p) for p in tree)
+    assert not any(sandbox_proctree.alive_worker(p) for p in tree)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
@@ -255,7 +258,7 @@ def test_a_dead_zygote_is_replaced_and_the_next_call_works():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process controls")
 def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
-    monkeypatch.setattr(session, "CONTROL_DEADLINE", 0.5)
+    monkeypatch.setattr(sandbox_zygote, "CONTROL_DEADLINE", 0.5)
     with session.Sandbox(str(HONEST), timeout=5) as box:
         box.start()
         replaced = box.launcher.replacements
@@ -272,7 +275,7 @@ def test_when_no_zygote_can_start_the_remaining_calls_are_errors(monkeypatch):
 
         def broken(*args, **kwargs):
             raise OSError("cannot start")
-        monkeypatch.setattr(session, "_Zygote", broken)
+        monkeypatch.setattr(sandbox_zygote, "_Zygote", broken)
         kill_zygote(box)
         outcomes = [box.call("causal_mask", (1, 2)) for _ in range(3)]
         assert [o.status for o in outcomes] == ["crashed"] * 3
@@ -350,20 +353,20 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
                     "        os._exit(0)\n"
                     "    time.sleep(0.3)\n"
                     "    return os.getpid()\n")
-    session.taint()                                   # a fresh zygote that reads the variable
-    launcher = session.make_launcher()
+    sandbox_zygote.taint()                                   # a fresh zygote that reads the variable
+    launcher = sandbox_zygote.make_launcher()
     try:
         with session.Sandbox(str(path), timeout=5, launcher=launcher) as box:
             box.start()
             assert not launcher.zygote.namespaced
             outcome = box.call("start")
             assert outcome.ok
-            tree = [box.pid] + session.descendants(box.pid)
+            tree = [box.pid] + sandbox_proctree.descendants(box.pid)
             assert len(tree) >= 4            # keeper, nsinit, worker, the daemon (orphaned to nsinit)
         deadline = time.monotonic() + 5
-        while any(session._alive_worker(p) for p in tree) and time.monotonic() < deadline:
+        while any(sandbox_proctree.alive_worker(p) for p in tree) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(session._alive_worker(p) for p in tree)
+        assert not any(sandbox_proctree.alive_worker(p) for p in tree)
     finally:
         launcher.close()
 

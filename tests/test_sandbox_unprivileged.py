@@ -341,7 +341,7 @@ def test_the_process_count_counts_threads_and_descendants():
     included, of the uid, in a process tree (two processes, three threads) or over the machine."""
     import threading
 
-    from attn_kit.sandbox.session import _task_count
+    from attn_kit.sandbox.proctree import task_count as _task_count
     ready, go = os.pipe()
     pid = os.fork()
     if pid == 0:                        # two more threads and a child of its own, then wait
@@ -360,6 +360,6 @@ def test_the_process_count_counts_threads_and_descendants():
         assert _task_count(os.getuid() + 1, pid) == 0
         assert _task_count(os.getuid()) >= 4 + threading.active_count()
     finally:
-        from attn_kit.sandbox.session import kill_tree
+        from attn_kit.sandbox.proctree import kill_tree
         kill_tree(pid)
         os.waitpid(pid, 0)

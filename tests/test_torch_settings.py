@@ -19,10 +19,11 @@ torch.set_num_threads(2)
 def torch_reducers():
     return [t for t in ForkingPickler._extra_reducers if getattr(t, "__module__", "").startswith("torch")]
 assert torch_reducers(), "torch registered no reducers: the test would prove nothing"
+from attn_kit.sandbox import zygote as sandbox_zygote
 import attn_kit.checks.mha_masked_bias
 print("after-import", torch.get_num_threads(), len(torch_reducers()))
 from attn_kit.sandbox import session
-launcher = session.make_launcher(("torch",))
+launcher = sandbox_zygote.make_launcher(("torch",))
 print("after-launcher", torch.get_num_threads(), len(torch_reducers()))
 """
 

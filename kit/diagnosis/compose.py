@@ -23,7 +23,7 @@ from pathlib import Path
 
 from attn_kit.base.errors import FamilyError
 from attn_kit.base.paths import bug_files, bug_id_of, package_dir, reference_files
-from attn_kit.sandbox import session
+from attn_kit.sandbox import zygote as sandbox_zygote
 
 SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
 
@@ -125,7 +125,7 @@ def compose_source(group: tuple[BugForm, ...]) -> str:
 def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     """A module built from the composed source (cached per group). It computes expected values:
     from now on a new zygote is a fresh interpreter, not a fork of this process."""
-    session.taint()
+    sandbox_zygote.taint()
     name = "attn_kit_composed_" + "__".join(re.sub(r"\W", "_", f.name) for f in group)
     module = types.ModuleType(name)
     module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"

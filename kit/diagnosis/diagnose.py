@@ -74,7 +74,7 @@ from attn_kit.diagnosis import compose
 from attn_kit.load import catalog
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import Call, CheckResult, Diagnosis
-from attn_kit.sandbox import session
+from attn_kit.sandbox import zygote as sandbox_zygote
 
 MAX_BUGS = 3             # bugs in one composed model
 MAX_MODELS = 300         # composed models (two or three bugs) run in one diagnosis, at most
@@ -90,7 +90,7 @@ GUARD_MODELS = 100       # composed models, besides, for the search with empty r
 def load_module(path: str):
     """Import one of the kit's own solution files (reference or bug) in the kit's process. From
     now on this process holds expected values: a new zygote is a fresh interpreter, not a fork."""
-    session.taint()
+    sandbox_zygote.taint()
     name = "attn_kit_solution_" + Path(path).stem.replace("-", "_").replace("@", "__") + \
         "_" + Path(path).parent.parent.name.replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)

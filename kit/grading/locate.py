@@ -30,6 +30,7 @@ from attn_kit.base.errors import KitError, LoadError
 from attn_kit.grading import pipeline
 from attn_kit.load import catalog, preflight
 from attn_kit.report.results import FAILED, CheckStatus, Report
+from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import Sandbox
 
 DEFAULT_BUDGET = 10.0
@@ -892,7 +893,6 @@ def prepare(path: str | Path, exercise: str | None = None) -> None:
     """Called before the file is graded when --locate will search: when the edited copies need a
     zygote other than grading's (torch for a file that imports it), start it now, as a fresh
     interpreter, so it imports beside the grading instead of inside the search's budget."""
-    from attn_kit.sandbox import session as sandbox
     try:
         source = preflight.read_source(Path(path))
         ex = preflight.detect_exercise(source, exercise)
@@ -900,8 +900,8 @@ def prepare(path: str | Path, exercise: str | None = None) -> None:
         return                      # grading reports it
     preload = preload_for(Path(path), ex)
     if preload and preload != ((ex.needs,) if ex.needs else ()):
-        sandbox.taint()             # the new zygote is a fresh interpreter, never a fork of the kit
-        sandbox.shared_launcher(preload)
+        sandbox_zygote.taint()             # the new zygote is a fresh interpreter, never a fork of the kit
+        sandbox_zygote.shared_launcher(preload)
 
 
 class _Runner:

@@ -21,7 +21,7 @@ from attn_kit.base.records import CallStatus
 from attn_kit.load import catalog, preflight
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
-from attn_kit.sandbox import session as sandbox_module
+from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 if TYPE_CHECKING:      # registry (and NumPy) load in grade(), once the zygote is starting beside them
@@ -216,7 +216,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
                  preload=(exercise.needs,) if exercise.needs else ()) as sandbox:
         # the zygote is setting up its first worker now; meanwhile this process loads the rest
         from attn_kit.diagnosis import diagnose
-        sandbox_module.taint()          # also done by whatever first loads a kit solution (diagnose, compose)
+        sandbox_zygote.taint()          # also done by whatever first loads a kit solution (diagnose, compose)
         suite = suite_for(exercise)
         oracle = diagnose.oracle_for(exercise)
         diagnose.preload(exercise)          # the bug files, read before the first worker starts

@@ -42,8 +42,9 @@ from attn_kit.base.errors import LoadError
 from attn_kit.base.paths import bug_files, bug_id_of, reference_files
 from attn_kit.base.records import CallStatus, TestOutcome
 from attn_kit.load import catalog, preflight
-from attn_kit.sandbox import session as sandbox_module
-from attn_kit.sandbox.session import DEFAULT_MEMORY, Sandbox, make_launcher
+from attn_kit.sandbox import zygote as sandbox_zygote
+from attn_kit.sandbox.session import DEFAULT_MEMORY, Sandbox
+from attn_kit.sandbox.zygote import make_launcher
 
 DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation
 BUG_BUDGET_FLOOR = 2.0          # a test's budget on a bug implementation: at least this ...
@@ -478,12 +479,12 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     # the zygote forks here, before any thread exists and before the checks are imported (a fresh
     # interpreter when this process already holds expected values: check --tests, watch, mock); it
     # imports NumPy, pytest's plugins and the exercise's dependency first, so every worker has them
-    launcher = make_launcher(sandbox_module.pytest_modules() + ((exercise.needs,) if exercise.needs else ()))
-    sandbox_module.taint()
+    launcher = make_launcher(sandbox_zygote.pytest_modules() + ((exercise.needs,) if exercise.needs else ()))
+    sandbox_zygote.taint()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
-            sandbox_module.share_with_worker(tmp)    # the worker writes its records there
+            sandbox_zygote.share_with_worker(tmp)    # the worker writes its records there
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
             if solution is not None:
                 runner.search_dirs.append(str(Path(solution).resolve().parent))

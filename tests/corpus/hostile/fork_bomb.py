@@ -43,7 +43,7 @@ def _bomb() -> None:
     alive = len(kit_processes()) + 1
     if refused:
         mark("refused", str(refused))
-    from attn_kit.sandbox.session import PROCESS_ALLOWANCE
+    from attn_kit.sandbox.limits import PROCESS_ALLOWANCE
     mark("bounded" if alive <= PROCESS_ALLOWANCE + 16 else "unbounded", str(alive))
 
 
