@@ -57,10 +57,9 @@ def cases(exercises):
                 kind_here, bugs = kind, set(d.get("bugs", []))
             out.append((kind_here, d["exercise"], CORPUS / folder / name, bugs))
     families = tomllib.loads((CORPUS / "families" / "expected.toml").read_text())
-    for name, d in families.items():          # tests/corpus/families: variants of the bug families
+    for name, d in families.items():  # tests/corpus/families: variants of the bug families
         if d["exercise"] in exercises:
-            kind = "correct" if d["passes"] else "offcatalogue" if not d["bugs"] else \
-                "single" if len(d["bugs"]) == 1 else "multibug"
+            kind = "correct" if d["passes"] else "offcatalogue" if not d["bugs"] else "single" if len(d["bugs"]) == 1 else "multibug"
             out.append((kind, d["exercise"], CORPUS / "families" / name, set(d["bugs"])))
     if "mha-screen" in exercises:
         for name in ("lists_correct.py", "einsum_correct.py"):
@@ -84,14 +83,24 @@ def main(argv=None) -> int:
             finding = diagnose.analyse(exercise, report.results)
             named = [d.bug for d in report.diagnosis]
             times.setdefault(ex, []).append((finding.seconds, finding.cpu_seconds))
-            considered += [dict(c, file=path.name, kind=kind, right=c["bug"] in bugs)
-                           for c in finding.considered]
-            rows.append({"kind": kind, "exercise": ex, "file": path.name, "seed": seed, "bugs": sorted(bugs),
-                         "named": named, "passed": report.passed,
-                         "false": sorted(set(named) - bugs), "missed": sorted(bugs - set(named)),
-                         "unattributed": [r.id for r in report.results if r.status in ("fail", "error")
-                                          and kind == "single" and r.bug not in bugs],
-                         "diagnosis_seconds": finding.seconds})
+            considered += [dict(c, file=path.name, kind=kind, right=c["bug"] in bugs) for c in finding.considered]
+            rows.append(
+                {
+                    "kind": kind,
+                    "exercise": ex,
+                    "file": path.name,
+                    "seed": seed,
+                    "bugs": sorted(bugs),
+                    "named": named,
+                    "passed": report.passed,
+                    "false": sorted(set(named) - bugs),
+                    "missed": sorted(bugs - set(named)),
+                    "unattributed": [
+                        r.id for r in report.results if r.status in ("fail", "error") and kind == "single" and r.bug not in bugs
+                    ],
+                    "diagnosis_seconds": finding.seconds,
+                }
+            )
     print(f"{len(rows)} gradings in {time.perf_counter() - started:.0f} s, seeds 1..{args.seeds}")
     for kind in ("correct", "offcatalogue", "single", "multibug"):
         mine = [r for r in rows if r["kind"] == kind]
@@ -114,12 +123,16 @@ def main(argv=None) -> int:
         print(line)
         for r in mine:
             if r["false"] or r["missed"] or r["unattributed"] or (kind == "correct" and not r["passed"]):
-                print(f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}"
-                      + (f", unattributed {r['unattributed']}" if r.get("unattributed") else ""))
+                print(
+                    f"    {r['exercise']} {r['file']} seed {r['seed']}: named {r['named']}, expected {r['bugs']}"
+                    + (f", unattributed {r['unattributed']}" if r.get("unattributed") else "")
+                )
     for ex, ts in times.items():
         wall, cpu = [t[0] for t in ts], [t[1] for t in ts]
-        print(f"diagnosis time {ex}: wall median {statistics.median(wall) * 1000:.0f} ms, max {max(wall) * 1000:.0f} ms; "
-              f"CPU median {statistics.median(cpu) * 1000:.0f} ms, max {max(cpu) * 1000:.0f} ms")
+        print(
+            f"diagnosis time {ex}: wall median {statistics.median(wall) * 1000:.0f} ms, max {max(wall) * 1000:.0f} ms; "
+            f"CPU median {statistics.median(cpu) * 1000:.0f} ms, max {max(cpu) * 1000:.0f} ms"
+        )
     if considered:
         ok = [c for c in considered if c["right"]]
         bad = [c for c in considered if not c["right"]]
@@ -127,9 +140,11 @@ def main(argv=None) -> int:
             if group:
                 agree = [c["agreement"] for c in group]
                 share = [c["share"] for c in group]
-                print(f"fallback candidates, {label}: {len(group)}; named {sum(c['named'] for c in group)}; "
-                      f"agreement min/max {min(agree):.2f}/{max(agree):.2f}; "
-                      f"share min/max {min(share):.2f}/{max(share):.2f}")
+                print(
+                    f"fallback candidates, {label}: {len(group)}; named {sum(c['named'] for c in group)}; "
+                    f"agreement min/max {min(agree):.2f}/{max(agree):.2f}; "
+                    f"share min/max {min(share):.2f}/{max(share):.2f}"
+                )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "considered": considered}, indent=1))
     return 0

@@ -65,7 +65,7 @@ def paired(ours, theirs, repeats: int = REPEATS) -> tuple[float, float, float]:
     The two runs of a pair see the same machine load, so the paired ratio is much steadier on a
     shared machine than a ratio of separately taken medians.
     """
-    ours()                                 # warm-up: first-touch of buffers, lazy imports
+    ours()  # warm-up: first-touch of buffers, lazy imports
     theirs()
     a, b = [], []
     for _ in range(repeats):
@@ -97,6 +97,7 @@ def mib(n: float) -> str:
 
 # --- the machine -----------------------------------------------------------------------------
 
+
 def openblas_kernel() -> str:
     """The OpenBLAS core NumPy's bundled library chose at run time, and its thread count."""
     folder = Path(np.__file__).parent.parent / "numpy.libs"
@@ -126,11 +127,13 @@ def cpu_model() -> str:
 def machine() -> list[str]:
     try:
         import torch
+
         torch_version = f"{torch.__version__} ({torch.get_num_threads()} intra-op threads)"
     except ImportError:
         torch_version = "not installed"
-    blas_env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS",
-                                           "OMP_NUM_THREADS") if k in os.environ}
+    blas_env = {
+        k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS") if k in os.environ
+    }
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
     return [
         f"- CPU: {cpu_model()}, nproc {os.cpu_count()}",
@@ -142,25 +145,27 @@ def machine() -> list[str]:
 
 # --- 1. the NumPy mha-screen reference vs torch SDPA + projections ------------------------------
 
+
 def mha_vs_torch(repeats: int) -> list[Row]:
     reference = load_module(solutions_dir("mha-screen") / "reference_numpy.py")
     try:
         import torch
         import torch.nn.functional as F
     except ImportError:
-        return [Row("mha-screen NumPy reference vs torch SDPA", "-", "-", float("nan"), "≤ 2×", False,
-                    "torch not installed")]
+        return [Row("mha-screen NumPy reference vs torch SDPA", "-", "-", float("nan"), "≤ 2×", False, "torch not installed")]
     rows = []
     B, D, H = 4, 512, 8
     hd = D // H
     rng = np.random.default_rng(0)
-    params = {f"W{n}": rng.normal(0, D ** -0.5, (D, D)).astype(np.float32) for n in "qkvo"}
+    params = {f"W{n}": rng.normal(0, D**-0.5, (D, D)).astype(np.float32) for n in "qkvo"}
     params.update({f"b{n}": rng.normal(0, 0.1, D).astype(np.float32) for n in "qkvo"})
 
     def torch_mha(x, p):
         Bx, T, _ = x.shape
+
         def heads(name):
             return (x @ p[f"W{name}"] + p[f"b{name}"]).view(Bx, T, H, hd).transpose(1, 2)
+
         out = F.scaled_dot_product_attention(heads("q"), heads("k"), heads("v"))
         return out.transpose(1, 2).reshape(Bx, T, D) @ p["Wo"] + p["bo"]
 
@@ -169,20 +174,31 @@ def mha_vs_torch(repeats: int) -> list[Row]:
         with torch.inference_mode():
             for dtype in (torch.float32, torch.float64):
                 label = "float32" if dtype is torch.float32 else "float64"
-                nx = x.astype(label)                       # the reference computes in its input's precision
+                nx = x.astype(label)  # the reference computes in its input's precision
                 np_params = {k: v.astype(label) for k, v in params.items()}
                 tx = torch.from_numpy(nx)
                 tp = {k: torch.from_numpy(v) for k, v in np_params.items()}
-                ours, theirs, ratio = paired(lambda: reference.multi_head_attention(nx, np_params, H),  # noqa: B023 - run now
-                                             lambda: torch_mha(tx, tp), repeats)  # noqa: B023 - called in this iteration
-                rows.append(Row(f"mha-screen NumPy reference in {label} vs torch SDPA {label}, "
-                                f"B={B} T={T} D={D} H={H}", ms(ours), ms(theirs), ratio, "≤ 2×",
-                                ratio <= 2.0, "target is against float32" if label == "float32" else
-                                "same precision, for reference"))
+                ours, theirs, ratio = paired(
+                    lambda: reference.multi_head_attention(nx, np_params, H),  # noqa: B023 - run now
+                    lambda: torch_mha(tx, tp),  # noqa: B023 - called in this iteration
+                    repeats,
+                )
+                rows.append(
+                    Row(
+                        f"mha-screen NumPy reference in {label} vs torch SDPA {label}, B={B} T={T} D={D} H={H}",
+                        ms(ours),
+                        ms(theirs),
+                        ratio,
+                        "≤ 2×",
+                        ratio <= 2.0,
+                        "target is against float32" if label == "float32" else "same precision, for reference",
+                    )
+                )
     return rows
 
 
 # --- 2. tiled-softmax vs naive attention at T = S = 8192 ----------------------------------------
+
 
 def naive_attention(q, k, v):
     """softmax(q kᵀ / sqrt(d)) v with the whole T×S score matrix, as a first NumPy answer writes it."""
@@ -205,18 +221,32 @@ def tiled_vs_naive(repeats: int) -> list[Row]:
     rows = []
     for block in (64, 256):
         mem = peak_bytes(lambda: tiled(q, k, v, block_size=block))  # noqa: B023 - called in this iteration
-        seconds, time_naive, ratio = paired(lambda: tiled(q, k, v, block_size=block),  # noqa: B023 - called now
-                                            lambda: naive_attention(q, k, v), repeats)
+        seconds, time_naive, ratio = paired(
+            lambda: tiled(q, k, v, block_size=block),  # noqa: B023 - called now
+            lambda: naive_attention(q, k, v),
+            repeats,
+        )
         setting = f"T = S = {T}, d = dv = {d}, float64, block_size={block}"
         note = "" if block == 64 else "a larger block, for the trade-off"
-        rows.append(Row(f"tiled-softmax reference peak memory vs naive NumPy, {setting}", mib(mem), mib(mem_naive),
-                        mem / mem_naive, "≤ 5%", mem / mem_naive <= 0.05, note))
-        rows.append(Row(f"tiled-softmax reference time vs naive NumPy, {setting}", ms(seconds), ms(time_naive),
-                        ratio, "≤ 3×", ratio <= 3.0, note))
+        rows.append(
+            Row(
+                f"tiled-softmax reference peak memory vs naive NumPy, {setting}",
+                mib(mem),
+                mib(mem_naive),
+                mem / mem_naive,
+                "≤ 5%",
+                mem / mem_naive <= 0.05,
+                note,
+            )
+        )
+        rows.append(
+            Row(f"tiled-softmax reference time vs naive NumPy, {setting}", ms(seconds), ms(time_naive), ratio, "≤ 3×", ratio <= 3.0, note)
+        )
     return rows
 
 
 # --- 2b. sliding-window vs naive masked T×T attention at T = 4096, window = 128 -----------------
+
 
 def naive_window_attention(q, k, v, window):
     """The first NumPy answer: the whole B×H×T×T scores, the band applied as a mask."""
@@ -239,17 +269,26 @@ def sliding_window_vs_naive(repeats: int) -> list[Row]:
     assert np.allclose(ours(*small), naive_window_attention(*small))
     mem, mem_naive = peak_bytes(lambda: ours(q, k, v, window)), peak_bytes(lambda: naive_window_attention(q, k, v, window))
     bound = 64 * B * H * T * (window + d)
-    seconds, time_naive, ratio = paired(lambda: ours(q, k, v, window),
-                                        lambda: naive_window_attention(q, k, v, window), repeats)
+    seconds, time_naive, ratio = paired(lambda: ours(q, k, v, window), lambda: naive_window_attention(q, k, v, window), repeats)
     setting = f"B={B} H={H} T={T} d={d} window={window}, float64"
-    return [Row(f"sliding-window reference peak memory vs its bound 64·B·H·T·(window + d), {setting}",
-                mib(mem), mib(bound), mem / bound, "≤ 100%", mem <= bound,
-                f"the naive version peaks at {mib(mem_naive)}"),
-            Row(f"sliding-window reference time vs naive masked T×T NumPy, {setting}", ms(seconds), ms(time_naive),
-                ratio, "≤ 3×", ratio <= 3.0)]
+    return [
+        Row(
+            f"sliding-window reference peak memory vs its bound 64·B·H·T·(window + d), {setting}",
+            mib(mem),
+            mib(bound),
+            mem / bound,
+            "≤ 100%",
+            mem <= bound,
+            f"the naive version peaks at {mib(mem_naive)}",
+        ),
+        Row(
+            f"sliding-window reference time vs naive masked T×T NumPy, {setting}", ms(seconds), ms(time_naive), ratio, "≤ 3×", ratio <= 3.0
+        ),
+    ]
 
 
 # --- 3. generating 512 tokens: kv-cache vs recomputing causal attention each step ----------------
+
 
 def kv_cache_vs_recompute(repeats: int) -> list[Row]:
     kv = load_module(solutions_dir("kv-cache") / "reference_numpy.py")
@@ -257,7 +296,7 @@ def kv_cache_vs_recompute(repeats: int) -> list[Row]:
     B, T, D, H = 1, 512, 64, 4
     rng = np.random.default_rng(2)
     x = rng.normal(0, 1, (B, T, D))
-    params = {f"W{n}": rng.normal(0, D ** -0.5, (D, D)) for n in "qkvo"}
+    params = {f"W{n}": rng.normal(0, D**-0.5, (D, D)) for n in "qkvo"}
     params.update({f"b{n}": rng.normal(0, 0.1, D) for n in "qkvo"})
 
     def with_cache():
@@ -280,12 +319,21 @@ def kv_cache_vs_recompute(repeats: int) -> list[Row]:
     assert np.allclose(with_cache(), full, atol=1e-9), "kv-cache reference disagrees with full attention"
     assert np.allclose(recompute()[:, :8], full[:, :8], atol=1e-9)
     speedup = 1 / ratio
-    return [Row(f"generate {T} tokens: kv-cache reference vs recomputing causal attention each step, "
-                f"B={B} D={D} H={H}, float64", ms(fast), ms(slow), speedup, "≥ 10× faster", speedup >= 10,
-                "ratio = recompute time / kv-cache time")]
+    return [
+        Row(
+            f"generate {T} tokens: kv-cache reference vs recomputing causal attention each step, B={B} D={D} H={H}, float64",
+            ms(fast),
+            ms(slow),
+            speedup,
+            "≥ 10× faster",
+            speedup >= 10,
+            "ratio = recompute time / kv-cache time",
+        )
+    ]
 
 
 # --- 4. `attn-kit check --json` on the NumPy reference vs `python -c "import numpy"` -------------
+
 
 def check_startup(repeats: int) -> list[Row]:
     reference = solutions_dir("mha-screen") / "reference_numpy.py"
@@ -296,22 +344,33 @@ def check_startup(repeats: int) -> list[Row]:
             proc = subprocess.run([sys.executable, *args], capture_output=True, env=env)
             if proc.returncode != 0:
                 raise RuntimeError(f"{args} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+
         return run
 
     numpy_only = process("-c", "import numpy")
-    check, base, ratio = paired(process("-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"),
-                                numpy_only, repeats * 2)
+    check, base, ratio = paired(process("-m", "attn_kit.cli", "check", str(reference), "--json", "--seed", "1"), numpy_only, repeats * 2)
     helps, base2, ratio2 = paired(process("-m", "attn_kit.cli", "--help"), numpy_only, repeats * 2)
     wire_s, pickle_s = wire_cost()
     return [
-        Row("`attn-kit check --json` on the mha-screen NumPy reference vs `python -c \"import numpy\"` "
-            "(whole processes)", ms(check), ms(base), ratio, "≤ 2×", ratio <= 2.0),
-        Row("`attn-kit --help` vs `python -c \"import numpy\"` (start-up alone)", ms(helps), ms(base2),
-            ratio2, "-", True),
-        Row("one call's reply, worker to kit: data-only wire format (encode + decode + the arguments' "
+        Row(
+            '`attn-kit check --json` on the mha-screen NumPy reference vs `python -c "import numpy"` (whole processes)',
+            ms(check),
+            ms(base),
+            ratio,
+            "≤ 2×",
+            ratio <= 2.0,
+        ),
+        Row('`attn-kit --help` vs `python -c "import numpy"` (start-up alone)', ms(helps), ms(base2), ratio2, "-", True),
+        Row(
+            "one call's reply, worker to kit: data-only wire format (encode + decode + the arguments' "
             "fingerprint, made on both sides) vs the pickle it replaced (dumps + loads), B=2 T=8 D=16 "
             "(out, weights), in-process",
-            f"{wire_s * 1e6:.0f} µs", f"{pickle_s * 1e6:.0f} µs", wire_s / pickle_s, "-", True),
+            f"{wire_s * 1e6:.0f} µs",
+            f"{pickle_s * 1e6:.0f} µs",
+            wire_s / pickle_s,
+            "-",
+            True,
+        ),
     ]
 
 
@@ -332,8 +391,8 @@ def wire_cost(calls: int = 2000) -> tuple[float, float]:
     def new():
         message = wire.outcome_message(Outcome("ok", wire.to_plain(value)), wire.digest(wire.to_plain([x, params, 2])))
         data = wire.encode(message)
-        total, text = wire.read_header(data[:wire.HEADER.size])
-        _, fingerprint = wire.read_outcome(wire.decode(bytearray(data[wire.HEADER.size:]), text))
+        total, text = wire.read_header(data[: wire.HEADER.size])
+        _, fingerprint = wire.read_outcome(wire.decode(bytearray(data[wire.HEADER.size :]), text))
         assert fingerprint == wire.digest(wire.to_plain([x, params, 2]))
 
     def old():
@@ -350,30 +409,51 @@ def wire_cost(calls: int = 2000) -> tuple[float, float]:
 
 # --- 5. the bench command on the references: fitted exponents and how long it takes -------------
 
+
 def bench_command(repeats: int) -> list[Row]:
     import json
+
     rows = []
-    for exercise, expected in (("mha-screen", "time 2, memory 2"), ("tiled-softmax", "time 2, memory 1"),
-                               ("kv-cache", "time 1, memory 1"), ("mha-masked-bias", "time 2, memory 2"),
-                               ("rope", "time 2, memory 2"), ("sliding-window", "time 1, memory 1"),
-                               ("attention-backward", "time 2, memory 2"), ("paged-attention", "time 1, memory 1")):
+    for exercise, expected in (
+        ("mha-screen", "time 2, memory 2"),
+        ("tiled-softmax", "time 2, memory 1"),
+        ("kv-cache", "time 1, memory 1"),
+        ("mha-masked-bias", "time 2, memory 2"),
+        ("rope", "time 2, memory 2"),
+        ("sliding-window", "time 1, memory 1"),
+        ("attention-backward", "time 2, memory 2"),
+        ("paged-attention", "time 1, memory 1"),
+    ):
         for flavour in ("reference_numpy.py", "reference_lists.py", "reference_torch.py"):
             path = solutions_dir(exercise) / flavour
             if not path.exists():
                 continue
             start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "attn_kit.cli", "bench", str(path), "--json"],
-                                  capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"))
+            proc = subprocess.run(
+                [sys.executable, "-m", "attn_kit.cli", "bench", str(path), "--json"],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, NO_COLOR="1"),
+            )
             wall = time.perf_counter() - start
             data = json.loads(proc.stdout)
             got = f"time {data['time_exponent']}, memory {data['memory_exponent']}"
-            rows.append(Row(f"`attn-kit bench {exercise}/{flavour}` (default ladder, 20 s budget): "
-                            f"T={data['sizes'][0]}…{data['sizes'][-1]}", got, expected, wall, "-", True,
-                            "ratio column = whole command seconds"))
+            rows.append(
+                Row(
+                    f"`attn-kit bench {exercise}/{flavour}` (default ladder, 20 s budget): T={data['sizes'][0]}…{data['sizes'][-1]}",
+                    got,
+                    expected,
+                    wall,
+                    "-",
+                    True,
+                    "ratio column = whole command seconds",
+                )
+            )
     return rows
 
 
 # --- 6. `attn-kit grade` on 100 submissions vs a shell loop of `attn-kit check --json` ------------
+
 
 def grade_vs_check_loop(repeats: int) -> list[Row]:
     """100 mha-screen submissions (the references and bug files, copied under varied names): one
@@ -381,8 +461,8 @@ def grade_vs_check_loop(repeats: int) -> list[Row]:
     `attn-kit check --json` on each file, same seed, whole commands, alternated."""
     import shutil
     import tempfile
-    sources = [*sorted(solutions_dir("mha-screen").glob("reference_*.py")),
-               *sorted((solutions_dir("mha-screen") / "bugs").glob("*.py"))]
+
+    sources = [*sorted(solutions_dir("mha-screen").glob("reference_*.py")), *sorted((solutions_dir("mha-screen") / "bugs").glob("*.py"))]
     kit = str(Path(sys.executable).parent / "attn-kit")
     env = dict(os.environ, NO_COLOR="1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -391,12 +471,12 @@ def grade_vs_check_loop(repeats: int) -> list[Row]:
         for i in range(100):
             src = sources[i % len(sources)]
             shutil.copy(src, folder / f"candidate_{i:03d}_{src.stem.replace('@', '_')}.py")
-        loop = (f'for f in "{folder}"/*.py; do "{kit}" check "$f" --json --exercise mha-screen --seed 1 '
-                f'>/dev/null || true; done')
+        loop = f'for f in "{folder}"/*.py; do "{kit}" check "$f" --json --exercise mha-screen --seed 1 >/dev/null || true; done'
 
         def ours():
-            proc = subprocess.run([kit, "grade", str(folder), "--exercise", "mha-screen", "--seed", "1"],
-                                  capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [kit, "grade", str(folder), "--exercise", "mha-screen", "--seed", "1"], capture_output=True, text=True, env=env
+            )
             if proc.returncode not in (0, 1) or proc.stdout.count("\n") < 100:
                 raise RuntimeError(f"attn-kit grade failed: {proc.stderr[-500:]}")
 
@@ -410,14 +490,22 @@ def grade_vs_check_loop(repeats: int) -> list[Row]:
                 fn()
                 times.append(time.perf_counter() - start)
     speedup = statistics.median(y / x for x, y in zip(a, b))
-    return [Row(f"`attn-kit grade` on 100 mha-screen submissions (--jobs {os.cpu_count()}) vs a shell loop of "
-                "`attn-kit check --json` over the same files (whole commands; ratio = speed-up)",
-                ms(statistics.median(a)), ms(statistics.median(b)), speedup, "≥ 5×", speedup >= 5.0)]
+    return [
+        Row(
+            f"`attn-kit grade` on 100 mha-screen submissions (--jobs {os.cpu_count()}) vs a shell loop of "
+            "`attn-kit check --json` over the same files (whole commands; ratio = speed-up)",
+            ms(statistics.median(a)),
+            ms(statistics.median(b)),
+            speedup,
+            "≥ 5×",
+            speedup >= 5.0,
+        )
+    ]
 
 
 # --- 7. diagnosis time on three-bug files -----------------------------------------------------
 
-THREE_BUG_FILES = (     # (corpus file, exercise): three catalogue bugs each, one of them a family's form
+THREE_BUG_FILES = (  # (corpus file, exercise): three catalogue bugs each, one of them a family's form
     ("multibug/einsum_causal_padding_no_scaling.py", "mha-screen"),
     ("families/np_transposed_wv_dropped_bq_plus1.py", "mha-screen"),
     ("multibug/einsum_uniform_rows_biases_model_width.py", "mha-screen"),
@@ -445,13 +533,22 @@ def diagnosis_time(repeats: int) -> list[Row]:
             named = sorted(d.bug for d in finding.diagnoses)
             models = finding.models_tried
         wall, cpu = statistics.median(walls), statistics.median(cpus)
-        rows.append(Row(f"diagnosis of `{rel}` ({exercise_id}, seed 1; named {', '.join(named) or 'nothing'}; "
-                        f"{models} models tried), median wall vs the 1 s budget (CPU {cpu:.2f} s)",
-                        f"{wall:.2f} s", "1 s", wall / 1.0, "≤ 1×", wall <= 1.0))
+        rows.append(
+            Row(
+                f"diagnosis of `{rel}` ({exercise_id}, seed 1; named {', '.join(named) or 'nothing'}; "
+                f"{models} models tried), median wall vs the 1 s budget (CPU {cpu:.2f} s)",
+                f"{wall:.2f} s",
+                "1 s",
+                wall / 1.0,
+                "≤ 1×",
+                wall <= 1.0,
+            )
+        )
     return rows
 
 
 # --- check --locate on its corpus ---------------------------------------------------------------
+
 
 def independent_mha(x, params, num_heads, mask=None):
     """multi_head_attention in float64, written from the statement alone (not from the kit's
@@ -463,6 +560,7 @@ def independent_mha(x, params, num_heads, mask=None):
     def lin(z, w, b):
         y = z @ np.asarray(params[w], dtype=np.float64)
         return y if params.get(b) is None else y + np.asarray(params[b], dtype=np.float64)
+
     q, k, v = lin(x, "Wq", "bq"), lin(x, "Wk", "bk"), lin(x, "Wv", "bv")
     out = np.zeros((B, T, D))
     for b in range(B):
@@ -482,6 +580,7 @@ def independent_check(path: Path) -> str:
     """'' when the file's attention and masks agree with independent_mha on random cases (with
     and without biases, no mask, a causal mask, a random mask with a fully blocked row), else why."""
     from attn_kit.sandbox.session import Sandbox
+
     rng = np.random.default_rng(11)
     with Sandbox(str(path), 10.0) as sandbox:
         sandbox.start()
@@ -490,8 +589,9 @@ def independent_check(path: Path) -> str:
             x = rng.standard_normal((B, T, D))
             params = {f"W{n}": rng.standard_normal((D, D)) / 3 for n in "qkvo"}
             params |= {f"b{n}": (rng.standard_normal(D) if case % 2 else None) for n in "qkvo"}
-            mask = None if case < 2 else np.tril(np.ones((T, T), dtype=bool))[None].repeat(B, 0) if case < 4 \
-                else rng.random((B, T, T)) < 0.6
+            mask = (
+                None if case < 2 else np.tril(np.ones((T, T), dtype=bool))[None].repeat(B, 0) if case < 4 else rng.random((B, T, T)) < 0.6
+            )
             if mask is not None and case >= 4:
                 mask[0, 1] = False
             got = sandbox.call("multi_head_attention", (x, params, H), {"mask": mask}).value
@@ -503,8 +603,10 @@ def independent_check(path: Path) -> str:
             except (TypeError, ValueError):
                 return f"multi_head_attention returned {type(got).__name__} (case {case})"
         padding = np.broadcast_to(np.arange(4)[None, None, :] < np.array([2, 4])[:, None, None], (2, 4, 4))
-        for fn, args, want in (("causal_mask", (2, 4), np.tril(np.ones((4, 4), dtype=bool))[None].repeat(2, 0)),
-                               ("padding_mask", ([2, 4], 4), padding)):
+        for fn, args, want in (
+            ("causal_mask", (2, 4), np.tril(np.ones((4, 4), dtype=bool))[None].repeat(2, 0)),
+            ("padding_mask", ([2, 4], 4), padding),
+        ):
             got = sandbox.call(fn, args).value
             got = getattr(got, "array", got)
             if np.asarray(got).shape != want.shape or not (np.asarray(got, dtype=bool) == want).all():
@@ -520,15 +622,16 @@ def locate_corpus(repeats: int) -> list[Row]:
     import tomllib
 
     from attn_kit.grading import locate, pipeline
+
     folder = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "locate"
     corpus = tomllib.loads((folder / "corpus.toml").read_text())
-    if repeats < REPEATS:           # --quick: every fourth file
+    if repeats < REPEATS:  # --quick: every fourth file
         corpus = dict(list(corpus.items())[::4])
     stats: dict[int, list] = {1: [], 2: [], 3: []}
     times, rejected, passing = [], [], []
     for name, entry in corpus.items():
         path = folder / name
-        locate.prepare(path)            # as `check --locate` does: a torch file's zygote starts beside the grading
+        locate.prepare(path)  # as `check --locate` does: a torch file's zygote starts beside the grading
         report = pipeline.grade(path, pipeline.Options(seed=4242))
         if report.passed:
             passing.append(name)
@@ -544,8 +647,10 @@ def locate_corpus(repeats: int) -> list[Row]:
                 why = independent_check(patched)
             if why:
                 rejected.append(f"{name}: {why}")
-        emit(f"<!-- {name}: {'found' if found.found else found.stopped} lines "
-             f"{list(found.found.lines) if found.found else '-'} want {entry['lines']} {found.seconds:.1f} s -->")
+        emit(
+            f"<!-- {name}: {'found' if found.found else found.stopped} lines "
+            f"{list(found.found.lines) if found.found else '-'} want {entry['lines']} {found.seconds:.1f} s -->"
+        )
     rows = []
     for mistakes, line_target, edit_target in ((1, 0.9, 0.8), (2, None, 0.6), (3, None, None)):
         done = stats[mistakes]
@@ -554,28 +659,76 @@ def locate_corpus(repeats: int) -> list[Row]:
         n = len(done)
         lines = sum(r for _, r, _ in done) / n
         edits = sum(f for _, _, f in done) / n
-        rows.append(Row(f"locate, {mistakes}-mistake files ({n}): right line found", f"{sum(r for _, r, _ in done)}/{n}",
-                        "recorded lines", lines, f"≥ {line_target:.0%}" if line_target else "-",
-                        line_target is None or lines >= line_target))
-        rows.append(Row(f"locate, {mistakes}-mistake files ({n}): verified edit found", f"{sum(f for _, _, f in done)}/{n}",
-                        "-", edits, f"≥ {edit_target:.0%}" if edit_target else "-",
-                        edit_target is None or edits >= edit_target))
+        rows.append(
+            Row(
+                f"locate, {mistakes}-mistake files ({n}): right line found",
+                f"{sum(r for _, r, _ in done)}/{n}",
+                "recorded lines",
+                lines,
+                f"≥ {line_target:.0%}" if line_target else "-",
+                line_target is None or lines >= line_target,
+            )
+        )
+        rows.append(
+            Row(
+                f"locate, {mistakes}-mistake files ({n}): verified edit found",
+                f"{sum(f for _, _, f in done)}/{n}",
+                "-",
+                edits,
+                f"≥ {edit_target:.0%}" if edit_target else "-",
+                edit_target is None or edits >= edit_target,
+            )
+        )
     if times:
         median, worst = statistics.median(times), max(times)
-        rows.append(Row("locate: median time to the answer (ratio to 5 s)", f"{median:.2f} s", "5 s", median / 5,
-                        "≤ 1.00×", median < 5, f"worst {worst:.1f} s"))
-    rows.append(Row("locate: edits an independent float64 reference rejects", str(len(rejected)), "0",
-                    float(len(rejected)), "-" if not rejected else "0", not rejected, "; ".join(rejected)[:300]))
+        rows.append(
+            Row(
+                "locate: median time to the answer (ratio to 5 s)",
+                f"{median:.2f} s",
+                "5 s",
+                median / 5,
+                "≤ 1.00×",
+                median < 5,
+                f"worst {worst:.1f} s",
+            )
+        )
+    rows.append(
+        Row(
+            "locate: edits an independent float64 reference rejects",
+            str(len(rejected)),
+            "0",
+            float(len(rejected)),
+            "-" if not rejected else "0",
+            not rejected,
+            "; ".join(rejected)[:300],
+        )
+    )
     if passing:
-        rows.append(Row("locate: corpus files that pass every check (not mistakes)", str(len(passing)), "0", 0.0, "-",
-                        True, ", ".join(passing)[:300]))
+        rows.append(
+            Row(
+                "locate: corpus files that pass every check (not mistakes)",
+                str(len(passing)),
+                "0",
+                0.0,
+                "-",
+                True,
+                ", ".join(passing)[:300],
+            )
+        )
     return rows
 
 
-BENCHMARKS = {"mha-vs-torch": mha_vs_torch, "tiled": tiled_vs_naive, "sliding-window": sliding_window_vs_naive,
-              "kv-cache": kv_cache_vs_recompute,
-              "check-startup": check_startup, "bench-command": bench_command, "grade": grade_vs_check_loop,
-              "diagnosis": diagnosis_time, "locate": locate_corpus}
+BENCHMARKS = {
+    "mha-vs-torch": mha_vs_torch,
+    "tiled": tiled_vs_naive,
+    "sliding-window": sliding_window_vs_naive,
+    "kv-cache": kv_cache_vs_recompute,
+    "check-startup": check_startup,
+    "bench-command": bench_command,
+    "grade": grade_vs_check_loop,
+    "diagnosis": diagnosis_time,
+    "locate": locate_corpus,
+}
 
 
 def main(argv=None) -> int:
@@ -606,8 +759,7 @@ def main(argv=None) -> int:
             emit(f"| {row.name}{note} | {row.ours} | {row.theirs} | {ratio} | {row.target} | {met} |")
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
     emit()
-    emit(f"Ran in {time.perf_counter() - started:.0f} s; load average at the end: "
-         f"{', '.join(f'{x:.2f}' for x in load) or 'unknown'}.")
+    emit(f"Ran in {time.perf_counter() - started:.0f} s; load average at the end: {', '.join(f'{x:.2f}' for x in load) or 'unknown'}.")
     return 0
 
 

@@ -62,8 +62,7 @@ def gradients(ctx, q, k, v, dout, mask=None, pass_mask=True):
     value = ctx.call(FN, q, k, v, dout, **extra)
     if not isinstance(value, (tuple, list)) or len(value) != 3:
         ctx.fail("attention_backward must return a tuple (dq, dk, dv)")
-    return tuple(ctx.array(g, name, a.shape, dims) for g, name, a, dims in
-                 zip(value, NAMES, (q, k, v), ("B×H×T×d", "B×H×S×d", "B×H×S×dv")))
+    return tuple(ctx.array(g, name, a.shape, dims) for g, name, a, dims in zip(value, NAMES, (q, k, v), ("B×H×T×d", "B×H×S×d", "B×H×S×dv")))
 
 
 def compare_gradients(ctx, q, k, v, dout, mask=None, what="", pass_mask=True, **kw):
@@ -83,6 +82,7 @@ def compare_gradients(ctx, q, k, v, dout, mask=None, what="", pass_mask=True, **
 
 # --- shapes and the public example --------------------------------------------------------------
 
+
 @check(points=1, public=True)
 def output_shapes(ctx):
     """Returns (dq, dk, dv) shaped like q (B×H×T×d), k (B×H×S×d) and v (B×H×S×dv); here T = S = 4, d=3, dv=2.
@@ -101,9 +101,20 @@ PUBLIC_V = [[[[1.0], [3.0]]]]
 PUBLIC_DOUT = [[[[1.0], [-1.0]]]]
 
 
-@check(points=2, public=True, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
-                "no-scaling", "double-scaling", "softmax-wrong-axis"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shapes",),
+    catches=(
+        "softmax-jacobian-diagonal",
+        "backward-missing-scale",
+        "dv-not-transposed",
+        "dk-from-wrong-operand",
+        "no-scaling",
+        "double-scaling",
+        "softmax-wrong-axis",
+    ),
+)
 def public_backward_example(ctx):
     """The statement's worked example: T = S = 2, d = 2, dv = 1, no mask."""
     q, k, v, dout = (np.array(a) for a in (PUBLIC_Q, PUBLIC_K, PUBLIC_V, PUBLIC_DOUT))
@@ -112,10 +123,22 @@ def public_backward_example(ctx):
 
 # --- agreement ----------------------------------------------------------------------------------
 
-@check(points=3, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "no-scaling", "mask-inverted", "double-scaling",
-                "softmax-wrong-axis", "softmax-across-batch", "fill-value-too-weak"),
-       concept="backward")
+
+@check(
+    points=3,
+    after=("output-shapes",),
+    catches=(
+        "softmax-jacobian-diagonal",
+        "backward-missing-scale",
+        "no-scaling",
+        "mask-inverted",
+        "double-scaling",
+        "softmax-wrong-axis",
+        "softmax-across-batch",
+        "fill-value-too-weak",
+    ),
+    concept="backward",
+)
 def matches_kit_gradients_when_t_differs_from_s(ctx):
     """Equals the kit's own gradients with T ≠ S (B=2, T=3 queries, S=6 keys, d=4, dv=5), masked and unmasked."""
     q, k, v, dout = case(ctx.rng, 2, 2, 3, 6, 4, 5)
@@ -130,10 +153,20 @@ def matches_kit_gradients_when_t_equals_s(ctx):
     compare_gradients(ctx, q, k, v, dout, None)
 
 
-@check(points=4, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
-                "backward-rowsum-wrong", "scale-after-softmax", "backward-mask-not-applied"),
-       concept="backward")
+@check(
+    points=4,
+    after=("output-shapes",),
+    catches=(
+        "softmax-jacobian-diagonal",
+        "backward-missing-scale",
+        "dv-not-transposed",
+        "dk-from-wrong-operand",
+        "backward-rowsum-wrong",
+        "scale-after-softmax",
+        "backward-mask-not-applied",
+    ),
+    concept="backward",
+)
 def directional_finite_differences(ctx):
     """Along random directions δ, (L(x+εδ) − L(x−εδ)) / 2ε of the kit's own forward equals your gradient · δ.
 
@@ -154,22 +187,28 @@ def directional_finite_differences(ctx):
             numeric = (loss(plus[0], plus[1], plus[2], dout, mask) - loss(minus[0], minus[1], minus[2], dout, mask)) / (2 * eps)
             analytic = float(np.sum(grads[i] * delta))
             if not np.isclose(analytic, numeric, rtol=1e-5, atol=1e-7):
-                ctx.fail(f"T={T}, S={S}: along a random direction of {name[1]}, the finite difference of the "
-                         f"loss is {numeric:.8g} but your {name} · direction is {analytic:.8g}"
-                         + (f" (ratio {analytic / numeric:.4g})" if numeric else ""))
+                ctx.fail(
+                    f"T={T}, S={S}: along a random direction of {name[1]}, the finite difference of the "
+                    f"loss is {numeric:.8g} but your {name} · direction is {analytic:.8g}"
+                    + (f" (ratio {analytic / numeric:.4g})" if numeric else "")
+                )
 
 
 # --- masks and stability -----------------------------------------------------------------------
 
-@check(points=3, after=("output-shapes",),
-       catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks",
-                "mask-ignored", "backward-mask-not-applied"), concept="masking")
+
+@check(
+    points=3,
+    after=("output-shapes",),
+    catches=("blocked-row-nan", "blocked-row-uniform", "mask-inverted", "additive-mask-leaks", "mask-ignored", "backward-mask-not-applied"),
+    concept="masking",
+)
 def blocked_rows_get_zero_gradient(ctx):
     """A query with no allowed key has output 0 whatever q, k, v are: its dq row is exactly 0 and it adds nothing to dk, dv."""
     q, k, v, dout = case(ctx.rng, 2, 2, 5, 4, 3, 3)
     mask = random_mask(ctx.rng, 2, 5, 4, blocked_rows=2)
     dq, _, _ = compare_gradients(ctx, q, k, v, dout, mask, masking="random, two fully blocked queries per batch")
-    rows = ~mask.any(axis=-1)                                       # B×T
+    rows = ~mask.any(axis=-1)  # B×T
     blocked = np.broadcast_to(rows[:, None, :, None], dq.shape)
     if np.any(dq[blocked] != 0):
         ctx.fail("the dq rows of fully blocked queries must be exactly 0")
@@ -180,8 +219,8 @@ def finite_at_large_scores(ctx):
     """Scores of ±1000 give finite gradients equal to the kit's (subtract each row's max before exp)."""
     q, k, v, dout = case(ctx.rng, 1, 2, 4, 5, 4, 3)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True) * 45.0
-    k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0        # |score| up to 45·45/2 ≈ 1000
-    k[..., :2, :] = q[..., :2, :]                                    # queries 0 and 1 score 1012 on one key
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0  # |score| up to 45·45/2 ≈ 1000
+    k[..., :2, :] = q[..., :2, :]  # queries 0 and 1 score 1012 on one key
     got = compare_gradients(ctx, q, k, v, dout, None, scores="up to ±1000 (keys 0 and 1 equal queries 0 and 1)")
     if not all(np.isfinite(g).all() for g in got):
         ctx.fail("gradients must be finite at scores of ±1000")
@@ -204,8 +243,12 @@ def finite_when_every_score_is_far_below_zero(ctx):
         ctx.fail("gradients must be finite when every score is far below 0")
 
 
-@check(points=2, after=("output-shapes",),
-       catches=("mask-inverted", "softmax-overflow", "max-over-blocked", "fill-value-too-weak"), concept="masking")
+@check(
+    points=2,
+    after=("output-shapes",),
+    catches=("mask-inverted", "softmax-overflow", "max-over-blocked", "fill-value-too-weak"),
+    concept="masking",
+)
 def dv_ignores_q_scale_with_one_allowed_key(ctx):
     """When each query may see exactly one key, its weight on it is 1 whatever the scores: dv must not
     change when q is multiplied by 1, 30 or 1000.
@@ -216,7 +259,7 @@ def dv_ignores_q_scale_with_one_allowed_key(ctx):
     B, H, T, S = 1, 2, 4, 4
     q, k, v, dout = case(ctx.rng, B, H, T, S, 3, 2)
     mask = np.zeros((B, T, S), bool)
-    mask[0, np.arange(T), ctx.rng.permutation(S)] = True            # one allowed key per query
+    mask[0, np.arange(T), ctx.rng.permutation(S)] = True  # one allowed key per query
     expected = np.zeros((B, H, S, 2))
     for i, j in zip(*np.nonzero(mask[0])):
         expected[:, :, j] += dout[:, :, i]
@@ -238,12 +281,30 @@ def inputs_left_unmodified(ctx):
     require_a_returned_call(ctx)
 
 
-@check(points=4, after=("output-shapes",),
-       catches=("softmax-jacobian-diagonal", "backward-missing-scale", "dv-not-transposed", "dk-from-wrong-operand",
-                "no-scaling", "softmax-overflow", "blocked-row-nan", "blocked-row-uniform", "mask-inverted",
-                "additive-mask-leaks", "fill-value-too-weak", "softmax-wrong-axis", "double-scaling",
-                "softmax-across-batch",
-                "mask-ignored", "backward-mask-not-applied", "backward-rowsum-wrong", "scale-after-softmax"))
+@check(
+    points=4,
+    after=("output-shapes",),
+    catches=(
+        "softmax-jacobian-diagonal",
+        "backward-missing-scale",
+        "dv-not-transposed",
+        "dk-from-wrong-operand",
+        "no-scaling",
+        "softmax-overflow",
+        "blocked-row-nan",
+        "blocked-row-uniform",
+        "mask-inverted",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "softmax-wrong-axis",
+        "double-scaling",
+        "softmax-across-batch",
+        "mask-ignored",
+        "backward-mask-not-applied",
+        "backward-rowsum-wrong",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the kit's gradients on randomised hidden cases: sizes, T = S or not, masks, large scores.
 
@@ -264,9 +325,11 @@ def randomised_agreement(ctx):
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
 
+
 @SUITE.for_bench
 def bench_inputs(rng, T, B, H, d):
     """q, k, v and the upstream gradient dout, all B×H×T×d, with a causal mask (S = T)."""
     from . import cases
+
     q, k, v, dout = (rng.normal(0.0, 1.0, size=(B, H, T, d)).round(6) for _ in range(4))
     return (q, k, v, dout), {"mask": cases.causal(B, T)}

@@ -20,8 +20,9 @@ def lists(value):
     return value
 
 
-def params(rng, d_in: int, d_out: int | None = None, biases: bool = True, scale: float = 1.0,
-           names: tuple[str, ...] = ("q", "k", "v", "o")) -> dict:
+def params(
+    rng, d_in: int, d_out: int | None = None, biases: bool = True, scale: float = 1.0, names: tuple[str, ...] = ("q", "k", "v", "o")
+) -> dict:
     """Projection weights W<name> (d_in×d_out, std scale/sqrt(d_in)) and biases b<name>."""
     d_out = d_out or d_in
     out = {}
@@ -62,6 +63,7 @@ def padding(lengths, T: int) -> np.ndarray:
 
 # --- follow-up exercises (gqa, tiled-softmax) ----------------------------------------------------
 
+
 def gqa_params(rng, D: int, num_heads: int, num_kv_heads: int, biases: bool = True, scale: float = 1.0) -> dict:
     """Wq, Wo (D×D) and Wk, Wv (D×(num_kv_heads·hd)), with biases of matching widths."""
     out = params(rng, D, biases=biases, scale=scale, names=("q", "o"))
@@ -89,8 +91,11 @@ def repeat_kv_heads(p: dict, num_heads: int, num_kv_heads: int) -> dict:
 
 def qkv(rng, T: int, S: int, d: int, dv: int, scale: float = 1.0):
     """One head's q (T×d), k (S×d) and v (S×dv) for tiled attention."""
-    return (rng.normal(0.0, scale, size=(T, d)).round(6), rng.normal(0.0, scale, size=(S, d)).round(6),
-            rng.normal(0.0, 1.0, size=(S, dv)).round(6))
+    return (
+        rng.normal(0.0, scale, size=(T, d)).round(6),
+        rng.normal(0.0, scale, size=(S, d)).round(6),
+        rng.normal(0.0, 1.0, size=(S, dv)).round(6),
+    )
 
 
 def mask_of_kind(rng, kind, B: int, T: int):
@@ -119,6 +124,7 @@ WORKED_PARAMS = {
 
 # --- the headline property "stable at large scores, with a blocked score far above" ------------
 
+
 def hot_blocked_tokens(rng, B: int, T: int, D: int, base: float = 25.0, hot: float = 60.0) -> np.ndarray:
     """B×T×D tokens near `base` in every feature, except the last token near `hot`.
 
@@ -136,6 +142,9 @@ def identity_projections(D: int, kv_width: int | None = None, rng=None) -> dict:
     """Wq = Wk = identity (Wk's first kv_width columns for grouped K/V heads); random Wv, Wo; no biases."""
     rng = rng if rng is not None else np.random.default_rng(0)
     kv_width = kv_width or D
-    return {"Wq": np.eye(D), "Wk": np.eye(D)[:, :kv_width],
-            "Wv": rng.normal(0.0, 1 / np.sqrt(D), size=(D, kv_width)).round(6),
-            "Wo": rng.normal(0.0, 1 / np.sqrt(D), size=(D, D)).round(6)}
+    return {
+        "Wq": np.eye(D),
+        "Wk": np.eye(D)[:, :kv_width],
+        "Wv": rng.normal(0.0, 1 / np.sqrt(D), size=(D, kv_width)).round(6),
+        "Wo": rng.normal(0.0, 1 / np.sqrt(D), size=(D, D)).round(6),
+    }

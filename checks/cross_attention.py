@@ -42,8 +42,8 @@ def compare_cross(ctx, x, c, p, H, mask=None, pass_mask=True, what="", expected=
 
 # --- shapes and the public example -------------------------------------------------------------
 
-@check(points=2, public=True, concept="cross-attention",
-       catches=("kv-from-queries", "transpose-reverses-all-axes"))
+
+@check(points=2, public=True, concept="cross-attention", catches=("kv-from-queries", "transpose-reverses-all-axes"))
 def output_shapes(ctx):
     """Output is B×T×D (one row per query); weights are B×H×T×S (queries × context positions).
 
@@ -56,8 +56,7 @@ def output_shapes(ctx):
     ctx.describe(return_weights=True)
     value = ctx.call(FN, lists(x), lists(c), lists(p), H, return_weights=True)
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights); "
-                 f"it returned {type(value).__name__}")
+        ctx.fail(f"with return_weights=True the function must return a pair (out, weights); it returned {type(value).__name__}")
     ctx.array(value[0], "output", (B, T, D), "B×T×D")
     ctx.array(value[1], "weights", (B, H, T, S), "B×H×T×S (keys and values come from the context)")
 
@@ -68,19 +67,34 @@ PUBLIC_PARAMS = WORKED_PARAMS
 PUBLIC_MASK = [[[True, True, True], [True, False, True]]]
 
 
-@check(points=2, public=True, after=("output-shapes",),
-       catches=("no-scaling", "mask-inverted", "reshape-without-transpose", "kv-from-queries",
-                "double-scaling", "weights-transposed", "softmax-wrong-axis", "heads-interleaved",
-                "biases-ignored", "no-output-projection", "fill-value-too-weak", "scale-by-model-width"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "mask-inverted",
+        "reshape-without-transpose",
+        "kv-from-queries",
+        "double-scaling",
+        "weights-transposed",
+        "softmax-wrong-axis",
+        "heads-interleaved",
+        "biases-ignored",
+        "no-output-projection",
+        "fill-value-too-weak",
+        "scale-by-model-width",
+    ),
+)
 def public_cross_example(ctx):
     """The statement's worked example: 2 queries over a context of 3, two heads, one key masked."""
     x, c = np.array(PUBLIC_X), np.array(PUBLIC_CONTEXT)
     p = {k: np.array(v) for k, v in PUBLIC_PARAMS.items()}
-    compare_cross(ctx, x, c, p, 2, np.array(PUBLIC_MASK), masking="the statement's mask",
-                  example="the worked example in the statement")
+    compare_cross(ctx, x, c, p, 2, np.array(PUBLIC_MASK), masking="the statement's mask", example="the worked example in the statement")
 
 
 # --- what cross-attention is ---------------------------------------------------------------------
+
 
 @check(points=3, after=("output-shapes",), catches=("kv-from-queries",), concept="cross-attention")
 def keys_and_values_come_from_the_context(ctx):
@@ -97,8 +111,18 @@ def context_equal_to_x_is_self_attention(ctx):
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     mask = random_mask(ctx.rng, B, T)
     mha = load_module(str(solutions_dir("mha-screen") / "reference_numpy.py"))
-    compare_cross(ctx, x, x, p, H, mask, expected=mha.multi_head_attention(x, p, H, mask, return_weights=True),
-                  masking="random", context="x itself", expected_from="mha-screen reference")
+    compare_cross(
+        ctx,
+        x,
+        x,
+        p,
+        H,
+        mask,
+        expected=mha.multi_head_attention(x, p, H, mask, return_weights=True),
+        masking="random",
+        context="x itself",
+        expected_from="mha-screen reference",
+    )
 
 
 @check(points=2, after=("output-shapes",), catches=("reshape-without-transpose",), concept="head-split")
@@ -109,8 +133,12 @@ def lengths_differ_both_ways(ctx):
         compare_cross(ctx, x, c, p, H, None, pass_mask=False, what=f"T={T}, S={S}")
 
 
-@check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="scaling",
+    catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax"),
+)
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads)."""
     B, T, S, D, H = 1, 3, 4, 8, 2
@@ -118,8 +146,7 @@ def scores_scaled_by_head_width(ctx):
     compare_cross(ctx, x, c, params(ctx.rng, D, biases=False), H, None, pass_mask=False)
 
 
-@check(points=3, after=("output-shapes",), concept="head-split",
-       catches=("reshape-without-transpose", "heads-interleaved"))
+@check(points=3, after=("output-shapes",), concept="head-split", catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_use_contiguous_columns(ctx):
     """Head h uses projected columns h*hd:(h+1)*hd of the queries, keys and values alike."""
     B, T, S, D, H = 2, 3, 5, 8, 4
@@ -129,8 +156,8 @@ def heads_use_contiguous_columns(ctx):
 
 # --- masks ------------------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak",
-                                                                       "mask-ignored"))
+
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak", "mask-ignored"))
 def mask_true_means_allowed(ctx):
     """The B×T×S mask is True where query i may attend to context position j (here: padded contexts)."""
     B, T, S, D, H = 3, 2, 5, 4, 2
@@ -139,8 +166,7 @@ def mask_true_means_allowed(ctx):
     compare_cross(ctx, x, c, p, H, key_padding(lengths, T, S), masking=f"context lengths {lengths}")
 
 
-@check(points=3, after=("output-shapes",), concept="masking",
-       catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
+@check(points=3, after=("output-shapes",), concept="masking", catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
 def blocked_rows_output_bo(ctx):
     """A query with no allowed context position gets zero weights in every head; its output is exactly bo."""
     B, T, S, D, H = 2, 4, 3, 4, 2
@@ -148,7 +174,7 @@ def blocked_rows_output_bo(ctx):
     mask = random_mask(ctx.rng, B, T, S, blocked_rows=2)
     out, _ = compare_cross(ctx, x, c, p, H, mask, masking="random, two fully blocked queries per batch")
     rows = ~mask.any(axis=-1)
-    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):   # float32: bo rounded
+    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):  # float32: bo rounded
         ctx.fail("fully blocked query rows must output bo exactly")
 
 
@@ -158,10 +184,10 @@ def mask_none_means_all_allowed(ctx):
     B, T, S, D, H = 2, 2, 3, 4, 2
     x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D), params(ctx.rng, D)
     ctx.describe(B=B, T=T, S=S, D=D, H=H)
-    full = ctx.array(ctx.call(FN, lists(x), lists(c), lists(p), H, lists(np.ones((B, T, S), bool))),
-                     "output with an all-True mask", (B, T, D), "B×T×D")
-    ctx.expect_close(ctx.call(FN, lists(x), lists(c), lists(p), H, None), full, "output with mask=None",
-                     OUT_AXES, "B×T×D")
+    full = ctx.array(
+        ctx.call(FN, lists(x), lists(c), lists(p), H, lists(np.ones((B, T, S), bool))), "output with an all-True mask", (B, T, D), "B×T×D"
+    )
+    ctx.expect_close(ctx.call(FN, lists(x), lists(c), lists(p), H, None), full, "output with mask=None", OUT_AXES, "B×T×D")
 
 
 @check(points=2, after=("output-shapes",), catches=("softmax-overflow",), concept="numerical-stability")
@@ -169,12 +195,10 @@ def no_overflow_at_large_scores(ctx):
     """The layer stays finite and correct when scores reach the thousands."""
     B, T, S, D, H = 1, 3, 4, 4, 2
     x, c = tokens(ctx.rng, B, T, D, scale=30.0), tokens(ctx.rng, B, S, D, scale=30.0)
-    compare_cross(ctx, x, c, params(ctx.rng, D, scale=3.0), H, random_mask(ctx.rng, B, T, S, blocked_rows=0),
-                  masking="random", scale=30)
+    compare_cross(ctx, x, c, params(ctx.rng, D, scale=3.0), H, random_mask(ctx.rng, B, T, S, blocked_rows=0), masking="random", scale=30)
 
 
-@check(points=2, after=("output-shapes",), concept="numerical-stability",
-       catches=("max-over-blocked", "softmax-overflow"))
+@check(points=2, after=("output-shapes",), concept="numerical-stability", catches=("max-over-blocked", "softmax-overflow"))
 def stable_with_a_blocked_score_far_above(ctx):
     """Large scores stay finite, and a blocked context position scoring far above the allowed ones takes nothing.
 
@@ -187,13 +211,21 @@ def stable_with_a_blocked_score_far_above(ctx):
     c = hot_blocked_tokens(ctx.rng, B, S, D)
     mask = np.ones((B, T, S), dtype=bool)
     mask[:, :-1, -1] = False
-    compare_cross(ctx, x, c, identity_projections(D, rng=ctx.rng), H, mask, Wq="identity", Wk="identity",
-                  masking="the last context position blocked for all but the last query",
-                  scores="about 1250 allowed, about 3000 for the blocked position")
+    compare_cross(
+        ctx,
+        x,
+        c,
+        identity_projections(D, rng=ctx.rng),
+        H,
+        mask,
+        Wq="identity",
+        Wk="identity",
+        masking="the last context position blocked for all but the last query",
+        scores="about 1250 allowed, about 3000 for the blocked position",
+    )
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
 def uniform_when_queries_are_zero(ctx):
     """With Wq = 0 (and no bq) every score is 0, so each query spreads its weight evenly over its allowed positions.
 
@@ -211,11 +243,17 @@ def causal_future_is_ignored(ctx):
     """With a causal mask over a context as long as x, editing context position t changes no output row before t."""
     B, T, D, H = 1, 5, 8, 2
     x, c, p = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, T, D), params(ctx.rng, D, biases=False)
-    expect_causal_invariance(ctx, lambda cs: ctx.call(FN, lists(x), lists(cs), lists(p), H, lists(causal(B, T))),
-                             c, t=3, describe={"S": T, "D": D, "H": H, "mask": "causal", "edited": "the context"})
+    expect_causal_invariance(
+        ctx,
+        lambda cs: ctx.call(FN, lists(x), lists(cs), lists(p), H, lists(causal(B, T))),
+        c,
+        t=3,
+        describe={"S": T, "D": D, "H": H, "mask": "causal", "edited": "the context"},
+    )
 
 
 # --- the rest ---------------------------------------------------------------------------------------
+
 
 @check(points=1, after=("output-shapes",), catches=("biases-ignored",))
 def biases_absent_or_none(ctx):
@@ -225,8 +263,7 @@ def biases_absent_or_none(ctx):
     compare_cross(ctx, x, c, p, H, None, pass_mask=False, what="all biases", biases="all four")
     bare = {k: v for k, v in p.items() if k.startswith("W")}
     compare_cross(ctx, x, c, bare, H, None, pass_mask=False, what="no bias keys", biases="absent")
-    compare_cross(ctx, x, c, dict(bare, bq=None, bk=None, bv=None, bo=None), H, None, pass_mask=False,
-                  what="biases = None", biases="None")
+    compare_cross(ctx, x, c, dict(bare, bq=None, bk=None, bv=None, bo=None), H, None, pass_mask=False, what="biases = None", biases="None")
 
 
 @check(points=1)
@@ -243,8 +280,10 @@ def inputs_left_unmodified(ctx):
     x, c = tokens(ctx.rng, B, T, D), tokens(ctx.rng, B, S, D)
     p = params(ctx.rng, D, biases=False)
     mask = random_mask(ctx.rng, B, T, S)
-    for kind, args in (("lists", (lists(x), lists(c), lists(p), H, lists(mask))),
-                       ("NumPy arrays", (x.copy(), c.copy(), {k: v.copy() for k, v in p.items()}, H, mask.copy()))):
+    for kind, args in (
+        ("lists", (lists(x), lists(c), lists(p), H, lists(mask))),
+        ("NumPy arrays", (x.copy(), c.copy(), {k: v.copy() for k, v in p.items()}, H, mask.copy())),
+    ):
         ctx.describe(input=kind, biases="absent")
         ctx.call(FN, *args)
         expect_untouched(ctx, FN, ctx.last_call.outcome, kind)
@@ -258,12 +297,31 @@ def accepts_lists_and_arrays(ctx):
     compare_cross(ctx, x, c, p, H, random_mask(ctx.rng, B, T, S), arrays=True, input="NumPy arrays")
 
 
-@check(points=5, after=("output-shapes",),
-       catches=("no-scaling", "reshape-without-transpose", "softmax-overflow", "blocked-row-uniform",
-                "blocked-row-nan", "mask-inverted", "kv-from-queries", "additive-mask-leaks",
-                "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
-                "no-output-projection", "biases-ignored", "softmax-wrong-axis", "weights-transposed",
-                "scale-by-model-width", "mask-ignored", "scale-after-softmax"))
+@check(
+    points=5,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "reshape-without-transpose",
+        "softmax-overflow",
+        "blocked-row-uniform",
+        "blocked-row-nan",
+        "mask-inverted",
+        "kv-from-queries",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "double-scaling",
+        "softmax-across-batch",
+        "heads-interleaved",
+        "no-output-projection",
+        "biases-ignored",
+        "softmax-wrong-axis",
+        "weights-transposed",
+        "scale-by-model-width",
+        "mask-ignored",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: lengths, heads, masks, biases, large scores.
 
@@ -284,15 +342,16 @@ def randomised_agreement(ctx):
             mask = key_padding(ctx.rng.integers(0, S + 1, size=B).tolist(), T, S)
         else:
             mask = None
-        compare_cross(ctx, x, c, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
-                      biases="bq" in p)
+        compare_cross(ctx, x, c, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind), biases="bq" in p)
 
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
+
 
 @SUITE.for_bench
 def bench_inputs(rng, T, B, D, H):
     """B×T×D queries attending to a context of the same length S = T, no mask."""
     from . import cases
+
     x, context = cases.tokens(rng, B, T, D), cases.tokens(rng, B, T, D)
     return (x, context, cases.params(rng, D), H), {"mask": None}

@@ -43,8 +43,7 @@ def mha_reference():
 
 def as_mha(x, p, H, n_kv, mask):
     """(out, weights) of mha-screen's reference with each K/V head repeated for its group."""
-    return mha_reference().multi_head_attention(np.asarray(x), repeat_kv_heads(p, H, n_kv), H, mask,
-                                                return_weights=True)
+    return mha_reference().multi_head_attention(np.asarray(x), repeat_kv_heads(p, H, n_kv), H, mask, return_weights=True)
 
 
 def compare_gqa(ctx, x, p, H, n_kv, mask=None, pass_mask=True, what="", expected=None, arrays=False, **kw):
@@ -62,6 +61,7 @@ def compare_gqa(ctx, x, p, H, n_kv, mask=None, pass_mask=True, what="", expected
 
 # --- shapes and the public example -----------------------------------------------------------------
 
+
 @check(points=2, public=True, catches=("weights-transposed", "transpose-reverses-all-axes"))
 def output_shapes(ctx):
     """Output is B×T×D; with return_weights=True the weights are B×H×T×T (H query heads).
@@ -75,13 +75,12 @@ def output_shapes(ctx):
     ctx.describe(return_weights=True)
     value = ctx.call(FN, lists(x), lists(p), H, n_kv, return_weights=True)
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights); "
-                 f"it returned {type(value).__name__}")
+        ctx.fail(f"with return_weights=True the function must return a pair (out, weights); it returned {type(value).__name__}")
     ctx.array(value[0], "output", (B, T, D), "B×T×D")
     ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T (one map per QUERY head)")
 
 
-PUBLIC_X = WORKED_X             # mha-screen's tokens, with K/V weights of one shared head
+PUBLIC_X = WORKED_X  # mha-screen's tokens, with K/V weights of one shared head
 PUBLIC_PARAMS = {
     "Wq": [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]],
     "Wk": [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]],
@@ -91,22 +90,39 @@ PUBLIC_PARAMS = {
 }
 
 
-@check(points=2, public=True, after=("output-shapes",),
-       catches=("no-scaling", "scale-by-model-width", "mask-inverted", "double-scaling", "softmax-wrong-axis",
-                "heads-interleaved", "reshape-without-transpose", "biases-ignored", "no-output-projection",
-                "fill-value-too-weak"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "scale-by-model-width",
+        "mask-inverted",
+        "double-scaling",
+        "softmax-wrong-axis",
+        "heads-interleaved",
+        "reshape-without-transpose",
+        "biases-ignored",
+        "no-output-projection",
+        "fill-value-too-weak",
+    ),
+)
 def public_gqa_example(ctx):
     """The statement's worked example: B=1, T=3, D=4, two query heads sharing one K/V head, causal."""
     x = np.array(PUBLIC_X)
     p = {k: np.array(v) for k, v in PUBLIC_PARAMS.items()}
-    compare_gqa(ctx, x, p, 2, 1, causal(1, 3), masking="causal_mask(1, 3)",
-                example="the worked example in the statement")
+    compare_gqa(ctx, x, p, 2, 1, causal(1, 3), masking="causal_mask(1, 3)", example="the worked example in the statement")
 
 
 # --- what grouped-query attention is ---------------------------------------------------------------
 
-@check(points=4, after=("output-shapes",), concept="grouped-query",
-       catches=("kv-head-mapping-modulo", "heads-interleaved", "reshape-without-transpose"))
+
+@check(
+    points=4,
+    after=("output-shapes",),
+    concept="grouped-query",
+    catches=("kv-head-mapping-modulo", "heads-interleaved", "reshape-without-transpose"),
+)
 def equals_mha_with_repeated_kv(ctx):
     """Equals multi-head attention whose key/value heads are each repeated for their group.
 
@@ -117,11 +133,22 @@ def equals_mha_with_repeated_kv(ctx):
     for B, T, D, H, n_kv in ((2, 4, 8, 4, 2), (1, 3, 12, 6, 3)):
         x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv)
         mask = causal(B, T)
-        compare_gqa(ctx, x, p, H, n_kv, mask, expected=as_mha(x, p, H, n_kv, mask), masking="causal",
-                    expected_from="mha-screen reference, K/V heads repeated")
-    ctx.note("K/V cache saving: with num_heads=4 and num_kv_heads=2 a decoder caches 2·B·T·(num_kv_heads·hd) "
-             "numbers instead of 2·B·T·D, a factor num_heads / num_kv_heads = 2 smaller (6 / 3 = 2 for the "
-             "second case; 32 query heads over 8 K/V heads would be 4×)")
+        compare_gqa(
+            ctx,
+            x,
+            p,
+            H,
+            n_kv,
+            mask,
+            expected=as_mha(x, p, H, n_kv, mask),
+            masking="causal",
+            expected_from="mha-screen reference, K/V heads repeated",
+        )
+    ctx.note(
+        "K/V cache saving: with num_heads=4 and num_kv_heads=2 a decoder caches 2·B·T·(num_kv_heads·hd) "
+        "numbers instead of 2·B·T·D, a factor num_heads / num_kv_heads = 2 smaller (6 / 3 = 2 for the "
+        "second case; 32 query heads over 8 K/V heads would be 4×)"
+    )
 
 
 @check(points=2, after=("output-shapes",), concept="grouped-query")
@@ -131,8 +158,7 @@ def kv_heads_equal_heads_is_mha(ctx):
     x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, H)
     mask = random_mask(ctx.rng, B, T)
     expected = mha_reference().multi_head_attention(x, p, H, mask, return_weights=True)
-    compare_gqa(ctx, x, p, H, H, mask, expected=expected, masking="random",
-                expected_from="mha-screen reference, same parameters")
+    compare_gqa(ctx, x, p, H, H, mask, expected=expected, masking="random", expected_from="mha-screen reference, same parameters")
     ctx.note("K/V cache saving factor num_heads / num_kv_heads = 1: no saving, this is MHA")
 
 
@@ -142,15 +168,29 @@ def one_kv_head_is_multi_query(ctx):
     B, T, D, H = 2, 4, 8, 4
     x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, 1)
     mask = causal(B, T)
-    compare_gqa(ctx, x, p, H, 1, mask, expected=as_mha(x, p, H, 1, mask), masking="causal",
-                expected_from="mha-screen reference, the one K/V head repeated")
+    compare_gqa(
+        ctx,
+        x,
+        p,
+        H,
+        1,
+        mask,
+        expected=as_mha(x, p, H, 1, mask),
+        masking="causal",
+        expected_from="mha-screen reference, the one K/V head repeated",
+    )
     ctx.note(f"K/V cache saving factor num_heads / num_kv_heads = {H}: the cache is {H}× smaller than MHA's")
 
 
 # --- the attention itself --------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
+
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="scaling",
+    catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"),
+)
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(hd) with hd = D / num_heads (not sqrt(D), not 1)."""
     B, T, D, H, n_kv = 1, 4, 8, 4, 2
@@ -158,8 +198,12 @@ def scores_scaled_by_head_width(ctx):
     compare_gqa(ctx, x, p, H, n_kv, None, pass_mask=False)
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis", "mask-ignored"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="masking",
+    catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis", "mask-ignored"),
+)
 def mask_true_means_allowed(ctx):
     """Masks are B×T×T with True = allowed: blocked keys get weight exactly 0, allowed ones sum to 1."""
     B, T, D, H, n_kv = 3, 4, 8, 4, 2
@@ -168,8 +212,7 @@ def mask_true_means_allowed(ctx):
     compare_gqa(ctx, x, p, H, n_kv, padding(lengths, T), masking=f"padding_mask({lengths}, {T})")
 
 
-@check(points=3, after=("output-shapes",), concept="masking",
-       catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
+@check(points=3, after=("output-shapes",), concept="masking", catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
 def blocked_rows_output_bo(ctx):
     """A query with no allowed key gets zero weights in every head, so its output row is exactly bo."""
     B, T, D, H, n_kv = 2, 4, 8, 4, 2
@@ -177,7 +220,7 @@ def blocked_rows_output_bo(ctx):
     mask = random_mask(ctx.rng, B, T, blocked_rows=2)
     out, _ = compare_gqa(ctx, x, p, H, n_kv, mask, masking="random, two fully blocked query rows per batch")
     rows = ~mask.any(axis=-1)
-    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):   # float32: bo rounded
+    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):  # float32: bo rounded
         ctx.fail("fully blocked query rows must output bo exactly")
 
 
@@ -189,8 +232,7 @@ def no_overflow_at_large_scores(ctx):
     compare_gqa(ctx, x, p, H, n_kv, causal(B, T), masking="causal", x_scale=30)
 
 
-@check(points=2, after=("output-shapes",), concept="numerical-stability",
-       catches=("max-over-blocked", "softmax-overflow"))
+@check(points=2, after=("output-shapes",), concept="numerical-stability", catches=("max-over-blocked", "softmax-overflow"))
 def stable_with_a_blocked_score_far_above(ctx):
     """Large scores stay finite, and a blocked key scoring far above the allowed ones takes nothing.
 
@@ -201,12 +243,21 @@ def stable_with_a_blocked_score_far_above(ctx):
     B, T, D, H, n_kv = 2, 4, 8, 4, 2
     x = hot_blocked_tokens(ctx.rng, B, T, D)
     p = identity_projections(D, n_kv * (D // H), ctx.rng)
-    compare_gqa(ctx, x, p, H, n_kv, causal(B, T), masking="causal", Wq="identity", Wk="identity",
-                scores="about 900 allowed, about 2000 for the blocked last key")
+    compare_gqa(
+        ctx,
+        x,
+        p,
+        H,
+        n_kv,
+        causal(B, T),
+        masking="causal",
+        Wq="identity",
+        Wk="identity",
+        scores="about 900 allowed, about 2000 for the blocked last key",
+    )
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
 def uniform_when_queries_are_zero(ctx):
     """With Wq = 0 (and no bq) every score is 0, so each query spreads its weight evenly over its allowed keys.
 
@@ -224,8 +275,13 @@ def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t (and changes row t)."""
     B, T, D, H, n_kv = 1, 5, 8, 4, 2
     x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv, biases=False)
-    expect_causal_invariance(ctx, lambda xs: ctx.call(FN, lists(xs), lists(p), H, n_kv, lists(causal(B, T))),
-                             x, t=3, describe={"num_heads": H, "num_kv_heads": n_kv, "mask": "causal"})
+    expect_causal_invariance(
+        ctx,
+        lambda xs: ctx.call(FN, lists(xs), lists(p), H, n_kv, lists(causal(B, T))),
+        x,
+        t=3,
+        describe={"num_heads": H, "num_kv_heads": n_kv, "mask": "causal"},
+    )
 
 
 @check(points=1, after=("output-shapes",), catches=("biases-ignored",))
@@ -238,18 +294,20 @@ def biases_are_applied(ctx):
     x, p = tokens(ctx.rng, B, T, D), gqa_params(ctx.rng, D, H, n_kv)
     weights = {k: v for k, v in p.items() if k.startswith("W")}
     for name in ("bq", "bv", "bo"):
-        compare_gqa(ctx, x, dict(weights, **{name: p[name] * 4}), H, n_kv, None, pass_mask=False,
-                    what=f"only {name}", biases=f"{name} only, large")
-    compare_gqa(ctx, x, dict(p, bq=None, bk=None, bv=None, bo=None), H, n_kv, None, pass_mask=False,
-                what="biases = None", biases="None")
+        compare_gqa(
+            ctx, x, dict(weights, **{name: p[name] * 4}), H, n_kv, None, pass_mask=False, what=f"only {name}", biases=f"{name} only, large"
+        )
+    compare_gqa(ctx, x, dict(p, bq=None, bk=None, bv=None, bo=None), H, n_kv, None, pass_mask=False, what="biases = None", biases="None")
 
 
 @check(points=2)
 def value_errors(ctx):
     """ValueError when num_kv_heads < 1, num_heads % num_kv_heads != 0, or D % num_heads != 0."""
-    cases = ((8, 4, 3, "num_heads=4 is not a multiple of num_kv_heads=3"),
-             (8, 4, 0, "num_kv_heads=0"),
-             (6, 4, 2, "D=6 is not divisible by num_heads=4"))
+    cases = (
+        (8, 4, 3, "num_heads=4 is not a multiple of num_kv_heads=3"),
+        (8, 4, 0, "num_kv_heads=0"),
+        (6, 4, 2, "D=6 is not divisible by num_heads=4"),
+    )
     for D, H, n_kv, why in cases:
         x = tokens(ctx.rng, 1, 2, D)
         p = gqa_params(ctx.rng, D, 4 if D % 4 == 0 else 2, max(n_kv, 1))
@@ -268,8 +326,10 @@ def inputs_left_unmodified(ctx):
     x = tokens(ctx.rng, B, T, D)
     p = gqa_params(ctx.rng, D, H, n_kv, biases=False)
     mask = random_mask(ctx.rng, B, T)
-    for kind, args in (("lists", (lists(x), lists(p), H, n_kv, lists(mask))),
-                       ("NumPy arrays", (x.copy(), {k: v.copy() for k, v in p.items()}, H, n_kv, mask.copy()))):
+    for kind, args in (
+        ("lists", (lists(x), lists(p), H, n_kv, lists(mask))),
+        ("NumPy arrays", (x.copy(), {k: v.copy() for k, v in p.items()}, H, n_kv, mask.copy())),
+    ):
         ctx.describe(input=kind, biases="absent")
         ctx.call(FN, *args)
         expect_untouched(ctx, FN, ctx.last_call.outcome, kind)
@@ -283,12 +343,31 @@ def accepts_lists_and_arrays(ctx):
     compare_gqa(ctx, x, p, H, n_kv, random_mask(ctx.rng, B, T), arrays=True, input="NumPy arrays")
 
 
-@check(points=5, after=("output-shapes",),
-       catches=("kv-head-mapping-modulo", "no-scaling", "scale-by-model-width", "softmax-overflow",
-                "blocked-row-uniform", "blocked-row-nan", "mask-inverted", "additive-mask-leaks",
-                "fill-value-too-weak", "double-scaling", "softmax-across-batch", "heads-interleaved",
-                "max-over-blocked", "no-output-projection", "biases-ignored", "softmax-wrong-axis",
-                "reshape-without-transpose", "mask-ignored", "scale-after-softmax"))
+@check(
+    points=5,
+    after=("output-shapes",),
+    catches=(
+        "kv-head-mapping-modulo",
+        "no-scaling",
+        "scale-by-model-width",
+        "softmax-overflow",
+        "blocked-row-uniform",
+        "blocked-row-nan",
+        "mask-inverted",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "double-scaling",
+        "softmax-across-batch",
+        "heads-interleaved",
+        "max-over-blocked",
+        "no-output-projection",
+        "biases-ignored",
+        "softmax-wrong-axis",
+        "reshape-without-transpose",
+        "mask-ignored",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: head counts, masks, biases, large scores.
 
@@ -305,18 +384,19 @@ def randomised_agreement(ctx):
         x = tokens(ctx.rng, B, T, D, scale=25.0 if big else 1.0)
         p = gqa_params(ctx.rng, D, H, n_kv, biases=bool(ctx.rng.random() < 0.7), scale=3.0 if big else 1.0)
         mask = mask_of_kind(ctx.rng, kind, B, T)
-        compare_gqa(ctx, x, p, H, n_kv, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
-                    biases="bq" in p)
+        compare_gqa(ctx, x, p, H, n_kv, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind), biases="bq" in p)
 
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
+
 
 @SUITE.for_bench
 def bench_inputs(rng, T, B, D, H, KV):
     """B×T×D tokens, query projections D×D and key/value projections D×(KV·D/H), a causal mask."""
     from . import cases
+
     kv_width = KV * (D // H)
     weights = cases.params(rng, D, names=("q", "o"))
-    weights.update({f"W{n}": rng.normal(0.0, D ** -0.5, size=(D, kv_width)).round(6) for n in "kv"})
+    weights.update({f"W{n}": rng.normal(0.0, D**-0.5, size=(D, kv_width)).round(6) for n in "kv"})
     weights.update({f"b{n}": rng.normal(0.0, 0.5, size=kv_width).round(6) for n in "kv"})
     return (cases.tokens(rng, B, T, D), weights, H, KV), {"mask": cases.causal(B, T)}

@@ -47,6 +47,7 @@ def causal_rows(x, p, num_heads) -> np.ndarray:
 
 # --- counting what a cache holds -----------------------------------------------------------------
 
+
 def cached_numbers(cache) -> tuple[int, str]:
     """(numbers the cache holds, problem): float arrays and Python floats found through lists,
     tuples and dict values count; ints, bools, strings and None do not (SPEC.md). `problem`
@@ -63,14 +64,13 @@ def cached_numbers(cache) -> tuple[int, str]:
         return 1, ""
     if isinstance(cache, dict):
         length = cache.get("length")
-        if type(length) is int and length >= 0:        # a preallocated buffer: count the filled rows only
+        if type(length) is int and length >= 0:  # a preallocated buffer: count the filled rows only
             return _sum([_filled(v, length) for k, v in cache.items() if k != "length"])
         return _sum(list(cache.values()))
     if isinstance(cache, (list, tuple)):
         return _sum(cache)
     if isinstance(cache, Opaque):
-        return 0, (f"a {cache.type_name} object, which the kit cannot look inside (keep the cache to "
-                   "lists, tuples, dicts and arrays)")
+        return 0, (f"a {cache.type_name} object, which the kit cannot look inside (keep the cache to lists, tuples, dicts and arrays)")
     return 0, ""
 
 
@@ -96,12 +96,13 @@ def _sum(items) -> tuple[int, str]:
 
 # --- running a decoding loop -----------------------------------------------------------------------
 
+
 @dataclass
 class Decoding:
-    outputs: np.ndarray        # B×T×D, step t's output in [:, t]
-    sizes: list[int]           # numbers in the returned cache after each step
-    problems: list[str]        # per step: what could not be counted, or ''
-    steps: list[Call]          # the step calls, for failure evidence and --repro
+    outputs: np.ndarray  # B×T×D, step t's output in [:, t]
+    sizes: list[int]  # numbers in the returned cache after each step
+    problems: list[str]  # per step: what could not be counted, or ''
+    steps: list[Call]  # the step calls, for failure evidence and --repro
 
 
 def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
@@ -124,8 +125,7 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
         value = outcome.value
         if not isinstance(value, (tuple, list)) or len(value) != 2:
             got = type(value).__name__ + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else "")
-            failure = (f"step {t}: decode_step must return a pair (out_t, cache); it returned {got}",
-                       ctx.calls[-1])
+            failure = (f"step {t}: decode_step must return a pair (out_t, cache); it returned {got}", ctx.calls[-1])
             break
         out_t, cache = value
         try:
@@ -139,8 +139,11 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
         sizes.append(n)
         problems.append(problem)
         if problem and t < T - 1:
-            failure = (f"step {t} returned a cache containing {problem}; the kit sends the cache back "
-                       "into the next call, so it must be made of those", ctx.calls[-1])
+            failure = (
+                f"step {t} returned a cache containing {problem}; the kit sends the cache back "
+                "into the next call, so it must be made of those",
+                ctx.calls[-1],
+            )
             break
     _record_loop(ctx, steps, x if arrays else lists(x), sent_p, num_heads, outs, sizes, T, problems)
     ctx.describe(B=B, T=T, D=D, H=num_heads, input="NumPy arrays" if arrays else "lists")
@@ -149,8 +152,10 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
         ctx.failing_call = step
         if not message:
             error = CallFailed(step)
-            error.args = (f"{error} (at step {len(steps) - 1}, "
-                          f"{'the first call, cache=None' if len(steps) == 1 else 'with the cache your previous step returned'})",)
+            error.args = (
+                f"{error} (at step {len(steps) - 1}, "
+                f"{'the first call, cache=None' if len(steps) == 1 else 'with the cache your previous step returned'})",
+            )
             raise error
         ctx.fail(message)
     return Decoding(np.stack(outs, axis=1), sizes, problems, steps)
@@ -162,7 +167,7 @@ def replay_decoding(module, x, params, num_heads):
     The diagnosis's replay of a decoding loop on the kit's own implementations."""
     cache, outs, sizes = None, [], []
     for t in range(len(x[0])):
-        x_t = [seq[t] for seq in x]                    # the caller's rows, not copies
+        x_t = [seq[t] for seq in x]  # the caller's rows, not copies
         out_t, cache = module.decode_step(x_t, params, num_heads, cache)
         outs.append(np.asarray(out_t, dtype=np.float64))
         n, problem = cached_numbers(cache)
@@ -172,8 +177,7 @@ def replay_decoding(module, x, params, num_heads):
 
 def _record_loop(ctx, steps, x_sent, p_sent, num_heads, outs, sizes, T, problems):
     """Record the step calls for the diagnosis as one call that sums them up (see replay_decoding)."""
-    mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated
-                                  if m != "cache" and not m.startswith("cache[")))
+    mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated if m != "cache" and not m.startswith("cache[")))
     output = "".join(s.outcome.output for s in steps)
     last = steps[-1].outcome
     if not last.ok:
@@ -183,8 +187,7 @@ def _record_loop(ctx, steps, x_sent, p_sent, num_heads, outs, sizes, T, problems
     else:
         counted = [float(n) if not why else float("nan") for n, why in zip(sizes, problems)]
         summary = Outcome("ok", value=(np.stack(outs, axis=1), counted), mutated=mutated, output=output)
-    ctx.record_for_diagnosis("decode_step", (x_sent, p_sent, num_heads), {}, summary,
-                             replay=replay_decoding, instead_of=steps)
+    ctx.record_for_diagnosis("decode_step", (x_sent, p_sent, num_heads), {}, summary, replay=replay_decoding, instead_of=steps)
 
 
 def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded outputs"):
@@ -198,8 +201,7 @@ def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded o
     step.expected = expected[:, t]
     ctx.failing_call = step
     ctx.describe(wrong_steps=wrong)
-    ctx.fail(f"{mismatch.summary()} (step t's output must equal row t of causal multi-head attention "
-             f"over the whole sequence)", mismatch)
+    ctx.fail(f"{mismatch.summary()} (step t's output must equal row t of causal multi-head attention over the whole sequence)", mismatch)
 
 
 # --- public example ------------------------------------------------------------------------------
@@ -218,10 +220,23 @@ def step_returns_output_and_cache(ctx):
     decode(ctx, x, p, H)
 
 
-@check(points=2, public=True, after=("step-returns-output-and-cache",),
-       catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose", "double-scaling", "weights-transposed", "heads-interleaved",
-                "biases-ignored", "no-output-projection", "scale-by-model-width"))
+@check(
+    points=2,
+    public=True,
+    after=("step-returns-output-and-cache",),
+    catches=(
+        "new-token-not-attending-to-itself",
+        "cache-not-updated",
+        "no-scaling",
+        "reshape-without-transpose",
+        "double-scaling",
+        "weights-transposed",
+        "heads-interleaved",
+        "biases-ignored",
+        "no-output-projection",
+        "scale-by-model-width",
+    ),
+)
 def public_decode_example(ctx):
     """The statement's worked example: mha-screen's example decoded one token at a time."""
     x = np.array(PUBLIC_X)
@@ -233,8 +248,8 @@ def public_decode_example(ctx):
 
 # --- the new token --------------------------------------------------------------------------------
 
-@check(points=2, after=("step-returns-output-and-cache",), concept="kv-cache",
-       catches=("new-token-not-attending-to-itself",))
+
+@check(points=2, after=("step-returns-output-and-cache",), concept="kv-cache", catches=("new-token-not-attending-to-itself",))
 def first_token_attends_to_itself(ctx):
     """The first step (cache=None) attends to the new token itself: its output is v₀·Wo + bo.
 
@@ -247,8 +262,12 @@ def first_token_attends_to_itself(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H), "output of the first step")
 
 
-@check(points=2, after=("step-returns-output-and-cache",), concept="kv-cache",
-       catches=("new-token-not-attending-to-itself", "cache-not-updated"))
+@check(
+    points=2,
+    after=("step-returns-output-and-cache",),
+    concept="kv-cache",
+    catches=("new-token-not-attending-to-itself", "cache-not-updated"),
+)
 def new_token_joins_the_keys(ctx):
     """Each step attends to every cached token AND the new one: with Wq = Wk = 0 the weights are
     uniform, so out_t is the average of v₀ … v_t (then Wo, bo).
@@ -268,9 +287,20 @@ def new_token_joins_the_keys(ctx):
 
 # --- the whole loop -------------------------------------------------------------------------------
 
-@check(points=4, after=("step-returns-output-and-cache",), concept="kv-cache",
-       catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose", "softmax-overflow", "biases-ignored"))
+
+@check(
+    points=4,
+    after=("step-returns-output-and-cache",),
+    concept="kv-cache",
+    catches=(
+        "new-token-not-attending-to-itself",
+        "cache-not-updated",
+        "no-scaling",
+        "reshape-without-transpose",
+        "softmax-overflow",
+        "biases-ignored",
+    ),
+)
 def decoding_matches_causal_attention(ctx):
     """Decoding t = 0..T-1 reproduces causal multi_head_attention row by row.
 
@@ -283,8 +313,7 @@ def decoding_matches_causal_attention(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=3, after=("step-returns-output-and-cache",), concept="kv-cache",
-       catches=("cache-grows-quadratically", "cache-not-updated"))
+@check(points=3, after=("step-returns-output-and-cache",), concept="kv-cache", catches=("cache-grows-quadratically", "cache-not-updated"))
 def cache_holds_2btd_numbers(ctx):
     """After t steps the cache holds exactly 2·B·t·D numbers: one key and one value per token.
 
@@ -308,21 +337,29 @@ def cache_holds_2btd_numbers(ctx):
         if n == want:
             continue
         ctx.failing_call = step
-        text = (f"after {t} step(s) the cache holds {n} numbers; 2·B·t·D = 2·{B}·{t}·{D} = {want} expected "
-                f"(sizes after each step: {dec.sizes[:t]}, expected {expected[:t]})")
+        text = (
+            f"after {t} step(s) the cache holds {n} numbers; 2·B·t·D = 2·{B}·{t}·{D} = {want} expected "
+            f"(sizes after each step: {dec.sizes[:t]}, expected {expected[:t]})"
+        )
         if n == 0:
             text += ". Is the updated cache returned?"
         elif t > 1 and n == dec.sizes[t - 2]:
             text += ". It did not grow: the new key and value are not being kept"
         elif n > want:
-            text += (". It holds more than the keys and values of the tokens so far: a copy per step, "
-                     "queries, scores, or a preallocated buffer without an int 'length' beside it?")
+            text += (
+                ". It holds more than the keys and values of the tokens so far: a copy per step, "
+                "queries, scores, or a preallocated buffer without an int 'length' beside it?"
+            )
         ctx.fail(text)
     ctx.note(f"cache after {T} steps: {dec.sizes[-1]:,} numbers = 2·B·T·D with B={B}, T={T}, D={D}")
 
 
-@check(points=2, after=("step-returns-output-and-cache",), concept="scaling",
-       catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax", "softmax-wrong-axis"))
+@check(
+    points=2,
+    after=("step-returns-output-and-cache",),
+    concept="scaling",
+    catches=("no-scaling", "double-scaling", "scale-by-model-width", "scale-after-softmax", "softmax-wrong-axis"),
+)
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads) in every step."""
     B, T, D, H = 1, 4, 8, 2
@@ -331,8 +368,7 @@ def scores_scaled_by_head_width(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=3, after=("step-returns-output-and-cache",), concept="head-split",
-       catches=("reshape-without-transpose", "heads-interleaved"))
+@check(points=3, after=("step-returns-output-and-cache",), concept="head-split", catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_use_contiguous_columns(ctx):
     """Head h uses the cached columns h*hd:(h+1)*hd of every past token.
 
@@ -345,8 +381,7 @@ def heads_use_contiguous_columns(ctx):
     expect_rows(ctx, dec, causal_rows(x, p, H))
 
 
-@check(points=2, after=("step-returns-output-and-cache",), concept="numerical-stability",
-       catches=("softmax-overflow",))
+@check(points=2, after=("step-returns-output-and-cache",), concept="numerical-stability", catches=("softmax-overflow",))
 def no_overflow_at_large_scores(ctx):
     """Steps stay finite and correct when scores reach the thousands (subtract the max)."""
     B, T, D, H = 1, 4, 4, 2
@@ -364,9 +399,8 @@ def batches_are_independent(ctx):
     together = decode(ctx, x, p, H)
     for b in range(B):
         ctx.describe(batch=b)
-        alone = decode(ctx, x[b:b + 1], p, H)
-        mismatch = compare(together.outputs[b:b + 1], alone.outputs, f"batch {b} decoded with the others vs alone",
-                           STEP_AXES)
+        alone = decode(ctx, x[b : b + 1], p, H)
+        mismatch = compare(together.outputs[b : b + 1], alone.outputs, f"batch {b} decoded with the others vs alone", STEP_AXES)
         if mismatch is not None:
             ctx.failing_call = together.steps[mismatch.index[1]]
             ctx.fail(mismatch.summary(), mismatch)
@@ -405,8 +439,10 @@ def inputs_left_unmodified(ctx):
             changed = [m for m in step.outcome.mutated if m.split("[")[0].split(" ")[0] != "cache"]
             if changed:
                 ctx.failing_call = step
-                ctx.fail(f"step {t} changed its argument(s) {', '.join(changed)} (given {kind}); copy before "
-                         "writing, or build new values. (Updating the cache in place is fine.)")
+                ctx.fail(
+                    f"step {t} changed its argument(s) {', '.join(changed)} (given {kind}); copy before "
+                    "writing, or build new values. (Updating the cache in place is fine.)"
+                )
 
 
 @check(points=1, after=("step-returns-output-and-cache",))
@@ -417,11 +453,26 @@ def accepts_lists_and_arrays(ctx):
     expect_rows(ctx, decode(ctx, x, p, H, arrays=True), causal_rows(x, p, H))
 
 
-@check(points=4, after=("step-returns-output-and-cache",),
-       catches=("new-token-not-attending-to-itself", "cache-not-updated", "no-scaling",
-                "reshape-without-transpose", "softmax-overflow", "biases-ignored", "double-scaling",
-                "heads-interleaved", "no-output-projection", "scale-by-model-width", "softmax-across-batch",
-                "weights-transposed", "scale-after-softmax", "softmax-wrong-axis"))
+@check(
+    points=4,
+    after=("step-returns-output-and-cache",),
+    catches=(
+        "new-token-not-attending-to-itself",
+        "cache-not-updated",
+        "no-scaling",
+        "reshape-without-transpose",
+        "softmax-overflow",
+        "biases-ignored",
+        "double-scaling",
+        "heads-interleaved",
+        "no-output-projection",
+        "scale-by-model-width",
+        "softmax-across-batch",
+        "weights-transposed",
+        "scale-after-softmax",
+        "softmax-wrong-axis",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with causal attention on randomised hidden cases: shapes, biases, large scores.
 
@@ -440,9 +491,11 @@ def randomised_agreement(ctx):
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
 
+
 @SUITE.for_bench
 def bench_inputs(rng, T, B, D, H):
     """T + 1 decode steps of B×D tokens: the first T fill the cache, the last one is measured."""
     from . import cases
+
     steps = rng.normal(0.0, 1.0, size=(T + 1, B, D)).round(6)
     return (steps, cases.params(rng, D), H), {}

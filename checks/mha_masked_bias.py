@@ -40,11 +40,14 @@ OUT_AXES = ("batch", "query", "feature")
 ATT_AXES = ("batch", "head", "query", "key")
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
 GRADS = {"rtol": 1e-6, "atol": 1e-9}
-NUMPY_NO_GRADS = ("gradients are only checked for PyTorch solutions, and this file does not import torch: "
-                  "it was given float64 NumPy arrays and graded on values only")
+NUMPY_NO_GRADS = (
+    "gradients are only checked for PyTorch solutions, and this file does not import torch: "
+    "it was given float64 NumPy arrays and graded on values only"
+)
 
 
 # --- cases -------------------------------------------------------------------------------------
+
 
 @dataclass
 class Case:
@@ -71,8 +74,7 @@ class Case:
         B, Q, _ = self.activations["query"].shape
         K = self.activations["context"].shape[1]
         H = self.heads
-        facts = {"B": B, "Q": Q, "K": K, "H": H, "D": self.parameters["w_q"].shape[1] // H,
-                 "Dv": self.parameters["w_v"].shape[1] // H}
+        facts = {"B": B, "Q": Q, "K": K, "H": H, "D": self.parameters["w_q"].shape[1] // H, "Dv": self.parameters["w_v"].shape[1] // H}
         bias = self.activations.get("bias")
         if bias is not None:
             facts["bias"] = "×".join(map(str, bias.shape))
@@ -83,9 +85,25 @@ class Case:
         return {**facts, **self.facts}
 
 
-def make_case(rng, B=2, Q=3, K=4, H=2, D=3, Dv=None, Cq=5, Cctx=6, Cout=4, biases=True, bias=None,
-              masks=("key_mask", "query_mask", "attention_mask"), causal=False, causal_offset=0,
-              scale=1.0, **facts) -> Case:
+def make_case(
+    rng,
+    B=2,
+    Q=3,
+    K=4,
+    H=2,
+    D=3,
+    Dv=None,
+    Cq=5,
+    Cctx=6,
+    Cout=4,
+    biases=True,
+    bias=None,
+    masks=("key_mask", "query_mask", "attention_mask"),
+    causal=False,
+    causal_offset=0,
+    scale=1.0,
+    **facts,
+) -> Case:
     """Random inputs; `bias` is the additive bias's shape (None: no bias). Each batch element
     keeps one key that every head's attention_mask and the key_mask allow; query_mask is random."""
     Dv = D if Dv is None else Dv
@@ -96,11 +114,16 @@ def make_case(rng, B=2, Q=3, K=4, H=2, D=3, Dv=None, Cq=5, Cctx=6, Cout=4, biase
     activations = {"query": normal(B, Q, Cq, std=scale), "context": normal(B, K, Cctx, std=scale)}
     if bias is not None:
         activations["bias"] = normal(*bias, std=1.5)
-    parameters = {"w_q": normal(Cq, H * D, std=1 / np.sqrt(Cq)), "w_k": normal(Cctx, H * D, std=1 / np.sqrt(Cctx)),
-                  "w_v": normal(Cctx, H * Dv, std=1 / np.sqrt(Cctx)), "w_o": normal(H * Dv, Cout, std=1 / np.sqrt(H * Dv))}
+    parameters = {
+        "w_q": normal(Cq, H * D, std=1 / np.sqrt(Cq)),
+        "w_k": normal(Cctx, H * D, std=1 / np.sqrt(Cctx)),
+        "w_v": normal(Cctx, H * Dv, std=1 / np.sqrt(Cctx)),
+        "w_o": normal(H * Dv, Cout, std=1 / np.sqrt(H * Dv)),
+    }
     if biases:
-        parameters.update(b_q=normal(H * D, std=0.5), b_k=normal(H * D, std=0.5), b_v=normal(H * Dv, std=0.5),
-                          b_o=normal(Cout, std=0.5) + 1.0)
+        parameters.update(
+            b_q=normal(H * D, std=0.5), b_k=normal(H * D, std=0.5), b_v=normal(H * Dv, std=0.5), b_o=normal(Cout, std=0.5) + 1.0
+        )
     found = {}
     if "key_mask" in masks:
         found["key_mask"] = rng.random((B, K)) < 0.75
@@ -110,7 +133,7 @@ def make_case(rng, B=2, Q=3, K=4, H=2, D=3, Dv=None, Cq=5, Cctx=6, Cout=4, biase
     if "attention_mask" in masks:
         att = rng.random((B, H, Q, K)) < 0.75
         keys = found.get("key_mask", np.ones((B, K), bool))
-        for b in range(B):            # keep a row alive: one allowed key that the key mask allows too
+        for b in range(B):  # keep a row alive: one allowed key that the key mask allows too
             j = rng.choice(np.flatnonzero(keys[b]))
             att[b, :, :, j] = True
         found["attention_mask"] = att
@@ -191,8 +214,10 @@ def kind_of(value) -> str:
 
 # --- public examples ---------------------------------------------------------------------------
 
-@check(points=2, public=True,
-       catches=("no-output-projection", "weights-transposed", "transpose-reverses-all-axes", "key-mask-on-query-axis"))
+
+@check(
+    points=2, public=True, catches=("no-output-projection", "weights-transposed", "transpose-reverses-all-axes", "key-mask-on-query-axis")
+)
 def output_shapes(ctx):
     """Returns the pair (output [B,Q,Cout], attention [B,H,Q,K]), shapes checked strictly.
 
@@ -215,36 +240,48 @@ def dtype_preserved(ctx):
     """
     case = make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=2)
     torch_solution = uses_torch(ctx)
-    for dtype in ((torch.float32, torch.float64) if torch_solution else (torch.float64,)):
+    for dtype in (torch.float32, torch.float64) if torch_solution else (torch.float64,):
         ctx.describe(**case.describe(), dtype=str(dtype) if torch_solution else "numpy.float64")
         out, att = pair(ctx, ctx.call(FN, *send(ctx, case, dtype), **case.kwargs))
         for value, what in ((out, "output"), (att, "attention")):
             if torch_solution and not (isinstance(value, TensorValue) and value.dtype == str(dtype)):
-                ctx.fail(f"{what} is {kind_of(value)}; given {dtype} tensors, return {dtype} tensors "
-                         "(no .numpy(), .double() or .float() on the way, no torch.tensor(...) without dtype=)")
+                ctx.fail(
+                    f"{what} is {kind_of(value)}; given {dtype} tensors, return {dtype} tensors "
+                    "(no .numpy(), .double() or .float() on the way, no torch.tensor(...) without dtype=)"
+                )
             if not torch_solution and not (isinstance(value, np.ndarray) and value.dtype == np.float64):
                 ctx.fail(f"{what} is {kind_of(value)}; given float64 NumPy arrays, return float64 arrays")
 
 
 # The statement's worked example (SPEC.md): D = Dv = 1, so scaling does not show; masks do.
-EXAMPLE_ACTIVATIONS = {"query": [[[1, 1], [1, 1]]],
-                       "context": [[[0, 1, 2, 1], [1, 0, 4, 4], [100, 100, 99, 99]]]}
-EXAMPLE_PARAMETERS = {"w_q": [[1, 0], [0, 1]], "w_k": [[1, 0], [0, 1], [0, 0], [0, 0]],
-                      "w_v": [[0, 0], [0, 0], [1, 0], [0, 1]], "w_o": [[1, 2], [3, -1]], "b_o": [1, 2]}
-EXAMPLE_MASKS = {"key_mask": [[True, True, False]], "query_mask": [[True, False]],
-                 "attention_mask": [[[[True, True, True], [True, True, True]],
-                                     [[False, True, True], [False, True, True]]]]}
+EXAMPLE_ACTIVATIONS = {"query": [[[1, 1], [1, 1]]], "context": [[[0, 1, 2, 1], [1, 0, 4, 4], [100, 100, 99, 99]]]}
+EXAMPLE_PARAMETERS = {
+    "w_q": [[1, 0], [0, 1]],
+    "w_k": [[1, 0], [0, 1], [0, 0], [0, 0]],
+    "w_v": [[0, 0], [0, 0], [1, 0], [0, 1]],
+    "w_o": [[1, 2], [3, -1]],
+    "b_o": [1, 2],
+}
+EXAMPLE_MASKS = {
+    "key_mask": [[True, True, False]],
+    "query_mask": [[True, False]],
+    "attention_mask": [[[[True, True, True], [True, True, True]], [[False, True, True], [False, True, True]]]],
+}
 EXAMPLE_OUTPUT = [[[16.462117157260010, 4.924234314520019], [0.0, 0.0]]]
 
 
-@check(points=2, public=True, after=("output-shapes",),
-       catches=("b-o-not-suppressed", "mask-inverted", "softmax-wrong-axis", "biases-ignored"))
+@check(
+    points=2, public=True, after=("output-shapes",), catches=("b-o-not-suppressed", "mask-inverted", "softmax-wrong-axis", "biases-ignored")
+)
 def public_worked_example(ctx):
     """The statement's worked example: query 0 gives ≈ [16.462117, 4.924234], masked query 1 exactly [0, 0]."""
-    case = Case({k: np.array(v, float) for k, v in EXAMPLE_ACTIVATIONS.items()},
-                {k: np.array(v, float) for k, v in EXAMPLE_PARAMETERS.items()},
-                {k: np.array(v, bool) for k, v in EXAMPLE_MASKS.items()}, heads=2,
-                facts={"example": "the worked example in the statement"})
+    case = Case(
+        {k: np.array(v, float) for k, v in EXAMPLE_ACTIVATIONS.items()},
+        {k: np.array(v, float) for k, v in EXAMPLE_PARAMETERS.items()},
+        {k: np.array(v, bool) for k, v in EXAMPLE_MASKS.items()},
+        heads=2,
+        facts={"example": "the worked example in the statement"},
+    )
     out, _ = compare_case(ctx, case)
     ctx.expect_close(out[0, 1], [0.0, 0.0], "output of the masked query 1", ("feature",), atol=0.0, rtol=0.0)
     ctx.expect_close(out[0, 0], EXAMPLE_OUTPUT[0][0], "output of query 0", ("feature",), rtol=1e-6)
@@ -252,8 +289,7 @@ def public_worked_example(ctx):
 
 # --- dtype, device, memory layout, optional keys ------------------------------------------------
 
-META_DATA_ACCESS = re.compile(r"item\(\)|no data|numpy|copy out|data pointer|local_scalar|cannot be called on meta",
-                              re.IGNORECASE)
+META_DATA_ACCESS = re.compile(r"item\(\)|no data|numpy|copy out|data pointer|local_scalar|cannot be called on meta", re.IGNORECASE)
 
 
 @check(points=1, after=("output-shapes",))
@@ -271,33 +307,38 @@ def device_preserved(ctx):
     outcome = ctx.outcome(FN, *send(ctx, case, torch.float64, "meta"), **case.kwargs)
     error = f"{outcome.error.type}: {outcome.error.message}" if outcome.status == "raised" else ""
     if error and META_DATA_ACCESS.search(error):
-        raise CheckSkipped(f"the code reads tensor values in Python ({error}), which PyTorch's data-less "
-                           "meta device cannot run; that works on a CPU or GPU, where each such read waits "
-                           "for the device")
+        raise CheckSkipped(
+            f"the code reads tensor values in Python ({error}), which PyTorch's data-less "
+            "meta device cannot run; that works on a CPU or GPU, where each such read waits "
+            "for the device"
+        )
     if error and "device" in error:
-        ctx.fail(f"with every input on the meta device the call raised {error}: a tensor was made on the "
-                 "CPU; create new tensors with device=query.device (or torch.zeros_like, x.new_zeros, "
-                 "torch.arange(..., device=...))")
+        ctx.fail(
+            f"with every input on the meta device the call raised {error}: a tensor was made on the "
+            "CPU; create new tensors with device=query.device (or torch.zeros_like, x.new_zeros, "
+            "torch.arange(..., device=...))"
+        )
     if not outcome.ok:
         ctx.fail(f"with every input on the meta device the call {outcome.describe_failure()}")
     out, att = pair(ctx, outcome.value)
     for value, what, shape in ((out, "output", out_shape), (att, "attention", att_shape)):
         if not isinstance(value, TensorValue):
             ctx.fail(f"{what} is {kind_of(value)}, not a tensor")
-        ctx.expect(value.device == "meta", f"{what} is on {value.device} although every input was on the meta "
-                   "device: create new tensors with device=query.device")
-        ctx.expect(tuple(value.shape) == shape, f"{what} has shape {tuple(value.shape)} on the meta device, "
-                   f"expected {shape}")
+        ctx.expect(
+            value.device == "meta",
+            f"{what} is on {value.device} although every input was on the meta device: create new tensors with device=query.device",
+        )
+        ctx.expect(tuple(value.shape) == shape, f"{what} has shape {tuple(value.shape)} on the meta device, expected {shape}")
         ctx.expect(value.dtype == "torch.float64", f"{what} is {value.dtype}, expected torch.float64")
 
 
 def scattered(value: torch.Tensor, how: str) -> torch.Tensor:
     """The same values in a non-contiguous layout."""
-    if how == "strided":            # every other element of a buffer twice as wide
+    if how == "strided":  # every other element of a buffer twice as wide
         wide = torch.zeros(*value.shape[:-1], 2 * value.shape[-1], dtype=value.dtype)
         wide[..., ::2] = value
         return wide[..., ::2]
-    if how == "transposed":         # column-major storage
+    if how == "transposed":  # column-major storage
         return value.transpose(-1, -2).contiguous().transpose(-1, -2)
     raise ValueError(how)
 
@@ -322,8 +363,9 @@ def non_contiguous_inputs(ctx):
     params["b_o"] = scattered(params["b_o"], "strided")
     masks["key_mask"] = masks["key_mask"][:1].expand(B, K)
     masks["attention_mask"] = masks["attention_mask"][:, :1].expand(B, H, Q, K)
-    case = Case({k: v.numpy() for k, v in acts.items()}, {k: v.numpy() for k, v in params.items()},
-                {k: v.numpy() for k, v in masks.items()}, H)
+    case = Case(
+        {k: v.numpy() for k, v in acts.items()}, {k: v.numpy() for k, v in params.items()}, {k: v.numpy() for k, v in masks.items()}, H
+    )
     ctx.describe(**case.describe(), layout="query strided, context and weights transposed, bias/masks expanded")
     value = ctx.call(FN, acts, params, masks, **case.kwargs)
     call = ctx.last_call
@@ -343,9 +385,12 @@ def optional_keys_absent_or_none(ctx):
     """
     case = make_case(ctx.rng, biases=False, masks=())
     compare_case(ctx, case, "masks = {}, no bias keys")
-    with_none = Case(dict(case.activations, bias=None),
-                     dict(case.parameters, b_q=None, b_k=None, b_v=None, b_o=None),
-                     {"key_mask": None, "query_mask": None, "attention_mask": None}, case.heads)
+    with_none = Case(
+        dict(case.activations, bias=None),
+        dict(case.parameters, b_q=None, b_k=None, b_v=None, b_o=None),
+        {"key_mask": None, "query_mask": None, "attention_mask": None},
+        case.heads,
+    )
     compare_case(ctx, with_none, "every optional entry = None", optional="present as None")
     single = make_case(ctx.rng, H=1, D=4, masks=("key_mask",))
     acts, params, masks = send(ctx, single)
@@ -361,8 +406,13 @@ def optional_keys_absent_or_none(ctx):
 
 # --- the formula ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
+
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="scaling",
+    catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"),
+)
 def scores_scaled_by_key_width(ctx):
     """Scores are divided by sqrt(D), the per-head key width: not by sqrt(H·D), not by 1."""
     case = make_case(ctx.rng, B=2, Q=3, K=4, H=2, D=4, Dv=2, biases=False, masks=(), scale=1.5)
@@ -392,23 +442,23 @@ def value_error_when_heads_do_not_divide(ctx):
     Three calls, as the statement lists them: heads=0; w_q and w_v 6 columns wide with heads=4;
     w_q 4 columns wide (heads=4 divides it) and w_v 6 (it does not).
     """
-    cases = ((make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 0, "heads=0"),
-             (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 4, "heads=4 with w_q and w_v 6 columns wide"),
-             (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=2, Dv=3, masks=()), 4,
-              "heads=4 with w_q 4 columns wide but w_v 6"))
+    cases = (
+        (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 0, "heads=0"),
+        (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=3, masks=()), 4, "heads=4 with w_q and w_v 6 columns wide"),
+        (make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=2, Dv=3, masks=()), 4, "heads=4 with w_q 4 columns wide but w_v 6"),
+    )
     for case, heads, what in cases:
-        ctx.describe(heads=heads, w_q_columns=case.parameters["w_q"].shape[1],
-                     w_v_columns=case.parameters["w_v"].shape[1])
+        ctx.describe(heads=heads, w_q_columns=case.parameters["w_q"].shape[1], w_v_columns=case.parameters["w_v"].shape[1])
         outcome = ctx.outcome(FN, *send(ctx, case), heads=heads, causal=False, causal_offset=0)
         if outcome.status == "raised" and outcome.error.type == "ValueError":
             continue
         happened = outcome.describe_failure() if not outcome.ok else "returned normally"
-        ctx.fail(f"{what} should raise ValueError (heads must be at least 1 and divide the columns of both "
-                 f"w_q and w_v); the call {happened}")
+        ctx.fail(
+            f"{what} should raise ValueError (heads must be at least 1 and divide the columns of both w_q and w_v); the call {happened}"
+        )
 
 
-@check(points=2, after=("output-shapes",), concept="head-split",
-       catches=("reshape-without-transpose", "heads-interleaved"))
+@check(points=2, after=("output-shapes",), concept="head-split", catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_split_contiguously(ctx):
     """Head h uses projected columns h·D:(h+1)·D (and h·Dv:(h+1)·Dv), put back in that order.
 
@@ -418,8 +468,9 @@ def heads_split_contiguously(ctx):
     compare_case(ctx, case)
 
 
-@check(points=3, after=("output-shapes",), concept="masking",
-       catches=("causal-offset-ignored", "causal-off-by-one", "causal-alignment-wrong"))
+@check(
+    points=3, after=("output-shapes",), concept="masking", catches=("causal-offset-ignored", "causal-off-by-one", "causal-alignment-wrong")
+)
 def causal_with_offset(ctx):
     """causal=True allows key j for query i when j <= i + causal_offset, also when Q ≠ K.
 
@@ -431,8 +482,12 @@ def causal_with_offset(ctx):
         compare_case(ctx, case, f"Q={Q}, K={K}, causal_offset={offset}")
 
 
-@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "fill-value-too-weak",
-                                                                       "mask-ignored", "masks-combined-with-or"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="masking",
+    catches=("mask-inverted", "fill-value-too-weak", "mask-ignored", "masks-combined-with-or"),
+)
 def masks_are_intersected(ctx):
     """key_mask, query_mask and attention_mask (True = allowed) all apply together, with causal on top."""
     case = make_case(ctx.rng, B=2, Q=4, K=5, H=2, D=2)
@@ -458,6 +513,7 @@ def key_mask_blocks_keys_not_queries(ctx):
 
 # --- masked rows ------------------------------------------------------------------------------
 
+
 def masked_rows_case(rng, **kw) -> Case:
     """B=3: batch 0 has query 1 masked by query_mask and query 2 empty in every head; batch 1 has
     no allowed key at all; batch 2 has query 0 empty in head 0 only. b_o is large."""
@@ -468,7 +524,7 @@ def masked_rows_case(rng, **kw) -> Case:
     m["attention_mask"][0, :, 2, :] = False
     m["key_mask"][1, :] = False
     m["attention_mask"][2, 0, 0, :] = False
-    m["attention_mask"][2, 1, 0, :] = m["key_mask"][2]          # head 1 keeps query 0 alive
+    m["attention_mask"][2, 1, 0, :] = m["key_mask"][2]  # head 1 keeps query 0 alive
     case.parameters["b_o"] = case.parameters["b_o"] + 2.0
     return case
 
@@ -490,8 +546,9 @@ def fully_masked_queries_output_zero(ctx):
     case = masked_rows_case(ctx.rng)
     out, _ = compare_case(ctx, case, masked="batch 0 queries 1-2, all of batch 1")
     dead = ~active_queries(case)
-    ctx.expect_close(out[dead], np.zeros_like(out[dead]), "output rows of fully masked queries",
-                     ("masked query", "feature"), atol=0.0, rtol=0.0)
+    ctx.expect_close(
+        out[dead], np.zeros_like(out[dead]), "output rows of fully masked queries", ("masked query", "feature"), atol=0.0, rtol=0.0
+    )
 
 
 @check(points=2, after=("output-shapes",), catches=("b-o-dropped-for-partial",), concept="masking")
@@ -501,8 +558,7 @@ def partially_masked_queries_keep_b_o(ctx):
     compare_case(ctx, case, partial="batch 2, query 0: head 0 empty, head 1 active")
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("blocked-row-nan", "blocked-row-uniform", "additive-mask-leaks"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("blocked-row-nan", "blocked-row-uniform", "additive-mask-leaks"))
 def empty_head_rows_are_zero(ctx):
     """An empty (batch, head, query) row has attention exactly 0: never NaN, never uniform."""
     case = masked_rows_case(ctx.rng, bias=(3, 2, 3, 4))
@@ -511,8 +567,9 @@ def empty_head_rows_are_zero(ctx):
     m = case.masks
     allowed = m["attention_mask"] & m["key_mask"][:, None, None, :] & m["query_mask"][:, None, :, None]
     empty = ~allowed.any(axis=-1)
-    ctx.expect_close(att[empty], np.zeros((int(empty.sum()), K)), "attention rows with no allowed key",
-                     ("empty row", "key"), atol=0.0, rtol=0.0)
+    ctx.expect_close(
+        att[empty], np.zeros((int(empty.sum()), K)), "attention rows with no allowed key", ("empty row", "key"), atol=0.0, rtol=0.0
+    )
 
 
 @check(points=2, after=("output-shapes",), catches=("softmax-overflow",), concept="numerical-stability")
@@ -523,12 +580,10 @@ def stable_at_large_scores(ctx):
         if dtype == torch.float32 and not uses_torch(ctx):
             continue
         case = with_score_peak(make_case(ctx.rng, B=1, Q=3, K=4, H=2, D=4, biases=False, masks=()), peak)
-        compare_case(ctx, case, f"{str(dtype).split('.')[-1]}, largest |score| {peak:g}",
-                     dtype=dtype, largest_score=peak)
+        compare_case(ctx, case, f"{str(dtype).split('.')[-1]}, largest |score| {peak:g}", dtype=dtype, largest_score=peak)
 
 
-@check(points=2, after=("output-shapes",), concept="numerical-stability",
-       catches=("max-over-blocked", "softmax-overflow"))
+@check(points=2, after=("output-shapes",), concept="numerical-stability", catches=("max-over-blocked", "softmax-overflow"))
 def stable_with_a_blocked_key_far_above(ctx):
     """Scores near 900 stay finite, and a key blocked by key_mask that scores near 2100 takes nothing.
 
@@ -537,8 +592,7 @@ def stable_with_a_blocked_key_far_above(ctx):
     makes every allowed weight underflow to 0 (weights [0, 0] instead of [0, 1]). No biases.
     """
     B, Q, K, H, D = 2, 3, 4, 2, 2
-    case = make_case(ctx.rng, B=B, Q=Q, K=K, H=H, D=D, Cq=H * D, Cctx=H * D, Cout=3, biases=False,
-                     masks=("key_mask",))
+    case = make_case(ctx.rng, B=B, Q=Q, K=K, H=H, D=D, Cq=H * D, Cctx=H * D, Cout=3, biases=False, masks=("key_mask",))
     case.activations["query"] = (25.0 + ctx.rng.normal(0.0, 0.1, size=(B, Q, H * D))).round(6)
     case.activations["context"] = hot_blocked_tokens(ctx.rng, B, K, H * D)
     case.parameters["w_q"] = np.eye(H * D)
@@ -548,8 +602,7 @@ def stable_with_a_blocked_key_far_above(ctx):
     compare_case(ctx, case, scores="about 900 allowed, about 2100 for the blocked last key")
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+@check(points=2, after=("output-shapes",), concept="masking", catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
 def uniform_when_queries_are_zero(ctx):
     """With w_q = 0 (and no b_q) every score is 0, so each query spreads its weight evenly over its allowed keys.
 
@@ -572,14 +625,20 @@ def causal_future_is_ignored(ctx):
     tril = np.tril(np.ones((5, 5), dtype=bool))[None, None]
 
     def run(context, own: bool):
-        case = Case(dict(base.activations, context=context), base.parameters,
-                    {} if own else {"attention_mask": tril}, base.heads, causal=own)
+        case = Case(
+            dict(base.activations, context=context), base.parameters, {} if own else {"attention_mask": tril}, base.heads, causal=own
+        )
         return pair(ctx, ctx.call(FN, *send(ctx, case), **case.kwargs))[0]
 
     for own in (True, False):
-        expect_causal_invariance(ctx, lambda c, own=own: run(c, own), base.activations["context"], t=3,
-                                 describe={"causal": own, "attention_mask": "none" if own else "lower-triangular"},
-                                 what="output with causal=True" if own else "output with a causal attention_mask")
+        expect_causal_invariance(
+            ctx,
+            lambda c, own=own: run(c, own),
+            base.activations["context"],
+            t=3,
+            describe={"causal": own, "attention_mask": "none" if own else "lower-triangular"},
+            what="output with causal=True" if own else "output with a causal attention_mask",
+        )
 
 
 def with_score_peak(case: Case, peak: float) -> Case:
@@ -598,26 +657,49 @@ def with_score_peak(case: Case, peak: float) -> Case:
 def inputs_left_unmodified(ctx):
     """No input is written in place: activations, parameters and masks come back unchanged."""
     case = make_case(ctx.rng, B=2, Q=3, K=4, H=2, bias=(2, 2, 3, 4), causal=True, causal_offset=1)
-    m = case.masks                   # masks that disagree, so combining them in place shows
+    m = case.masks  # masks that disagree, so combining them in place shows
     m["attention_mask"][:] = True
     m["key_mask"][0, 0] = m["query_mask"][1, 0] = False
     m["key_mask"][0, 1] = True
     ctx.describe(**case.describe())
     outcome = ctx.outcome(FN, *send(ctx, case), **case.kwargs)
     if outcome.mutated:
-        ctx.fail(f"`{FN}` changed {', '.join(outcome.mutated)} in place (e.g. `mask &= ...`, `x.mul_()`, "
-                 "`masked_fill_` on an input); build new tensors instead")
+        ctx.fail(
+            f"`{FN}` changed {', '.join(outcome.mutated)} in place (e.g. `mask &= ...`, `x.mul_()`, "
+            "`masked_fill_` on an input); build new tensors instead"
+        )
     if not outcome.ok:
         ctx.fail(f"`{FN}` {outcome.describe_failure()}")
 
 
-@check(points=4, after=("output-shapes",),
-       catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose", "softmax-wrong-axis",
-                "mask-inverted", "causal-off-by-one", "causal-offset-ignored", "bias-scaled", "biases-ignored",
-                "b-o-not-suppressed", "b-o-dropped-for-partial", "blocked-row-nan", "blocked-row-uniform",
-                "heads-interleaved", "additive-mask-leaks", "fill-value-too-weak", "double-scaling",
-                "softmax-across-batch",
-                "mask-ignored", "masks-combined-with-or", "causal-alignment-wrong", "scale-after-softmax"))
+@check(
+    points=4,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "scale-by-model-width",
+        "reshape-without-transpose",
+        "softmax-wrong-axis",
+        "mask-inverted",
+        "causal-off-by-one",
+        "causal-offset-ignored",
+        "bias-scaled",
+        "biases-ignored",
+        "b-o-not-suppressed",
+        "b-o-dropped-for-partial",
+        "blocked-row-nan",
+        "blocked-row-uniform",
+        "heads-interleaved",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "double-scaling",
+        "softmax-across-batch",
+        "mask-ignored",
+        "masks-combined-with-or",
+        "causal-alignment-wrong",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, heads, masks, bias shapes, causal offsets.
 
@@ -625,20 +707,33 @@ def randomised_agreement(ctx):
     with the same --seed to get the same cases.
     """
     for n in range(6):
-        B, Q, K, H = (int(ctx.rng.integers(1, 4)), int(ctx.rng.integers(1, 7)), int(ctx.rng.integers(1, 7)),
-                      int(ctx.rng.integers(1, 4)))
+        B, Q, K, H = (int(ctx.rng.integers(1, 4)), int(ctx.rng.integers(1, 7)), int(ctx.rng.integers(1, 7)), int(ctx.rng.integers(1, 4)))
         bias = [None, (Q, K), (H, 1, K), (B, H, Q, K), (B, 1, Q, K), (1, 1, 1, K)][int(ctx.rng.integers(6))]
         names = tuple(m for m in ("key_mask", "query_mask", "attention_mask") if ctx.rng.random() < 0.6)
         causal = bool(ctx.rng.random() < 0.4)
-        case = make_case(ctx.rng, B=B, Q=Q, K=K, H=H, D=int(ctx.rng.integers(1, 5)), Dv=int(ctx.rng.integers(1, 5)),
-                         Cq=int(ctx.rng.integers(1, 6)), Cctx=int(ctx.rng.integers(1, 6)),
-                         Cout=int(ctx.rng.integers(1, 6)), biases=bool(ctx.rng.random() < 0.7), bias=bias,
-                         masks=names, causal=causal, causal_offset=int(ctx.rng.integers(-2, 3)) if causal else 0,
-                         scale=3.0 if n == 5 else 1.0)
+        case = make_case(
+            ctx.rng,
+            B=B,
+            Q=Q,
+            K=K,
+            H=H,
+            D=int(ctx.rng.integers(1, 5)),
+            Dv=int(ctx.rng.integers(1, 5)),
+            Cq=int(ctx.rng.integers(1, 6)),
+            Cctx=int(ctx.rng.integers(1, 6)),
+            Cout=int(ctx.rng.integers(1, 6)),
+            biases=bool(ctx.rng.random() < 0.7),
+            bias=bias,
+            masks=names,
+            causal=causal,
+            causal_offset=int(ctx.rng.integers(-2, 3)) if causal else 0,
+            scale=3.0 if n == 5 else 1.0,
+        )
         compare_case(ctx, case, f"case {n + 1}", random_case=n + 1)
 
 
 # --- gradients --------------------------------------------------------------------------------
+
 
 def compare_gradients(ctx, case: Case):
     """float64: gradients of a fixed random projection of both outputs, candidate vs reference."""
@@ -646,8 +741,7 @@ def compare_gradients(ctx, case: Case):
 
     if not uses_torch(ctx):
         raise CheckSkipped(NUMPY_NO_GRADS)
-    ctx.describe(**case.describe(), dtype="torch.float64",
-                 loss="sum(output * P1) + sum(attention * P2), P1 and P2 fixed standard normals")
+    ctx.describe(**case.describe(), dtype="torch.float64", loss="sum(output * P1) + sum(attention * P2), P1 and P2 fixed standard normals")
     value = ctx.call(FN, *send(ctx, case), harness=HARNESS, **case.kwargs)
     call = ctx.last_call
     inputs = (to_torch(p) for p in (case.activations, case.parameters, case.masks))
@@ -662,34 +756,57 @@ def compare_gradients(ctx, case: Case):
         ctx.fail(f"no gradient could be taken: {extra['problem']}")
     # b_k's true gradient is 0 (q·b_k is the same for every key of a query, and softmax ignores a
     # constant), so a solution that never adds b_k is right: no gradient need reach it
-    cut = [name for name in extra.get("disconnected", ())
-           if name not in ref_extra["disconnected"] and name != "b_k"]
+    cut = [name for name in extra.get("disconnected", ()) if name not in ref_extra["disconnected"] and name != "b_k"]
     if cut:
-        ctx.fail(f"no gradient reaches {', '.join(cut)}: the outputs do not depend on it through autograd "
-                 "(a .detach(), .item(), NumPy round trip or torch.no_grad() cuts the graph)")
+        ctx.fail(
+            f"no gradient reaches {', '.join(cut)}: the outputs do not depend on it through autograd "
+            "(a .detach(), .item(), NumPy round trip or torch.no_grad() cuts the graph)"
+        )
     for name, expected in ref_extra["grads"].items():
         got = extra["grads"].get(name)
         axes = {"query": ("batch", "query", "feature"), "context": ("batch", "key", "feature")}.get(
-            name, ("row", "column") if expected.ndim == 2 else ())
-        bad = (np.argwhere(~np.isfinite(got)) if isinstance(got, np.ndarray) and got.shape == expected.shape
-               else np.empty((0, 0), dtype=np.intp))       # no positions
+            name, ("row", "column") if expected.ndim == 2 else ()
+        )
+        bad = (
+            np.argwhere(~np.isfinite(got))
+            if isinstance(got, np.ndarray) and got.shape == expected.shape
+            else np.empty((0, 0), dtype=np.intp)
+        )  # no positions
         if len(bad) and np.isfinite(expected).all():
             first = ", ".join(f"{a} {i}" for a, i in zip(axes or [f"axis {n}" for n in range(got.ndim)], bad[0]))
-            ctx.note(f"the first non-finite gradient of {name} is at {first}; the reference's is finite there "
-                     "(fully masked queries and empty heads are where NaN gets in)")
-        ctx.expect_close(got, expected, f"gradient with respect to {name}", axes, "×".join(map(str, expected.shape)),
-                         call=call, float32_ok=False, **GRADS)   # gradients are a float64 property
+            ctx.note(
+                f"the first non-finite gradient of {name} is at {first}; the reference's is finite there "
+                "(fully masked queries and empty heads are where NaN gets in)"
+            )
+        ctx.expect_close(
+            got,
+            expected,
+            f"gradient with respect to {name}",
+            axes,
+            "×".join(map(str, expected.shape)),
+            call=call,
+            float32_ok=False,
+            **GRADS,
+        )  # gradients are a float64 property
     from attn_kit.base.torch_support import finite_difference  # the gradients agree with the outputs (kit-side)
+
     analytic, numeric = finite_difference(
         lambda a, p: pair(ctx, ctx.call(FN, to_torch(a), to_torch(p), to_torch(case.masks), **case.kwargs)),
-        case.activations, case.parameters, extra["grads"], seed=ctx.seed)
+        case.activations,
+        case.parameters,
+        extra["grads"],
+        seed=ctx.seed,
+    )
     if not math.isclose(analytic, numeric, rel_tol=1e-4, abs_tol=1e-6):
-        ctx.fail(f"the reported gradients are not the gradients of your outputs: along a random direction "
-                 f"they give {analytic:.8g}, finite differences of your forward outputs {numeric:.8g}")
+        ctx.fail(
+            f"the reported gradients are not the gradients of your outputs: along a random direction "
+            f"they give {analytic:.8g}, finite differences of your forward outputs {numeric:.8g}"
+        )
 
 
-@check(points=3, after=("output-shapes",), concept="gradients",
-       catches=("no-scaling", "bias-scaled", "softmax-wrong-axis", "mask-inverted"))
+@check(
+    points=3, after=("output-shapes",), concept="gradients", catches=("no-scaling", "bias-scaled", "softmax-wrong-axis", "mask-inverted")
+)
 def gradients_match_reference(ctx):
     """Gradients with respect to query, context, every weight and bias, and the additive bias match autograd.
 
@@ -713,13 +830,13 @@ def gradients_finite_on_masked_rows(ctx):
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
 
+
 @SUITE.for_bench
 def bench_inputs(rng, T, B, C, H, D):
     """Self-attention over B×T×C activations (context = query), causal, no masks, NumPy arrays
     (bench turns them into tensors for a file that imports torch)."""
-    activations = {"query": rng.normal(0.0, 1.0, size=(B, T, C)).round(6),
-                   "context": rng.normal(0.0, 1.0, size=(B, T, C)).round(6)}
-    parameters = {f"w_{n}": rng.normal(0.0, C ** -0.5, size=(C, H * D)).round(6) for n in "qkv"}
+    activations = {"query": rng.normal(0.0, 1.0, size=(B, T, C)).round(6), "context": rng.normal(0.0, 1.0, size=(B, T, C)).round(6)}
+    parameters = {f"w_{n}": rng.normal(0.0, C**-0.5, size=(C, H * D)).round(6) for n in "qkv"}
     parameters["w_o"] = rng.normal(0.0, (H * D) ** -0.5, size=(H * D, C)).round(6)
     parameters["b_o"] = rng.normal(0.0, 0.5, size=C).round(6)
     return (activations, parameters, {}), {"heads": H, "causal": True}

@@ -41,9 +41,12 @@ def compare_attention(ctx, x, p, num_heads, mask=None, pass_mask=True, what="", 
 
 # --- public examples (also in the statement) -----------------------------------------------------
 
-@check(points=1, public=True,
-       catches=("softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks",
-                "fill-value-too-weak"))
+
+@check(
+    points=1,
+    public=True,
+    catches=("softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks", "fill-value-too-weak"),
+)
 def public_softmax_example(ctx):
     """The statement's softmax examples give the stated numbers.
 
@@ -61,11 +64,11 @@ def public_softmax_example(ctx):
 def public_masks_example(ctx):
     """The statement's mask examples: causal_mask(1, 3) and padding_mask([2, 3], 3)."""
     ctx.describe(call="causal_mask(1, 3)")
-    ctx.expect_close(ctx.call("causal_mask", 1, 3), causal(1, 3), "causal_mask(1, 3)", MASK_AXES,
-                     "B×T×T", kind="bool")
+    ctx.expect_close(ctx.call("causal_mask", 1, 3), causal(1, 3), "causal_mask(1, 3)", MASK_AXES, "B×T×T", kind="bool")
     ctx.describe(call="padding_mask([2, 3], 3)")
-    ctx.expect_close(ctx.call("padding_mask", [2, 3], 3), padding([2, 3], 3), "padding_mask([2, 3], 3)",
-                     MASK_AXES, "len(lengths)×T×T", kind="bool")
+    ctx.expect_close(
+        ctx.call("padding_mask", [2, 3], 3), padding([2, 3], 3), "padding_mask([2, 3], 3)", MASK_AXES, "len(lengths)×T×T", kind="bool"
+    )
 
 
 @check(points=2, public=True, catches=("transpose-reverses-all-axes",))
@@ -81,9 +84,10 @@ def output_shapes(ctx):
     ctx.describe(return_weights=True)
     value = ctx.call("multi_head_attention", lists(x), lists(p), H, return_weights=True)
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        ctx.fail("with return_weights=True the function must return a pair (out, weights); "
-                 f"it returned {type(value).__name__}"
-                 + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
+        ctx.fail(
+            "with return_weights=True the function must return a pair (out, weights); "
+            f"it returned {type(value).__name__}" + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else "")
+        )
     ctx.array(value[0], "output", (B, T, D), "B×T×D")
     ctx.array(value[1], "weights", (B, H, T, T), "B×H×T×T")
 
@@ -91,18 +95,39 @@ def output_shapes(ctx):
 PUBLIC_X, PUBLIC_PARAMS = WORKED_X, WORKED_PARAMS
 
 
-@check(points=2, public=True, after=("output-shapes",),
-       catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose", "heads-interleaved",
-                "mask-inverted", "softmax-wrong-axis", "no-output-projection", "biases-ignored",
-                "double-scaling", "weights-transposed"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "scale-by-model-width",
+        "reshape-without-transpose",
+        "heads-interleaved",
+        "mask-inverted",
+        "softmax-wrong-axis",
+        "no-output-projection",
+        "biases-ignored",
+        "double-scaling",
+        "weights-transposed",
+    ),
+)
 def public_attention_example(ctx):
     """The statement's worked example: B=1, T=3, D=4, two heads, causal mask, only `bo`."""
     x = np.array(PUBLIC_X)
-    compare_attention(ctx, x, {k: np.array(v) for k, v in PUBLIC_PARAMS.items()}, 2, causal(1, 3),
-                      masking="causal_mask(1, 3)", example="the worked example in the statement")
+    compare_attention(
+        ctx,
+        x,
+        {k: np.array(v) for k, v in PUBLIC_PARAMS.items()},
+        2,
+        causal(1, 3),
+        masking="causal_mask(1, 3)",
+        example="the worked example in the statement",
+    )
 
 
 # --- stable_softmax ---------------------------------------------------------------------------
+
 
 @check(points=1, catches=("softmax-overflow", "fill-value-too-weak"))
 def softmax_values_and_shape(ctx):
@@ -157,13 +182,13 @@ def softmax_all_blocked_is_zero(ctx):
 
 # --- masks ------------------------------------------------------------------------------------
 
+
 @check(points=1, catches=("causal-off-by-one", "mask-not-boolean"), concept="masking")
 def causal_mask_values(ctx):
     """causal_mask(B, T)[b][i][j] is True exactly when j <= i (the diagonal is allowed)."""
     for B, T in ((2, 5), (1, 1)):
         ctx.describe(call=f"causal_mask({B}, {T})")
-        ctx.expect_close(ctx.call("causal_mask", B, T), causal(B, T), f"causal_mask({B}, {T})",
-                         MASK_AXES, "B×T×T", kind="bool")
+        ctx.expect_close(ctx.call("causal_mask", B, T), causal(B, T), f"causal_mask({B}, {T})", MASK_AXES, "B×T×T", kind="bool")
 
 
 @check(points=1, catches=("padding-masks-queries",), concept="masking")
@@ -171,13 +196,21 @@ def padding_mask_values(ctx):
     """padding_mask(lengths, T)[b][i][j] is True exactly when key j < lengths[b], for every query i."""
     lengths, T = [3, 1, 5, 0], 5
     ctx.describe(call=f"padding_mask({lengths}, {T})")
-    ctx.expect_close(ctx.call("padding_mask", lengths, T), padding(lengths, T),
-                     f"padding_mask({lengths}, {T})", MASK_AXES, "len(lengths)×T×T", kind="bool")
+    ctx.expect_close(
+        ctx.call("padding_mask", lengths, T),
+        padding(lengths, T),
+        f"padding_mask({lengths}, {T})",
+        MASK_AXES,
+        "len(lengths)×T×T",
+        kind="bool",
+    )
 
 
-@check(points=2, after=("output-shapes",),
-       catches=("no-scaling", "softmax-wrong-axis", "no-output-projection", "double-scaling",
-                "weights-transposed"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    catches=("no-scaling", "softmax-wrong-axis", "no-output-projection", "double-scaling", "weights-transposed"),
+)
 def single_head_plain_formula(ctx):
     """With one head the layer is softmax(q kᵀ / sqrt(D)) v, then Wo: the plain formula."""
     B, T, D = 1, 4, 4
@@ -185,8 +218,12 @@ def single_head_plain_formula(ctx):
     compare_attention(ctx, x, p, 1, None, pass_mask=False)
 
 
-@check(points=2, after=("output-shapes",), concept="scaling",
-       catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="scaling",
+    catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"),
+)
 def scores_scaled_by_head_width(ctx):
     """Scores are divided by sqrt(head width) = sqrt(D / num_heads), not sqrt(D) and not 1.
 
@@ -197,8 +234,7 @@ def scores_scaled_by_head_width(ctx):
     compare_attention(ctx, x, p, H, None, pass_mask=False)
 
 
-@check(points=3, after=("output-shapes",), concept="head-split",
-       catches=("reshape-without-transpose", "heads-interleaved"))
+@check(points=3, after=("output-shapes",), concept="head-split", catches=("reshape-without-transpose", "heads-interleaved"))
 def heads_use_contiguous_columns(ctx):
     """Head h uses projected columns h*hd:(h+1)*hd, and the heads are put back in that order.
 
@@ -209,8 +245,12 @@ def heads_use_contiguous_columns(ctx):
     compare_attention(ctx, x, p, H, None, pass_mask=False, biases="none")
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak", "softmax-across-batch"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="masking",
+    catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak", "softmax-across-batch"),
+)
 def allowed_weights_sum_to_one(ctx):
     """Each query's weights are 0 on blocked keys and sum to 1 over its allowed keys.
 
@@ -226,13 +266,14 @@ def allowed_weights_sum_to_one(ctx):
     blocked = np.broadcast_to(~mask[:, None], w.shape)
     if np.any(w[blocked] != 0):
         b, h, i, j = np.argwhere((w != 0) & blocked)[0]
-        ctx.fail(f"weights on blocked keys must be exactly 0: batch {b}, head {h}, query {i}, key {j} "
-                 f"(length {lengths[b]}) has weight {w[b, h, i, j]:.6g}")
+        ctx.fail(
+            f"weights on blocked keys must be exactly 0: batch {b}, head {h}, query {i}, key {j} "
+            f"(length {lengths[b]}) has weight {w[b, h, i, j]:.6g}"
+        )
     sums = w.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-9):
         b, h, i = np.argwhere(~np.isclose(sums, 1.0, atol=1e-9))[0]
-        ctx.fail(f"weights of batch {b}, head {h}, query {i} sum to {sums[b, h, i]:.6g}, not 1 "
-                 "(normalise over keys, the last axis)")
+        ctx.fail(f"weights of batch {b}, head {h}, query {i} sum to {sums[b, h, i]:.6g}, not 1 (normalise over keys, the last axis)")
 
 
 @check(points=2, after=("output-shapes",), catches=("mask-inverted", "softmax-wrong-axis"), concept="masking")
@@ -247,8 +288,7 @@ def uniform_when_queries_and_keys_are_zero(ctx):
     compare_attention(ctx, x, p, H, padding([5, 3], T), masking="padding_mask([5, 3], 5)", Wq="zeros", Wk="zeros")
 
 
-@check(points=3, after=("output-shapes",), concept="masking",
-       catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
+@check(points=3, after=("output-shapes",), concept="masking", catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"))
 def blocked_rows_output_bo(ctx):
     """A query with no allowed key gets zero weights in every head, so its output row is exactly bo."""
     B, T, D, H = 2, 4, 4, 2
@@ -256,7 +296,7 @@ def blocked_rows_output_bo(ctx):
     mask = random_mask(ctx.rng, B, T, blocked_rows=2)
     out, _ = compare_attention(ctx, x, p, H, mask, masking="random, two fully blocked query rows per batch")
     rows = ~mask.any(axis=-1)
-    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):   # float32: bo rounded
+    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):  # float32: bo rounded
         ctx.fail("fully blocked query rows must output bo exactly")
 
 
@@ -268,8 +308,12 @@ def no_overflow_at_large_scores(ctx):
     compare_attention(ctx, x, p, H, causal(B, T), masking="causal", x_scale=30)
 
 
-@check(points=2, after=("output-shapes",), concept="masking",
-       catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak", "mask-ignored"))
+@check(
+    points=2,
+    after=("output-shapes",),
+    concept="masking",
+    catches=("mask-inverted", "causal-off-by-one", "fill-value-too-weak", "mask-ignored"),
+)
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t (and changes row t).
 
@@ -278,12 +322,22 @@ def causal_future_is_ignored(ctx):
     B, T, D, H = 1, 5, 4, 2
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D, biases=False)
     kit_mask = lists(causal(B, T))
-    expect_causal_invariance(ctx, lambda xs: ctx.call("multi_head_attention", lists(xs), lists(p), H, kit_mask),
-                             x, t=3, describe={"D": D, "H": H, "mask": "causal (the kit's)"})
+    expect_causal_invariance(
+        ctx,
+        lambda xs: ctx.call("multi_head_attention", lists(xs), lists(p), H, kit_mask),
+        x,
+        t=3,
+        describe={"D": D, "H": H, "mask": "causal (the kit's)"},
+    )
     own = ctx.call("causal_mask", B, T)
-    expect_causal_invariance(ctx, lambda xs: ctx.call("multi_head_attention", lists(xs), lists(p), H, own),
-                             x, t=3, describe={"D": D, "H": H, "mask": f"your causal_mask({B}, {T})"},
-                             what="output with your causal_mask")
+    expect_causal_invariance(
+        ctx,
+        lambda xs: ctx.call("multi_head_attention", lists(xs), lists(p), H, own),
+        x,
+        t=3,
+        describe={"D": D, "H": H, "mask": f"your causal_mask({B}, {T})"},
+        what="output with your causal_mask",
+    )
 
 
 @check(points=1, after=("output-shapes",))
@@ -292,10 +346,13 @@ def mask_none_means_all_allowed(ctx):
     B, T, D, H = 2, 3, 4, 2
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     ctx.describe(B=B, T=T, D=D, H=H)
-    full = ctx.array(ctx.call("multi_head_attention", lists(x), lists(p), H, lists(np.ones((B, T, T), bool))),
-                     "output with an all-True mask", (B, T, D), "B×T×D")
-    ctx.expect_close(ctx.call("multi_head_attention", lists(x), lists(p), H, None), full,
-                     "output with mask=None", OUT_AXES, "B×T×D")
+    full = ctx.array(
+        ctx.call("multi_head_attention", lists(x), lists(p), H, lists(np.ones((B, T, T), bool))),
+        "output with an all-True mask",
+        (B, T, D),
+        "B×T×D",
+    )
+    ctx.expect_close(ctx.call("multi_head_attention", lists(x), lists(p), H, None), full, "output with mask=None", OUT_AXES, "B×T×D")
 
 
 @check(points=2, after=("output-shapes",), catches=("biases-ignored",))
@@ -308,8 +365,9 @@ def biases_are_applied(ctx):
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     weights = {k: v for k, v in p.items() if k.startswith("W")}
     for name in ("bq", "bv", "bo"):
-        compare_attention(ctx, x, dict(weights, **{name: p[name] * 4}), H, None, pass_mask=False,
-                          what=f"only {name}", biases=f"{name} only, large")
+        compare_attention(
+            ctx, x, dict(weights, **{name: p[name] * 4}), H, None, pass_mask=False, what=f"only {name}", biases=f"{name} only, large"
+        )
 
 
 @check(points=1, after=("output-shapes",))
@@ -329,13 +387,17 @@ def batches_are_independent(ctx):
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     mask = random_mask(ctx.rng, B, T, blocked_rows=0)
     ctx.describe(B=B, T=T, D=D, H=H)
-    together = ctx.array(ctx.call("multi_head_attention", lists(x), lists(p), H, lists(mask)), "output",
-                         (B, T, D), "B×T×D")
+    together = ctx.array(ctx.call("multi_head_attention", lists(x), lists(p), H, lists(mask)), "output", (B, T, D), "B×T×D")
     for b in range(B):
         ctx.describe(batch=b)
-        alone = ctx.call("multi_head_attention", lists(x[b:b + 1]), lists(p), H, lists(mask[b:b + 1]))
-        ctx.expect_close(together[b:b + 1], ctx.array(alone, f"output of batch {b} alone", (1, T, D)),
-                         f"batch {b} run with the others vs alone", OUT_AXES, "1×T×D")
+        alone = ctx.call("multi_head_attention", lists(x[b : b + 1]), lists(p), H, lists(mask[b : b + 1]))
+        ctx.expect_close(
+            together[b : b + 1],
+            ctx.array(alone, f"output of batch {b} alone", (1, T, D)),
+            f"batch {b} run with the others vs alone",
+            OUT_AXES,
+            "1×T×D",
+        )
 
 
 @check(points=1)
@@ -352,12 +414,14 @@ def inputs_left_unmodified(ctx):
     x, p = tokens(ctx.rng, B, T, D), params(ctx.rng, D)
     mask = random_mask(ctx.rng, B, T)
     scores = ctx.rng.normal(0, 2, size=4)
-    calls = [("stable_softmax", (scores.copy(), np.array([True, True, False, True]))),
-             ("stable_softmax", (scores.tolist(), [True, True, False, True])),
-             ("padding_mask", ([2, 3], 3)),
-             ("padding_mask", (np.array([2, 3]), 3)),
-             ("multi_head_attention", (x.copy(), {k: v.copy() for k, v in p.items()}, H, mask.copy())),
-             ("multi_head_attention", (lists(x), lists(p), H, lists(mask)))]
+    calls = [
+        ("stable_softmax", (scores.copy(), np.array([True, True, False, True]))),
+        ("stable_softmax", (scores.tolist(), [True, True, False, True])),
+        ("padding_mask", ([2, 3], 3)),
+        ("padding_mask", (np.array([2, 3]), 3)),
+        ("multi_head_attention", (x.copy(), {k: v.copy() for k, v in p.items()}, H, mask.copy())),
+        ("multi_head_attention", (lists(x), lists(p), H, lists(mask))),
+    ]
     for fn, args in calls:
         expect_untouched(ctx, fn, ctx.outcome(fn, *args), "NumPy arrays" if isinstance(args[0], np.ndarray) else "lists")
     require_a_returned_call(ctx)
@@ -377,12 +441,31 @@ def accepts_lists_and_arrays(ctx):
     ctx.expect_close(got, ctx.oracle.stable_softmax([1.0, 2.0, 3.0], [True, False, True]), "softmax", ("entry",))
 
 
-@check(points=5, after=("output-shapes",),
-       catches=("no-scaling", "scale-by-model-width", "reshape-without-transpose", "heads-interleaved",
-                "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
-                "softmax-wrong-axis", "no-output-projection", "biases-ignored", "additive-mask-leaks",
-                "fill-value-too-weak", "double-scaling", "softmax-across-batch", "weights-transposed",
-                "max-over-blocked", "mask-ignored", "scale-after-softmax"))
+@check(
+    points=5,
+    after=("output-shapes",),
+    catches=(
+        "no-scaling",
+        "scale-by-model-width",
+        "reshape-without-transpose",
+        "heads-interleaved",
+        "softmax-overflow",
+        "blocked-row-uniform",
+        "blocked-row-nan",
+        "mask-inverted",
+        "softmax-wrong-axis",
+        "no-output-projection",
+        "biases-ignored",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "double-scaling",
+        "softmax-across-batch",
+        "weights-transposed",
+        "max-over-blocked",
+        "mask-ignored",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: shapes, masks, biases, large scores.
 
@@ -399,14 +482,15 @@ def randomised_agreement(ctx):
         x = tokens(ctx.rng, B, T, D, scale=25.0 if big else 1.0)
         p = params(ctx.rng, D, biases=bool(ctx.rng.random() < 0.7), scale=3.0 if big else 1.0)
         mask = mask_of_kind(ctx.rng, kind, B, T)
-        compare_attention(ctx, x, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind),
-                          biases="bq" in p)
+        compare_attention(ctx, x, p, H, mask, what=f"case {n + 1}", case=n + 1, masking=str(kind), biases="bq" in p)
 
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
+
 
 @SUITE.for_bench
 def bench_inputs(rng, T, B, D, H):
     """B×T×D tokens, one set of projections, a causal mask: the [bench] table's call at length T."""
     from . import cases
+
     return (cases.tokens(rng, B, T, D), cases.params(rng, D), H), {"mask": cases.causal(B, T)}

@@ -24,8 +24,8 @@ check = SUITE.check
 
 FN = "rope_attention"
 ROT_AXES = ("batch", "head", "position", "feature")
-PROPERTY_RTOL, PROPERTY_ATOL = 1e-7, 1e-9        # two float64 results of the candidate's own code
-F32_ANGLE = 32.0                                  # float32 angle rounding, in eps32 per unit of |position|
+PROPERTY_RTOL, PROPERTY_ATOL = 1e-7, 1e-9  # two float64 results of the candidate's own code
+F32_ANGLE = 32.0  # float32 angle rounding, in eps32 per unit of |position|
 
 
 def property_tolerance(positions, *values, rtol: float = PROPERTY_RTOL) -> dict:
@@ -49,8 +49,8 @@ def random_positions(rng, T, low=-50, high=200):
     """Unsorted positions, a negative one and a repeat included when T allows."""
     pos = rng.integers(low, high, size=T)
     if T >= 3:
-        pos[1] = pos[0]                     # a repeated position
-        pos[2] = -abs(int(pos[2])) - 1      # a negative one
+        pos[1] = pos[0]  # a repeated position
+        pos[2] = -abs(int(pos[2])) - 1  # a negative one
     return pos.tolist()
 
 
@@ -60,9 +60,8 @@ def compare_rope(ctx, x, positions, base=None, what="rotated vectors", **kw):
     extra = {} if base is None else {"base": base}
     got = ctx.call("apply_rope", lists(x), list(positions), **extra)
     expected = ctx.oracle.apply_rope(x, positions, **extra)
-    if float32_values(got):        # float32 angles: off by a few eps32·|p| radians, however they are computed
-        return ctx.expect_close(got, expected, what, ROT_AXES, "B×H×T×hd",
-                                **property_tolerance(positions, got, rtol=1e-6))
+    if float32_values(got):  # float32 angles: off by a few eps32·|p| radians, however they are computed
+        return ctx.expect_close(got, expected, what, ROT_AXES, "B×H×T×hd", **property_tolerance(positions, got, rtol=1e-6))
     return ctx.expect_close(got, expected, what, ROT_AXES, "B×H×T×hd")
 
 
@@ -79,8 +78,7 @@ def compare_attention(ctx, x, p, num_heads, positions=None, mask=None, what="", 
     float32 scores that large (verdicts.far_score_tolerance) instead of the reference's float32
     twin, whose row-by-row rounding a differently ordered float32 computation need not share."""
     B, T, D = np.shape(x)
-    ctx.describe(B=B, T=T, D=D, H=num_heads,
-                 positions="default 0..T-1" if positions is None else np.asarray(positions).tolist(), **kw)
+    ctx.describe(B=B, T=T, D=D, H=num_heads, positions="default 0..T-1" if positions is None else np.asarray(positions).tolist(), **kw)
     sent = (x, p) if arrays else (lists(x), lists(p))
     kwargs = {"mask": mask if arrays else lists(mask)}
     if positions is not None:
@@ -91,10 +89,22 @@ def compare_attention(ctx, x, p, num_heads, positions=None, mask=None, what="", 
         ctx.last_call.expected = expected
         scores = _head_scores(x, p, num_heads, positions)
         prefix = f"{what}: " if what else ""
-        weights = ctx.expect_close(value[1], expected[1], f"{prefix}weights", ("batch", "head", "query", "key"),
-                                   "B×H×T×T", **far_score_tolerance(value[1], scores, [1.0]))
-        out = ctx.expect_close(value[0], expected[0], f"{prefix}output", ("batch", "query", "feature"), "B×T×D",
-                               **far_score_tolerance(value[0], scores, expected[0]))
+        weights = ctx.expect_close(
+            value[1],
+            expected[1],
+            f"{prefix}weights",
+            ("batch", "head", "query", "key"),
+            "B×H×T×T",
+            **far_score_tolerance(value[1], scores, [1.0]),
+        )
+        out = ctx.expect_close(
+            value[0],
+            expected[0],
+            f"{prefix}output",
+            ("batch", "query", "feature"),
+            "B×T×D",
+            **far_score_tolerance(value[0], scores, expected[0]),
+        )
         return out, weights
     return expect_out_and_weights(ctx, value, expected, what)
 
@@ -104,14 +114,15 @@ def _head_scores(x, p, num_heads, positions):
     x = np.asarray(x, dtype=float)
     B, T, D = x.shape
     hd = D // num_heads
-    q = (x @ np.asarray(p["Wq"]) + np.asarray(p.get("bq") if p.get("bq") is not None else 0.0))
-    k = (x @ np.asarray(p["Wk"]) + np.asarray(p.get("bk") if p.get("bk") is not None else 0.0))
+    q = x @ np.asarray(p["Wq"]) + np.asarray(p.get("bq") if p.get("bq") is not None else 0.0)
+    k = x @ np.asarray(p["Wk"]) + np.asarray(p.get("bk") if p.get("bk") is not None else 0.0)
     qn = np.linalg.norm(q.reshape(B, T, num_heads, hd), axis=-1)
     kn = np.linalg.norm(k.reshape(B, T, num_heads, hd), axis=-1)
     return qn[:, :, None, :] * kn[:, None, :, :] / np.sqrt(hd)
 
 
 # --- apply_rope --------------------------------------------------------------------------------
+
 
 @check(points=1, public=True)
 def apply_rope_shape(ctx):
@@ -125,16 +136,20 @@ PUBLIC_ROPE_X = [[[[1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1
 PUBLIC_ROPE_POSITIONS = [0, 1, 2]
 
 
-@check(points=2, public=True, after=("apply-rope-shape",),
-       catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped"))
+@check(
+    points=2, public=True, after=("apply-rope-shape",), catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped")
+)
 def public_rope_example(ctx):
     """The statement's apply_rope example: one head of width 4 at positions 0, 1 and 2."""
     compare_rope(ctx, np.array(PUBLIC_ROPE_X), PUBLIC_ROPE_POSITIONS, example="the worked example in the statement")
 
 
-@check(points=3, after=("apply-rope-shape",),
-       catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped", "rope-positions-ignored"),
-       concept="positions")
+@check(
+    points=3,
+    after=("apply-rope-shape",),
+    catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped", "rope-positions-ignored"),
+    concept="positions",
+)
 def rotation_values(ctx):
     """Column i is rotated with column i + hd/2 by the angle p·base^(-2i/hd), counter-clockwise.
 
@@ -164,12 +179,14 @@ def norms_are_preserved(ctx):
     ctx.describe(B=2, H=2, T=6, hd=8, positions=positions)
     got = rotated(ctx, x, positions)
     before, after = np.linalg.norm(x, axis=-1), np.linalg.norm(got, axis=-1)
-    rtol = 16 * EPS32 if float32_values(got) else 1e-7      # a float32 rotation keeps lengths to float32 rounding
+    rtol = 16 * EPS32 if float32_values(got) else 1e-7  # a float32 rotation keeps lengths to float32 rounding
     if not np.allclose(before, after, rtol=rtol, atol=1e-9):
         b, h, t = np.argwhere(~np.isclose(before, after, rtol=rtol, atol=1e-9))[0]
-        ctx.fail(f"the vector of batch {b}, head {h} at position {positions[t]} had length "
-                 f"{before[b, h, t]:.6g} and has {after[b, h, t]:.6g} after apply_rope: each pair "
-                 "(u[i], u[i + hd/2]) must be turned by a rotation, cos and sin in the right places")
+        ctx.fail(
+            f"the vector of batch {b}, head {h} at position {positions[t]} had length "
+            f"{before[b, h, t]:.6g} and has {after[b, h, t]:.6g} after apply_rope: each pair "
+            "(u[i], u[i + hd/2]) must be turned by a rotation, cos and sin in the right places"
+        )
 
 
 @check(points=2, after=("apply-rope-shape",), catches=("rope-positions-ignored",), concept="positions")
@@ -182,8 +199,14 @@ def rotations_compose(ctx):
     once = rotated(ctx, x, p, "apply_rope(x, p)")
     twice = rotated(ctx, once, q, "apply_rope(apply_rope(x, p), q)")
     direct = rotated(ctx, x, pq, "apply_rope(x, p + q)")
-    ctx.expect_close(twice, direct, "apply_rope(apply_rope(x, p), q) vs apply_rope(x, p + q)", ROT_AXES,
-                     "B×H×T×hd", **property_tolerance(p + q + pq, twice, direct))
+    ctx.expect_close(
+        twice,
+        direct,
+        "apply_rope(apply_rope(x, p), q) vs apply_rope(x, p + q)",
+        ROT_AXES,
+        "B×H×T×hd",
+        **property_tolerance(p + q + pq, twice, direct),
+    )
 
 
 @check(points=1)
@@ -193,16 +216,20 @@ def odd_widths_raise_value_error(ctx):
     ctx.describe(call="apply_rope on hd=5")
     outcome = ctx.outcome("apply_rope", lists(x), [0, 1])
     if not (outcome.status == "raised" and outcome.error.type == "ValueError"):
-        ctx.fail("apply_rope with an odd head width (5) should raise ValueError; the call "
-                 + (outcome.describe_failure() if not outcome.ok else "returned normally"))
+        ctx.fail(
+            "apply_rope with an odd head width (5) should raise ValueError; the call "
+            + (outcome.describe_failure() if not outcome.ok else "returned normally")
+        )
     if not re.search(r"even|odd|pair", outcome.error.message, re.IGNORECASE):
         ctx.fail(f"the ValueError for hd=5 should say the width must be even; it says {outcome.error.message!r}")
     xt, p = tokens(ctx.rng, 1, 2, 6), params(ctx.rng, 6)
     ctx.describe(call="rope_attention with D=6, num_heads=2 (hd=3)")
     outcome = ctx.outcome(FN, lists(xt), lists(p), 2)
     if not (outcome.status == "raised" and outcome.error.type == "ValueError"):
-        ctx.fail("rope_attention with D=6 and num_heads=2 (odd head width 3) should raise ValueError; the call "
-                 + (outcome.describe_failure() if not outcome.ok else "returned normally"))
+        ctx.fail(
+            "rope_attention with D=6 and num_heads=2 (odd head width 3) should raise ValueError; the call "
+            + (outcome.describe_failure() if not outcome.ok else "returned normally")
+        )
     # the statement asks the message to say "divisible" for D % num_heads != 0 only: num_heads=0 may say anything
     expect_divisibility_error(ctx, FN, lambda h: (lists(xt), lists(p), h), worded=(4,))
 
@@ -215,6 +242,7 @@ def out_and_weights(ctx, value, B, H, T, D):
 
 
 # --- rope_attention ----------------------------------------------------------------------------
+
 
 @check(points=2, public=True, catches=("transpose-reverses-all-axes",))
 def attention_output_shapes(ctx):
@@ -236,17 +264,36 @@ EYE4 = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 
 PUBLIC_PARAMS = {"Wq": EYE4, "Wk": EYE4, "Wv": EYE4, "Wo": EYE4}
 
 
-@check(points=2, public=True, after=("attention-output-shapes",),
-       catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-sign-flipped", "rope-on-values",
-                "no-scaling", "mask-inverted", "double-scaling", "softmax-wrong-axis"))
+@check(
+    points=2,
+    public=True,
+    after=("attention-output-shapes",),
+    catches=(
+        "rope-pairs-interleaved",
+        "rope-frequency-exponent",
+        "rope-sign-flipped",
+        "rope-on-values",
+        "no-scaling",
+        "mask-inverted",
+        "double-scaling",
+        "softmax-wrong-axis",
+    ),
+)
 def public_attention_example(ctx):
     """The statement's rope_attention example: T=3, D=4, one head, identity weights, causal mask."""
-    compare_attention(ctx, np.array(PUBLIC_X), {k: np.array(v) for k, v in PUBLIC_PARAMS.items()}, 1,
-                      None, causal(1, 3), masking="causal", example="the worked example in the statement")
+    compare_attention(
+        ctx,
+        np.array(PUBLIC_X),
+        {k: np.array(v) for k, v in PUBLIC_PARAMS.items()},
+        1,
+        None,
+        causal(1, 3),
+        masking="causal",
+        example="the worked example in the statement",
+    )
 
 
-@check(points=3, after=("attention-output-shapes",), catches=("rope-before-head-split", "rope-on-values"),
-       concept="positions")
+@check(points=3, after=("attention-output-shapes",), catches=("rope-before-head-split", "rope-on-values"), concept="positions")
 def only_relative_positions_matter(ctx):
     """Adding one constant to every position leaves the weights and the output unchanged.
 
@@ -262,12 +309,22 @@ def only_relative_positions_matter(ctx):
     base_out, base_w = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, positions, None, True), B, H, T, D)
     moved = ctx.call(FN, lists(x), lists(p), H, shifted, None, True)
     moved_out, moved_w = out_and_weights(ctx, moved, B, H, T, D)
-    ctx.expect_close(moved_w, base_w, f"weights with every position + {shift} vs unshifted",
-                     ("batch", "head", "query", "key"), "B×H×T×T",
-                     **property_tolerance(shifted, moved_w, base_w, moved_out, base_out))
-    ctx.expect_close(moved_out, base_out, f"output with every position + {shift} vs unshifted",
-                     ("batch", "query", "feature"), "B×T×D",
-                     **property_tolerance(shifted, moved_w, base_w, moved_out, base_out))
+    ctx.expect_close(
+        moved_w,
+        base_w,
+        f"weights with every position + {shift} vs unshifted",
+        ("batch", "head", "query", "key"),
+        "B×H×T×T",
+        **property_tolerance(shifted, moved_w, base_w, moved_out, base_out),
+    )
+    ctx.expect_close(
+        moved_out,
+        base_out,
+        f"output with every position + {shift} vs unshifted",
+        ("batch", "query", "feature"),
+        "B×T×D",
+        **property_tolerance(shifted, moved_w, base_w, moved_out, base_out),
+    )
 
 
 @check(points=2, after=("attention-output-shapes",), catches=("rope-positions-ignored",), concept="positions")
@@ -280,8 +337,12 @@ def positions_argument_is_honoured(ctx):
     compare_attention(ctx, x, p, H, np.array(positions), None, what="positions as an array", arrays=True)
 
 
-@check(points=2, after=("attention-output-shapes",),
-       catches=("rope-before-head-split", "reshape-without-transpose", "heads-interleaved"), concept="head-split")
+@check(
+    points=2,
+    after=("attention-output-shapes",),
+    catches=("rope-before-head-split", "reshape-without-transpose", "heads-interleaved"),
+    concept="head-split",
+)
 def each_head_rotated_on_its_own(ctx):
     """Head h owns columns h*hd:(h+1)*hd and the rotation pairs columns within each head, after the split.
 
@@ -293,8 +354,7 @@ def each_head_rotated_on_its_own(ctx):
     compare_attention(ctx, x, p, H, None, None, heads="4 heads of width 4")
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("weights-transposed", "biases-ignored",
-                                                               "no-output-projection"))
+@check(points=2, after=("attention-output-shapes",), catches=("weights-transposed", "biases-ignored", "no-output-projection"))
 def projections_are_x_at_w(ctx):
     """Every projection is x @ W + b with W[d_in][d_out] (rows are tokens), not x @ Wᵀ: q, k, v and the output's Wo, bo."""
     B, T, D, H = 1, 3, 4, 2
@@ -302,9 +362,12 @@ def projections_are_x_at_w(ctx):
     compare_attention(ctx, x, p, H, None, None, weights="random, not symmetric")
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("no-scaling", "scale-by-model-width", "double-scaling",
-                                                              "scale-after-softmax"),
-       concept="scaling")
+@check(
+    points=2,
+    after=("attention-output-shapes",),
+    catches=("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"),
+    concept="scaling",
+)
 def scores_scaled_by_head_width(ctx):
     """Scores are the rotated q·k divided by sqrt(hd), the head width."""
     B, T, D, H = 1, 4, 8, 2
@@ -312,9 +375,12 @@ def scores_scaled_by_head_width(ctx):
     compare_attention(ctx, x, p, H, None, None)
 
 
-@check(points=2, after=("attention-output-shapes",), catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis",
-                                                              "mask-ignored"),
-       concept="masking")
+@check(
+    points=2,
+    after=("attention-output-shapes",),
+    catches=("mask-inverted", "fill-value-too-weak", "softmax-wrong-axis", "mask-ignored"),
+    concept="masking",
+)
 def causal_future_is_ignored(ctx):
     """Under a causal mask, changing token t changes no output row before t, and changes row t."""
     B, T, D, H = 1, 5, 4, 2
@@ -327,14 +393,17 @@ def causal_future_is_ignored(ctx):
     after = ctx.array(ctx.call(FN, lists(edited), lists(p), H, None, lists(mask)), "output", (B, T, D), "B×T×D")
     changed = [i for i in range(t) if not np.allclose(before[0, i], after[0, i], rtol=1e-9, atol=1e-12)]
     if changed:
-        ctx.fail(f"editing token {t} changed the output of earlier token(s) {changed}: the mask lets "
-                 "queries see the future (is True treated as blocked?)")
+        ctx.fail(
+            f"editing token {t} changed the output of earlier token(s) {changed}: the mask lets "
+            "queries see the future (is True treated as blocked?)"
+        )
     if np.allclose(before[0, t], after[0, t]):
         ctx.fail(f"editing token {t} did not change its own output: a token must attend to itself")
 
 
-@check(points=2, after=("attention-output-shapes",), concept="masking",
-       catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak"))
+@check(
+    points=2, after=("attention-output-shapes",), concept="masking", catches=("mask-inverted", "softmax-wrong-axis", "fill-value-too-weak")
+)
 def uniform_when_queries_are_zero(ctx):
     """With Wq = 0 (and no bq) every query is 0 at any position, so every score is 0 and each query
     spreads its weight evenly over its allowed keys.
@@ -350,12 +419,15 @@ def uniform_when_queries_are_zero(ctx):
     ctx.describe(B=B, T=T, D=D, H=H, positions=positions, masking="padding_mask([5, 3], 5)", Wq="zeros")
     _, weights = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, positions, lists(mask), True), B, H, T, D)
     uniform = np.broadcast_to((mask / mask.sum(axis=-1, keepdims=True))[:, None], (B, H, T, T))
-    ctx.expect_close(weights, uniform, "weights with Wq = 0 (uniform over the allowed keys)",
-                     ("batch", "head", "query", "key"), "B×H×T×T")
+    ctx.expect_close(weights, uniform, "weights with Wq = 0 (uniform over the allowed keys)", ("batch", "head", "query", "key"), "B×H×T×T")
 
 
-@check(points=3, after=("attention-output-shapes",), catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"),
-       concept="masking")
+@check(
+    points=3,
+    after=("attention-output-shapes",),
+    catches=("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"),
+    concept="masking",
+)
 def blocked_rows_output_bo(ctx):
     """A query with no allowed key gets zero weights in every head, so its output row is exactly bo."""
     B, T, D, H = 2, 4, 4, 2
@@ -363,7 +435,7 @@ def blocked_rows_output_bo(ctx):
     mask = random_mask(ctx.rng, B, T, blocked_rows=2)
     out, _ = compare_attention(ctx, x, p, H, None, mask, masking="random, two fully blocked rows per batch")
     rows = ~mask.any(axis=-1)
-    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):      # bo as given, or in float32
+    if not exactly(out[rows], np.broadcast_to(p["bo"], out[rows].shape)):  # bo as given, or in float32
         ctx.fail("fully blocked query rows must output bo exactly")
 
 
@@ -375,8 +447,7 @@ def stable_at_large_scores(ctx):
     compare_attention(ctx, x, p, H, None, causal(B, T), masking="causal", x_scale=30, large=True)
 
 
-@check(points=2, after=("attention-output-shapes",), concept="numerical-stability",
-       catches=("max-over-blocked", "softmax-overflow"))
+@check(points=2, after=("attention-output-shapes",), concept="numerical-stability", catches=("max-over-blocked", "softmax-overflow"))
 def stable_with_a_blocked_score_far_above(ctx):
     """Large scores stay finite, and a blocked key scoring far above the allowed ones takes nothing.
 
@@ -388,8 +459,19 @@ def stable_with_a_blocked_score_far_above(ctx):
     B, T, D, H = 2, 4, 8, 2
     x = hot_blocked_tokens(ctx.rng, B, T, D)
     p = identity_projections(D, rng=ctx.rng)
-    compare_attention(ctx, x, p, H, [0] * T, causal(B, T), masking="causal", Wq="identity", Wk="identity",
-                      scores="about 900 allowed, about 2000 for the blocked last key", large=True)
+    compare_attention(
+        ctx,
+        x,
+        p,
+        H,
+        [0] * T,
+        causal(B, T),
+        masking="causal",
+        Wq="identity",
+        Wk="identity",
+        scores="about 900 allowed, about 2000 for the blocked last key",
+        large=True,
+    )
 
 
 @check(points=1, after=("attention-output-shapes",), catches=("softmax-across-batch",))
@@ -402,12 +484,17 @@ def batches_are_independent(ctx):
     together = out_and_weights(ctx, ctx.call(FN, lists(x), lists(p), H, None, lists(mask), True), B, H, T, D)
     for b in range(B):
         ctx.describe(batch=b)
-        alone = out_and_weights(ctx, ctx.call(FN, lists(x[b:b + 1]), lists(p), H, None, lists(mask[b:b + 1]), True),
-                                1, H, T, D)
-        ctx.expect_close(together[0][b:b + 1], alone[0], f"output of batch {b} run with the others vs alone",
-                         ("batch", "query", "feature"), "1×T×D")
-        ctx.expect_close(together[1][b:b + 1], alone[1], f"weights of batch {b} run with the others vs alone",
-                         ("batch", "head", "query", "key"), "1×H×T×T")
+        alone = out_and_weights(ctx, ctx.call(FN, lists(x[b : b + 1]), lists(p), H, None, lists(mask[b : b + 1]), True), 1, H, T, D)
+        ctx.expect_close(
+            together[0][b : b + 1], alone[0], f"output of batch {b} run with the others vs alone", ("batch", "query", "feature"), "1×T×D"
+        )
+        ctx.expect_close(
+            together[1][b : b + 1],
+            alone[1],
+            f"weights of batch {b} run with the others vs alone",
+            ("batch", "head", "query", "key"),
+            "1×H×T×T",
+        )
 
 
 @check(points=2, catches=("mutates-input",))
@@ -416,10 +503,12 @@ def inputs_left_unmodified(ctx):
     x = head_vectors(ctx.rng, 1, 2, 3, 4)
     xt, p = tokens(ctx.rng, 1, 3, 4), params(ctx.rng, 4)
     mask = random_mask(ctx.rng, 1, 3)
-    calls = [("apply_rope", (x.copy(), np.array([3, 1, 2]))),
-             ("apply_rope", (lists(x), [3, 1, 2])),
-             (FN, (xt.copy(), {k: v.copy() for k, v in p.items()}, 2, np.array([0, 2, 1]), mask.copy())),
-             (FN, (lists(xt), lists(p), 2, [0, 2, 1], lists(mask)))]
+    calls = [
+        ("apply_rope", (x.copy(), np.array([3, 1, 2]))),
+        ("apply_rope", (lists(x), [3, 1, 2])),
+        (FN, (xt.copy(), {k: v.copy() for k, v in p.items()}, 2, np.array([0, 2, 1]), mask.copy())),
+        (FN, (lists(xt), lists(p), 2, [0, 2, 1], lists(mask))),
+    ]
     for fn, args in calls:
         kind = "NumPy arrays" if isinstance(args[0], np.ndarray) else "lists"
         ctx.describe(function=fn, given=kind)
@@ -427,13 +516,36 @@ def inputs_left_unmodified(ctx):
     require_a_returned_call(ctx)
 
 
-@check(points=4, after=("attention-output-shapes",),
-       catches=("rope-pairs-interleaved", "rope-frequency-exponent", "rope-on-values", "rope-before-head-split",
-                "rope-sign-flipped", "rope-positions-ignored", "weights-transposed", "no-scaling",
-                "softmax-overflow", "blocked-row-uniform", "blocked-row-nan", "mask-inverted",
-                "scale-by-model-width", "reshape-without-transpose", "heads-interleaved", "additive-mask-leaks",
-                "fill-value-too-weak", "softmax-wrong-axis", "no-output-projection", "biases-ignored",
-                "double-scaling", "softmax-across-batch", "mask-ignored", "scale-after-softmax"))
+@check(
+    points=4,
+    after=("attention-output-shapes",),
+    catches=(
+        "rope-pairs-interleaved",
+        "rope-frequency-exponent",
+        "rope-on-values",
+        "rope-before-head-split",
+        "rope-sign-flipped",
+        "rope-positions-ignored",
+        "weights-transposed",
+        "no-scaling",
+        "softmax-overflow",
+        "blocked-row-uniform",
+        "blocked-row-nan",
+        "mask-inverted",
+        "scale-by-model-width",
+        "reshape-without-transpose",
+        "heads-interleaved",
+        "additive-mask-leaks",
+        "fill-value-too-weak",
+        "softmax-wrong-axis",
+        "no-output-projection",
+        "biases-ignored",
+        "double-scaling",
+        "softmax-across-batch",
+        "mask-ignored",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with the reference on randomised hidden cases: sizes, positions, masks, large scores.
 
@@ -456,8 +568,10 @@ def randomised_agreement(ctx):
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
 
+
 @SUITE.for_bench
 def bench_inputs(rng, T, B, D, H):
     """B×T×D tokens (positions 0..T-1), one set of projections, a causal mask, at length T."""
     from . import cases
+
     return (cases.tokens(rng, B, T, D), cases.params(rng, D), H), {"mask": cases.causal(B, T)}

@@ -85,18 +85,34 @@ PUBLIC_V = [[[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [4.0, 0.0]]]]
 PUBLIC_WINDOW = 2
 
 
-@check(points=2, public=True, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shape",),
+    catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling"),
+)
 def public_window_example(ctx):
     """The statement's worked example: T=4, d=2, window=2."""
-    compare_window(ctx, np.array(PUBLIC_Q), np.array(PUBLIC_K), np.array(PUBLIC_V), PUBLIC_WINDOW,
-                   example="the worked example in the statement")
+    compare_window(
+        ctx, np.array(PUBLIC_Q), np.array(PUBLIC_K), np.array(PUBLIC_V), PUBLIC_WINDOW, example="the worked example in the statement"
+    )
 
 
-@check(points=3, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "double-scaling",
-                "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis"),
-       concept="sliding-window")
+@check(
+    points=3,
+    after=("output-shape",),
+    catches=(
+        "window-off-by-one",
+        "window-not-causal",
+        "window-excludes-self",
+        "no-scaling",
+        "double-scaling",
+        "fill-value-too-weak",
+        "softmax-across-batch",
+        "softmax-wrong-axis",
+    ),
+    concept="sliding-window",
+)
 def matches_banded_attention(ctx):
     """Equals softmax(q kᵀ / sqrt(d)) @ v with allowed[i][j] = (i - window < j <= i), for several windows (B=2, H=2)."""
     q, k, v = qkv(ctx.rng, 2, 2, 11, 4)
@@ -104,8 +120,9 @@ def matches_banded_attention(ctx):
         compare_window(ctx, q, k, v, window, what=f"output with window={window}")
 
 
-@check(points=2, after=("output-shape",), catches=("window-not-causal", "fill-value-too-weak", "softmax-wrong-axis"),
-       concept="sliding-window")
+@check(
+    points=2, after=("output-shape",), catches=("window-not-causal", "fill-value-too-weak", "softmax-wrong-axis"), concept="sliding-window"
+)
 def causal_future_is_ignored(ctx):
     """Changing token t (its query, key and value) changes no output before t."""
     B, H, T, d, window, t = 1, 2, 8, 4, 3, 5
@@ -118,8 +135,9 @@ def causal_future_is_ignored(ctx):
     after = run(ctx, q2, k2, v2, window)
     moved = [i for i in range(t) if not np.allclose(before[:, :, i], after[:, :, i], rtol=1e-9, atol=1e-12)]
     if moved:
-        ctx.fail(f"editing token {t} changed the output of earlier token(s) {moved}: queries see keys after "
-                 f"them (the band must stop at j <= i)")
+        ctx.fail(
+            f"editing token {t} changed the output of earlier token(s) {moved}: queries see keys after them (the band must stop at j <= i)"
+        )
 
 
 @check(points=3, after=("output-shape",), catches=("window-off-by-one", "fill-value-too-weak"), concept="sliding-window")
@@ -140,13 +158,14 @@ def keys_outside_the_window_change_nothing(ctx):
     moved = [i for i in range(T) if not np.allclose(before[:, :, i], after[:, :, i], rtol=1e-9, atol=1e-12)]
     should = list(range(t, t + window))
     if moved != should:
-        ctx.fail(f"with window={window}, editing key and value {t} should change exactly the outputs of "
-                 f"queries {should} (each sees itself and the {window - 1} keys before it); it changed "
-                 f"{moved}")
+        ctx.fail(
+            f"with window={window}, editing key and value {t} should change exactly the outputs of "
+            f"queries {should} (each sees itself and the {window - 1} keys before it); it changed "
+            f"{moved}"
+        )
 
 
-@check(points=2, after=("output-shape",), catches=("window-excludes-self", "window-off-by-one"),
-       concept="sliding-window")
+@check(points=2, after=("output-shape",), catches=("window-excludes-self", "window-off-by-one"), concept="sliding-window")
 def window_one_sees_only_itself(ctx):
     """With window=1 each query attends to its own key alone, so the output equals v."""
     q, k, v = qkv(ctx.rng, 2, 2, 5, 3)
@@ -154,8 +173,7 @@ def window_one_sees_only_itself(ctx):
     ctx.expect_close(ctx.call(FN, q, k, v, 1), v, "output with window=1 (must equal v)", AXES, DIMS)
 
 
-@check(points=2, after=("output-shape",), catches=("window-excludes-self", "window-off-by-one"),
-       concept="sliding-window")
+@check(points=2, after=("output-shape",), catches=("window-excludes-self", "window-off-by-one"), concept="sliding-window")
 def window_at_least_t_is_causal_attention(ctx):
     """window >= T is plain causal attention: window=T and window=T+5 give the same result."""
     B, H, T, d = 1, 2, 6, 4
@@ -163,12 +181,10 @@ def window_at_least_t_is_causal_attention(ctx):
     causal = banded_attention(q, k, v, T)
     for window in (T, T + 5):
         ctx.describe(B=B, H=H, T=T, d=d, window=window)
-        ctx.expect_close(ctx.call(FN, q, k, v, window), causal, f"output with window={window} vs causal attention",
-                         AXES, DIMS)
+        ctx.expect_close(ctx.call(FN, q, k, v, window), causal, f"output with window={window} vs causal attention", AXES, DIMS)
 
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling",
-                                                   "scale-after-softmax"), concept="scaling")
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling", "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·k / sqrt(d) with d the width of q and k (d=16 here)."""
     q, k, v = qkv(ctx.rng, 1, 2, 6, 16, scale=0.8)
@@ -180,8 +196,8 @@ def stable_at_large_scores(ctx):
     """Scores around ±1000 neither overflow nor give NaN."""
     q, k, v = qkv(ctx.rng, 1, 2, 6, 4)
     q = q / np.linalg.norm(q, axis=-1, keepdims=True) * 45.0
-    k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0        # |score| up to 45·45/2 ≈ 1000
-    k[..., ::2, :] = q[..., ::2, :]                                  # every other query scores itself 1012
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True) * 45.0  # |score| up to 45·45/2 ≈ 1000
+    k[..., ::2, :] = q[..., ::2, :]  # every other query scores itself 1012
     compare_window(ctx, q, k, v, 3, scores="up to ±1000 (every other key equals its query)")
 
 
@@ -203,8 +219,7 @@ def stable_when_every_score_is_far_below_zero(ctx):
     ctx.expect_close(got, banded_attention(q, k, v, 3), "output", AXES, DIMS, **far_score_tolerance(got, scores, v))
 
 
-@check(points=2, after=("output-shape",), catches=("max-over-blocked", "softmax-overflow"),
-       concept="numerical-stability")
+@check(points=2, after=("output-shape",), catches=("max-over-blocked", "softmax-overflow"), concept="numerical-stability")
 def stable_with_a_blocked_score_far_above(ctx):
     """A key outside the band scoring far above the allowed ones takes nothing, and nothing overflows.
 
@@ -228,8 +243,10 @@ def value_error_when_window_below_one(ctx):
         ctx.describe(window=window)
         outcome = ctx.outcome(FN, q, k, v, window)
         if not (outcome.status == "raised" and outcome.error.type == "ValueError"):
-            ctx.fail(f"window={window} should raise ValueError; the call "
-                     + (outcome.describe_failure() if not outcome.ok else "returned normally"))
+            ctx.fail(
+                f"window={window} should raise ValueError; the call "
+                + (outcome.describe_failure() if not outcome.ok else "returned normally")
+            )
 
 
 @check(points=2, catches=("mutates-input",))
@@ -239,8 +256,7 @@ def inputs_left_unmodified(ctx):
     ctx.describe(B=1, H=2, T=5, d=4, window=2)
     ctx.call(FN, q, k, v, 2)
     if ctx.last_call.outcome.mutated:
-        ctx.fail(f"`{FN}` changed its argument(s) {', '.join(ctx.last_call.outcome.mutated)}; "
-                 "work on new arrays")
+        ctx.fail(f"`{FN}` changed its argument(s) {', '.join(ctx.last_call.outcome.mutated)}; work on new arrays")
 
 
 @check(points=4, after=("output-shape",), catches=("materialises-scores",), concept="memory")
@@ -259,31 +275,53 @@ def memory_stays_within_bound(ctx):
     bound, naive = memory_bound(B, H, T, window, d), 8 * B * H * T * T
     ctx.describe(B=B, H=H, T=T, d=d, window=window)
     limit = kernel_limit(bound, naive)
-    outcome = ctx.outcome(FN, q, k, v, window, harness="attn_kit.base.harness:measure_quiet",
-                          memory_limit=limit, time_limit=measured_time_limit(ctx))
-    failed = limit_failure(ctx, (q, k, v, window), replay_peak_over_bound, limit, f"at B={B}, H={H}, T={T}, d={d}, window={window}",
-                           f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores "
-                           f"alone are {naive / 2**20:.0f} MiB",
-                           "Score each chunk of queries against the keys its window can reach")
+    outcome = ctx.outcome(
+        FN, q, k, v, window, harness="attn_kit.base.harness:measure_quiet", memory_limit=limit, time_limit=measured_time_limit(ctx)
+    )
+    failed = limit_failure(
+        ctx,
+        (q, k, v, window),
+        replay_peak_over_bound,
+        limit,
+        f"at B={B}, H={H}, T={T}, d={d}, window={window}",
+        f"bound 64·B·H·T·(window + d) = {bound / 2**20:.2f} MiB; the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB",
+        "Score each chunk of queries against the keys its window can reach",
+    )
     if failed:
         raise failed
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])
     peak, over, seconds = peak_verdict(ctx, (q, k, v, window), bound, naive, replay_peak_over_bound)
-    figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·B·H·T·(window + d) = "
-               f"{bound / 2**20:.2f} MiB; the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB")
+    figures = (
+        f"peak {peak / 2**20:.2f} MiB during the call; bound 64·B·H·T·(window + d) = "
+        f"{bound / 2**20:.2f} MiB; the B×H×T×T float64 scores alone are {naive / 2**20:.0f} MiB"
+    )
     if not over:
         ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
         return
-    raise CheckFailed(f"at B={B}, H={H}, T={T}, d={d}, window={window}: {figures}. Something of T×T size "
-                      f"is built (scores, a band mask as floats, exp of the whole matrix); score each "
-                      f"chunk of queries against the keys its window can reach")
+    raise CheckFailed(
+        f"at B={B}, H={H}, T={T}, d={d}, window={window}: {figures}. Something of T×T size "
+        f"is built (scores, a band mask as floats, exp of the whole matrix); score each "
+        f"chunk of queries against the keys its window can reach"
+    )
 
 
-@check(points=4, after=("output-shape",),
-       catches=("window-off-by-one", "window-not-causal", "window-excludes-self", "no-scaling", "softmax-overflow",
-                "double-scaling", "fill-value-too-weak", "softmax-across-batch", "softmax-wrong-axis",
-                "scale-after-softmax"))
+@check(
+    points=4,
+    after=("output-shape",),
+    catches=(
+        "window-off-by-one",
+        "window-not-causal",
+        "window-excludes-self",
+        "no-scaling",
+        "softmax-overflow",
+        "double-scaling",
+        "fill-value-too-weak",
+        "softmax-across-batch",
+        "softmax-wrong-axis",
+        "scale-after-softmax",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with banded attention on randomised hidden cases: sizes, windows from 1 to beyond T, large scores.
 
@@ -299,6 +337,7 @@ def randomised_agreement(ctx):
 
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
+
 
 @SUITE.for_bench
 def bench_inputs(rng, T, B, H, d, window):

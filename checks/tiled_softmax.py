@@ -27,9 +27,9 @@ check = SUITE.check
 
 AXES = ("query", "feature")
 FN = "tiled_attention"
-MEMORY_T = 1024                      # queries in the memory check
-MEMORY_S = 4 * MEMORY_T              # keys: 4T, so even a float16 T×S array (2·T·S bytes) exceeds the bound
-MEMORY_WIDTH = 32                    # d = dv for the memory check
+MEMORY_T = 1024  # queries in the memory check
+MEMORY_S = 4 * MEMORY_T  # keys: 4T, so even a float16 T×S array (2·T·S bytes) exceeds the bound
+MEMORY_WIDTH = 32  # d = dv for the memory check
 
 
 def naive_attention(q, k, v, mask=None) -> np.ndarray:
@@ -64,8 +64,15 @@ def compare_tiled(ctx, q, k, v, mask=None, block_size=None, what="output", **kw)
     S, dv = v.shape
     extra = {} if block_size is None else {"block_size": block_size}
     masking = kw.pop("masking", "given")
-    ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size if block_size is not None else "default (64)",
-                 mask="none" if mask is None else masking, **kw)
+    ctx.describe(
+        T=T,
+        S=S,
+        d=d,
+        dv=dv,
+        block_size=block_size if block_size is not None else "default (64)",
+        mask="none" if mask is None else masking,
+        **kw,
+    )
     got = ctx.call(FN, q, k, v, mask, **extra)
     return ctx.expect_close(got, naive_attention(q, k, v, mask), what, AXES, "T×dv")
 
@@ -79,6 +86,7 @@ def random_mask(rng, T, S, blocked_rows=1):
 
 
 # --- shape and the public example --------------------------------------------------------------
+
 
 @check(points=1, public=True)
 def output_shape(ctx):
@@ -94,28 +102,38 @@ PUBLIC_V = [[1.0, 0.0], [0.0, 1.0], [3.0, 3.0]]
 PUBLIC_MASK = [[True, True, True], [True, False, True], [False, False, False]]
 
 
-@check(points=2, public=True, after=("output-shape",),
-       catches=("online-softmax-no-rescale", "no-scaling", "blocked-row-nan", "mask-inverted",
-                "partial-block-dropped", "mask-ignored", "scale-after-softmax", "online-rescale-sign-flipped"))
+@check(
+    points=2,
+    public=True,
+    after=("output-shape",),
+    catches=(
+        "online-softmax-no-rescale",
+        "no-scaling",
+        "blocked-row-nan",
+        "mask-inverted",
+        "partial-block-dropped",
+        "mask-ignored",
+        "scale-after-softmax",
+        "online-rescale-sign-flipped",
+    ),
+)
 def public_tiled_example(ctx):
     """The statement's worked example: 3 queries, 3 keys in blocks of 2, one fully blocked query."""
     q, k, v = np.array(PUBLIC_Q), np.array(PUBLIC_K), np.array(PUBLIC_V)
-    compare_tiled(ctx, q, k, v, np.array(PUBLIC_MASK), 2, masking="the statement's mask",
-                  example="the worked example in the statement")
+    compare_tiled(ctx, q, k, v, np.array(PUBLIC_MASK), 2, masking="the statement's mask", example="the worked example in the statement")
 
 
 # --- block sizes ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shape",), concept="online-softmax",
-       catches=("online-softmax-no-rescale", "mask-inverted"))
+
+@check(points=2, after=("output-shape",), concept="online-softmax", catches=("online-softmax-no-rescale", "mask-inverted"))
 def block_size_one(ctx):
     """block_size=1 (one key per block, the online softmax in its purest form) equals naive attention."""
     q, k, v = qkv(ctx.rng, 6, 9, 4, 3)
     compare_tiled(ctx, q, k, v, random_mask(ctx.rng, 6, 9), 1, masking="random")
 
 
-@check(points=3, after=("output-shape",), concept="online-softmax",
-       catches=("partial-block-dropped", "online-softmax-no-rescale"))
+@check(points=3, after=("output-shape",), concept="online-softmax", catches=("partial-block-dropped", "online-softmax-no-rescale"))
 def block_size_not_dividing(ctx):
     """A block size that divides neither T nor S: the last, shorter block counts like the others."""
     for T, S, bs in ((10, 10, 3), (6, 10, 4)):
@@ -131,8 +149,12 @@ def block_larger_than_keys(ctx):
     compare_tiled(ctx, q, k, v, None, None, what="output with the default block_size=64 > S=7")
 
 
-@check(points=3, after=("output-shape",), concept="online-softmax",
-       catches=("online-softmax-no-rescale", "online-softmax-acc-not-rescaled", "online-rescale-sign-flipped"))
+@check(
+    points=3,
+    after=("output-shape",),
+    concept="online-softmax",
+    catches=("online-softmax-no-rescale", "online-softmax-acc-not-rescaled", "online-rescale-sign-flipped"),
+)
 def rescales_when_the_max_grows(ctx):
     """When a later block holds a larger score, what was summed so far is rescaled by exp(m_old - m_new).
 
@@ -141,15 +163,15 @@ def rescales_when_the_max_grows(ctx):
     """
     T, S, d, dv = 4, 12, 4, 3
     q, k, v = qkv(ctx.rng, T, S, d, dv)
-    order = np.argsort((q.sum(axis=0) @ k.T))          # roughly ascending scores for every query
+    order = np.argsort((q.sum(axis=0) @ k.T))  # roughly ascending scores for every query
     k, v = k[order] * 1.5, v[order]
     compare_tiled(ctx, q, k, v, None, 3, keys="sorted so the scores grow block by block")
 
 
 # --- the softmax ------------------------------------------------------------------------------
 
-@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling", "scale-after-softmax"),
-       concept="scaling")
+
+@check(points=2, after=("output-shape",), catches=("no-scaling", "double-scaling", "scale-after-softmax"), concept="scaling")
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are q·kᵀ / sqrt(d), with d the width of q and k (d=16 here, dv=3)."""
     q, k, v = qkv(ctx.rng, 5, 8, 16, 3, scale=0.8)
@@ -161,12 +183,11 @@ def stable_at_large_scores(ctx):
     """Scores around ±1000 neither overflow nor underflow: every exp is of (score - running max)."""
     q, k, v = qkv(ctx.rng, 4, 9, 4, 3)
     q = q / np.linalg.norm(q, axis=1, keepdims=True) * 45.0
-    k = k / np.linalg.norm(k, axis=1, keepdims=True) * 45.0       # |score| up to 45·45/2 ≈ 1000
+    k = k / np.linalg.norm(k, axis=1, keepdims=True) * 45.0  # |score| up to 45·45/2 ≈ 1000
     compare_tiled(ctx, q, k, v, None, 2, scores="up to ±1000")
 
 
-@check(points=2, after=("output-shape",), catches=("running-max-init-zero", "softmax-overflow"),
-       concept="online-softmax")
+@check(points=2, after=("output-shape",), catches=("running-max-init-zero", "softmax-overflow"), concept="online-softmax")
 def stable_when_every_score_is_far_below_zero(ctx):
     """A query whose scores are all near -1250 still gets its softmax: the running max starts at -inf.
 
@@ -177,18 +198,15 @@ def stable_when_every_score_is_far_below_zero(ctx):
     """
     T, S, d, dv = 3, 6, 4, 3
     q = (25.0 + ctx.rng.normal(0.0, 0.1, size=(T, d))).round(6)
-    q[-1] = ctx.rng.normal(0.0, 0.02, size=d).round(6)          # scores near 0 for the last query
+    q[-1] = ctx.rng.normal(0.0, 0.02, size=d).round(6)  # scores near 0 for the last query
     k = (-25.0 + ctx.rng.normal(0.0, 0.1, size=(S, d))).round(6)
     v = ctx.rng.normal(0.0, 1.0, size=(S, dv)).round(6)
-    ctx.describe(T=T, S=S, d=d, dv=dv, block_size=2, mask="none",
-                 scores="about -1250 for queries 0 and 1, near 0 for query 2")
+    ctx.describe(T=T, S=S, d=d, dv=dv, block_size=2, mask="none", scores="about -1250 for queries 0 and 1, near 0 for query 2")
     got = ctx.call(FN, q, k, v, None, block_size=2)
-    ctx.expect_close(got, naive_attention(q, k, v), "output", AXES, "T×dv",
-                     **far_score_tolerance(got, q @ k.T / np.sqrt(d), v))
+    ctx.expect_close(got, naive_attention(q, k, v), "output", AXES, "T×dv", **far_score_tolerance(got, q @ k.T / np.sqrt(d), v))
 
 
-@check(points=2, after=("output-shape",), concept="numerical-stability",
-       catches=("max-over-blocked", "softmax-overflow"))
+@check(points=2, after=("output-shape",), concept="numerical-stability", catches=("max-over-blocked", "softmax-overflow"))
 def stable_with_a_blocked_score_far_above(ctx):
     """Scores near 1250 stay finite, and a blocked key scoring near 3000 takes nothing.
 
@@ -203,12 +221,19 @@ def stable_with_a_blocked_score_far_above(ctx):
     v = ctx.rng.normal(0.0, 1.0, size=(S, dv)).round(6)
     mask = np.ones((T, S), dtype=bool)
     mask[:-1, -1] = False
-    compare_tiled(ctx, q, k, v, mask, block_size=2, masking="the last key blocked for all but the last query",
-                  scores="about 1250 allowed, about 3000 for the blocked key")
+    compare_tiled(
+        ctx,
+        q,
+        k,
+        v,
+        mask,
+        block_size=2,
+        masking="the last key blocked for all but the last query",
+        scores="about 1250 allowed, about 3000 for the blocked key",
+    )
 
 
-@check(points=2, after=("output-shape",), catches=("mask-inverted", "fill-value-too-weak", "mask-ignored"),
-       concept="masking")
+@check(points=2, after=("output-shape",), catches=("mask-inverted", "fill-value-too-weak", "mask-ignored"), concept="masking")
 def mask_true_means_allowed(ctx):
     """The T×S mask is True for allowed keys; blocked keys contribute nothing, in every block."""
     T, S = 6, 11
@@ -216,16 +241,20 @@ def mask_true_means_allowed(ctx):
     compare_tiled(ctx, q, k, v, random_mask(ctx.rng, T, S, blocked_rows=0), 4, masking="random, T×S")
 
 
-@check(points=3, after=("output-shape",), concept="masking",
-       catches=("blocked-row-nan", "mask-inverted", "additive-mask-leaks", "blocked-row-uniform"))
+@check(
+    points=3,
+    after=("output-shape",),
+    concept="masking",
+    catches=("blocked-row-nan", "mask-inverted", "additive-mask-leaks", "blocked-row-uniform"),
+)
 def all_blocked_rows_are_zero(ctx):
     """A query with no allowed key outputs zeros (never NaN); one whose first blocks are all blocked
     still attends to its later allowed keys."""
     T, S = 5, 9
     q, k, v = qkv(ctx.rng, T, S, 4, 3)
     mask = random_mask(ctx.rng, T, S, blocked_rows=0)
-    mask[1] = False                                   # nothing allowed
-    mask[3, :6] = False                               # the first two blocks of 3 are empty
+    mask[1] = False  # nothing allowed
+    mask[3, :6] = False  # the first two blocks of 3 are empty
     mask[3, 7] = True
     out = compare_tiled(ctx, q, k, v, mask, 3, masking="query 1 fully blocked, query 3 blocked in keys 0-5")
     if np.any(out[1] != 0):
@@ -245,8 +274,9 @@ def value_error_when_block_size_below_one(ctx):
         if outcome.status == "raised" and outcome.error.type == "ValueError":
             continue
         happened = outcome.describe_failure() if not outcome.ok else "returned normally"
-        ctx.fail(f"block_size={block_size} should raise ValueError (the statement asks for one whenever "
-                 f"block_size < 1); the call {happened}")
+        ctx.fail(
+            f"block_size={block_size} should raise ValueError (the statement asks for one whenever block_size < 1); the call {happened}"
+        )
 
 
 @check(points=2, catches=("mutates-input",))
@@ -262,6 +292,7 @@ def inputs_left_unmodified(ctx):
 
 
 # --- memory -----------------------------------------------------------------------------------
+
 
 @check(points=4, after=("output-shape",), catches=("materialises-scores",), concept="memory")
 def memory_stays_within_bound(ctx):
@@ -284,35 +315,68 @@ def memory_stays_within_bound(ctx):
     bound, naive = memory_bound(T, block_size, dv), 8 * T * S
     ctx.describe(T=T, S=S, d=d, dv=dv, block_size=block_size, mask="random T×S")
     limit = kernel_limit(bound, naive)
-    outcome = ctx.outcome(FN, q, k, v, mask, block_size=block_size, harness="attn_kit.base.harness:measure_quiet",
-                          memory_limit=limit, time_limit=measured_time_limit(ctx))
-    failed = limit_failure(ctx, (q, k, v, mask, block_size), replay_peak_over_bound, limit,
-                           f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",
-                           f"bound 64·T·(block_size + dv) = {bound / 2**20:.2f} MiB; the T×S score matrix alone "
-                           f"is 8·T·S = {naive / 2**20:.0f} MiB in float64 and {naive / 4 / 2**20:.0f} MiB in float16",
-                           "Keep only one T×block_size block at a time")
+    outcome = ctx.outcome(
+        FN,
+        q,
+        k,
+        v,
+        mask,
+        block_size=block_size,
+        harness="attn_kit.base.harness:measure_quiet",
+        memory_limit=limit,
+        time_limit=measured_time_limit(ctx),
+    )
+    failed = limit_failure(
+        ctx,
+        (q, k, v, mask, block_size),
+        replay_peak_over_bound,
+        limit,
+        f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",
+        f"bound 64·T·(block_size + dv) = {bound / 2**20:.2f} MiB; the T×S score matrix alone "
+        f"is 8·T·S = {naive / 2**20:.0f} MiB in float64 and {naive / 4 / 2**20:.0f} MiB in float16",
+        "Keep only one T×block_size block at a time",
+    )
     if failed:
         raise failed
     if not outcome.ok:
-        raise CallFailed(ctx.calls[-1])      # no --repro script: its inputs would be megabytes of literals
+        raise CallFailed(ctx.calls[-1])  # no --repro script: its inputs would be megabytes of literals
     peak, over, seconds = peak_verdict(ctx, (q, k, v, mask, block_size), bound, naive, replay_peak_over_bound)
-    figures = (f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
-               f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
-               f"float64 and {naive / 4 / 2**20:.0f} MiB in float16")
+    figures = (
+        f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
+        f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
+        f"float64 and {naive / 4 / 2**20:.0f} MiB in float16"
+    )
     if not over:
         ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
         return
     # raised directly, not with ctx.fail: no --repro script (its inputs would be megabytes of literals)
-    raise CheckFailed(f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}: {figures}. Something of "
-                      f"T×S size is built (scores, weights, a float mask or exp of the whole matrix, in "
-                      f"any dtype); keep only one T×block_size block at a time")
+    raise CheckFailed(
+        f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}: {figures}. Something of "
+        f"T×S size is built (scores, weights, a float mask or exp of the whole matrix, in "
+        f"any dtype); keep only one T×block_size block at a time"
+    )
 
 
-@check(points=4, after=("output-shape",),
-       catches=("online-softmax-no-rescale", "partial-block-dropped", "no-scaling", "softmax-overflow",
-                "blocked-row-nan", "mask-inverted", "additive-mask-leaks", "blocked-row-uniform",
-                "double-scaling", "fill-value-too-weak", "online-softmax-acc-not-rescaled", "mask-ignored",
-                "scale-after-softmax", "online-rescale-sign-flipped"))
+@check(
+    points=4,
+    after=("output-shape",),
+    catches=(
+        "online-softmax-no-rescale",
+        "partial-block-dropped",
+        "no-scaling",
+        "softmax-overflow",
+        "blocked-row-nan",
+        "mask-inverted",
+        "additive-mask-leaks",
+        "blocked-row-uniform",
+        "double-scaling",
+        "fill-value-too-weak",
+        "online-softmax-acc-not-rescaled",
+        "mask-ignored",
+        "scale-after-softmax",
+        "online-rescale-sign-flipped",
+    ),
+)
 def randomised_agreement(ctx):
     """Agrees with naive attention on randomised hidden cases: sizes, block sizes, masks, large scores.
 
@@ -326,11 +390,11 @@ def randomised_agreement(ctx):
         bs = int(ctx.rng.integers(1, S + 3))
         q, k, v = qkv(ctx.rng, T, S, d, dv, scale=12.0 if big else 1.0)
         mask = random_mask(ctx.rng, T, S) if n % 2 == 0 else None
-        compare_tiled(ctx, q, k, v, mask, bs, what=f"case {n + 1}", case=n + 1, masking="random",
-                      large_scores=big)
+        compare_tiled(ctx, q, k, v, mask, bs, what=f"case {n + 1}", case=n + 1, masking="random", large_scores=big)
 
 
 # --- `attn-kit bench` -------------------------------------------------------------------------------
+
 
 @SUITE.for_bench
 def bench_inputs(rng, T, d):

@@ -22,8 +22,10 @@ def expect_divisibility_error(ctx, fn: str, args_for, D: int = 6, heads=(4, 0), 
         outcome = ctx.outcome(fn, *args_for(h))
         if outcome.status == CallStatus.RAISED and outcome.error.type == "ValueError":
             if h in worded and not re.search(r"divis|divid", outcome.error.message, re.IGNORECASE):
-                ctx.fail(f"num_heads={h} with D={D} raised ValueError, but its message "
-                         f"({outcome.error.message!r}) should say that D must be divisible by num_heads")
+                ctx.fail(
+                    f"num_heads={h} with D={D} raised ValueError, but its message "
+                    f"({outcome.error.message!r}) should say that D must be divisible by num_heads"
+                )
             continue
         what = outcome.describe_failure() if not outcome.ok else "returned normally"
         ctx.fail(f"num_heads={h} with D={D} should raise ValueError; the call {what}")
@@ -38,7 +40,7 @@ def require_a_returned_call(ctx) -> None:
         raise CallFailed(ctx.calls[0])
 
 
-F32_SCORE_ULPS = 16.0     # float32 rounding of a score s: a few eps32·|s|, and every weight moves with it
+F32_SCORE_ULPS = 16.0  # float32 rounding of a score s: a few eps32·|s|, and every weight moves with it
 
 
 def far_score_tolerance(got, scores, values) -> dict:
@@ -49,6 +51,7 @@ def far_score_tolerance(got, scores, values) -> dict:
     if not float32_values(got):
         return {}
     import numpy as np
+
     reach = float(np.max(np.abs(scores))) * float(np.max(np.abs(values)))
     return {"atol": F32_SCORE_ULPS * EPS32 * reach, "float32_ok": False}
 
@@ -56,8 +59,7 @@ def far_score_tolerance(got, scores, values) -> dict:
 def expect_untouched(ctx, fn: str, outcome, kind: str) -> None:
     """Fail when the call wrote into any of its arguments (`kind`: 'lists' or 'NumPy arrays')."""
     if outcome.mutated:
-        ctx.fail(f"`{fn}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); "
-                 "copy before writing, or build new values")
+        ctx.fail(f"`{fn}` changed its argument(s) {', '.join(outcome.mutated)} (given {kind}); copy before writing, or build new values")
 
 
 OUT_AXES = ("batch", "query", "feature")
@@ -90,13 +92,15 @@ def expect_causal_invariance(ctx, run, x, t: int, describe: dict, what: str = "o
     after = ctx.array(run(edited), f"{what} after editing token {t}", before.shape)
     changed = [i for i in range(t) if not np.allclose(before[:, i], after[:, i], rtol=1e-9, atol=1e-12)]
     if changed:
-        ctx.fail(f"editing token {t} changed the {what} of earlier token(s) {changed}: under a causal mask "
-                 "a query may only see keys at or before its own position, so it must not depend on any later token")
+        ctx.fail(
+            f"editing token {t} changed the {what} of earlier token(s) {changed}: under a causal mask "
+            "a query may only see keys at or before its own position, so it must not depend on any later token"
+        )
     if np.allclose(before[:, t], after[:, t]):
         ctx.fail(f"editing token {t} did not change its own {what}: a token must attend to itself")
 
 
-MEASURED_TIME_FACTOR = 6     # a call measured under tracemalloc may take this many times the usual limit
+MEASURED_TIME_FACTOR = 6  # a call measured under tracemalloc may take this many times the usual limit
 
 
 def measured_time_limit(ctx) -> float:
@@ -107,7 +111,7 @@ def measured_time_limit(ctx) -> float:
     correct O(T·S) loop for its speed. Once a call of this file has hung (the worker was
     restarted), the usual limit applies: a second hang costs no more than the first."""
     usual = float(ctx.sandbox.timeout)
-    hung = getattr(ctx.sandbox, "restarts", 0) or getattr(ctx.sandbox, "conn", True) is None   # dropped, not yet restarted
+    hung = getattr(ctx.sandbox, "restarts", 0) or getattr(ctx.sandbox, "conn", True) is None  # dropped, not yet restarted
     return usual if hung else usual * MEASURED_TIME_FACTOR
 
 
@@ -125,10 +129,14 @@ def peak_verdict(ctx, args: tuple, bound: int, naive: int, replay) -> tuple[int,
     if kernel > naive > peak:
         peak = kernel
     over = peak > bound
-    ctx.record_for_diagnosis(real.fn, args, {},
-                             Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated,
-                                     output=real.outcome.output, seconds=real.outcome.seconds),
-                             replay=replay, instead_of=(real,))
+    ctx.record_for_diagnosis(
+        real.fn,
+        args,
+        {},
+        Outcome("ok", value=[1.0 if over else 0.0], mutated=real.outcome.mutated, output=real.outcome.output, seconds=real.outcome.seconds),
+        replay=replay,
+        instead_of=(real,),
+    )
     return peak, over, real.outcome.seconds
 
 
@@ -144,16 +152,24 @@ def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: 
     """CheckFailed for the call just made when the kernel's limit stopped it (status memory), else
     None; recorded for the diagnosis as over the bound ([1.0], as peak_verdict records it)."""
     from attn_kit.compare.registry import CheckFailed
+
     real = ctx.last_call
     outcome = real.outcome
     if outcome.status != CallStatus.MEMORY:
         return None
-    ctx.record_for_diagnosis(real.fn, args, {}, Outcome("ok", value=[1.0], mutated=outcome.mutated,
-                                                        output=outcome.output, seconds=outcome.seconds),
-                             replay=replay, instead_of=(real,))
-    return CheckFailed(f"{where}: peak {limit / 2**20:.2f} MiB or more during the call, where the kernel stopped it "
-                       f"(a limit on your process and every process it starts, beyond the inputs); {naive_text}. "
-                       f"{advice}")
+    ctx.record_for_diagnosis(
+        real.fn,
+        args,
+        {},
+        Outcome("ok", value=[1.0], mutated=outcome.mutated, output=outcome.output, seconds=outcome.seconds),
+        replay=replay,
+        instead_of=(real,),
+    )
+    return CheckFailed(
+        f"{where}: peak {limit / 2**20:.2f} MiB or more during the call, where the kernel stopped it "
+        f"(a limit on your process and every process it starts, beyond the inputs); {naive_text}. "
+        f"{advice}"
+    )
 
 
 def peak_over(bound: int, fn, *args) -> list[float]:

@@ -10,9 +10,10 @@ import sys as _sys
 
 if _sys.argv[:1] == ["-m"] and _sys.path and not _sys.flags.safe_path:
     import os as _os
+
     try:
         _here = _os.getcwd()
-    except OSError:         # a deleted current folder
+    except OSError:  # a deleted current folder
         _here = ""
     if _sys.path[0] in ("", ".", _here):
         del _sys.path[0]

@@ -46,9 +46,12 @@ class DependencyMissing(KitError):
     @staticmethod
     def how_to_install(package: str) -> str:
         command = INSTALL.get(package, f"pip install {package}")
-        return (f"Install it into the Python that runs attn-kit (the same activated environment, from any "
-                f"folder): `{command}`" + (" (the CPU-only build, without gigabytes of CUDA libraries)"
-                                           if package in INSTALL else "") + ", then run again.")
+        return (
+            f"Install it into the Python that runs attn-kit (the same activated environment, from any "
+            f"folder): `{command}`"
+            + (" (the CPU-only build, without gigabytes of CUDA libraries)" if package in INSTALL else "")
+            + ", then run again."
+        )
 
 
 class StoreError(KitError):
@@ -71,10 +74,11 @@ class BenchError(KitError):
 
 # --- internal signals (caught inside the kit; never shown as `Error: ...`) -----------------------
 
+
 class CheckFailed(Exception):
     """The candidate's code ran but broke the property the check states."""
 
-    def __init__(self, message: str, mismatch: Any = None):      # mismatch: a compare.Mismatch
+    def __init__(self, message: str, mismatch: Any = None):  # mismatch: a compare.Mismatch
         super().__init__(message)
         self.mismatch = mismatch
 
@@ -82,7 +86,7 @@ class CheckFailed(Exception):
 class CallFailed(Exception):
     """The candidate's code raised, hung, crashed or ran out of memory during a call."""
 
-    def __init__(self, call: Any):                                 # call: a report.Call
+    def __init__(self, call: Any):  # call: a report.Call
         outcome = call.outcome
         text = f"`{call.fn}` {outcome.describe_failure()}"
         # only a call that raised carries an error of this type (base/errors.py imports nothing of the kit's)
@@ -112,7 +116,7 @@ class TestTimedOut(BaseException):
     """Raised inside a candidate test that ran past its time budget (not an Exception, so
     `except Exception:` in the test does not swallow it)."""
 
-    __test__ = False        # not a test class, whatever pytest's naming rules say
+    __test__ = False  # not a test class, whatever pytest's naming rules say
 
 
 class UnsafePath(OSError):

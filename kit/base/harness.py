@@ -15,8 +15,8 @@ from typing import Any
 
 # how often bench's harnesses repeat a timed call (practice/bench.py reads them too)
 DEFAULT_RUNS = 5
-MIN_TIMED_SECONDS = 0.05    # cheap sizes are repeated until their runs add up to this ...
-MAX_RUNS = 25               # ... but at most this many times
+MIN_TIMED_SECONDS = 0.05  # cheap sizes are repeated until their runs add up to this ...
+MAX_RUNS = 25  # ... but at most this many times
 
 
 def measure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, float]]:

@@ -16,20 +16,20 @@ class CallStatus(StrEnum):
 
     OK = "ok"
     RAISED = "raised"
-    TIMEOUT = "timeout"          # stopped at its deadline
-    CRASHED = "crashed"          # the process died, or its reply was unreadable
-    MEMORY = "memory"            # ran out of memory under the kit's cap
+    TIMEOUT = "timeout"  # stopped at its deadline
+    CRASHED = "crashed"  # the process died, or its reply was unreadable
+    MEMORY = "memory"  # ran out of memory under the kit's cap
 
 
 class TestOutcome(StrEnum):
     """What one of the candidate's own tests did under `test-tests` (harness_pytest records it in
     the worker, testgrade reads it in the kit)."""
 
-    __test__ = False             # not a test class, whatever pytest's naming rules say
+    __test__ = False  # not a test class, whatever pytest's naming rules say
 
     PASSED = "passed"
-    FAILED = "failed"            # an assertion in the test's call phase
-    ERROR = "error"              # an exception in set-up, teardown or the harness
+    FAILED = "failed"  # an assertion in the test's call phase
+    ERROR = "error"  # an exception in set-up, teardown or the harness
     SKIPPED = "skipped"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
@@ -42,8 +42,8 @@ class ErrorInfo:
 
     type: str
     message: str
-    where: str = ""          # "solution.py:12 in multi_head_attention"
-    traceback: str = ""      # the candidate's frames, formatted
+    where: str = ""  # "solution.py:12 in multi_head_attention"
+    traceback: str = ""  # the candidate's frames, formatted
 
     def one_line(self) -> str:
         text = f"{self.type}: {self.message}" if self.message else self.type
@@ -54,9 +54,9 @@ class ErrorInfo:
 class TensorValue:
     """A torch tensor returned by the candidate, as data plus the attributes checks look at."""
 
-    array: Any               # numpy array with the tensor's values (detached, on the CPU)
-    dtype: str               # "torch.float32"
-    device: str              # "cpu", "meta"
+    array: Any  # numpy array with the tensor's values (detached, on the CPU)
+    dtype: str  # "torch.float32"
+    device: str  # "cpu", "meta"
     shape: tuple[int, ...]
     requires_grad: bool = False
 
@@ -83,14 +83,14 @@ class Masked(Opaque):
 class Outcome:
     """What one call of a candidate function did."""
 
-    status: CallStatus | str          # a CallStatus; some checks still build outcomes from its strings
-    value: Any = None                 # the return value when status is OK
-    error: ErrorInfo | None = None    # when status is RAISED
-    mutated: tuple[str, ...] = ()     # arguments the call wrote into, e.g. ("x", "params['Wq']")
-    output: str = ""                  # captured stdout+stderr, truncated with a notice
-    detail: str = ""                  # timeout / crash / memory explanation
+    status: CallStatus | str  # a CallStatus; some checks still build outcomes from its strings
+    value: Any = None  # the return value when status is OK
+    error: ErrorInfo | None = None  # when status is RAISED
+    mutated: tuple[str, ...] = ()  # arguments the call wrote into, e.g. ("x", "params['Wq']")
+    output: str = ""  # captured stdout+stderr, truncated with a notice
+    detail: str = ""  # timeout / crash / memory explanation
     seconds: float = 0.0
-    extra: dict = field(default_factory=dict)   # harness results (e.g. gradients)
+    extra: dict = field(default_factory=dict)  # harness results (e.g. gradients)
 
     @property
     def ok(self) -> bool:

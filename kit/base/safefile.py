@@ -55,7 +55,7 @@ def write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data`: a fresh file in its folder, renamed over the name."""
     folder, name = os.path.split(os.path.abspath(str(path)))
     if not _AT:
-        check_folder(folder)          # no descriptor-relative calls (Windows): check, then write
+        check_folder(folder)  # no descriptor-relative calls (Windows): check, then write
         tmp = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
         with open(tmp, "xb") as fh:
             fh.write(data)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-PROBE_SEED = 46_771        # the projection is fixed: a reference and a candidate get the same one
+PROBE_SEED = 46_771  # the projection is fixed: a reference and a candidate get the same one
 
 
 def probe(shape: tuple[int, ...], salt: int, like: torch.Tensor) -> torch.Tensor:
@@ -37,8 +37,9 @@ def _leaves(values: dict, leaves: dict) -> dict:
     return copied
 
 
-def grads(fn: Callable[..., Any], activations: dict[str, Any], parameters: dict[str, Any], masks: Any,
-          *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+def grads(
+    fn: Callable[..., Any], activations: dict[str, Any], parameters: dict[str, Any], masks: Any, *args: Any, **kwargs: Any
+) -> tuple[Any, dict[str, Any]]:
     """Run fn, backpropagate sum(output * P1) + sum(attention * P2); extra = gradients by input name.
 
     extra = {"grads": {name: array}, "disconnected": [names whose gradient was None, sent as
@@ -51,15 +52,23 @@ def grads(fn: Callable[..., Any], activations: dict[str, Any], parameters: dict[
     value = fn(acts, params, masks, *args, **kwargs)
     empty = {name: np.zeros(tuple(leaf.shape)) for name, leaf in leaves.items()}
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(torch.is_tensor(v) for v in value)):
-        return value, {"grads": empty, "disconnected": [], "problem": "it must return a pair of tensors "
-                       "(output, attention) for gradients to be taken"}
+        return value, {
+            "grads": empty,
+            "disconnected": [],
+            "problem": "it must return a pair of tensors (output, attention) for gradients to be taken",
+        }
     output, attention = value
     parts = [(t * probe(t.shape, salt, t)).sum() for salt, t in enumerate(value, start=1) if t.requires_grad]
     detached = (output.detach(), attention.detach())
     if not parts:
-        return detached, {"grads": empty, "disconnected": list(leaves), "problem": (
-            "neither output requires grad: they were computed outside autograd (detached, converted "
-            "to NumPy or made with torch.no_grad), so no gradient reaches the inputs")}
+        return detached, {
+            "grads": empty,
+            "disconnected": list(leaves),
+            "problem": (
+                "neither output requires grad: they were computed outside autograd (detached, converted "
+                "to NumPy or made with torch.no_grad), so no gradient reaches the inputs"
+            ),
+        }
     found = torch.autograd.grad(sum(parts), list(leaves.values()), allow_unused=True)
     result: dict[str, Any] = {}
     disconnected: list[str] = []
@@ -72,11 +81,23 @@ def grads(fn: Callable[..., Any], activations: dict[str, Any], parameters: dict[
     return detached, {"grads": result, "disconnected": disconnected, "problem": ""}
 
 
-
 # --- plain tensors, copied by value ---------------------------------------------------------------
 
-_BY_VALUE = frozenset((torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool,
-                       torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64))
+_BY_VALUE = frozenset(
+    (
+        torch.float16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+    )
+)
 
 
 def plain_tensors(value: object) -> dict[int, torch.Tensor]:
@@ -102,10 +123,21 @@ def plain_tensors(value: object) -> dict[int, torch.Tensor]:
         if t.device.type != "meta" and t.numel():
             owners.setdefault(t.untyped_storage().data_ptr(), []).append(id(t))
     shared = {key for keys in owners.values() if len(keys) > 1 for key in keys}
-    return {key: t for key, t in found.items()
-            if key not in shared and t.device.type in ("cpu", "meta") and t.dtype in _BY_VALUE and t.is_leaf
-            and t._base is None and t.grad is None and t.layout == torch.strided and t.is_contiguous()
-            and not t.is_conj() and not t.is_neg() and not vars(t)}
+    return {
+        key: t
+        for key, t in found.items()
+        if key not in shared
+        and t.device.type in ("cpu", "meta")
+        and t.dtype in _BY_VALUE
+        and t.is_leaf
+        and t._base is None
+        and t.grad is None
+        and t.layout == torch.strided
+        and t.is_contiguous()
+        and not t.is_conj()
+        and not t.is_neg()
+        and not vars(t)
+    }
 
 
 def by_value(t: torch.Tensor) -> tuple:
@@ -137,13 +169,14 @@ def settle_process() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     torch.set_num_threads(1)
-    reducers = vars(ForkingPickler)["_extra_reducers"]     # private class state, which typeshed leaves out
+    reducers = vars(ForkingPickler)["_extra_reducers"]  # private class state, which typeshed leaves out
     for _type in [t for t in reducers if getattr(t, "__module__", "").startswith("torch")]:
         del reducers[_type]
 
+
 # Diagnosis reruns this harness on the known-bug implementations and compares the gradients too,
 # so a bug that only shows in the backward pass (nan-gradient-masked-rows) can be named.
-vars(grads)["replay_in_diagnosis"] = True      # a function attribute, which mypy has no type for
+vars(grads)["replay_in_diagnosis"] = True  # a function attribute, which mypy has no type for
 
 
 # --- in the kit: are the reported gradients gradients of the forward outputs? -------------------
@@ -161,20 +194,22 @@ def probe_loss(output: object, attention: object) -> float:
     return total
 
 
-def finite_difference(forward: Callable[[dict, dict], tuple[Any, Any]], activations: dict, parameters: dict, grads: dict,
-                      seed: int = 0) -> tuple[float, float]:
+def finite_difference(
+    forward: Callable[[dict, dict], tuple[Any, Any]], activations: dict, parameters: dict, grads: dict, seed: int = 0
+) -> tuple[float, float]:
     """(from the reported gradients, from finite differences) of the probe loss along one random
     direction over every input that has a gradient. `forward(activations, parameters)` makes one
     call of the candidate's code and returns its (output, attention) as data; the kit computes
     everything else. A gradient harness rewritten inside the candidate's process can report
     anything, but not gradients that disagree with the outputs the kit reads."""
     rng = np.random.default_rng(PROBE_SEED + 1000 + seed)
-    direction = {name: rng.standard_normal(np.shape(g)) for name, g in grads.items()
-                 if name in activations or name in parameters}
+    direction = {name: rng.standard_normal(np.shape(g)) for name, g in grads.items() if name in activations or name in parameters}
 
     def moved(values: dict, sign: float) -> dict:
-        return {k: (np.asarray(v, dtype=np.float64) + sign * FD_STEP * direction[k])
-                if k in direction and v is not None else v for k, v in values.items()}
+        return {
+            k: (np.asarray(v, dtype=np.float64) + sign * FD_STEP * direction[k]) if k in direction and v is not None else v
+            for k, v in values.items()
+        }
 
     analytic = float(sum((np.asarray(grads[k], dtype=np.float64) * d).sum() for k, d in direction.items()))
     plus = probe_loss(*forward(moved(activations, 1.0), moved(parameters, 1.0)))

@@ -46,10 +46,10 @@ from attn_kit.base.records import CallStatus, ErrorInfo, Masked, Opaque, Outcome
 if TYPE_CHECKING:
     import numpy
 
-MAX_REPLY = 256 << 20          # bytes in one reply: a larger one is a crashed call
-MAX_TEXT = 32 << 20            # of which JSON (lists, numbers as text): Python objects cost ~10x more
-MAX_DEPTH = 64                 # nesting of lists/tuples/dicts; deeper parts become Opaque
-MAX_ITEMS = 1 << 20            # list/dict entries in one reply (arrays are not counted)
+MAX_REPLY = 256 << 20  # bytes in one reply: a larger one is a crashed call
+MAX_TEXT = 32 << 20  # of which JSON (lists, numbers as text): Python objects cost ~10x more
+MAX_DEPTH = 64  # nesting of lists/tuples/dicts; deeper parts become Opaque
+MAX_ITEMS = 1 << 20  # list/dict entries in one reply (arrays are not counted)
 # The JSON text of one reply is bounded by what the call was given, so that decoding it costs the
 # kit time and memory in proportion to the check (at most ~20 bytes of Python objects per byte of
 # text, for lists of empty lists): TEXT_FLOOR, plus TEXT_PER_ENTRY per number in the arguments
@@ -65,6 +65,7 @@ _NUMPY: list[ModuleType] = []  # NumPy, once imported (the worker may hide it fr
 def _np() -> Any:
     if not _NUMPY:
         import numpy
+
         _NUMPY.append(numpy)
     return _NUMPY[0]
 
@@ -75,6 +76,7 @@ def _ma() -> Any:
 
 
 # --- worker side: any value -> plain data -----------------------------------------------------
+
 
 class _Budget:
     def __init__(self) -> None:
@@ -153,8 +155,7 @@ def _already_plain(value: Any, kind: type, depth: int, budget: _Budget) -> Any:
         budget.items += 1
         if all(type(v) in _ATOMS for v in value):
             budget.items += len(value) // 64
-            return list(value) if budget.items <= MAX_ITEMS else \
-                Opaque("list", f"more than {MAX_ITEMS:,} entries in one reply")
+            return list(value) if budget.items <= MAX_ITEMS else Opaque("list", f"more than {MAX_ITEMS:,} entries in one reply")
     if _NUMPY and kind is _NUMPY[0].ndarray and value.dtype.kind in "biufc" and value.dtype.names is None:
         return value if value.flags.c_contiguous else _NUMPY[0].ascontiguousarray(value)
     if isinstance(value, Opaque | TensorValue | ErrorInfo):
@@ -173,7 +174,7 @@ def _builtin_to_plain(value: bool | int | float | str | tuple | list | dict, dep
         return float.__float__(value)
     if isinstance(value, str):
         return str.__str__(value)
-    if isinstance(value, tuple):       # tuple subclasses, namedtuples included
+    if isinstance(value, tuple):  # tuple subclasses, namedtuples included
         return tuple(_convert_to_plain(v, depth + 1, budget) for v in tuple.__iter__(value))
     if isinstance(value, list):
         return [_convert_to_plain(v, depth + 1, budget) for v in list.__iter__(value)]
@@ -199,7 +200,7 @@ def _library_to_plain(value: Any, kind: type, depth: int, budget: _Budget) -> An
         return _tensor(value)
     if _NUMPY:
         np = _NUMPY[0]
-        if isinstance(value, np.ndarray):      # a subclass defined elsewhere (the candidate's file)
+        if isinstance(value, np.ndarray):  # a subclass defined elsewhere (the candidate's file)
             return _array(value, depth, budget)
         if isinstance(value, np.generic):
             return _convert_to_plain(value.item(), depth, budget)
@@ -214,12 +215,12 @@ def _hashable(key: object) -> bool:
 
 def _array(value: Any, depth: int, budget: _Budget) -> Any:
     np = _np()
-    arr = np.ndarray.view(value, np.ndarray)            # array subclasses: the plain array
+    arr = np.ndarray.view(value, np.ndarray)  # array subclasses: the plain array
     if arr.dtype.kind in "biufc" and arr.dtype.names is None:
         ma = _ma()
-        if ma is not None and isinstance(value, ma.MaskedArray):     # data and mask go; the kit decides
+        if ma is not None and isinstance(value, ma.MaskedArray):  # data and mask go; the kit decides
             return ma.MaskedArray(np.ascontiguousarray(arr), mask=np.ascontiguousarray(ma.getmaskarray(value)))
-        return np.ascontiguousarray(arr)      # encoded right away (tobytes copies), never kept
+        return np.ascontiguousarray(arr)  # encoded right away (tobytes copies), never kept
     if arr.dtype.kind == "O":
         return to_plain(arr.tolist(), depth + 1, budget)
     return Opaque("ndarray", f"an array of dtype {arr.dtype}, which the kit does not read")
@@ -236,11 +237,11 @@ def _tensor(value: Any) -> TensorValue:
         if str(t.dtype) == "torch.bfloat16":
             t = t.float()
         array = np.array(t.numpy(), copy=True, order="C")
-    return TensorValue(array, str(value.dtype), device, tuple(int(n) for n in value.shape),
-                       bool(value.requires_grad))
+    return TensorValue(array, str(value.dtype), device, tuple(int(n) for n in value.shape), bool(value.requires_grad))
 
 
 # --- encoding (worker side) ---------------------------------------------------------------------
+
 
 def encode(message: dict) -> bytes:
     """One reply as bytes: HEADER, the JSON part, then the arrays' raw bytes. `message` values
@@ -262,9 +263,9 @@ class _Encoder:
     def tag(self, v: Any) -> Any:
         kind = type(v)
         if kind in _ATOMS:
-            return v                            # json writes NaN/Infinity, and reads them back
+            return v  # json writes NaN/Infinity, and reads them back
         if isinstance(v, StrEnum):
-            return str(v)                       # a status travels as its plain string
+            return str(v)  # a status travels as its plain string
         if kind is list:
             if all(type(x) in _ATOMS for x in v):
                 return v
@@ -272,20 +273,25 @@ class _Encoder:
         if kind is tuple:
             return {_TAG: "tuple", "v": [self.tag(x) for x in v]}
         if kind is dict:
-            if _TAG not in v and all(type(k) is str for k in v):     # a plain JSON object
+            if _TAG not in v and all(type(k) is str for k in v):  # a plain JSON object
                 return {k: self.tag(x) for k, x in v.items()}
             return {_TAG: "dict", "v": [[self.tag(k), self.tag(x)] for k, x in v.items()]}
         return self._record_or_array(v)
 
     def _record_or_array(self, v: Any) -> dict[str, Any]:
         if isinstance(v, TensorValue):
-            return {_TAG: "tensor", "a": self.tag(v.array), "dtype": v.dtype, "device": v.device,
-                    "shape": list(v.shape), "grad": v.requires_grad}
+            return {
+                _TAG: "tensor",
+                "a": self.tag(v.array),
+                "dtype": v.dtype,
+                "device": v.device,
+                "shape": list(v.shape),
+                "grad": v.requires_grad,
+            }
         if isinstance(v, Opaque):
             return {_TAG: "opaque", "type": v.type_name, "text": v.text}
         if isinstance(v, ErrorInfo):
-            return {_TAG: "error", "type": v.type, "message": v.message, "where": v.where,
-                    "traceback": v.traceback}
+            return {_TAG: "error", "type": v.type, "message": v.message, "where": v.where, "traceback": v.traceback}
         np = _np()
         ma = _ma()
         if ma is not None and isinstance(v, ma.MaskedArray):
@@ -300,6 +306,7 @@ class _Encoder:
 
 
 # --- decoding (kit side) ------------------------------------------------------------------------
+
 
 def entries(value: object, depth: int = 0) -> int:
     """How many numbers the kit's own value holds (arrays and tensors by size), for text_limit."""
@@ -327,14 +334,15 @@ def read_header(data: bytes, limit: int = MAX_TEXT) -> tuple[int, int]:
     JSON part is over `limit` (text_limit of the call's arguments)."""
     total, text = HEADER.unpack(data)
     if total > MAX_REPLY:
-        raise WireError(f"its reply announced {total:,} bytes, more than the kit's limit of "
-                        f"{MAX_REPLY >> 20} MiB per reply")
+        raise WireError(f"its reply announced {total:,} bytes, more than the kit's limit of {MAX_REPLY >> 20} MiB per reply")
     if text > total:
         raise WireError("its reply was malformed (a header that does not add up)")
     if text > min(limit, MAX_TEXT):
-        raise WireError(f"its reply held {text:,} bytes of lists and numbers as text, more than the kit's "
-                        f"limit of {min(limit, MAX_TEXT) / 2**20:.1f} MiB for this call (return NumPy "
-                        f"arrays for large results)")
+        raise WireError(
+            f"its reply held {text:,} bytes of lists and numbers as text, more than the kit's "
+            f"limit of {min(limit, MAX_TEXT) / 2**20:.1f} MiB for this call (return NumPy "
+            f"arrays for large results)"
+        )
     return total, text
 
 
@@ -347,7 +355,7 @@ def decode(body: bytes | bytearray, text_length: int) -> dict:
         tree = json.loads(bytes(body[:text_length]))
     except (ValueError, RecursionError) as exc:
         raise WireError(f"its reply was not valid data ({type(exc).__name__})") from None
-    cursor = [text_length, text_length]      # next array's position in body, where arrays start
+    cursor = [text_length, text_length]  # next array's position in body, where arrays start
     try:
         value = _decode_tagged(tree, body, cursor, 0)
     except RecursionError:
@@ -388,7 +396,7 @@ def _decode_tagged(v: Any, blobs: bytearray, cursor: list[int], depth: int) -> A
         return [_decode_tagged(x, blobs, cursor, depth + 1) for x in v]
     _want(kind is dict, "an unknown value")
     tag = v.get(_TAG)
-    if tag is None:                                  # a dict with string keys, as a JSON object
+    if tag is None:  # a dict with string keys, as a JSON object
         return {k: _decode_tagged(x, blobs, cursor, depth + 1) for k, x in v.items()}
     if not isinstance(tag, str):
         _malformed("a tag that is not text")
@@ -419,10 +427,12 @@ def _decode_tagged_object(tag: str, v: dict, blobs: bytearray, cursor: list[int]
     if tag == "opaque":
         return Opaque(visible(_text(v.get("type"), "type name")[:80]), visible(_text(v.get("text"), "text")[:200]))
     if tag == "error":
-        return ErrorInfo(visible(_text(v.get("type"), "error type")[:80]),
-                         visible(_text(v.get("message"), "message")[:2000]),
-                         visible(_text(v.get("where"), "where")[:300]),
-                         visible(_text(v.get("traceback"), "traceback")[:20000]))
+        return ErrorInfo(
+            visible(_text(v.get("type"), "error type")[:80]),
+            visible(_text(v.get("message"), "message")[:2000]),
+            visible(_text(v.get("where"), "where")[:300]),
+            visible(_text(v.get("traceback"), "traceback")[:20000]),
+        )
     raise WireError(f"its reply was malformed (unknown tag {tag[:20]!r})")
 
 
@@ -432,24 +442,26 @@ def _decode_tensor(v: dict, array: object) -> TensorValue:
     if not (type(shape) is list and all(type(n) is int and n >= 0 for n in shape)):
         _malformed("tensor shape")
     _want(type(v.get("grad")) is bool, "tensor requires_grad")
-    return TensorValue(array, _text(v.get("dtype"), "tensor dtype")[:40],
-                       _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"])
+    return TensorValue(
+        array, _text(v.get("dtype"), "tensor dtype")[:40], _text(v.get("device"), "tensor device")[:40], tuple(shape), v["grad"]
+    )
 
 
 def _masked(data: Any, mask: Any) -> Any:
     """A masked array's data and mask -> the plain data when nothing is masked, else Masked. The
     kit counts the masked entries itself, from the mask's bytes."""
     np = _np()
-    _want(isinstance(data, np.ndarray) and isinstance(mask, np.ndarray) and mask.dtype == np.bool_
-          and mask.shape == data.shape, "masked array")
+    _want(
+        isinstance(data, np.ndarray) and isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.shape == data.shape,
+        "masked array",
+    )
     masked = int(np.count_nonzero(mask))
     if not masked:
         return data
-    return Masked("MaskedArray", f"a masked array with {masked:,} of {mask.size:,} entries masked",
-                  masked, int(mask.size))
+    return Masked("MaskedArray", f"a masked array with {masked:,} of {mask.size:,} entries masked", masked, int(mask.size))
 
 
-_DTYPES: dict[str, numpy.dtype] = {}       # dtype text -> numpy dtype, once validated
+_DTYPES: dict[str, numpy.dtype] = {}  # dtype text -> numpy dtype, once validated
 
 
 def _nd(v: dict, blobs: bytearray, cursor: list[int]) -> Any:
@@ -467,8 +479,12 @@ def _nd(v: dict, blobs: bytearray, cursor: list[int]) -> Any:
         _DTYPES[dtype] = dt
     # each dimension below 2**40 and their product within NumPy's index range, zero-size arrays
     # included (NumPy rejects a shape whose nonzero dimensions overflow even when one is 0)
-    if not (type(shape) is list and len(shape) <= 32 and all(type(n) is int and 0 <= n < 2**40 for n in shape)
-            and math.prod(n for n in shape if n) < 2**62):
+    if not (
+        type(shape) is list
+        and len(shape) <= 32
+        and all(type(n) is int and 0 <= n < 2**40 for n in shape)
+        and math.prod(n for n in shape if n) < 2**62
+    ):
         _malformed("array shape")
     start = cursor[0]
     _want(type(offset) is int and offset == start - cursor[1], "array offset")
@@ -481,6 +497,7 @@ def _nd(v: dict, blobs: bytearray, cursor: list[int]) -> Any:
 
 # --- fingerprints of plain values ---------------------------------------------------------------
 
+
 def digest(value: object) -> str | None:
     """A fingerprint of a plain value (what to_plain returns), or None for a value holding any
     other type. Equal fingerprints mean the values are equal as mutation.same sees them: same
@@ -491,12 +508,12 @@ def digest(value: object) -> str | None:
     try:
         if not _feed(parts.append, value, 0):
             return None
-    except ValueError:                 # an int too long to print (sys.set_int_max_str_digits)
+    except ValueError:  # an int too long to print (sys.set_int_max_str_digits)
         return None
     return sha256(b"".join(parts)).hexdigest()[:32]
 
 
-_BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))     # repr is exact
+_BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))  # repr is exact
 
 
 def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
@@ -505,7 +522,7 @@ def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
     if kind in _BY_REPR:
         add(f"v{kind.__name__}:{value!r};".encode("utf-8", "surrogatepass"))
         return True
-    if kind is list or kind is tuple:      # rows of plain numbers, at C speed
+    if kind is list or kind is tuple:  # rows of plain numbers, at C speed
         types = set(map(type, value))
         if types == {float}:
             add(b"%s%d;" % (b"f" if kind is list else b"g", len(value)))
@@ -518,7 +535,7 @@ def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
         add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
         items = value if kind is not dict else (x for pair in value.items() for x in pair)
         return depth < MAX_DEPTH and all(_feed(add, item, depth + 1) for item in items)
-    if kind is TensorValue:          # a meta tensor has no values (mutation.same ignores its array)
+    if kind is TensorValue:  # a meta tensor has no values (mutation.same ignores its array)
         add(f"t{(value.dtype, value.device, tuple(value.shape), value.requires_grad)!r};".encode())
         return value.device == "meta" or _feed(add, value.array, depth + 1)
     if getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":
@@ -530,15 +547,24 @@ def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
 
 # --- records ------------------------------------------------------------------------------------
 
+
 def outcome_message(outcome: Outcome, args_digest: str | None = None) -> dict:
     """The record of one call (the worker calls this; values must already be plain), with the
     fingerprint of the arguments as the call left them."""
-    return {"kind": "outcome", "status": outcome.status, "value": outcome.value,
-            "error": outcome.error, "output": outcome.output, "detail": outcome.detail,
-            "seconds": outcome.seconds, "extra": outcome.extra, "after": args_digest}
+    return {
+        "kind": "outcome",
+        "status": outcome.status,
+        "value": outcome.value,
+        "error": outcome.error,
+        "output": outcome.output,
+        "detail": outcome.detail,
+        "seconds": outcome.seconds,
+        "extra": outcome.extra,
+        "after": args_digest,
+    }
 
 
-_STATUSES = tuple(CallStatus)          # a tuple: `in` compares, never hashes the untrusted value
+_STATUSES = tuple(CallStatus)  # a tuple: `in` compares, never hashes the untrusted value
 
 
 def read_outcome(message: dict) -> tuple[Outcome, Any]:
@@ -557,7 +583,14 @@ def read_outcome(message: dict) -> tuple[Outcome, Any]:
     extra = message.get("extra")
     if not isinstance(extra, dict):
         _malformed("extra")
-    outcome = Outcome(CallStatus(status), message.get("value"), error, (),
-                      visible(_text(message.get("output"), "output")[:100_000]),
-                      visible(_text(message.get("detail"), "detail")[:2000]), float(seconds), extra)
+    outcome = Outcome(
+        CallStatus(status),
+        message.get("value"),
+        error,
+        (),
+        visible(_text(message.get("output"), "output")[:100_000]),
+        visible(_text(message.get("detail"), "detail")[:2000]),
+        float(seconds),
+        extra,
+    )
     return outcome, message.get("after")

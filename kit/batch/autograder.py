@@ -32,6 +32,7 @@ KINDS = ("gradescope", "prairielearn", "github")
 
 # --- the kit's wheel ---------------------------------------------------------------------------------
 
+
 def _package_files() -> dict[str, Path]:
     """Archive name -> file, for the attn_kit package and the data packages nested in it."""
     files: dict[str, Path] = {}
@@ -64,10 +65,11 @@ def build_wheel(folder: Path) -> Path:
         metadata = str(importlib.metadata.metadata("attn-kit"))
     except importlib.metadata.PackageNotFoundError:
         metadata = f"Metadata-Version: 2.1\nName: attn-kit\nVersion: {__version__}\n"
-    extra = {f"{info}/METADATA": metadata.encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: attn-kit autograder\nRoot-Is-Purelib: true\n"
-                              b"Tag: py3-none-any\n",
-             f"{info}/entry_points.txt": b"[console_scripts]\nattn-kit = attn_kit.cli:main\n"}
+    extra = {
+        f"{info}/METADATA": metadata.encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: attn-kit autograder\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": b"[console_scripts]\nattn-kit = attn_kit.cli:main\n",
+    }
     record = []
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as whl:
         for name, path in _package_files().items():
@@ -83,6 +85,7 @@ def build_wheel(folder: Path) -> Path:
 
 
 # --- the scripts -------------------------------------------------------------------------------------
+
 
 def _grade_flags(exercise: str, hidden_details: bool, seed: int | None) -> str:
     flags = f"--exercise {shlex.quote(exercise)} --jobs 1"
@@ -174,7 +177,7 @@ exit 0
 
 Copy attn_kit/ into your course's serverFilesCourse/ and merge info-snippet.json into the
 question's info.json. The student's file is submitted to /grade/student/ (call it
-{exercise.id.replace('-', '_')}.py, or solution.py). run.sh installs the kit's wheel the first time
+{exercise.id.replace("-", "_")}.py, or solution.py). run.sh installs the kit's wheel the first time
 (networking needed, or use an image with attn-kit installed: see docs/grading.md).
 """
     return {"serverFilesCourse/attn_kit/run.sh": run, "info-snippet.json": info, "README.txt": readme}
@@ -214,7 +217,7 @@ jobs:
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" = 1 ]; then exit 0; fi
-{('python -m ' + TORCH_CPU + chr(10)) if exercise.needs == 'torch' else ''}python -m pip install "$HERE/{wheel_name()}"
+{("python -m " + TORCH_CPU + chr(10)) if exercise.needs == "torch" else ""}python -m pip install "$HERE/{wheel_name()}"
 """
     grade = f"""#!/usr/bin/env bash
 # Grades $SOLUTION (default {solution}) into attn-kit-report.xml (JUnit) and attn-kit.json; the
@@ -229,8 +232,7 @@ cd "$ROOT"
     return {".github/workflows/attn-kit.yml": workflow, ".attn-kit/install.sh": install, ".attn-kit/grade.sh": grade}
 
 
-def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = False,
-          seed: int | None = None) -> tuple[list[Path], list[str]]:
+def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = False, seed: int | None = None) -> tuple[list[Path], list[str]]:
     """Write the `kind` recipe for the exercise to `output` (a zip for gradescope, a folder
     otherwise); the files written and notes for the user."""
     if kind not in KINDS:
@@ -247,6 +249,7 @@ def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = Fals
         files = gradescope_files(exercise, hidden_details, seed)
         with io.BytesIO() as wheel_bytes:
             import tempfile
+
             with tempfile.TemporaryDirectory() as tmp:
                 wheel = build_wheel(Path(tmp))
                 wheel_bytes.write(wheel.read_bytes())

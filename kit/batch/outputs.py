@@ -19,12 +19,13 @@ from attn_kit.batch.run import GRADED, Batch, Result
 from attn_kit.report import jsonout
 
 FORMATS = ("csv", "json", "junit", "gradescope", "prairielearn")
-PER_SUBMISSION = ("gradescope", "prairielearn")      # one results.json per submission
+PER_SUBMISSION = ("gradescope", "prairielearn")  # one results.json per submission
 WITHHELD = "a hidden case: its inputs and expected values are not shown"
 
 
 def bug_titles() -> dict[str, str]:
     from attn_kit.load import catalog
+
     return {k: b.title for k, b in catalog.bugs().items()}
 
 
@@ -59,32 +60,74 @@ def summary_text(result: Result, titles: dict[str, str]) -> str:
 
 # --- instructor records -------------------------------------------------------------------------
 
+
 def to_json(batch: Batch) -> dict:
-    return {"tool": "attn-kit", "version": __version__, "exercise": batch.exercise, "seed": batch.seed,
-            "max_points": batch.max_points, "seconds": round(batch.seconds, 3), "jobs": batch.jobs,
-            "checks": batch.checks, "submissions": [r.to_json() for r in batch.results]}
+    return {
+        "tool": "attn-kit",
+        "version": __version__,
+        "exercise": batch.exercise,
+        "seed": batch.seed,
+        "max_points": batch.max_points,
+        "seconds": round(batch.seconds, 3),
+        "jobs": batch.jobs,
+        "checks": batch.checks,
+        "submissions": [r.to_json() for r in batch.results],
+    }
 
 
 def to_csv(batch: Batch) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     ids = [c["id"] for c in batch.checks]
-    writer.writerow(["submission", "path", "exercise", "seed", "state", "points", "max_points", "passed",
-                     "failed_checks", "bugs", "seconds", "crashed", "timed_out", "error",
-                     *[f"{i}:{part}" for i in ids for part in ("points", "status", "bug")]])
+    writer.writerow(
+        [
+            "submission",
+            "path",
+            "exercise",
+            "seed",
+            "state",
+            "points",
+            "max_points",
+            "passed",
+            "failed_checks",
+            "bugs",
+            "seconds",
+            "crashed",
+            "timed_out",
+            "error",
+            *[f"{i}:{part}" for i in ids for part in ("points", "status", "bug")],
+        ]
+    )
     for r in batch.results:
         by_id = {c["id"]: c for c in r.checks()}
         cells = []
         for i in ids:
             c = by_id.get(i)
             cells += [c["points"], c["status"], c["bug"] or ""] if c else ["", "", ""]
-        writer.writerow([r.name, r.path or "", batch.exercise, batch.seed, r.state, r.points, batch.max_points,
-                         r.passed, " ".join(r.failed()), " ".join(r.bugs()), f"{r.seconds:.3f}", r.crashed,
-                         r.timed_out, r.error, *cells])
+        writer.writerow(
+            [
+                r.name,
+                r.path or "",
+                batch.exercise,
+                batch.seed,
+                r.state,
+                r.points,
+                batch.max_points,
+                r.passed,
+                " ".join(r.failed()),
+                " ".join(r.bugs()),
+                f"{r.seconds:.3f}",
+                r.crashed,
+                r.timed_out,
+                r.error,
+                *cells,
+            ]
+        )
     return out.getvalue()
 
 
 # --- what students see ----------------------------------------------------------------------------
+
 
 def to_junit(batch: Batch, hidden_details: bool = False) -> str:
     """One <testsuite> per submission, one <testcase> per check; a failing check is a <failure>
@@ -96,8 +139,14 @@ def to_junit(batch: Batch, hidden_details: bool = False) -> str:
     for r in batch.results:
         suite = ET.SubElement(root, "testsuite", name=r.name, time=f"{r.seconds:.3f}")
         props = ET.SubElement(suite, "properties")
-        for name, value in (("exercise", batch.exercise), ("seed", batch.seed), ("state", r.state),
-                            ("points", r.points), ("max_points", batch.max_points), ("path", r.path or "")):
+        for name, value in (
+            ("exercise", batch.exercise),
+            ("seed", batch.seed),
+            ("state", r.state),
+            ("points", r.points),
+            ("max_points", batch.max_points),
+            ("path", r.path or ""),
+        ):
             ET.SubElement(props, "property", name=name, value=str(value))
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         classname = f"attn-kit.{batch.exercise}.{r.name}"
@@ -134,16 +183,32 @@ def gradescope(batch: Batch, result: Result, hidden_details: bool = False) -> di
     titles = bug_titles()
     tests = []
     for number, c in enumerate(result.checks(), start=1):
-        tests.append({"name": f"{c['title']} [{c['id']}]" + ("" if c["public"] else " (hidden case)"),
-                      "number": str(number), "score": c["points"], "max_score": c["max_points"],
-                      "status": "passed" if c["status"] == "pass" else "failed",
-                      "output": check_text(c, hidden_details, titles), "visibility": "visible"})
-    return {"score": result.points, "execution_time": round(result.seconds, 3),
-            "output": summary_text(result, titles) + f"\n(attn-kit {__version__}, exercise {batch.exercise}, "
-                                                     f"seed {batch.seed})",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
-            "extra_data": {"attn_kit": __version__, "exercise": batch.exercise, "seed": batch.seed,
-                           "state": result.state, "bugs": result.bugs()}}
+        tests.append(
+            {
+                "name": f"{c['title']} [{c['id']}]" + ("" if c["public"] else " (hidden case)"),
+                "number": str(number),
+                "score": c["points"],
+                "max_score": c["max_points"],
+                "status": "passed" if c["status"] == "pass" else "failed",
+                "output": check_text(c, hidden_details, titles),
+                "visibility": "visible",
+            }
+        )
+    return {
+        "score": result.points,
+        "execution_time": round(result.seconds, 3),
+        "output": summary_text(result, titles) + f"\n(attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed})",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {
+            "attn_kit": __version__,
+            "exercise": batch.exercise,
+            "seed": batch.seed,
+            "state": result.state,
+            "bugs": result.bugs(),
+        },
+    }
 
 
 def prairielearn(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
@@ -151,18 +216,29 @@ def prairielearn(batch: Batch, result: Result, hidden_details: bool = False) -> 
     could not be loaded or found is `gradable: false` (the student keeps the attempt)."""
     titles = bug_titles()
     most = batch.max_points or 1
-    tests = [{"name": c["title"] + ("" if c["public"] else " (hidden case)"), "description": c["id"],
-              "points": c["points"], "max_points": c["max_points"],
-              "message": check_text(c, hidden_details, titles), "output": ""}
-             for c in result.checks()]
+    tests = [
+        {
+            "name": c["title"] + ("" if c["public"] else " (hidden case)"),
+            "description": c["id"],
+            "points": c["points"],
+            "max_points": c["max_points"],
+            "message": check_text(c, hidden_details, titles),
+            "output": "",
+        }
+        for c in result.checks()
+    ]
     gradable = result.state not in ("unloadable", "missing")
-    return {"gradable": gradable, "score": round(min(1.0, result.points / most), 6),
-            "message": summary_text(result, titles),
-            "output": f"attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed}",
-            "tests": tests}
+    return {
+        "gradable": gradable,
+        "score": round(min(1.0, result.points / most), 6),
+        "message": summary_text(result, titles),
+        "output": f"attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed}",
+        "tests": tests,
+    }
 
 
 # --- writing ----------------------------------------------------------------------------------------
+
 
 def write(batch: Batch, fmt: str, path: Path, hidden_details: bool = False) -> list[Path]:
     """Write `batch` in `fmt` to `path`; the files written. Gradescope and PrairieLearn describe one

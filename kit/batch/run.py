@@ -36,15 +36,15 @@ from attn_kit.base.errors import KitError, UsageError
 
 NOT_SOLUTIONS = ("test_", "conftest.py", "__init__.py")
 GRADED, UNLOADABLE, TIMED_OUT, CRASHED, MISSING = "graded", "unloadable", "timed out", "crashed", "missing"
-DEFAULT_LIMIT = 120.0       # seconds one submission may take in all (every call, load and diagnosis)
-GRADER_START = 120.0        # seconds a new grader process may take to say it is ready
+DEFAULT_LIMIT = 120.0  # seconds one submission may take in all (every call, load and diagnosis)
+GRADER_START = 120.0  # seconds a new grader process may take to say it is ready
 
 
 @dataclass
 class Submission:
     name: str
     path: Path | None
-    problem: str = ""          # why no file was found (path is None)
+    problem: str = ""  # why no file was found (path is None)
 
 
 @dataclass
@@ -58,8 +58,8 @@ class Result:
     report: dict | None = None
     error: str = ""
     seconds: float = 0.0
-    crashed: bool = False       # a call crashed or ran out of memory
-    timed_out: bool = False     # a call, the load or the whole submission ran out of time
+    crashed: bool = False  # a call crashed or ran out of memory
+    timed_out: bool = False  # a call, the load or the whole submission ran out of time
 
     @property
     def points(self) -> int:
@@ -79,10 +79,19 @@ class Result:
         return [d["bug"] for d in self.report["diagnosis"]] if self.report else []
 
     def to_json(self) -> dict:
-        return {"name": self.name, "path": self.path, "state": self.state, "error": self.error or None,
-                "seconds": round(self.seconds, 3), "crashed": self.crashed, "timed_out": self.timed_out,
-                "passed": self.passed, "failed_checks": self.failed(), "bugs": self.bugs(),
-                "report": self.report}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "state": self.state,
+            "error": self.error or None,
+            "seconds": round(self.seconds, 3),
+            "crashed": self.crashed,
+            "timed_out": self.timed_out,
+            "passed": self.passed,
+            "failed_checks": self.failed(),
+            "bugs": self.bugs(),
+            "report": self.report,
+        }
 
 
 @dataclass
@@ -90,7 +99,7 @@ class Batch:
     exercise: str
     seed: int
     results: list[Result]
-    checks: list[dict] = field(default_factory=list)   # id, title, points, public of every check, suite order
+    checks: list[dict] = field(default_factory=list)  # id, title, points, public of every check, suite order
     seconds: float = 0.0
     jobs: int = 1
 
@@ -101,16 +110,20 @@ class Batch:
     @classmethod
     def from_json(cls, data: dict) -> Batch:
         """A run back from its `--out json=` file (gradeout.to_json), to write it in other formats."""
-        results = [Result(s["name"], s["path"], s["state"], s["report"], s["error"] or "", s["seconds"],
-                          s["crashed"], s["timed_out"]) for s in data["submissions"]]
+        results = [
+            Result(s["name"], s["path"], s["state"], s["report"], s["error"] or "", s["seconds"], s["crashed"], s["timed_out"])
+            for s in data["submissions"]
+        ]
         return cls(data["exercise"], data["seed"], results, data["checks"], data["seconds"], data["jobs"])
 
 
 # --- finding the submissions -----------------------------------------------------------------------
 
+
 def _solution_in(folder: Path) -> tuple[Path | None, str]:
-    files = sorted(p for p in folder.glob("*.py") if p.is_file() and not p.name.startswith((".", *NOT_SOLUTIONS))
-                   and not p.stem.endswith("_test"))
+    files = sorted(
+        p for p in folder.glob("*.py") if p.is_file() and not p.name.startswith((".", *NOT_SOLUTIONS)) and not p.stem.endswith("_test")
+    )
     if len(files) == 1:
         return files[0], ""
     if (folder / "solution.py").is_file():
@@ -120,8 +133,10 @@ def _solution_in(folder: Path) -> tuple[Path | None, str]:
         return headed[0], ""
     if not files:
         return None, "no .py file in it"
-    return None, (f"{len(files)} .py files in it ({', '.join(p.name for p in files[:4])}"
-                  f"{', ...' if len(files) > 4 else ''}) and none is solution.py or starts with `# attn-kit:`")
+    return None, (
+        f"{len(files)} .py files in it ({', '.join(p.name for p in files[:4])}"
+        f"{', ...' if len(files) > 4 else ''}) and none is solution.py or starts with `# attn-kit:`"
+    )
 
 
 def _first_line(path: Path) -> str:
@@ -152,18 +167,21 @@ def find_submissions(root: Path, single: bool = False) -> list[Submission]:
             path, problem = _solution_in(entry)
             found.append(Submission(entry.name, path, problem))
     if not found:
-        raise UsageError(f"{root} holds no submission: put one .py file per submission in it, or one folder "
-                         "per submission holding its solution.py.")
+        raise UsageError(
+            f"{root} holds no submission: put one .py file per submission in it, or one folder per submission holding its solution.py."
+        )
     return found
 
 
 # --- the grader process ------------------------------------------------------------------------------
 
+
 def _set_pdeathsig() -> None:
     """Die with the kit: a grader never outlives the `attn-kit grade` that started it."""
     if sys.platform.startswith("linux"):
         import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def grade_one(path: str, exercise: str, seed: int, timeout: float, memory: int | None) -> dict:
@@ -171,16 +189,24 @@ def grade_one(path: str, exercise: str, seed: int, timeout: float, memory: int |
     from attn_kit.base.errors import KitError
     from attn_kit.base.records import CallStatus
     from attn_kit.grading import pipeline
+
     try:
         report = pipeline.grade(path, pipeline.Options(exercise, seed, timeout=timeout, memory=memory))
     except KitError as exc:
         text = str(exc)
-        return {"state": UNLOADABLE, "error": text, "timed_out": "did not finish loading" in text,
-                "crashed": "the process" in text and "loading" in text}
+        return {
+            "state": UNLOADABLE,
+            "error": text,
+            "timed_out": "did not finish loading" in text,
+            "crashed": "the process" in text and "loading" in text,
+        }
     statuses = {c.outcome.status for r in report.results for c in r.calls}
-    return {"state": GRADED, "report": report.to_json(),
-            "crashed": bool(statuses & {CallStatus.CRASHED, CallStatus.MEMORY}),
-            "timed_out": CallStatus.TIMEOUT in statuses}
+    return {
+        "state": GRADED,
+        "report": report.to_json(),
+        "crashed": bool(statuses & {CallStatus.CRASHED, CallStatus.MEMORY}),
+        "timed_out": CallStatus.TIMEOUT in statuses,
+    }
 
 
 def serve() -> None:  # pragma: no cover - runs in the grader process
@@ -198,8 +224,7 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
     for line in sys.stdin:
         task = json.loads(line)
         try:
-            answer = grade_one(task["path"], settings["exercise"], settings["seed"], settings["timeout"],
-                               settings["memory"])
+            answer = grade_one(task["path"], settings["exercise"], settings["seed"], settings["timeout"], settings["memory"])
         except Exception as exc:  # noqa: BLE001 - a bug of the kit's costs this submission only, not the run
             answer = {"state": CRASHED, "error": f"the kit failed while grading this file ({type(exc).__name__}: {exc})"}
         out.write(json.dumps({"id": task["id"], **answer}) + "\n")
@@ -208,9 +233,14 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
 
 class _Grader:
     def __init__(self, settings: dict):
-        self.proc = subprocess.Popen([sys.executable, "-m", "attn_kit.batch.run"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "attn_kit.batch.run"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+        )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.stdin.write(json.dumps(settings) + "\n")
@@ -242,13 +272,14 @@ class _Grader:
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:      # not Linux
+    except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
 def _suite_checks(exercise: str) -> list[dict]:
     from attn_kit.grading import pipeline
     from attn_kit.load import catalog
+
     suite = pipeline.suite_for(catalog.exercise(exercise))
     return [{"id": c.id, "title": c.title, "points": c.points, "public": c.public} for c in suite.checks]
 
@@ -256,8 +287,7 @@ def _suite_checks(exercise: str) -> list[dict]:
 class _Pool:
     """The grader processes of one run: hands out submissions, reads answers, enforces limits."""
 
-    def __init__(self, submissions: list[Submission], settings: dict, jobs: int, limit: float,
-                 finish: Callable[[int, Result], None]):
+    def __init__(self, submissions: list[Submission], settings: dict, jobs: int, limit: float, finish: Callable[[int, Result], None]):
         self.submissions, self.settings, self.jobs, self.limit, self.finish = submissions, settings, jobs, limit, finish
         self.graders: list[_Grader] = []
         self.selector = selectors.DefaultSelector()
@@ -277,9 +307,18 @@ class _Pool:
         """The grader is stopped or gone: its submission (if any) gets `state`, it is dropped."""
         if grader.task is not None:
             sub = self.submissions[grader.task]
-            self.finish(grader.task, Result(sub.name, str(sub.path), state, error=why,
-                                            seconds=time.monotonic() - grader.started,
-                                            timed_out=state == TIMED_OUT, crashed=state == CRASHED))
+            self.finish(
+                grader.task,
+                Result(
+                    sub.name,
+                    str(sub.path),
+                    state,
+                    error=why,
+                    seconds=time.monotonic() - grader.started,
+                    timed_out=state == TIMED_OUT,
+                    crashed=state == CRASHED,
+                ),
+            )
         elif not grader.ready:
             self.failed_starts += 1
             if self.failed_starts > 3:
@@ -308,9 +347,19 @@ class _Pool:
             return
         sub = self.submissions[i]
         grader.task = None
-        self.finish(i, Result(sub.name, str(sub.path), answer["state"], answer.get("report"),
-                              answer.get("error", ""), time.monotonic() - grader.started,
-                              answer.get("crashed", False), answer.get("timed_out", False)))
+        self.finish(
+            i,
+            Result(
+                sub.name,
+                str(sub.path),
+                answer["state"],
+                answer.get("report"),
+                answer.get("error", ""),
+                time.monotonic() - grader.started,
+                answer.get("crashed", False),
+                answer.get("timed_out", False),
+            ),
+        )
 
     def expire(self) -> None:
         now = time.monotonic()
@@ -321,7 +370,7 @@ class _Pool:
                 self.lost(grader, CRASHED, "")
 
     def run(self, todo: list[int]) -> None:
-        todo = todo[::-1]           # popped from the end: in the submissions' order
+        todo = todo[::-1]  # popped from the end: in the submissions' order
         try:
             while todo or self.busy():
                 while todo and len(self.graders) < min(self.jobs, len(todo) + self.busy()):
@@ -331,8 +380,7 @@ class _Pool:
                         i = todo.pop()
                         grader.send(i, str(self.submissions[i].path))
                 now = time.monotonic()
-                waits = [g.started + self.limit - now if g.task is not None else g.born + GRADER_START - now
-                         for g in self.graders]
+                waits = [g.started + self.limit - now if g.task is not None else g.born + GRADER_START - now for g in self.graders]
                 for key, _ in self.selector.select(max(0.0, min(waits, default=1.0))):
                     if key.data in self.graders:
                         self.read(key.data)
@@ -343,13 +391,21 @@ class _Pool:
             self.selector.close()
 
 
-def grade_all(submissions: list[Submission], exercise: str, seed: int | None = None, jobs: int | None = None,
-              timeout: float = 10.0, memory: int | None = 2 << 30, limit: float = DEFAULT_LIMIT,
-              progress: Callable[[Result], None] | None = None) -> Batch:
+def grade_all(
+    submissions: list[Submission],
+    exercise: str,
+    seed: int | None = None,
+    jobs: int | None = None,
+    timeout: float = 10.0,
+    memory: int | None = 2 << 30,
+    limit: float = DEFAULT_LIMIT,
+    progress: Callable[[Result], None] | None = None,
+) -> Batch:
     """Grade every submission in `jobs` grader processes; results in the submissions' order.
     `progress` is called with each result as it arrives."""
     from attn_kit.grading import pipeline
     from attn_kit.load import catalog
+
     exercise = catalog.exercise(exercise).id
     pipeline.require(catalog.exercise(exercise))
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 100_000)
@@ -370,8 +426,7 @@ def grade_all(submissions: list[Submission], exercise: str, seed: int | None = N
             todo.append(i)
     settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory}
     _Pool(submissions, settings, jobs, limit, finish).run(todo)
-    return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise),
-                 time.monotonic() - started, jobs)
+    return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise), time.monotonic() - started, jobs)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ def cli(ctx):
     if ctx.invoked_subcommand is None:
         from attn_kit.practice import progress as practice
         from attn_kit.render import check as render
+
         with _existing_store() as store:
             status, command = practice.next_step(store)
         render.where_you_are(status, command)
@@ -63,6 +64,7 @@ def _existing_store():
     """The history if there is one (None otherwise): looking never creates it. A store that
     cannot be opened counts as none."""
     from attn_kit.practice.store import StoreError, db_path, open_store
+
     store = None
     if db_path().exists():
         try:
@@ -88,6 +90,7 @@ def list_exercises():
     from attn_kit.load import catalog
     from attn_kit.practice import progress as practice
     from attn_kit.render import check as render
+
     with _existing_store() as store:
         states = practice.statuses(store)
     render.exercise_list(catalog.exercises().values(), {k: v.label for k, v in states.items()})
@@ -110,13 +113,15 @@ def start(exercise, file, force):
     from attn_kit.base.errors import UsageError
     from attn_kit.load import catalog
     from attn_kit.render import check as render
+
     ex = catalog.exercise(exercise)
     path = file or Path(ex.id.replace("-", "_") + ".py")
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
     path.write_text(ex.starter, encoding="utf-8")
     from attn_kit.practice import progress as practice
-    practice.mark_started(ex.id, path)          # the current exercise now, for `attn-kit`, hint and discuss
+
+    practice.mark_started(ex.id, path)  # the current exercise now, for `attn-kit`, hint and discuss
     render.started(ex, path)
 
 
@@ -132,40 +137,65 @@ def show(exercise):
     """
     from attn_kit.load import catalog
     from attn_kit.render import check as render
+
     render.statement(catalog.exercise(exercise))
 
 
 @cli.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="Grade FILE as this exercise (else the header or its functions decide).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; "
-                   "see the README). JSON runs are not saved to your history.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object and nothing else (its JSON Schema ships in attn_kit/schemas/check.schema.json; "
+    "see the README). JSON runs are not saved to your history.",
+)
 @click.option("--public", "public_only", is_flag=True, help="Run only the public examples, like a judge's 'Run'.")
 @click.option("--seed", type=SEED, help="Seed of the randomised cases (printed with every run).")
-@click.option("--pure", is_flag=True, help="Also fail the file if it imports anything outside the standard library. Advisory: "
-              "checked inside your code's own process, so code written to evade it can "
-              "(docs/threat-model.md).")
-@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
-              help="Seconds one call of your code may take.")
+@click.option(
+    "--pure",
+    is_flag=True,
+    help="Also fail the file if it imports anything outside the standard library. Advisory: "
+    "checked inside your code's own process, so code written to evade it can "
+    "(docs/threat-model.md).",
+)
+@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True, help="Seconds one call of your code may take.")
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of your code's process (0 = none).")
-@click.option("--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
-              help="Write a standalone script per failing check into DIR.")
-@click.option("--first/--full", "first", default=None,
-              help="--first: the first failure in full, the others one line each (the default past 5 failures); "
-                   "--full: every failure in full.")
+@click.option(
+    "--repro", type=click.Path(file_okay=False, path_type=Path), metavar="DIR", help="Write a standalone script per failing check into DIR."
+)
+@click.option(
+    "--first/--full",
+    "first",
+    default=None,
+    help="--first: the first failure in full, the others one line each (the default past 5 failures); --full: every failure in full.",
+)
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
-@click.option("--tests", "tests_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="TESTS",
-              help="Also grade your pytest tests in TESTS (may be FILE itself): see `attn-kit test-tests`.")
-@click.option("--locate", is_flag=True,
-              help="When checks fail, search for the smallest edit of your own code that makes them pass, and "
-                   "name its line(s) and what is wrong there (only edits verified on two seeds are shown).")
+@click.option(
+    "--tests",
+    "tests_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="TESTS",
+    help="Also grade your pytest tests in TESTS (may be FILE itself): see `attn-kit test-tests`.",
+)
+@click.option(
+    "--locate",
+    is_flag=True,
+    help="When checks fail, search for the smallest edit of your own code that makes them pass, and "
+    "name its line(s) and what is wrong there (only edits verified on two seeds are shown).",
+)
 @click.option("--fix", is_flag=True, help="With --locate: also show that edit as a diff of your lines (implies --locate).")
-@click.option("--locate-budget", type=FiniteFloat(min=0.5, max=600), default=10.0, show_default=True, metavar="SECONDS",
-              help="Time --locate may search for.")
+@click.option(
+    "--locate-budget",
+    type=FiniteFloat(min=0.5, max=600),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time --locate may search for.",
+)
 @reports_errors
-def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file,
-          locate, fix, locate_budget):
+def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file, locate, fix, locate_budget):
     """Grade FILE with the exercise's check suite, in a separate process.
 
     Exit status: 0 every check passed, 1 a check failed or FILE could not be loaded,
@@ -183,7 +213,8 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     import random
 
     from attn_kit.grading import pipeline
-    if seed is None:         # chosen here, so even an error object can name it
+
+    if seed is None:  # chosen here, so even an error object can name it
         seed = random.SystemRandom().randrange(1, 100_000)
     json_context(seed=seed)
     options = pipeline.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
@@ -191,29 +222,37 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     if watch:
         if locate:
             from attn_kit.base.errors import UsageError
+
             raise UsageError("--locate searches once; it does not combine with --watch.")
         from attn_kit.cli.practice import watch_check
+
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
     if locate:
         from attn_kit.grading import locate as locate_module
+
         locate_module.prepare(file, exercise)
     from attn_kit.render import check as render
+
     with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
         report = pipeline.grade(file, options, progress=status)
         tests = None
-        if tests_file:          # --tests: the candidate's own tests, against references and known bugs
+        if tests_file:  # --tests: the candidate's own tests, against references and known bugs
             from attn_kit.practice import testgrade
-            tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file,
-                                          progress=status)
+
+            tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file, progress=status)
     located = _locate(file, report, options, locate_budget, quiet=True) if locate and as_json else None
     written = []
     if repro:
         from attn_kit.report import repro as repro_module
+
         written = repro_module.write(report, repro)
     if as_json:
         with reader_may_stop():
-            click.echo(jsonout.dumps(report.to_json() | ({"tests": tests.to_json()} if tests else {}) |
-                                  ({"locate": located.to_json(fix)} if located else {})))
+            click.echo(
+                jsonout.dumps(
+                    report.to_json() | ({"tests": tests.to_json()} if tests else {}) | ({"locate": located.to_json(fix)} if located else {})
+                )
+            )
     else:
         _show_check(file, report, options, tests, written, first, (locate, fix, locate_budget))
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
@@ -225,6 +264,7 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     from attn_kit.cli.practice import after_check
     from attn_kit.load import catalog
     from attn_kit.render import check as render
+
     locate, fix, budget = locating
     with reader_may_stop():
         render.report(report, catalog.exercise(report.exercise), first=first)
@@ -232,24 +272,26 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     with reader_may_stop():
         if located is not None:
             render.located(located, report, fix=fix)
-        elif not _unwritten(report):          # a function still raising NotImplementedError: nothing to locate
+        elif not _unwritten(report):  # a function still raising NotImplementedError: nothing to locate
             render.locate_pointer(report, _locate_command(file, report))
         render.repro_written(written)
         if tests:
             render.console().print()
             render.test_grade(tests, full=first is False, flag="--full")
     with reader_may_stop():
-        after_check(report, "locate" if located else "check")   # history, concept cards, hints used; never raises
+        after_check(report, "locate" if located else "check")  # history, concept cards, hints used; never raises
 
 
 def _locate(file, report, options, budget, quiet: bool = False):
     """check --locate: the search, with live progress on stderr when it is a terminal."""
     from attn_kit.grading import locate as locate_module
+
     if report.passed:
         return locate_module.Located(None, stopped="passed")
     if quiet:
         return locate_module.locate(file, report, options, budget)
     from attn_kit.render import check as render
+
     with render.locate_progress(budget) as progress:
         return locate_module.locate(file, report, options, budget, progress=progress)
 
@@ -258,6 +300,7 @@ def _unwritten(report) -> bool:
     """A failing check called a function of the file that is still the starter's stub."""
     from attn_kit.grading.pipeline import unimplemented
     from attn_kit.report.results import FAILED
+
     return any(unimplemented(r.calls) for r in report.results if r.status in FAILED)
 
 
@@ -279,14 +322,24 @@ cli.add_command(progress)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", help="The exercise the tests are for (else the header or the functions they use decide).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
-@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
-              help="Seconds one test may take on a correct implementation.")
+@click.option(
+    "--timeout", type=timeout_option_type(), default=10.0, show_default=True, help="Seconds one test may take on a correct implementation."
+)
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of the process running your tests (0 = none).")
-@click.option("--min-score", type=FiniteFloat(0, 1), default=0.0, show_default=True,
-              help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).")
-@click.option("--all", "show_all", is_flag=True,
-              help="Show every known bug with the tests that caught it and a test idea for each missed one "
-                   "(otherwise the report fits one 80x24 screen; --json always has everything).")
+@click.option(
+    "--min-score",
+    type=FiniteFloat(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Also exit 1 when your tests catch fewer than this share of the known bugs (e.g. 1).",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show every known bug with the tests that caught it and a test idea for each missed one "
+    "(otherwise the report fits one 80x24 screen; --json always has everything).",
+)
 @reports_errors
 def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
     """Grade your own pytest tests: do they pass on correct code, and which known bugs do they catch?
@@ -309,6 +362,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
     """
     from attn_kit.practice import testgrade
     from attn_kit.render import check as render
+
     with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
         grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
     with reader_may_stop():
@@ -316,6 +370,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
             click.echo(jsonout.dumps(grade.to_json()))
         else:
             from attn_kit.render import check as render
+
             render.test_grade(grade, full=show_all)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
 
@@ -327,14 +382,15 @@ cli.add_command(autograder)
 
 
 def main():
-    one_blas_thread()        # before anything imports NumPy
-    stop_on_sigterm()        # SIGTERM unwinds like Ctrl-C: workers and their processes are stopped
+    one_blas_thread()  # before anything imports NumPy
+    stop_on_sigterm()  # SIGTERM unwinds like Ctrl-C: workers and their processes are stopped
     try:
         code = cli.main(prog_name="attn-kit", standalone_mode=False)
-    except click.BadParameter as exc:     # a bad option value: one line, exit 2
+    except click.BadParameter as exc:  # a bad option value: one line, exit 2
         message = exc.format_message()
         if "--json" in sys.argv[1:]:
             from attn_kit.report.jsonout import error_json
+
             words = [a for a in sys.argv[1:] if not a.startswith("-")]
             click.echo(jsonout.dumps(error_json(words[0] if words else "attn-kit", message)))
         else:
@@ -343,8 +399,7 @@ def main():
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:        # a declined confirmation, as click itself reports it
+    except click.exceptions.Abort:  # a declined confirmation, as click itself reports it
         click.echo("Aborted!", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
-

@@ -45,7 +45,7 @@ def parse_size(text) -> int | None:
         raise click.BadParameter(f"'{text}' is not a size; write e.g. 2G, 512M or 0 for no cap")
     number, unit = float(match.group(1)), match.group(2)
     size = int(number * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit])
-    return max(size, 1) if number > 0 else None      # 0.0000001 is a (tiny) cap, not "no cap"
+    return max(size, 1) if number > 0 else None  # 0.0000001 is a (tiny) cap, not "no cap"
 
 
 JSON_COMMANDS = {"check": "check", "test_tests": "test-tests", "bench": "bench"}
@@ -119,15 +119,17 @@ class Terminated(KeyboardInterrupt):
 def stop_on_sigterm() -> None:
     def handler(signum, frame):
         raise Terminated()
+
     try:
         signal.signal(signal.SIGTERM, handler)
-    except (ValueError, OSError):       # not the main thread
+    except (ValueError, OSError):  # not the main thread
         pass
 
 
 def reports_errors(func):
     """Turn KitError into `Error: ...` on stderr (or, with --json, the command's error object on
     stdout: see jsonout.error_json) and its exit status."""
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
@@ -135,27 +137,48 @@ def reports_errors(func):
         except KitError as exc:
             if kwargs.get("as_json"):
                 from attn_kit.report.jsonout import error_json
+
                 known = click.get_current_context().meta.get("attn_kit.json", {})
-                click.echo(jsonout.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), str(exc),
-                                                 exercise=kwargs.get("exercise"), path=kwargs.get("file"),
-                                                 seed=known.get("seed", kwargs.get("seed")))))
+                click.echo(
+                    jsonout.dumps(
+                        error_json(
+                            JSON_COMMANDS.get(func.__name__, func.__name__),
+                            str(exc),
+                            exercise=kwargs.get("exercise"),
+                            path=kwargs.get("file"),
+                            seed=known.get("seed", kwargs.get("seed")),
+                        )
+                    )
+                )
             else:
                 from attn_kit.render import check
+
                 check.error(str(exc))
             sys.exit(exc.exit_code)
-        except OSError as exc:          # a path the user gave: a folder that cannot be made, ...
+        except OSError as exc:  # a path the user gave: a folder that cannot be made, ...
             if not getattr(exc, "filename", None):
                 raise
             message = f"cannot use {exc.filename}: {exc.strerror or exc}"
             if kwargs.get("as_json"):
                 from attn_kit.report.jsonout import error_json
-                click.echo(jsonout.dumps(error_json(JSON_COMMANDS.get(func.__name__, func.__name__), message,
-                                                 exercise=kwargs.get("exercise"), path=kwargs.get("file"))))
+
+                click.echo(
+                    jsonout.dumps(
+                        error_json(
+                            JSON_COMMANDS.get(func.__name__, func.__name__),
+                            message,
+                            exercise=kwargs.get("exercise"),
+                            path=kwargs.get("file"),
+                        )
+                    )
+                )
             else:
                 from attn_kit.render import check
+
                 check.error(message)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt as exc:
             click.echo("\nInterrupted." if not isinstance(exc, Terminated) else "\nTerminated.", err=True)
             sys.exit(EXIT_INTERRUPTED if not isinstance(exc, Terminated) else 128 + signal.SIGTERM)
+
     return wrapper

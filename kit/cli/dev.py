@@ -35,6 +35,7 @@ def update_readme():
       attn-kit dev update
     """
     from attn_kit.dev import check as devcheck
+
     changed = devcheck.update_readme()
     if changed:
         click.echo(f"✓ README.md: rewrote the {', '.join(changed)} table(s)")
@@ -58,6 +59,7 @@ def check_content():
       attn-kit dev check
     """
     from attn_kit.dev import check
+
     result = check.run()
     for problem in result.problems:
         click.echo(f"✗ {problem}")
@@ -72,8 +74,13 @@ def check_content():
 
 @dev.command("new")
 @click.argument("exercise_id", metavar="EXERCISE_ID")
-@click.option("--bug", default="mutates-input", show_default=True, metavar="BUG_ID",
-              help="The catalogue bug (prompts/bugs.toml) of the skeleton's one bug file.")
+@click.option(
+    "--bug",
+    default="mutates-input",
+    show_default=True,
+    metavar="BUG_ID",
+    help="The catalogue bug (prompts/bugs.toml) of the skeleton's one bug file.",
+)
 @reports_errors
 def new_exercise(exercise_id, bug):
     """Write the skeleton of a new exercise: its TOML, checks module, reference and one bug file.
@@ -89,8 +96,8 @@ def new_exercise(exercise_id, bug):
       attn-kit dev check
     """
     from attn_kit.dev import scaffold
+
     skeleton = scaffold.new(exercise_id, bug=bug)
     for path in skeleton.files:
         click.echo(f"+ {path}")
-    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev update` and "
-               "`attn-kit dev check`.")
+    click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev update` and `attn-kit dev check`.")

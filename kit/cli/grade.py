@@ -19,6 +19,7 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
     --format left takes its format from its suffix (.csv, .json, .xml)."""
     from attn_kit.base.errors import UsageError
     from attn_kit.batch.outputs import FORMATS
+
     pending = list(formats)
     pairs = []
     for out in outs:
@@ -30,8 +31,7 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
         elif Path(out).suffix in SUFFIX_FORMAT:
             pairs.append((SUFFIX_FORMAT[Path(out).suffix], Path(out)))
         else:
-            raise UsageError(f"--out {out}: say which format to write there, e.g. --out json={out} "
-                             f"(formats: {', '.join(FORMATS)}).")
+            raise UsageError(f"--out {out}: say which format to write there, e.g. --out json={out} (formats: {', '.join(FORMATS)}).")
     if pending:
         raise UsageError(f"--format {pending[0]} has no --out PATH to go to; add e.g. --out {pending[0]}=PATH.")
     for fmt, target in pairs:
@@ -43,21 +43,40 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
 @click.command()
 @click.argument("submissions", type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", metavar="ID", required=True, help="The exercise every submission solves.")
-@click.option("--format", "formats", multiple=True, metavar="FORMAT",
-              type=click.Choice(["csv", "json", "junit", "gradescope", "prairielearn"]),
-              help="A format for the next bare --out PATH (repeatable).")
-@click.option("--out", "outs", multiple=True, metavar="FORMAT=PATH",
-              help="Write results there: csv, json, junit, gradescope or prairielearn (repeatable), "
-                   "e.g. --out csv=grades.csv --out junit=report.xml.")
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    metavar="FORMAT",
+    type=click.Choice(["csv", "json", "junit", "gradescope", "prairielearn"]),
+    help="A format for the next bare --out PATH (repeatable).",
+)
+@click.option(
+    "--out",
+    "outs",
+    multiple=True,
+    metavar="FORMAT=PATH",
+    help="Write results there: csv, json, junit, gradescope or prairielearn (repeatable), "
+    "e.g. --out csv=grades.csv --out junit=report.xml.",
+)
 @click.option("--seed", type=SEED, help="Seed of the hidden cases, the same for every submission (default: one per run, printed).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Submissions graded at once [default: the number of cores].")
-@click.option("--timeout", type=timeout_option_type(), default=10.0, show_default=True,
-              help="Seconds one call of a submission's code may take.")
-@click.option("--limit", type=timeout_option_type(1.0), default=120.0, show_default=True,
-              help="Seconds one submission may take in all; past it, it is stopped and reported as timed out.")
+@click.option(
+    "--timeout", type=timeout_option_type(), default=10.0, show_default=True, help="Seconds one call of a submission's code may take."
+)
+@click.option(
+    "--limit",
+    type=timeout_option_type(1.0),
+    default=120.0,
+    show_default=True,
+    help="Seconds one submission may take in all; past it, it is stopped and reported as timed out.",
+)
 @click.option("--memory", type=SIZE, default="2G", show_default=True, help="Memory cap of each submission's process (0 = none).")
-@click.option("--hidden-details", is_flag=True,
-              help="Show the hidden cases' messages and values in the student-facing formats (junit, gradescope, prairielearn).")
+@click.option(
+    "--hidden-details",
+    is_flag=True,
+    help="Show the hidden cases' messages and values in the student-facing formats (junit, gradescope, prairielearn).",
+)
 @click.option("--single", is_flag=True, help="SUBMISSIONS is one submission's folder (as a platform lays it out).")
 @reports_errors
 def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
@@ -77,6 +96,7 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
     """
     from attn_kit.batch import outputs, run
     from attn_kit.render import grade as render_grade
+
     pairs = parse_outputs(formats, outs)
     found = run.find_submissions(submissions, single)
     if seed is None:
@@ -106,16 +126,24 @@ def autograder():
 
 def _recipe(kind: str):
     @click.option("--exercise", "-e", metavar="ID", required=True, help="The exercise the assignment is.")
-    @click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
-                  help="Where to write (a .zip for gradescope, a folder otherwise).")
+    @click.option(
+        "--output",
+        "-o",
+        "output",
+        type=click.Path(path_type=Path),
+        required=True,
+        help="Where to write (a .zip for gradescope, a folder otherwise).",
+    )
     @click.option("--hidden-details", is_flag=True, help="Show students the hidden cases' messages and values.")
     @click.option("--seed", type=SEED, help="Fix the hidden cases for the whole cohort (default: a new seed per submission).")
     @reports_errors
     def command(exercise, output, hidden_details, seed):
         from attn_kit.batch import autograder as recipes
         from attn_kit.render import grade as render_grade
+
         files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed)
         render_grade.recipe(kind, files, notes)
+
     command.__doc__ = recipes_doc(kind)
     return autograder.command(kind)(command)
 

@@ -25,6 +25,7 @@ def _open_store():
     from attn_kit.practice.store import db_path, open_store
     from attn_kit.render import check
     from attn_kit.render import practice as render_practice
+
     first = not db_path().exists()
     store = open_store()
     for text in store.warnings:
@@ -36,6 +37,7 @@ def _open_store():
 
 # --- hooks used by `attn-kit check` -------------------------------------------------------------
 
+
 def record_run(report, source: str = "check"):
     """Save a check run to history and rate concept cards. Never raises: a storage problem is
     a warning on stderr. Returns practice.Recorded, or None when nothing was saved (the kit's
@@ -43,6 +45,7 @@ def record_run(report, source: str = "check"):
     from attn_kit.practice import progress as practice
     from attn_kit.practice.store import StoreError
     from attn_kit.render import check
+
     if practice.bundled_file(report.path):
         return None
     try:
@@ -58,6 +61,7 @@ def after_check(report, source: str = "check") -> None:
     searched, so a mock report can tell), then print the hints-used line."""
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     if practice.bundled_file(report.path):
         render_practice.not_recorded_bundled(report.path)
         return
@@ -81,8 +85,9 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
         raise UsageError("--watch shows a live screen; it does not combine with --json or --repro.")
     if not file.exists():
         from attn_kit.load.preflight import missing_file
+
         raise UsageError(missing_file(file))
-    if options.seed is None:      # one seed for the whole session, so results only move when the code does
+    if options.seed is None:  # one seed for the whole session, so results only move when the code does
         options = dataclasses.replace(options, seed=random.SystemRandom().randrange(1, 100_000))
     watcher = FileWatcher(file)
     runs = 0
@@ -96,8 +101,9 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
             render_practice.watch_screen(file, error=str(exc), mode=watcher.mode, note=watcher.note, runs=runs)
             return
         recorded = record_run(report, "watch")
-        render_practice.watch_screen(file, report, exercise=catalog.exercise(report.exercise), recorded=recorded,
-                                     mode=watcher.mode, note=watcher.note, runs=runs)
+        render_practice.watch_screen(
+            file, report, exercise=catalog.exercise(report.exercise), recorded=recorded, mode=watcher.mode, note=watcher.note, runs=runs
+        )
 
     try:
         with Interrupts() as ctrl_c, Keys() as keys:
@@ -117,6 +123,7 @@ def watch_check(file: Path, options, as_json: bool = False, repro: Path | None =
 
 
 # --- hint, solution, reset ----------------------------------------------------------------------
+
 
 @click.command()
 @click.argument("exercise", required=False)
@@ -140,6 +147,7 @@ def hint(exercise, show_all, level):
     from attn_kit.load import catalog
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     with _open_store() as store:
         if exercise is None:
             exercise = practice.current_exercise(store)[0] or next(iter(catalog.exercises()))
@@ -167,6 +175,7 @@ def solution(exercise, force):
     from attn_kit.load import catalog
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     ex = catalog.exercise(exercise)
     with _open_store() as store:
         files, forced = practice.solution(store, ex, force=force)
@@ -191,12 +200,13 @@ def reset(exercise, file, yes):
     from attn_kit.load.preflight import file_exercise
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     ex = catalog.exercise(exercise)
     if file.exists() and not yes:
         other = file_exercise(file)
         note = f" (its header says it is for {other})" if other and other != ex.id else ""
         if not click.confirm(f"Replace {file}{note} with a fresh {ex.id} starter (backup kept)?"):
-            render_practice.reset_declined(file)      # a choice, not a failure: exit 0
+            render_practice.reset_declined(file)  # a choice, not a failure: exit 0
             return
     backup = practice.reset(ex, file)
     render_practice.reset_done(file, backup)
@@ -215,34 +225,40 @@ def read_answer() -> list[str]:
 
 # --- mock ---------------------------------------------------------------------------------------
 
+
 class MockTerminal:
     """mock.Terminal for a real terminal: what a mock screen shows, asks and reads, through click
     and the render modules."""
 
     def intro(self, exercise, file: Path, minutes: float) -> None:
         from attn_kit.render import practice as render_practice
+
         render_practice.mock_intro(exercise, file, minutes)
 
     def keys(self):
         from attn_kit.practice.watch import Keys
+
         return Keys()
 
     @contextlib.contextmanager
     def live(self):
         from attn_kit.render import practice as render_practice
+
         with render_practice.mock_live() as update:
             shown = ""
 
             def show(remaining: float, status) -> None:
                 nonlocal shown
                 line = render_practice.mock_status(remaining, status)
-                if line.plain != shown:          # redraw only when the second or the status changes
+                if line.plain != shown:  # redraw only when the second or the status changes
                     shown = line.plain
                     update(line)
+
             yield show
 
     def ended(self, reason: str, used: float) -> None:
         from attn_kit.render import practice as render_practice
+
         render_practice.mock_ended(reason, used)
 
     def submit_or_abandon(self) -> bool:
@@ -255,7 +271,7 @@ class MockTerminal:
             except KeyboardInterrupt:
                 click.echo()
                 return False
-            if not line:                       # end of input: the default
+            if not line:  # end of input: the default
                 click.echo()
                 return True
             answer = line.strip().lower()
@@ -267,26 +283,31 @@ class MockTerminal:
 
     def heading(self, text: str) -> None:
         from attn_kit.render import practice as render_practice
+
         render_practice.mock_heading(text)
 
     def graded(self, report, exercise) -> None:
         from attn_kit.render import check
+
         # brief: the first failure in full fits one screen; no exercise: the mock shows its
         # follow-ups once, in their own section
         check.report(report, brief=True)
 
     def error(self, message: str) -> None:
         from attn_kit.render import check
+
         check.error(message)
 
     def warning(self, message: str) -> None:
         from attn_kit.render import check
+
         check.warning(message)
 
     def ask(self, question, index: int, count: int) -> tuple[str, list[bool]] | None:
         """The question, a free answer ended by an empty line, then each key point: covered?
         None when Ctrl-C or end of input cuts it short."""
         from attn_kit.render import practice as render_practice
+
         try:
             render_practice.discussion_question(index, count, question)
             lines = read_answer()
@@ -297,36 +318,49 @@ class MockTerminal:
                 covered.append(click.confirm("     covered?", default=False))
             render_practice.discussion_score(sum(covered), len(covered))
         except (click.Abort, EOFError, KeyboardInterrupt):
-            click.echo()                   # end the prompt's line before the warning that follows
+            click.echo()  # end the prompt's line before the warning that follows
             return None
         return "\n".join(lines), covered
 
     def followups(self, exercise) -> None:
         from attn_kit.render import practice as render_practice
+
         render_practice.followups(exercise)
 
     def report_markdown(self, data: dict) -> str:
         from attn_kit.render import practice as render_practice
+
         return render_practice.mock_report_markdown(data)
 
     def finished(self, path: Path, status: str, report, discussion) -> None:
         from attn_kit.render import practice as render_practice
+
         render_practice.mock_finished(path, status, report, discussion)
 
 
 @click.command()
 @click.argument("exercise", required=False)
-@click.option("--minutes", type=FiniteFloat(min=0.05, max=24 * 60), metavar="N",
-              help="Length of the session (default: the exercise's, usually 45).")
-@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="Folder in which the new session folder is created.")
-@click.option("--interviewer", is_flag=True,
-              help="Only print the interviewer's sheet: statement, what to watch for, key points.")
-@click.option("--scores", metavar="SCORES",
-              help="With --interviewer: the six scores given (e.g. 3,2,3,3,2,3 in the sheet's order); the "
-                   "sheet then shows the recommendation and why.")
-@click.option("--unattended", is_flag=True,
-              help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input).")
+@click.option(
+    "--minutes", type=FiniteFloat(min=0.05, max=24 * 60), metavar="N", help="Length of the session (default: the exercise's, usually 45)."
+)
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Folder in which the new session folder is created.",
+)
+@click.option("--interviewer", is_flag=True, help="Only print the interviewer's sheet: statement, what to watch for, key points.")
+@click.option(
+    "--scores",
+    metavar="SCORES",
+    help="With --interviewer: the six scores given (e.g. 3,2,3,3,2,3 in the sheet's order); the "
+    "sheet then shows the recommendation and why.",
+)
+@click.option(
+    "--unattended", is_flag=True, help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input)."
+)
 @reports_errors
 def mock(exercise, minutes, parent, interviewer, scores, unattended):
     """Run a timed mock screen.
@@ -354,10 +388,12 @@ def mock(exercise, minutes, parent, interviewer, scores, unattended):
     from attn_kit.practice import mock as mock_module
     from attn_kit.practice.store import StoreError
     from attn_kit.render import practice as render_practice
+
     if scores is not None and not interviewer:
         raise UsageError("--scores goes with --interviewer: it fills in the sheet's recommendation.")
     if interviewer:
         from attn_kit.grading.rubric import parse_scores
+
         given = parse_scores(scores) if scores is not None else None
         ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)
         render_practice.interviewer_sheet(ex, scores=given)
@@ -367,10 +403,10 @@ def mock(exercise, minutes, parent, interviewer, scores, unattended):
         store = _open_store()
     except StoreError as exc:
         from attn_kit.render import check
+
         check.warning(f"{exc}; this session will not be saved to your history.")
     try:
-        code, _ = mock_module.run(exercise, minutes, parent, store, MockTerminal(), unattended=unattended,
-                                  terminal=sys.stdin.isatty())
+        code, _ = mock_module.run(exercise, minutes, parent, store, MockTerminal(), unattended=unattended, terminal=sys.stdin.isatty())
     finally:
         if store is not None:
             store.close()
@@ -379,11 +415,18 @@ def mock(exercise, minutes, parent, interviewer, scores, unattended):
 
 # --- discuss ------------------------------------------------------------------------------------
 
+
 @click.command()
 @click.argument("exercise", required=False)
 @click.option("--due", "due_only", is_flag=True, help="Only cards due now (no new questions).")
-@click.option("--new", "new", type=click.IntRange(min=0), default=5, show_default=True,
-              help="How many never-seen questions to add after the due cards.")
+@click.option(
+    "--new",
+    "new",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="How many never-seen questions to add after the due cards.",
+)
 @reports_errors
 def discuss(exercise, due_only, new):
     """Review the discussion questions as flashcards (spaced repetition with FSRS).
@@ -403,6 +446,7 @@ def discuss(exercise, due_only, new):
     from attn_kit.practice import review
     from attn_kit.practice.store import now
     from attn_kit.render import practice as render_practice
+
     if exercise:
         catalog.exercise(exercise)
     with _open_store() as store:
@@ -422,29 +466,33 @@ def discuss(exercise, due_only, new):
                 render_practice.answer_prompt()
                 read_answer()
                 render_practice.card_back(entry)
-                answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices,
-                                      show_choices=False)
+                answer = click.prompt("Rate it: 1 again · 2 hard · 3 good · 4 easy · q quit", type=choices, show_choices=False)
                 if answer == "q":
                     break
                 at = now()
                 card = review.review(store, entry.exercise.id, entry.question, review.RATINGS[answer], at=at)
                 render_practice.card_scheduled(card.due, at)
                 reviewed.append(entry)
-                if index == len(entries):      # cards that came due during the session (a minute after "again")
+                if index == len(entries):  # cards that came due during the session (a minute after "again")
                     queued = {e.key for e in entries[index:]}
-                    entries += [e for e in review.queue(store, exercise, due_only=True, first=current)
-                                if e.key not in queued]
-        except (click.Abort, EOFError, KeyboardInterrupt):      # Ctrl-C or end of input: stop, keep what was rated
+                    entries += [e for e in review.queue(store, exercise, due_only=True, first=current) if e.key not in queued]
+        except (click.Abort, EOFError, KeyboardInterrupt):  # Ctrl-C or end of input: stop, keep what was rated
             render_practice.discuss_stopped()
         render_practice.discuss_summary(len(reviewed), review.outlook(store, exercise))
 
 
 # --- history, progress --------------------------------------------------------------------------
 
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-@click.option("--limit", type=click.IntRange(min=1, max=1_000_000), default=20, show_default=True,
-              help="How many of the most recent entries of each kind.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=1_000_000),
+    default=20,
+    show_default=True,
+    help="How many of the most recent entries of each kind.",
+)
 @click.option("--where", is_flag=True, help="Only print the path of the history file (ATTN_KIT_HOME moves it).")
 @reports_errors
 def history(as_json, limit, where):
@@ -458,8 +506,10 @@ def history(as_json, limit, where):
     """
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     if where:
         from attn_kit.practice.store import db_path
+
         click.echo(jsonout.dumps({"path": str(db_path())}) if as_json else str(db_path()))
         return
     with _open_store() as store:
@@ -482,11 +532,10 @@ def progress(as_json):
     """
     from attn_kit.practice import progress as practice
     from attn_kit.render import practice as render_practice
+
     with _open_store() as store:
         rows = practice.progress(store)
     if as_json:
         click.echo(jsonout.dumps([r.to_json() for r in rows]))
     else:
         render_practice.progress(rows)
-
-

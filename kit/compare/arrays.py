@@ -35,8 +35,7 @@ def _ragged(value: object, path: str = "") -> str:
     if not isinstance(value, (list, tuple)):
         return ""
     # a 0-d array is a number (np.array(x) of each entry, a list of NumPy scalars made arrays)
-    lengths = [len(v) if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim) else None
-               for v in value]
+    lengths = [len(v) if isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim) else None for v in value]
     if any(n is not None for n in lengths) and any(n is None for n in lengths):
         i = lengths.index(None)
         return f"entry {path}[{i}] is a number where its neighbours are lists"
@@ -54,9 +53,11 @@ def _ragged(value: object, path: str = "") -> str:
 
 def _not_an_array(value: object, what: str) -> str:
     if isinstance(value, Masked):
-        return (f"{what} contains masked entries ({value.masked:,} of {value.size:,}): a masked entry is "
-                "not a value, so it cannot be graded. Return a plain array (e.g. `.filled(x)` with the "
-                "value you mean there), not a numpy.ma masked array.")
+        return (
+            f"{what} contains masked entries ({value.masked:,} of {value.size:,}): a masked entry is "
+            "not a value, so it cannot be graded. Return a plain array (e.g. `.filled(x)` with the "
+            "value you mean there), not a numpy.ma masked array."
+        )
     return f"{what} is {_describe(value)}, not an array or nested list"
 
 
@@ -80,8 +81,10 @@ def to_array(value: object, what: str, kind: str = "float") -> np.ndarray:
         raise ValueProblem(f"{what} contains {_describe(bad)} where numbers are expected")
     if kind == "bool":
         if arr.dtype != bool:
-            raise ValueProblem(f"{what} has entries of type {arr.dtype}, but masks are boolean "
-                               f"(True = allowed); build it from comparisons such as `j <= i`")
+            raise ValueProblem(
+                f"{what} has entries of type {arr.dtype}, but masks are boolean "
+                f"(True = allowed); build it from comparisons such as `j <= i`"
+            )
         return arr
     if arr.dtype.kind not in "biuf":
         raise ValueProblem(f"{what} has entries of type {arr.dtype}, not real numbers")
@@ -96,16 +99,16 @@ def check_shape(arr: np.ndarray, expected: tuple[int, ...], what: str, dims: str
     """Strict: (T, D) where (1, T, D) is due is an error, with both shapes shown."""
     if tuple(arr.shape) != tuple(expected):
         names = f" = {dims}" if dims else ""
-        raise ValueProblem(f"{what} has shape {shape_text(arr.shape)}, expected "
-                           f"{shape_text(expected)}{names}")
+        raise ValueProblem(f"{what} has shape {shape_text(arr.shape)}, expected {shape_text(expected)}{names}")
 
 
 def _label(index: Sequence[int], axes: Sequence[str]) -> str:
     return ", ".join(f"{name} {i}" for name, i in zip(axes, index))
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str, ...] = (),
-            rtol: float = RTOL, atol: float = ATOL, window: int = 8) -> Mismatch | None:
+def compare(
+    actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str, ...] = (), rtol: float = RTOL, atol: float = ATOL, window: int = 8
+) -> Mismatch | None:
     """None when close everywhere (NaN is never close); else a Mismatch for the worst row."""
     expected = np.asarray(expected)
     if expected.dtype == bool or actual.dtype == bool:
@@ -128,21 +131,29 @@ def compare(actual: np.ndarray, expected: np.ndarray, what: str, axes: tuple[str
     max_abs = float(np.max(np.where(bad, diff, 0.0)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         scale = np.abs(expected.astype(float))
-        rel = np.where(bad & (scale > 0), diff / np.where(scale > 0, scale, 1.0), np.nan)   # undefined at 0
+        rel = np.where(bad & (scale > 0), diff / np.where(scale > 0, scale, 1.0), np.nan)  # undefined at 0
     row_idx, col = index[:-1], (index[-1] if index else 0)
     exp_row = expected[row_idx] if actual.ndim else expected.reshape(1)
     act_row = actual[row_idx] if actual.ndim else actual.reshape(1)
     start = max(0, min(col - window // 2, len(exp_row) - window))
     return Mismatch(
-        what=what, shape=tuple(actual.shape), max_abs=max_abs, max_rel=float(np.nanmax(rel)) if not np.isnan(rel).all() else float("nan"),
-        index=index, row_label=_label(row_idx, axes[:-1]) or "the vector",
+        what=what,
+        shape=tuple(actual.shape),
+        max_abs=max_abs,
+        max_rel=float(np.nanmax(rel)) if not np.isnan(rel).all() else float("nan"),
+        index=index,
+        row_label=_label(row_idx, axes[:-1]) or "the vector",
         column_label=_label((col,), axes[-1:]) if actual.ndim else "the value",
-        expected_row=tuple(float(v) for v in exp_row[start:start + window]),
-        actual_row=tuple(float(v) for v in act_row[start:start + window]),
+        expected_row=tuple(float(v) for v in exp_row[start : start + window]),
+        actual_row=tuple(float(v) for v in act_row[start : start + window]),
         row_offset=start,
         nan_count=int(np.isnan(actual).sum()) if actual.dtype.kind == "f" else 0,
         inf_count=int(np.isinf(actual).sum()) if actual.dtype.kind == "f" else 0,
-        wrong_count=int(bad.sum()), total=int(bad.size), rtol=rtol, atol=atol)
+        wrong_count=int(bad.sum()),
+        total=int(bad.size),
+        rtol=rtol,
+        atol=atol,
+    )
 
 
 # --- float32 solutions ----------------------------------------------------------------------------
@@ -171,8 +182,7 @@ def float32_like(actual: np.ndarray, expected: np.ndarray) -> bool:
     with np.errstate(all="ignore"):
         a = actual[np.isfinite(actual)]
         e = expected[np.isfinite(expected)]
-        return bool(a.size) and bool(np.all(a == a.astype(np.float32))) and \
-            bool(np.any(e != e.astype(np.float32)))
+        return bool(a.size) and bool(np.all(a == a.astype(np.float32))) and bool(np.any(e != e.astype(np.float32)))
 
 
 def float32_values(value: Any) -> bool:
@@ -194,7 +204,7 @@ def float32_tolerance(expected_rows: np.ndarray, float32_rows: np.ndarray | None
     given the float32 reference's rows when known (see the comment above)."""
     with np.errstate(all="ignore"):
         e = np.where(np.isfinite(expected_rows), np.abs(expected_rows), 0.0)
-        size = e.max(axis=-1, keepdims=True) if e.size else e       # each row's magnitude
+        size = e.max(axis=-1, keepdims=True) if e.size else e  # each row's magnitude
         tol = F32_FLOOR * EPS32 * (e + size)
         if float32_rows is not None and float32_rows.shape == expected_rows.shape and e.size:
             spread = np.abs(float32_rows - expected_rows)
@@ -205,8 +215,9 @@ def float32_tolerance(expected_rows: np.ndarray, float32_rows: np.ndarray | None
     return tol
 
 
-def within_float32(actual: np.ndarray, expected: np.ndarray, float32_expected: np.ndarray | None,
-                   rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, float]:
+def within_float32(
+    actual: np.ndarray, expected: np.ndarray, float32_expected: np.ndarray | None, rtol: float = RTOL, atol: float = ATOL
+) -> tuple[bool, float]:
     """(every entry within float32 rounding of expected, largest |difference|)."""
     shape = expected.shape
     rows = expected.reshape(1, -1) if expected.ndim <= 1 else expected.reshape(-1, shape[-1])
@@ -222,5 +233,4 @@ def within_float32(actual: np.ndarray, expected: np.ndarray, float32_expected: n
 def exactly(actual: ArrayLike, expected: ArrayLike) -> bool:
     """Equal entry for entry, or (for a float32 solution) equal to `expected` rounded to float32."""
     actual, expected = np.asarray(actual), np.asarray(expected, dtype=float)
-    return bool(np.array_equal(actual, expected)
-                or np.array_equal(actual, expected.astype(np.float32).astype(np.float64)))
+    return bool(np.array_equal(actual, expected) or np.array_equal(actual, expected.astype(np.float32).astype(np.float64)))

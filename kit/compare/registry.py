@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from attn_kit.sandbox.session import Sandbox
 
 
-CheckFunction = Callable[["CheckContext"], None]     # a check: fn(ctx), which fails by raising
+CheckFunction = Callable[["CheckContext"], None]  # a check: fn(ctx), which fails by raising
 
 
 @dataclass(frozen=True)
@@ -49,21 +49,41 @@ class Check:
 class Suite:
     exercise: str
     checks: list[Check] = field(default_factory=list)
-    bench_inputs: Callable | None = None     # (rng, T, **dims) -> (args, kwargs), set by @SUITE.for_bench
+    bench_inputs: Callable | None = None  # (rng, T, **dims) -> (args, kwargs), set by @SUITE.for_bench
 
-    def check(self, points: int = 1, catches: tuple[str, ...] = (), public: bool = False,
-              after: tuple[str, ...] = (), hint: int | None = None,
-              concept: str = "") -> Callable[[CheckFunction], CheckFunction]:
+    def check(
+        self,
+        points: int = 1,
+        catches: tuple[str, ...] = (),
+        public: bool = False,
+        after: tuple[str, ...] = (),
+        hint: int | None = None,
+        concept: str = "",
+    ) -> Callable[[CheckFunction], CheckFunction]:
         """Register a check; its id is the function name with dashes, its title the docstring's
         first line and its explanation the rest."""
+
         def register(func: CheckFunction) -> CheckFunction:
             doc = (func.__doc__ or func.__name__).strip().splitlines()
             check_id = func.__name__.replace("_", "-")
             if any(c.id == check_id for c in self.checks):
                 raise ValueError(f"duplicate check id {check_id}")
-            self.checks.append(Check(check_id, doc[0].strip(), " ".join(line.strip() for line in doc[1:]).strip(),
-                                     func, points, tuple(catches), public, tuple(after), hint, concept))
+            self.checks.append(
+                Check(
+                    check_id,
+                    doc[0].strip(),
+                    " ".join(line.strip() for line in doc[1:]).strip(),
+                    func,
+                    points,
+                    tuple(catches),
+                    public,
+                    tuple(after),
+                    hint,
+                    concept,
+                )
+            )
             return func
+
         return register
 
     def for_bench(self, build: Callable) -> Callable:
@@ -73,13 +93,21 @@ class Suite:
 
 
 class CheckContext:
-    def __init__(self, sandbox: Sandbox, oracle: ModuleType, seed: int, check: Check, rng_extra: str = "",
-                 source: SourceFile | None = None, float32_reference: Callable[..., Any] | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        oracle: ModuleType,
+        seed: int,
+        check: Check,
+        rng_extra: str = "",
+        source: SourceFile | None = None,
+        float32_reference: Callable[..., Any] | None = None,
+    ):
         self.sandbox = sandbox
         # (oracle, call, expected) -> the oracle's answer computed in float32, or None: given by the
         # pipeline (diagnose.float32_reference), so that the check API stays below the diagnosis
         self.float32_reference = float32_reference
-        self.source = source          # loader.SourceFile of the candidate's file (imports, header)
+        self.source = source  # loader.SourceFile of the candidate's file (imports, header)
         self.oracle = oracle
         self.seed = seed
         self.check = check
@@ -88,11 +116,18 @@ class CheckContext:
         self.case: dict = {"seed": seed}
         self.notes: list[str] = []
         self.failing_call: Call | None = None
-        self.float32 = 0.0            # largest |Δ| accepted as float32 rounding (0: none)
+        self.float32 = 0.0  # largest |Δ| accepted as float32 rounding (0: none)
 
     # --- calling the candidate -------------------------------------------------------------
-    def outcome(self, fn: str, *args: Any, harness: str | None = None, memory_limit: int | None = None,
-                time_limit: float | None = None, **kwargs: Any) -> Outcome:
+    def outcome(
+        self,
+        fn: str,
+        *args: Any,
+        harness: str | None = None,
+        memory_limit: int | None = None,
+        time_limit: float | None = None,
+        **kwargs: Any,
+    ) -> Outcome:
         """Run the candidate's fn and return the raw Outcome (raised, timeout, ... included).
         `memory_limit`: bytes the call may add, enforced by the kernel (Sandbox.call); `time_limit`
         replaces the call's usual limit (--timeout) for this one call."""
@@ -108,8 +143,16 @@ class CheckContext:
             raise CallFailed(self.calls[-1])
         return outcome.value
 
-    def record_for_diagnosis(self, fn: str, args: tuple[Any, ...], kwargs: dict[str, Any], outcome: Outcome, *,
-                             replay: Callable[..., Any] | None = None, instead_of: Sequence[Call] = ()) -> Call:
+    def record_for_diagnosis(
+        self,
+        fn: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        outcome: Outcome,
+        *,
+        replay: Callable[..., Any] | None = None,
+        instead_of: Sequence[Call] = (),
+    ) -> Call:
         """Record for the diagnosis a call that sums up what the candidate's `fn` did, in place of
         the calls `instead_of` (calls this check made, which leave the record).
 
@@ -140,8 +183,7 @@ class CheckContext:
             self.failing_call = self.calls[-1]
         raise CheckFailed(message, mismatch)
 
-    def array(self, value: object, what: str, shape: tuple[int, ...] | None = None, dims: str = "",
-              kind: str = "float") -> np.ndarray:
+    def array(self, value: object, what: str, shape: tuple[int, ...] | None = None, dims: str = "", kind: str = "float") -> np.ndarray:
         """The value as an array with exactly this shape, or the check fails saying why."""
         try:
             arr = to_array(value, what, kind)
@@ -151,9 +193,19 @@ class CheckContext:
             self.fail(str(exc))
         return arr
 
-    def expect_close(self, value: object, expected: ArrayLike, what: str, axes: tuple[str, ...] = (), dims: str = "",
-                     rtol: float = RTOL, atol: float = ATOL, kind: str = "float", call: Call | None = None,
-                     float32_ok: bool = True) -> np.ndarray:
+    def expect_close(
+        self,
+        value: object,
+        expected: ArrayLike,
+        what: str,
+        axes: tuple[str, ...] = (),
+        dims: str = "",
+        rtol: float = RTOL,
+        atol: float = ATOL,
+        kind: str = "float",
+        call: Call | None = None,
+        float32_ok: bool = True,
+    ) -> np.ndarray:
         """Shape first, then values: fail with the worst row when they differ.
 
         A float32 solution's values pass when every difference is within float32 rounding of the
@@ -163,13 +215,18 @@ class CheckContext:
             call = self.calls[-1]
         if call is not None and call.expected is None:
             call.expected = expected
-        if call is not None:        # diagnosis compares this call at least as tightly
+        if call is not None:  # diagnosis compares this call at least as tightly
             old_rtol, old_atol = call.tolerance or (rtol, atol)
             call.tolerance = (min(rtol, old_rtol), min(atol, old_atol))
         actual = self.array(value, what, expected.shape, dims, kind)
         mismatch = compare(actual, expected, what, axes, rtol, atol)
-        if (mismatch is not None and float32_ok and kind == "float" and rtol > 0
-                and self._float32_rounding(actual, expected, call, rtol, atol)):
+        if (
+            mismatch is not None
+            and float32_ok
+            and kind == "float"
+            and rtol > 0
+            and self._float32_rounding(actual, expected, call, rtol, atol)
+        ):
             mismatch = None
         if mismatch is not None:
             if call is not None:
@@ -177,14 +234,13 @@ class CheckContext:
             self.fail(mismatch.summary(), mismatch)
         return actual
 
-    def _float32_rounding(self, actual: np.ndarray, expected: np.ndarray, call: Call | None, rtol: float,
-                           atol: float) -> bool:
+    def _float32_rounding(self, actual: np.ndarray, expected: np.ndarray, call: Call | None, rtol: float, atol: float) -> bool:
         """A float32 solution whose every difference is within float32 rounding of the reference."""
         parts = call.outcome.value if call is not None and isinstance(call.outcome.value, (tuple, list)) else ()
         if not (float32_like(actual, expected) or any(float32_values(p) for p in parts[:4])):
             return False
         ref32 = None
-        if call is not None and self.float32_reference is not None:      # the oracle, run in float32 on the same call
+        if call is not None and self.float32_reference is not None:  # the oracle, run in float32 on the same call
             ref32 = self.float32_reference(self.oracle, call, expected)
         ok, worst = within_float32(actual, np.asarray(expected, float), ref32, rtol, atol)
         if ok:

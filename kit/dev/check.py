@@ -36,16 +36,16 @@ if TYPE_CHECKING:
 
 ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 BUG_FILE = re.compile(r"(?P<id>[a-z0-9]+(-[a-z0-9]+)*)(@(?P<form>[a-z0-9]+(-[a-z0-9]+)*))?\.py")
-MARKER_WINDOW = 10      # lines a change may reach from its BUG(id) marker (one change can span a few statements)
+MARKER_WINDOW = 10  # lines a change may reach from its BUG(id) marker (one change can span a few statements)
 IGNORED = {"__pycache__", ".DS_Store"}
-PLACEHOLDER = "TODO(dev new)"       # marks what `attn-kit dev new` leaves for the contributor to write
-_PLACEHOLDER_TEXT = re.compile(re.escape(PLACEHOLDER) + r":?([^\"'\n]*)")     # what to write: up to a quote
+PLACEHOLDER = "TODO(dev new)"  # marks what `attn-kit dev new` leaves for the contributor to write
+_PLACEHOLDER_TEXT = re.compile(re.escape(PLACEHOLDER) + r":?([^\"'\n]*)")  # what to write: up to a quote
 
 
 @dataclass(frozen=True)
 class Problem:
-    where: str          # a path relative to the package data, or an id
-    message: str        # what is wrong and what to do
+    where: str  # a path relative to the package data, or an id
+    message: str  # what is wrong and what to do
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
@@ -57,9 +57,9 @@ class Content:
 
     prompts: Path
     solutions: Path
-    notes: list[str] = field(default_factory=list)      # things not checked here, and why
-    checks_dir: Path | None = None                      # the checks/ modules (default: the installed ones)
-    readme: Path | None = None                          # default: README.md beside prompts/ in a checkout
+    notes: list[str] = field(default_factory=list)  # things not checked here, and why
+    checks_dir: Path | None = None  # the checks/ modules (default: the installed ones)
+    readme: Path | None = None  # default: README.md beside prompts/ in a checkout
 
     @classmethod
     def installed(cls) -> "Content":
@@ -110,6 +110,7 @@ class Content:
     def suite(self, exercise: catalog.Exercise) -> Suite | None:
         """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
         from attn_kit.grading import pipeline
+
         try:
             return pipeline.suite_for(exercise)
         except DependencyMissing as exc:
@@ -118,7 +119,7 @@ class Content:
                 self.notes.append(note)
             return None
         except (ImportError, AttributeError):
-            return None       # no such module, or no SUITE in it: every_suite_belongs_to_an_exercise says so
+            return None  # no such module, or no SUITE in it: every_suite_belongs_to_an_exercise says so
 
     def bug_files(self, exercise_id: str) -> list[Path]:
         return sorted((self.solutions / exercise_id / "bugs").glob("*.py"))
@@ -141,7 +142,7 @@ def validator(fn: Validator) -> Validator:
 class Result:
     problems: list[Problem]
     notes: list[str]
-    checked: list[str]          # validator names, in order
+    checked: list[str]  # validator names, in order
 
     @property
     def ok(self) -> bool:
@@ -160,6 +161,7 @@ def run(content: Content | None = None, validators: Iterable[Validator] | None =
 
 # --- a skeleton from `dev new` is filled in ----------------------------------------------------
 
+
 @validator
 def no_placeholders_left(content: Content) -> Iterable[Problem]:
     """No file of an exercise still holds a placeholder of `attn-kit dev new`'s skeleton: each
@@ -174,7 +176,7 @@ def no_placeholders_left(content: Content) -> Iterable[Problem]:
             try:
                 lines = file.read_text(encoding="utf-8").splitlines()
             except OSError:
-                continue            # a missing file is reported by the validators that need it
+                continue  # a missing file is reported by the validators that need it
             where = content.relative(file) if file.parent != content.checks else f"checks/{file.name}"
             for n, line in enumerate(lines, 1):
                 for what in _PLACEHOLDER_TEXT.findall(line):
@@ -182,6 +184,7 @@ def no_placeholders_left(content: Content) -> Iterable[Problem]:
 
 
 # --- TOML files, fields and ids -------------------------------------------------------------------
+
 
 @validator
 def toml_files_load(content: Content) -> Iterable[Problem]:
@@ -210,7 +213,7 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
     try:
         entries = tomllib.loads(path.read_text(encoding="utf-8")).get("bugs", [])
     except (tomllib.TOMLDecodeError, OSError):
-        return              # reported by toml_files_load
+        return  # reported by toml_files_load
     seen: set[str] = set()
     titles: dict[str, str] = {}
     for n, entry in enumerate(entries, 1):
@@ -229,8 +232,11 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
             yield Problem(where, f"title '{title}' is also {titles[title]}'s: every bug needs its own")
         titles.setdefault(title, bug_id)
         if entry.get("severity") not in catalog.SEVERITIES:
-            yield Problem(where, f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
-                                 f"(the header of bugs.toml says which; the mock's correctness score needs it)")
+            yield Problem(
+                where,
+                f"severity '{entry.get('severity', '')}' is not one of {', '.join(catalog.SEVERITIES)} "
+                f"(the header of bugs.toml says which; the mock's correctness score needs it)",
+            )
 
 
 @validator
@@ -259,8 +265,8 @@ def exercise_code_fields(content: Content) -> Iterable[Problem]:
             yield Problem(where, f"oracle = '{exercise.oracle}' is not a file in solutions/{exercise.id}/")
 
 
-MIN_HINTS = 3           # a ladder: a nudging question, the concept, nearly the code
-MIN_QUESTIONS = 3       # enough discussion for a mock screen's last minutes
+MIN_HINTS = 3  # a ladder: a nudging question, the concept, nearly the code
+MIN_QUESTIONS = 3  # enough discussion for a mock screen's last minutes
 
 
 @validator
@@ -272,8 +278,9 @@ def exercise_has_enough_to_teach(content: Content) -> Iterable[Problem]:
             if not getattr(exercise, name).strip():
                 yield Problem(where, f"'{name}' is empty")
         if len(exercise.hints) < MIN_HINTS:
-            yield Problem(where, f"has {len(exercise.hints)} [[hints]]; write at least {MIN_HINTS} (a nudging "
-                                 "question, the concept, nearly the code)")
+            yield Problem(
+                where, f"has {len(exercise.hints)} [[hints]]; write at least {MIN_HINTS} (a nudging question, the concept, nearly the code)"
+            )
         for n, hint in enumerate(exercise.hints, 1):
             if not hint.text.strip():
                 yield Problem(where, f"hint {n} ('{hint.title}') has no text")
@@ -303,33 +310,38 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
     problems = []
     dims = [d.dimension for d in exercise.scoring]
     if dims != list(catalog.DIMENSIONS):
-        problems.append(f"[[scoring]] dimensions are {', '.join(dims) or 'none'}; the mock needs each of "
-                        f"{', '.join(catalog.DIMENSIONS)} once, in that order")
+        problems.append(
+            f"[[scoring]] dimensions are {', '.join(dims) or 'none'}; the mock needs each of "
+            f"{', '.join(catalog.DIMENSIONS)} once, in that order"
+        )
     for d in exercise.scoring:
         texts = [" ".join(a.split()) for a in d.anchors]
         if len(texts) != len(rubric.CORRECTNESS_LEADS):
-            problems.append(f"[[scoring]] '{d.dimension}' has {len(texts)} anchors, not {len(rubric.CORRECTNESS_LEADS)} "
-                            "(one per score, 1 to 4)")
+            problems.append(
+                f"[[scoring]] '{d.dimension}' has {len(texts)} anchors, not {len(rubric.CORRECTNESS_LEADS)} (one per score, 1 to 4)"
+            )
         if any(not t for t in texts) or len(set(texts)) != len(texts):
             problems.append(f"[[scoring]] '{d.dimension}': every anchor must be filled in and differ from the others")
         if d.dimension == "correctness" and len(texts) == len(rubric.CORRECTNESS_LEADS):
             for score, (text, lead) in enumerate(zip(texts, rubric.CORRECTNESS_LEADS), 1):
                 if not text.startswith(lead):
-                    problems.append(f"[[scoring]] correctness anchor {score} must start with '{lead}' (the level "
-                                    f"the auto-score gives; see kit/grading/rubric.py)")
+                    problems.append(
+                        f"[[scoring]] correctness anchor {score} must start with '{lead}' (the level "
+                        f"the auto-score gives; see kit/grading/rubric.py)"
+                    )
     return problems
 
 
 # What a gentle first hint must not contain: each pattern is one way code shows up in prose.
 CODE_PATTERNS = (
-    re.compile(r"`"),                                  # inline code or a fence
-    re.compile(r"^\s{4,}\S", re.MULTILINE),            # an indented (Markdown) code block
-    re.compile(r"\b[A-Za-z_]\w*\s*\("),                # a call: name(
-    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),       # an attribute: np.exp, x.shape
-    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),        # a matmul or an augmented assignment
-    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),   # an assignment of a call or a list ("T = 4" is prose)
-    re.compile(r"\[[^\]]*:[^\]]*\]"),                  # a slice
-    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),     # keywords that start code
+    re.compile(r"`"),  # inline code or a fence
+    re.compile(r"^\s{4,}\S", re.MULTILINE),  # an indented (Markdown) code block
+    re.compile(r"\b[A-Za-z_]\w*\s*\("),  # a call: name(
+    re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*"),  # an attribute: np.exp, x.shape
+    re.compile(r"\w\s*(?:@|[+\-*/@]=)\s*\w"),  # a matmul or an augmented assignment
+    re.compile(r"(?<![<>=!])=(?!=)\s*[\w.]*[(\[]"),  # an assignment of a call or a list ("T = 4" is prose)
+    re.compile(r"\[[^\]]*:[^\]]*\]"),  # a slice
+    re.compile(r"\b(def|import|lambda) \w|\bfor [a-z_]\w* in \w+\("),  # keywords that start code
 )
 
 
@@ -367,8 +379,10 @@ def questions_require_key_points_and_hints_start_gentle(content: Content) -> Ite
                 yield Problem(where, message)
         code = looks_like_code(exercise.hints[0].text) if exercise.hints else ""
         if code:
-            yield Problem(where, f"hint 1 ('{exercise.hints[0].title}') contains code ({code!r}): level 1 "
-                                 "nudges in prose, code belongs to later hints")
+            yield Problem(
+                where,
+                f"hint 1 ('{exercise.hints[0].title}') contains code ({code!r}): level 1 nudges in prose, code belongs to later hints",
+            )
 
 
 def hint_ladder_problems(exercise: catalog.Exercise) -> list[str]:
@@ -395,7 +409,7 @@ def _step_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
             problems.append(f"hint {level} has step '{hint.step}' (one of {catalog.HINT_STEPS})")
             continue
         ranks.append(catalog.HINT_STEPS.index(hint.step))
-        code = looks_like_code(hint.text) if hint.step == "question" and level > 1 else ""   # 1: reported apart
+        code = looks_like_code(hint.text) if hint.step == "question" and level > 1 else ""  # 1: reported apart
         if code:
             problems.append(f"hint {level} is a question but contains code ({code!r})")
         if hint.step == "question" and "?" not in hint.text:
@@ -415,8 +429,9 @@ def _topic_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
         topics.setdefault(hint.title, []).append(hint)
     for title, ladder in topics.items():
         if [h.step for h in ladder] != list(catalog.HINT_STEPS):
-            problems.append(f"topic '{title}' climbs {[h.step for h in ladder]}, not {list(catalog.HINT_STEPS)} "
-                            "(the hints of a topic share its title)")
+            problems.append(
+                f"topic '{title}' climbs {[h.step for h in ladder]}, not {list(catalog.HINT_STEPS)} (the hints of a topic share its title)"
+            )
         if len({h.concept for h in ladder}) != 1 or len({h.dimension for h in ladder}) != 1:
             problems.append(f"topic '{title}' mixes concepts or dimensions across its steps")
     return problems
@@ -433,8 +448,7 @@ def screen_problems(exercise: catalog.Exercise) -> list[str]:
         problems.append(f"[[checkpoints]] at minutes {minutes} must rise strictly within {exercise.minutes} minutes")
     if not exercise.seniority:
         problems.append("no [[seniority]] expectations")
-    problems += [f"follow-up '{f.prompt[:40]}…' has no expected answer" for f in exercise.followups
-                 if not f.answer.strip()]
+    problems += [f"follow-up '{f.prompt[:40]}…' has no expected answer" for f in exercise.followups if not f.answer.strip()]
     return problems
 
 
@@ -462,7 +476,7 @@ def exercise_links(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
-CONCEPTS_FILE = "concepts.toml"      # prompts/concepts.toml: [concept_words] and [bug_words]
+CONCEPTS_FILE = "concepts.toml"  # prompts/concepts.toml: [concept_words] and [bug_words]
 
 
 def concept_words(content: Content) -> tuple[dict[str, str], dict[str, str]]:
@@ -497,20 +511,23 @@ def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
             where = f"{exercise.id}: {bug_id} ({concept})"
             words = concepts.get(concept)
             if words is None:
-                yield Problem(where, f"concept '{concept}' has no entry in prompts/{CONCEPTS_FILE} [concept_words]: "
-                                     "add the words a question on it must use")
+                yield Problem(
+                    where,
+                    f"concept '{concept}' has no entry in prompts/{CONCEPTS_FILE} [concept_words]: add the words a question on it must use",
+                )
                 continue
             reached = concept_questions(content, exercise.id, concept)
             if not reached:
                 yield Problem(where, f"reaches no question: write a [[questions]] with concept = '{concept}'")
             for owner, question in reached:
                 if not re.search(words, question_text(question), re.IGNORECASE):
-                    yield Problem(where, f"reaches {owner}/{question.id}, which is not about {concept} (its prompt "
-                                         f"and key points match none of {words!r})")
+                    yield Problem(
+                        where,
+                        f"reaches {owner}/{question.id}, which is not about {concept} (its prompt and key points match none of {words!r})",
+                    )
             own = bugs.get(bug_id)
             if own and reached and not any(re.search(own, question_text(q)) for _, q in reached):
-                yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug "
-                                     f"({own!r})")
+                yield Problem(where, f"reaches {[q.id for _, q in reached]}, none of which mentions the bug ({own!r})")
 
 
 def hint_words(content: Content) -> dict[str, tuple[str, str]]:
@@ -520,8 +537,11 @@ def hint_words(content: Content) -> dict[str, tuple[str, str]]:
         data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         return {}
-    return {bug_id: (words[0], words[1]) for bug_id, words in dict(data.get("hint_words", {})).items()
-            if isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) for w in words)}
+    return {
+        bug_id: (words[0], words[1])
+        for bug_id, words in dict(data.get("hint_words", {})).items()
+        if isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) for w in words)
+    }
 
 
 def climbs_in_steps(exercise: catalog.Exercise) -> bool:
@@ -534,8 +554,7 @@ def hint_teaches(exercise: catalog.Exercise, level: int, words: tuple[str, str])
     words at its concept step."""
     title = exercise.hints[level - 1].title
     ladder = {h.step: " ".join(h.text.split()) for h in exercise.hints if h.title == title}
-    return all(re.search(pattern, ladder.get(step, ""), re.IGNORECASE | re.DOTALL)
-               for step, pattern in zip(("question", "concept"), words))
+    return all(re.search(pattern, ladder.get(step, ""), re.IGNORECASE | re.DOTALL) for step, pattern in zip(("question", "concept"), words))
 
 
 def hint_link_problems(content: Content, exercise: catalog.Exercise) -> list[str]:
@@ -547,6 +566,7 @@ def hint_link_problems(content: Content, exercise: catalog.Exercise) -> list[str
     if suite is None:
         return []
     from attn_kit.grading.pipeline import hint_for_bug
+
     problems = []
     for bug_id in bug_ids:
         level = hint_for_bug(exercise, suite.checks, bug_id)
@@ -555,8 +575,10 @@ def hint_link_problems(content: Content, exercise: catalog.Exercise) -> list[str
         elif exercise.hints[level - 1].step != "question":
             problems.append(f"{bug_id} reaches hint {level}, not the gentle question first")
         elif not hint_teaches(exercise, level, words[bug_id]):
-            problems.append(f"{bug_id} reaches '{exercise.hints[level - 1].title}', whose question and concept "
-                            f"do not name it (prompts/{CONCEPTS_FILE} [hint_words]: {list(words[bug_id])!r})")
+            problems.append(
+                f"{bug_id} reaches '{exercise.hints[level - 1].title}', whose question and concept "
+                f"do not name it (prompts/{CONCEPTS_FILE} [hint_words]: {list(words[bug_id])!r})"
+            )
     return problems
 
 
@@ -582,10 +604,15 @@ def _concept_file_problems(content: Content) -> Iterable[Problem]:
             patterns = value if table == "hint_words" else [value]
             if table == "hint_words" and content.bugs and key not in content.bugs:
                 yield Problem(where, f"[{table}] {key} is not a bug of prompts/bugs.toml")
-            if not (isinstance(patterns, list) and len(patterns) == (2 if table == "hint_words" else 1)
-                    and all(isinstance(w, str) for w in patterns)):
-                yield Problem(where, f"[{table}] {key} must be " + ("two strings: [question words, concept words]"
-                                                                    if table == "hint_words" else "a string"))
+            if not (
+                isinstance(patterns, list)
+                and len(patterns) == (2 if table == "hint_words" else 1)
+                and all(isinstance(w, str) for w in patterns)
+            ):
+                yield Problem(
+                    where,
+                    f"[{table}] {key} must be " + ("two strings: [question words, concept words]" if table == "hint_words" else "a string"),
+                )
                 continue
             for pattern in patterns:
                 try:
@@ -603,6 +630,7 @@ CODE_WIDTH = {"statement": 78, "hint": 76, "answer": 74}
 def code_lines(text: str) -> list[str]:
     """The lines of the Markdown code blocks (indented or fenced) in `text`, as rich parses them."""
     from markdown_it import MarkdownIt
+
     tokens = MarkdownIt().parse(text)
     return [line for t in tokens if t.type in ("code_block", "fence") for line in t.content.splitlines()]
 
@@ -619,10 +647,13 @@ def code_fits_an_80_column_terminal(content: Content) -> Iterable[Problem]:
         for kind, name, text in texts:
             for line in code_lines(text):
                 if len(line) > CODE_WIDTH[kind]:
-                    yield Problem(where, f"{name} has a code line of {len(line)} characters, over the "
-                                         f"{CODE_WIDTH[kind]} that show whole at 80 columns "
-                                         f"({line.strip()[:40]!r}…): split it, or put its comment on "
-                                         "the line above")
+                    yield Problem(
+                        where,
+                        f"{name} has a code line of {len(line)} characters, over the "
+                        f"{CODE_WIDTH[kind]} that show whole at 80 columns "
+                        f"({line.strip()[:40]!r}…): split it, or put its comment on "
+                        "the line above",
+                    )
 
 
 @validator
@@ -638,6 +669,7 @@ def every_reference_starts_with_its_header(content: Content) -> Iterable[Problem
 
 
 # --- bug files ------------------------------------------------------------------------------------
+
 
 def _code_lines(text: str) -> list[tuple[int, str]]:
     """(1-based line number, text) of the file's lines outside the module docstring, which
@@ -686,11 +718,14 @@ def bug_files_match_the_coverage_table(content: Content) -> Iterable[Problem]:
             return
         have = {bug_id_of(p) for p in content.bug_files(exercise.id)}
         for bug_id in sorted(applies - have):
-            yield Problem(f"solutions/{exercise.id}", f"has no bugs/{bug_id}.py, though prompts/coverage.toml says "
-                                                      "the bug can be made here")
+            yield Problem(
+                f"solutions/{exercise.id}", f"has no bugs/{bug_id}.py, though prompts/coverage.toml says the bug can be made here"
+            )
         for bug_id in sorted(have - applies):
-            yield Problem(f"solutions/{exercise.id}/bugs/{bug_id}.py", "is a bug prompts/coverage.toml says cannot "
-                          f"be made here: add the features it needs to [features] {exercise.id}")
+            yield Problem(
+                f"solutions/{exercise.id}/bugs/{bug_id}.py",
+                f"is a bug prompts/coverage.toml says cannot be made here: add the features it needs to [features] {exercise.id}",
+            )
 
 
 @validator
@@ -733,11 +768,15 @@ def bug_files_are_one_marked_change(content: Content) -> Iterable[Problem]:
             if count:
                 lines = unmarked_changes(text, references[closest], bug_id)
                 shown = ", ".join(map(str, lines[:5])) + (" ..." if len(lines) > 5 else "")
-                yield Problem(where, f"differs from {closest} away from its BUG({bug_id}) marker "
-                                     f"(line {shown}): a bug file is the reference with one marked change")
+                yield Problem(
+                    where,
+                    f"differs from {closest} away from its BUG({bug_id}) marker "
+                    f"(line {shown}): a bug file is the reference with one marked change",
+                )
 
 
 # --- checks, hints, bugs --------------------------------------------------------------------------
+
 
 @validator
 def hints_name_existing_checks(content: Content) -> Iterable[Problem]:
@@ -750,8 +789,7 @@ def hints_name_existing_checks(content: Content) -> Iterable[Problem]:
         for n, hint in enumerate(exercise.hints, 1):
             for check_id in hint.checks:
                 if check_id not in ids:
-                    yield Problem(content.relative(exercise.path), f"hint {n} ('{hint.title}') names unknown check "
-                                                                   f"'{check_id}'")
+                    yield Problem(content.relative(exercise.path), f"hint {n} ('{hint.title}') names unknown check '{check_id}'")
 
 
 @validator
@@ -760,9 +798,10 @@ def last_hint_points_to_locate(content: Content) -> Iterable[Problem]:
     past the hints that still leaves the fix to the candidate."""
     for exercise in content.exercises.values():
         if exercise.hints and "attn-kit check FILE --locate" not in exercise.hints[-1].text:
-            yield Problem(content.relative(exercise.path),
-                          f"the last hint ('{exercise.hints[-1].title}') does not point to "
-                          f"`attn-kit check FILE --locate`")
+            yield Problem(
+                content.relative(exercise.path),
+                f"the last hint ('{exercise.hints[-1].title}') does not point to `attn-kit check FILE --locate`",
+            )
 
 
 @validator
@@ -815,8 +854,10 @@ def every_bug_is_caught_by_a_declared_check(content: Content) -> Iterable[Proble
         caught = {b for c in suite.checks for b in c.catches}
         declared |= caught
         for bug_id in sorted({bug_id_of(p) for p in content.bug_files(exercise.id)} - caught):
-            yield Problem(f"checks/{exercise.checks}.py", f"no check declares catches=('{bug_id}', ...), "
-                                                          f"though solutions/{exercise.id}/bugs/ implements it")
+            yield Problem(
+                f"checks/{exercise.checks}.py",
+                f"no check declares catches=('{bug_id}', ...), though solutions/{exercise.id}/bugs/ implements it",
+            )
     if complete:
         for bug_id in content.bugs:
             if bug_id not in declared:
@@ -832,8 +873,7 @@ def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
         where = content.relative(exercise.path)
         spec = exercise.bench
         if spec is None:
-            yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, "
-                                 "and docs/adding-an-exercise.md)")
+            yield Problem(where, "has no bench workload: add a [bench] table (see an existing exercise's, and docs/adding-an-exercise.md)")
             continue
         if spec.function not in exercise.function_names:
             yield Problem(where, f"[bench] function = '{spec.function}' is not one of its [[functions]]")
@@ -841,14 +881,17 @@ def every_exercise_has_a_bench_workload(content: Content) -> Iterable[Problem]:
         if suite is None:
             continue
         if suite.bench_inputs is None:
-            yield Problem(f"checks/{exercise.checks}.py", "registers no bench input builder: add "
-                                                          "`@SUITE.for_bench def bench_inputs(rng, T, ...)`")
+            yield Problem(
+                f"checks/{exercise.checks}.py", "registers no bench input builder: add `@SUITE.for_bench def bench_inputs(rng, T, ...)`"
+            )
             continue
         try:
             inspect.signature(suite.bench_inputs).bind(None, **{spec.size: 1}, **spec.dimensions)
         except TypeError as exc:
-            yield Problem(f"checks/{exercise.checks}.py", f"bench_inputs does not take the [bench] table's "
-                                                          f"{spec.size} and dims of {exercise.id} ({exc})")
+            yield Problem(
+                f"checks/{exercise.checks}.py",
+                f"bench_inputs does not take the [bench] table's {spec.size} and dims of {exercise.id} ({exc})",
+            )
 
 
 def _declared_suites(checks: Path) -> dict[str, str]:
@@ -861,9 +904,13 @@ def _declared_suites(checks: Path) -> dict[str, str]:
         except SyntaxError:
             continue
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets)
-                    and isinstance(node.value, ast.Call) and node.value.args
-                    and isinstance(node.value.args[0], ast.Constant)):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "SUITE" for t in node.targets)
+                and isinstance(node.value, ast.Call)
+                and node.value.args
+                and isinstance(node.value.args[0], ast.Constant)
+            ):
                 found[path.name] = str(node.value.args[0].value)
     return found
 
@@ -881,8 +928,7 @@ def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
     toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
     for name, exercise_id in declared.items():
         if exercise_id not in toml_stems:
-            yield Problem(f"checks/{name}", f"Suite('{exercise_id}') is for no exercise: there is no "
-                                            f"prompts/exercises/{exercise_id}.toml")
+            yield Problem(f"checks/{name}", f"Suite('{exercise_id}') is for no exercise: there is no prompts/exercises/{exercise_id}.toml")
 
 
 @validator
@@ -903,6 +949,7 @@ def families_fit_their_bug_files(content: Content) -> Iterable[Problem]:
 
 
 # --- files ----------------------------------------------------------------------------------------
+
 
 def _entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name not in IGNORED) if folder.is_dir() else []
@@ -949,7 +996,7 @@ def no_unexpected_solution_files(content: Content) -> Iterable[Problem]:
 
 # --- the README's tables of exercises and properties ----------------------------------------------
 
-PROPERTIES_FILE = "properties.toml"     # prompts/properties.toml: the rows of the properties tables
+PROPERTIES_FILE = "properties.toml"  # prompts/properties.toml: the rows of the properties tables
 
 
 def _one_line_cell(text: str) -> str:
@@ -975,15 +1022,15 @@ def exercises_fill_their_readme_cells(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"'{key}' {why}")
         cells = {c.property: c for c in exercise.properties}
         for missing in sorted(properties - set(cells)):
-            yield Problem(where, f"[properties] has no '{missing}': name the checks that state it, or "
-                                 "na = \"why it cannot break here\"")
+            yield Problem(where, f"[properties] has no '{missing}': name the checks that state it, or na = \"why it cannot break here\"")
         for cell in cells.values():
-            yield from (Problem(where, f"[properties] '{cell.property}' {text}")
-                        for text in _property_cell_problems(content, exercise, cell, properties))
+            yield from (
+                Problem(where, f"[properties] '{cell.property}' {text}")
+                for text in _property_cell_problems(content, exercise, cell, properties)
+            )
 
 
-def _property_cell_problems(content: Content, exercise: catalog.Exercise, cell: catalog.PropertyCell,
-                            properties: set[str]) -> list[str]:
+def _property_cell_problems(content: Content, exercise: catalog.Exercise, cell: catalog.PropertyCell, properties: set[str]) -> list[str]:
     problems = []
     if properties and cell.property not in properties:
         problems.append(f"is not a property of prompts/{PROPERTIES_FILE}")
@@ -1032,8 +1079,10 @@ def update_readme(content: Content | None = None) -> list[str]:
     content = content or Content.installed()
     path = content.readme_file
     if path is None:
-        raise UsageError(f"no README.md beside {content.prompts}: `attn-kit dev update` rewrites a source "
-                         "checkout's README, and this is an installed copy.")
+        raise UsageError(
+            f"no README.md beside {content.prompts}: `attn-kit dev update` rewrites a source "
+            "checkout's README, and this is an installed copy."
+        )
     regions = readme_regions(content)
     if regions is None:
         problems = "; ".join(map(str, toml_files_load(content))) or f"prompts/{PROPERTIES_FILE} does not load"

@@ -21,7 +21,7 @@ from typing import Iterable
 from attn_kit.load.catalog import Exercise, Property, PropertyCell
 
 REGION = re.compile(r"^<!-- dev update: (?P<name>[a-z-]+) -->\n(?P<body>.*?)^<!-- end -->$", re.MULTILINE | re.DOTALL)
-COLUMNS_PER_TABLE = 6           # exercises per properties table: wider tables wrap on a laptop screen
+COLUMNS_PER_TABLE = 6  # exercises per properties table: wider tables wrap on a laptop screen
 # The optional arguments every multi-head exercise shares, elided in the follow-ups table.
 SHARED_TAIL = ", mask=None, return_weights=False)"
 WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
@@ -39,8 +39,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def exercises_table(exercises: list[Exercise]) -> str:
     """Every exercise in `order`, with what it builds."""
     rows = [[f"`{e.id}`", e.builds] for e in exercises]
-    return (f"{len(exercises)} exercises, from the classic screen to what follows it:\n\n"
-            + _table(["id", "what you build"], rows))
+    return f"{len(exercises)} exercises, from the classic screen to what follows it:\n\n" + _table(["id", "what you build"], rows)
 
 
 def shown_signature(signature: str) -> str:
@@ -52,8 +51,7 @@ def shown_signature(signature: str) -> str:
 
 def followups_table(exercises: list[Exercise]) -> str:
     """The exercises that say what the kit proves of them: their functions and that claim."""
-    rows = [[f"`{e.id}`", ", ".join(f"`{shown_signature(f.signature)}`" for f in e.functions), e.proves]
-            for e in exercises if e.proves]
+    rows = [[f"`{e.id}`", ", ".join(f"`{shown_signature(f.signature)}`" for f in e.functions), e.proves] for e in exercises if e.proves]
     return _table(["exercise", "you write", "what the kit proves"], rows)
 
 
@@ -70,7 +68,7 @@ def properties_tables(exercises: list[Exercise], properties: tuple[Property, ...
     """A row per property, a column per exercise, COLUMNS_PER_TABLE columns per table."""
     parts = []
     for start in range(0, len(exercises), COLUMNS_PER_TABLE):
-        chunk = exercises[start:start + COLUMNS_PER_TABLE]
+        chunk = exercises[start : start + COLUMNS_PER_TABLE]
         if start:
             later = "The last exercise:" if len(chunk) == 1 else f"The {_words(len(chunk))} later exercises:"
             parts.append(f"{later}\n")
@@ -87,13 +85,15 @@ def _words(n: int) -> str:
 def regions(exercises: Iterable[Exercise], properties: tuple[Property, ...]) -> dict[str, str]:
     """{region name: its text} for every generated region, exercises taken in `order`."""
     ordered = sorted(exercises, key=lambda e: (e.order, e.id))
-    return {"exercises": exercises_table(ordered),
-            "follow-ups": followups_table(ordered),
-            "properties": properties_tables(ordered, properties)}
+    return {
+        "exercises": exercises_table(ordered),
+        "follow-ups": followups_table(ordered),
+        "properties": properties_tables(ordered, properties),
+    }
 
 
 def _body(text: str) -> str:
-    return f"\n{text}\n"        # a blank line each side keeps the markers out of the tables
+    return f"\n{text}\n"  # a blank line each side keeps the markers out of the tables
 
 
 def stale(readme: str, generated: dict[str, str]) -> list[str]:
@@ -111,9 +111,11 @@ def stale(readme: str, generated: dict[str, str]) -> list[str]:
 
 def update(readme: str, generated: dict[str, str]) -> str:
     """The README with every marked region rewritten (regions it lacks are left to stale() to name)."""
+
     def rewrite(match: re.Match) -> str:
         name = match["name"]
         if name not in generated:
             return match.group(0)
         return f"<!-- dev update: {name} -->\n{_body(generated[name])}<!-- end -->"
+
     return REGION.sub(rewrite, readme)

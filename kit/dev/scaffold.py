@@ -24,13 +24,13 @@ from attn_kit.base.paths import package_dir
 from attn_kit.dev.check import ID, PLACEHOLDER
 from attn_kit.load import catalog
 
-DEFAULT_BUG = "mutates-input"       # the skeleton's bug: one every exercise can make (prompts/coverage.toml)
+DEFAULT_BUG = "mutates-input"  # the skeleton's bug: one every exercise can make (prompts/coverage.toml)
 
 
 @dataclass(frozen=True)
 class Skeleton:
     exercise_id: str
-    files: tuple[Path, ...]         # what `new` wrote, TOML first
+    files: tuple[Path, ...]  # what `new` wrote, TOML first
 
 
 def module_name(exercise_id: str) -> str:
@@ -40,10 +40,16 @@ def module_name(exercise_id: str) -> str:
 
 def _refuse_bad_id(exercise_id: str, roots: dict[str, Path]) -> None:
     if not ID.fullmatch(exercise_id) or not exercise_id[0].isalpha():
-        raise UsageError(f"'{exercise_id}' is not a valid exercise id: use lowercase words joined by dashes, "
-                         "starting with a letter.")
-    taken = [p for p in (roots["prompts"] / "exercises" / f"{exercise_id}.toml", roots["solutions"] / exercise_id,
-                         roots["checks"] / f"{module_name(exercise_id)}.py") if p.exists()]
+        raise UsageError(f"'{exercise_id}' is not a valid exercise id: use lowercase words joined by dashes, starting with a letter.")
+    taken = [
+        p
+        for p in (
+            roots["prompts"] / "exercises" / f"{exercise_id}.toml",
+            roots["solutions"] / exercise_id,
+            roots["checks"] / f"{module_name(exercise_id)}.py",
+        )
+        if p.exists()
+    ]
     if taken:
         raise UsageError(f"exercise '{exercise_id}' already exists ({taken[0]}): choose another id.")
 
@@ -58,9 +64,15 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
     if bug not in known:
         raise UsageError(f"'{bug}' is not a bug id in prompts/bugs.toml: pass --bug with one of its ids.")
     orders = [catalog.load_exercise(p).order for p in (roots["prompts"] / "exercises").glob("*.toml")]
-    fields = {"id": exercise_id, "fn": module_name(exercise_id), "bug": bug, "todo": PLACEHOLDER,
-              "order": max(orders, default=0) + 1, "concept": known[bug].concept,
-              "properties": _property_lines(catalog.load_properties(roots["prompts"] / "properties.toml"))}
+    fields = {
+        "id": exercise_id,
+        "fn": module_name(exercise_id),
+        "bug": bug,
+        "todo": PLACEHOLDER,
+        "order": max(orders, default=0) + 1,
+        "concept": known[bug].concept,
+        "properties": _property_lines(catalog.load_properties(roots["prompts"] / "properties.toml")),
+    }
     folder = roots["solutions"] / exercise_id
     files = {
         roots["prompts"] / "exercises" / f"{exercise_id}.toml": EXERCISE_TOML,
@@ -76,13 +88,15 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
 
 def _property_lines(properties: tuple[catalog.Property, ...]) -> str:
     """A placeholder cell per headline property (prompts/properties.toml) for the TOML's [properties]."""
-    return "".join(f'{p.id} = {{na = "{PLACEHOLDER}: the checks stating {p.title} (checks = [...]), or why it '
-                   'cannot break here"}\n' for p in properties)
+    return "".join(
+        f'{p.id} = {{na = "{PLACEHOLDER}: the checks stating {p.title} (checks = [...]), or why it cannot break here"}}\n'
+        for p in properties
+    )
 
 
 # --- the templates (str.format: {{ }} are literal braces) ----------------------------------------
 
-REFERENCE_BODY = '''import numpy as np
+REFERENCE_BODY = """import numpy as np
 
 
 def {fn}(q, k, v):
@@ -90,15 +104,18 @@ def {fn}(q, k, v):
     scores = q @ k.T / np.sqrt(q.shape[-1])           # T×S
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return (weights / weights.sum(axis=-1, keepdims=True)) @ v    # T×d
-'''
+"""
 
-REFERENCE_PY = '''# attn-kit: {id}
+REFERENCE_PY = (
+    '''# attn-kit: {id}
 """Reference solution for {id}: the oracle every check computes its expected values with.
 
 {todo}: write the reference (it starts as single-head attention), plainly and in float64;
 keep the function names the TOML's [[functions]] declare.
 """
-''' + REFERENCE_BODY
+'''
+    + REFERENCE_BODY
+)
 
 BUG_PY = '''# attn-kit: {id}
 """Known bug {bug}: the reference with one change, marked on its line with BUG({bug}).
@@ -112,7 +129,8 @@ BUG_PY = '''# attn-kit: {id}
     "    q = np.asarray(q, dtype=np.float64)               # BUG({bug}): the caller's array, not a copy,\n"
     "    q *= 1.0 / np.sqrt(q.shape[-1])                   # scaled in place\n"
     "    k, v = (np.array(a, dtype=np.float64) for a in (k, v))\n"
-    "    scores = q @ k.T                                  # T×S\n")
+    "    scores = q @ k.T                                  # T×S\n",
+)
 
 CHECKS_PY = '''"""The graded suite for {id}.
 

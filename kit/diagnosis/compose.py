@@ -25,7 +25,7 @@ from attn_kit.base.errors import FamilyError
 from attn_kit.base.paths import bug_files, bug_id_of, package_dir, reference_files
 from attn_kit.sandbox import zygote as sandbox_zygote
 
-SOURCE_ATTR = "__attn_kit_source__"     # a model module's own source text (diagnose's float32 twin reads it)
+SOURCE_ATTR = "__attn_kit_source__"  # a model module's own source text (diagnose's float32 twin reads it)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class BugForm:
     path: Path
     base: Path
     hunks: tuple[Hunk, ...]
-    variant: str = ""        # a family's form: "parameter: choice" (prompts/families.toml); "" for the file
+    variant: str = ""  # a family's form: "parameter: choice" (prompts/families.toml); "" for the file
 
     @property
     def name(self) -> str:
@@ -117,7 +117,7 @@ def compose_source(group: tuple[BugForm, ...]) -> str:
     """The reference with every hunk of every form in `group` applied (they must be composable)."""
     lines = list(read_source(group[0].base))
     for hunk in sorted((h for f in group for h in f.hunks), key=lambda h: h.start, reverse=True):
-        lines[hunk.start:hunk.end] = hunk.lines
+        lines[hunk.start : hunk.end] = hunk.lines
     return "".join(lines)
 
 
@@ -155,16 +155,19 @@ def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            out[node.name] = ("".join(lines[first - 1:node.end_lineno]), used)
+            out[node.name] = ("".join(lines[first - 1 : node.end_lineno]), used)
     return out
 
 
 @functools.lru_cache(maxsize=256)
 def _top_level_rest(source: str) -> tuple[str, ...]:
     tree = _tree(source)
-    return tuple(ast.dump(n) for n in tree.body
-                 if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)))
+    return tuple(
+        ast.dump(n)
+        for n in tree.body
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+    )
 
 
 @functools.cache
@@ -211,6 +214,7 @@ def read_families(path: Path) -> tuple[dict, ...]:
 
 def _choices(entry: dict) -> list[tuple[str, list]]:
     """(label, edits) for every choice of one family entry, {choice} filled in."""
+
     def filled(text: str) -> list:
         return [[old, new.replace("{choice}", text)] for old, new in entry.get("edits", [])]
 
@@ -233,7 +237,7 @@ def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
     edit's old text is not in the code it edits)."""
     on_reference = entry.get("on", "form") == "reference"
     base_path = textbook.base
-    if entry.get("reference"):          # another reference of the exercise (a plain-lists one, say)
+    if entry.get("reference"):  # another reference of the exercise (a plain-lists one, say)
         base_path = textbook.base.parent / entry["reference"]
         on_reference = True
     base = list(read_source(base_path))
@@ -243,13 +247,13 @@ def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
         text = start
         for old, new in edits:
             if old not in text:
-                raise FamilyError(f"{FAMILIES}: {textbook.name} ({entry.get('parameter', '')}: {label}): "
-                                  f"{old!r} is not in the code it edits")
+                raise FamilyError(
+                    f"{FAMILIES}: {textbook.name} ({entry.get('parameter', '')}: {label}): {old!r} is not in the code it edits"
+                )
             text = text.replace(old, new)
         hunks = tuple(_hunks(base, text.splitlines(keepends=True)))
         if hunks and hunks != textbook.hunks:
-            out.append(BugForm(textbook.bug, textbook.path, base_path, hunks,
-                               variant=f"{entry.get('parameter', 'form')}: {label}"))
+            out.append(BugForm(textbook.bug, textbook.path, base_path, hunks, variant=f"{entry.get('parameter', 'form')}: {label}"))
     return out
 
 

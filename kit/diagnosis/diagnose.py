@@ -76,14 +76,14 @@ from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import Call, CheckResult, Diagnosis
 from attn_kit.sandbox import zygote as sandbox_zygote
 
-MAX_BUGS = 3             # bugs in one composed model
-MAX_MODELS = 300         # composed models (two or three bugs) run in one diagnosis, at most
-MIN_AGREEMENT = 0.95     # per-check fallback: share of the units a bug changes where the candidate agrees
-                         # (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
-MIN_SHARE = 0.5          # per-check fallback: share of the candidate's wrong units (in the checks the
-                         # bug touches) that the bug explains
-EMPTY_ROW_BUG = "blocked-row-nan"   # its models mark the rows with no allowed key (_guarded_evidence)
-GUARD_MODELS = 100       # composed models, besides, for the search with empty rows guarded as the candidate does
+MAX_BUGS = 3  # bugs in one composed model
+MAX_MODELS = 300  # composed models (two or three bugs) run in one diagnosis, at most
+MIN_AGREEMENT = 0.95  # per-check fallback: share of the units a bug changes where the candidate agrees
+# (20 seeds of the first exercise: contained bugs 1.00, the best wrong candidate 0.89)
+MIN_SHARE = 0.5  # per-check fallback: share of the candidate's wrong units (in the checks the
+# bug touches) that the bug explains
+EMPTY_ROW_BUG = "blocked-row-nan"  # its models mark the rows with no allowed key (_guarded_evidence)
+GUARD_MODELS = 100  # composed models, besides, for the search with empty rows guarded as the candidate does
 
 
 @functools.cache
@@ -91,11 +91,12 @@ def load_module(path: str):
     """Import one of the kit's own solution files (reference or bug) in the kit's process. From
     now on this process holds expected values: a new zygote is a fresh interpreter, not a fork."""
     sandbox_zygote.taint()
-    name = "attn_kit_solution_" + Path(path).stem.replace("-", "_").replace("@", "__") + \
-        "_" + Path(path).parent.parent.name.replace("-", "_")
+    name = (
+        "attn_kit_solution_" + Path(path).stem.replace("-", "_").replace("@", "__") + "_" + Path(path).parent.parent.name.replace("-", "_")
+    )
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    if path in _SOURCES:      # read before the first worker started: what the candidate cannot change
+    if path in _SOURCES:  # read before the first worker started: what the candidate cannot change
         exec(compile(_SOURCES[path], path, "exec"), module.__dict__)
         module.__dict__[SOURCE_ATTR] = _SOURCES[path].decode("utf-8")
     else:
@@ -114,8 +115,7 @@ def float32_twin(module):
     (its rounding of large scores, not just of its inputs). The module itself when its source
     is unknown or names no float64."""
     if isinstance(module, _Overlay):
-        return _Overlay(float32_twin(module._main), tuple(float32_twin(e) for e in module._edges),
-                        module.__name__ + "_float32")
+        return _Overlay(float32_twin(module._main), tuple(float32_twin(e) for e in module._edges), module.__name__ + "_float32")
     if id(module) not in _TWINS:
         source = module.__dict__.get(SOURCE_ATTR) or ""
         twin = module
@@ -126,7 +126,7 @@ def float32_twin(module):
                 exec(compile(source.replace("float64", "float32"), twin.__file__, "exec"), twin.__dict__)  # noqa: S102
             except Exception:  # noqa: BLE001 - then the module as it is
                 twin = module
-        _TWINS[id(module)] = (module, twin)      # the module is kept alive with its id
+        _TWINS[id(module)] = (module, twin)  # the module is kept alive with its id
     return _TWINS[id(module)][1]
 
 
@@ -154,7 +154,7 @@ class Local:
 
     value: object = None
     raised: str = ""
-    message: str = ""        # the exception's message, cut as the worker cuts the candidate's
+    message: str = ""  # the exception's message, cut as the worker cuts the candidate's
 
 
 def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = None) -> Local:
@@ -163,7 +163,7 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
     (read-only: only implementations that never write into their arguments may use them)."""
     if float32:
         module = float32_twin(module)
-    if call.replay is not None:       # a summary the check recorded: rerun through the kit's replay
+    if call.replay is not None:  # a summary the check recorded: rerun through the kit's replay
         fn = functools.partial(call.replay, module)
     else:
         fn = getattr(module, call.fn, None)
@@ -173,7 +173,7 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
         args, kwargs = inputs
     else:
         args, kwargs = deep_copy((call.args, call.kwargs))
-    if float32:       # new float32 copies of the floating data; the rest is as read-only as `inputs`
+    if float32:  # new float32 copies of the floating data; the rest is as read-only as `inputs`
         args, kwargs = as_float32(args), as_float32(kwargs)
     harness = _replayed_harness(call)
     try:
@@ -192,6 +192,7 @@ def deep_copy(value):
     memo: dict = {}
     if "torch" in sys.modules:
         from attn_kit.base import torch_support
+
         for key, t in torch_support.plain_tensors(value).items():
             memo[key] = t.detach().clone().requires_grad_(t.requires_grad)
     return copy.deepcopy(value, memo)
@@ -251,8 +252,13 @@ def float32_reference(oracle, call: Call, expected) -> np.ndarray | None:
         return None
     like = r64.value if isinstance(r64.value, tuple) else np.asarray(r64.value)
     for p64, p32 in zip(_parts(r64.value, like), _parts(r32.value, like)):
-        if p64 is not None and p32 is not None and p64.shape == expected.shape and p64.dtype != bool \
-                and np.allclose(p64, expected, rtol=1e-9, atol=1e-12, equal_nan=True):
+        if (
+            p64 is not None
+            and p32 is not None
+            and p64.shape == expected.shape
+            and p64.dtype != bool
+            and np.allclose(p64, expected, rtol=1e-9, atol=1e-12, equal_nan=True)
+        ):
             return p32
     return None
 
@@ -268,12 +274,14 @@ def _replayed_harness(call: Call):
 
 def _with_extra(value, extra: dict) -> tuple:
     """(value, every NumPy array found in extra, nested dicts walked in order)."""
+
     def arrays(d):
         for v in d.values():
             if isinstance(v, dict):
                 yield from arrays(v)
             elif isinstance(v, np.ndarray):
                 yield v
+
     return (value, tuple(arrays(extra)))
 
 
@@ -316,15 +324,16 @@ def _close(a: np.ndarray, b: np.ndarray, rtol, atol) -> np.ndarray:
 
 # --- the evidence: one record per call of a failing check --------------------------------------
 
+
 @dataclass
 class _Part:
-    rows: np.ndarray | None          # the candidate's rows (None: unreadable or wrong shape)
-    ref: np.ndarray                  # the reference's rows
-    atol: object                     # scalar or per-element array (float32 envelope)
+    rows: np.ndarray | None  # the candidate's rows (None: unreadable or wrong shape)
+    ref: np.ndarray  # the reference's rows
+    atol: object  # scalar or per-element array (float32 envelope)
     rtol: float
-    start: int                       # index of this part's first unit in the call's units
+    start: int  # index of this part's first unit in the call's units
     size: int
-    src: int                         # index of the part in the return value's parts
+    src: int  # index of the part in the return value's parts
 
 
 @dataclass
@@ -332,15 +341,15 @@ class _Evidence:
     key: tuple
     check: str
     call: Call
-    raised: str = ""                 # the candidate raised (or hung, crashed): one unit
-    message: str = ""                # ... with this message
+    raised: str = ""  # the candidate raised (or hung, crashed): one unit
+    message: str = ""  # ... with this message
     parts: list[_Part] = field(default_factory=list)
     like: object = None
-    inputs: tuple = ()               # shared read-only arguments for the kit's models
+    inputs: tuple = ()  # shared read-only arguments for the kit's models
     float32: bool = False
     wrong: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     guard: np.ndarray | None = None  # units of rows with no allowed key, taken as the candidate has them
-    base: _Evidence | None = None    # the unguarded evidence this one is made from
+    base: _Evidence | None = None  # the unguarded evidence this one is made from
 
     @property
     def size(self) -> int:
@@ -358,7 +367,7 @@ def _tolerance(result: CheckResult, call: Call) -> tuple[float, float]:
 
 def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | None:
     ref = run_local(oracle, call)
-    if ref.raised:                              # the reference raises here (e.g. ValueError)
+    if ref.raised:  # the reference raises here (e.g. ValueError)
         return None
     ev = _Evidence((result.id, n), result.id, call, inputs=shared_inputs(call))
     cand = _candidate(call)
@@ -371,8 +380,7 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
     ev.like = like
     cparts, rparts = _parts(cand.value, like), _parts(ref.value, like)
     readable = [(c, r) for c, r in zip(cparts, rparts) if c is not None and r is not None and r.dtype != bool]
-    ev.float32 = bool(readable) and (all(float32_like(c, r) for c, r in readable)
-                                     or any(float32_values(c) for c, _ in readable))
+    ev.float32 = bool(readable) and (all(float32_like(c, r) for c, r in readable) or any(float32_values(c) for c, _ in readable))
     r32parts = _parts(run_local(oracle, call, float32=True).value, like) if ev.float32 else [None] * len(rparts)
     wrong, start = [], 0
     for src, (c, r, r32) in enumerate(zip(cparts, rparts, r32parts)):
@@ -399,22 +407,23 @@ def _evidence(oracle, result: CheckResult, n: int, call: Call) -> _Evidence | No
 class _Fit:
     """How one model compares with the candidate on one call: per unit."""
 
-    agree: np.ndarray                # the model gives what the candidate gives
-    differs: np.ndarray              # the model differs from the reference
-    same_message: bool = False       # where the candidate raised: the model raised the same message too
-    wild: np.ndarray | None = None   # the model raised, or its row there has a NaN or an inf (None: nowhere)
+    agree: np.ndarray  # the model gives what the candidate gives
+    differs: np.ndarray  # the model differs from the reference
+    same_message: bool = False  # where the candidate raised: the model raised the same message too
+    wild: np.ndarray | None = None  # the model raised, or its row there has a NaN or an inf (None: nowhere)
 
 
-_FITS: dict = {}      # (model, evidence) -> _Fit, for one analyse() call
+_FITS: dict = {}  # (model, evidence) -> _Fit, for one analyse() call
 
 
 def _fit(ev: _Evidence, model, forms=()) -> _Fit:
     key = (id(model), id(ev))
     if key not in _FITS:
-        if ev.base is not None and ev.guard is not None:     # the model guards empty rows as the candidate
+        if ev.base is not None and ev.guard is not None:  # the model guards empty rows as the candidate
             raw = _fit(ev.base, model, forms)
-            _FITS[key] = _Fit(raw.agree | ev.guard, raw.differs & ~ev.guard, raw.same_message,
-                              None if raw.wild is None else raw.wild & ~ev.guard)
+            _FITS[key] = _Fit(
+                raw.agree | ev.guard, raw.differs & ~ev.guard, raw.same_message, None if raw.wild is None else raw.wild & ~ev.guard
+            )
         else:
             _FITS[key] = _fit_now(ev, model, forms)
     return _FITS[key]
@@ -431,9 +440,12 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
     shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
     out = run_local(model, ev.call, inputs=shared)
     if ev.raised:
-        return _Fit(np.array([out.raised == ev.raised]), np.array([bool(out.raised)]),
-                    same_message=out.raised == ev.raised and out.message == ev.message,
-                    wild=np.array([bool(out.raised)]))
+        return _Fit(
+            np.array([out.raised == ev.raised]),
+            np.array([bool(out.raised)]),
+            same_message=out.raised == ev.raised and out.message == ev.message,
+            wild=np.array([bool(out.raised)]),
+        )
     if out.raised:
         n = ev.size
         return _Fit(np.zeros(n, bool), np.ones(n, bool), wild=np.ones(n, bool))
@@ -450,7 +462,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             agree[sl] = part.rows is None
             continue
         mr = _rows(m)
-        with np.errstate(invalid="ignore"):      # one unit for an unreadable part, else one per row
+        with np.errstate(invalid="ignore"):  # one unit for an unreadable part, else one per row
             wild[sl] = ~np.isfinite(mr).all() if part.rows is None else ~np.isfinite(mr).all(axis=-1)
         if part.rows is None:
             differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
@@ -467,6 +479,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
 
 # --- the search ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Finding:
     """The outcome of diagnosis: named bugs, each failing check's bug, and near misses."""
@@ -476,9 +489,9 @@ class Finding:
     near_misses: list[str] = field(default_factory=list)
     models_tried: int = 0
     seconds: float = 0.0
-    cpu_seconds: float = 0.0         # process CPU time (the wall time depends on what else runs)
-    considered: list[dict] = field(default_factory=list)   # per-check fallback candidates and their figures
-    unexplained: list[str] = field(default_factory=list)   # failing checks no named bug reproduces
+    cpu_seconds: float = 0.0  # process CPU time (the wall time depends on what else runs)
+    considered: list[dict] = field(default_factory=list)  # per-check fallback candidates and their figures
+    unexplained: list[str] = field(default_factory=list)  # failing checks no named bug reproduces
 
 
 def model_of(group: tuple) -> object:
@@ -492,7 +505,7 @@ def model_of(group: tuple) -> object:
     return _OVERLAYS[group]
 
 
-_OVERLAYS: dict = {}      # group -> _Overlay, registered by the search when it tries one
+_OVERLAYS: dict = {}  # group -> _Overlay, registered by the search when it tries one
 
 
 class _Overlay(types.ModuleType):
@@ -514,11 +527,12 @@ class _Overlay(types.ModuleType):
         edge_fns = [getattr(e, fn, None) for e in self._edges]
 
         def call(*args, **kwargs):
-            extra = [f(*args, **kwargs) for f in edge_fns if f is not None]     # raises where they raise
+            extra = [f(*args, **kwargs) for f in edge_fns if f is not None]  # raises where they raise
             value = main_fn(*args, **kwargs)
             for other in extra:
                 value = _non_finite_from(value, other)
             return value
+
         return call
 
 
@@ -553,13 +567,13 @@ class _LazyFits(dict):
 @dataclass
 class _Single:
     form: compose.BugForm
-    fits: dict                       # evidence key -> _Fit (a _LazyFits)
+    fits: dict  # evidence key -> _Fit (a _LazyFits)
 
     def units(self, attr: str, evs, mask_attr: str | None = None) -> int:
         total = 0
         for ev in evs:
             if (mask_attr == "wrong" and not ev.wrong.any()) or (mask_attr == "right" and ev.wrong.all()):
-                continue             # nothing to count there: the fit is not needed
+                continue  # nothing to count there: the fit is not needed
             fit = self.fits[ev.key]
             sel = getattr(fit, attr)
             if mask_attr == "wrong":
@@ -588,9 +602,13 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     oracle = oracle_for(exercise)
     # every call that ran is evidence: a failing check's calls show what is wrong, a passing
     # check's calls show where a bug model would change something the candidate gets right
-    evs = [ev for r in results if r.status != "skip" for n, call in enumerate(r.calls)
-           if (r.status != "pass" or call.expected is not None)
-           and (ev := _evidence(oracle, r, n, call)) is not None]
+    evs = [
+        ev
+        for r in results
+        if r.status != "skip"
+        for n, call in enumerate(r.calls)
+        if (r.status != "pass" or call.expected is not None) and (ev := _evidence(oracle, r, n, call)) is not None
+    ]
     failing_ids = {r.id for r in failing}
     if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
         _search(exercise, failing, evs, finding)
@@ -609,8 +627,9 @@ def _name_mutation(failing: list[CheckResult], finding: Finding) -> None:
         return
     written = sorted({m for r in failing for c in r.calls for m in c.outcome.mutated})
     fns = sorted({c.fn for r in failing for c in r.calls if c.outcome.mutated})
-    evidence = (f"explains the written argument(s) {', '.join(written)} in "
-                f"{', '.join(f'`{f}`' for f in fns)}: the call changed what it was given")
+    evidence = (
+        f"explains the written argument(s) {', '.join(written)} in {', '.join(f'`{f}`' for f in fns)}: the call changed what it was given"
+    )
     finding.diagnoses.append(_diagnosis(MUTATION_BUG, evidence, checks))
 
 
@@ -648,7 +667,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
     groups = _reproducing_groups(singles, evs, finding)
     guarded = 0
     gevs = None if groups else _guarded_evidence(exercise, evs)
-    if gevs is not None:         # no model reproduces everything: try them guarding empty rows as the file does
+    if gevs is not None:  # no model reproduces everything: try them guarding empty rows as the file does
         _EDGE.clear()
         gsingles = [_Single(s.form, _LazyFits(s.form, gevs)) for s in singles]
         groups = _reproducing_groups(gsingles, gevs, finding, GUARD_MODELS)
@@ -667,17 +686,22 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
             checks = [c for c, needed in _needed_checks(group, evs, failing_ids).items() if bug in needed]
             single = by_bug[bug]
             together = [f.bug for f in group if f.bug != bug]
-            alone = single.units('agree', evs, 'wrong')
-            evidence = (f"explains {alone} of your {wrong_total} wrong output rows or results on its own"
-                        if alone else f"explains none of your {wrong_total} wrong output rows or results on its own")
+            alone = single.units("agree", evs, "wrong")
+            evidence = (
+                f"explains {alone} of your {wrong_total} wrong output rows or results on its own"
+                if alone
+                else f"explains none of your {wrong_total} wrong output rows or results on its own"
+            )
             evidence += f", in {_listed(checks)}"
-            evidence += (f"; with {', '.join(together)} it reproduces every failing call" if together
-                         else "; it reproduces every failing call")
+            evidence += (
+                f"; with {', '.join(together)} it reproduces every failing call" if together else "; it reproduces every failing call"
+            )
             if by_message:
                 evidence += ", raising the same error with the same message as your code"
             if guarded:
-                evidence += (f", with the {guarded} rows that have no allowed key as your code guards them "
-                             "(a composed model gives them your values)")
+                evidence += (
+                    f", with the {guarded} rows that have no allowed key as your code guards them (a composed model gives them your values)"
+                )
             variant = next((f.variant for f in group if f.bug == bug), "")
             if variant:
                 evidence += f" (in this form: {variant})"
@@ -686,7 +710,8 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
         if ambiguous:
             finding.near_misses.append(
                 f"{' or '.join(ambiguous)}: each completes a model that reproduces every failing call, "
-                "so these calls cannot tell them apart")
+                "so these calls cannot tell them apart"
+            )
         for cid, bug in check_bug.items():
             if bug in named:
                 finding.check_bug.setdefault(cid, bug)
@@ -731,8 +756,11 @@ def _guarded_evidence(exercise, evs) -> list | None:  # noqa: C901 (one branch p
         if guard is None:
             out.append(ev)
             continue
-        out.append(_Evidence(ev.key, ev.check, ev.call, ev.raised, ev.message, ev.parts, ev.like, ev.inputs,
-                             ev.float32, ev.wrong & ~guard, guard, ev))
+        out.append(
+            _Evidence(
+                ev.key, ev.check, ev.call, ev.raised, ev.message, ev.parts, ev.like, ev.inputs, ev.float32, ev.wrong & ~guard, guard, ev
+            )
+        )
     return out
 
 
@@ -792,8 +820,10 @@ def _blocked_constant(evs, additive: bool) -> str | None:
     return repr(float(f"{value:.4g}"))
 
 
-_FITTERS = {"blocked-fill": lambda evs: _blocked_constant(evs, additive=False),
-            "blocked-added": lambda evs: _blocked_constant(evs, additive=True)}
+_FITTERS = {
+    "blocked-fill": lambda evs: _blocked_constant(evs, additive=False),
+    "blocked-added": lambda evs: _blocked_constant(evs, additive=True),
+}
 
 
 def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
@@ -819,8 +849,7 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
 
 def _alone(single: _Single, evs) -> int:
     """Wrong units this form changes and matches on its own."""
-    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum())
-               for ev in evs if ev.wrong.any())
+    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs if ev.wrong.any())
 
 
 def _changes_a_right_unit(single: _Single, evs) -> bool:
@@ -832,8 +861,7 @@ def _relevant(single: _Single, evs) -> bool:
     """Whether the form can belong to a reproducing combination: it changes some unit the candidate
     gets wrong, and either changes none it gets right or matches some wrong unit on its own (another
     bug of the combination can hide it where the candidate is right: smaller scores do not overflow)."""
-    return bool(single.units("differs", evs, "wrong")) and (bool(_alone(single, evs))
-                                                             or not _changes_a_right_unit(single, evs))
+    return bool(single.units("differs", evs, "wrong")) and (bool(_alone(single, evs)) or not _changes_a_right_unit(single, evs))
 
 
 def _ranked(singles: list[_Single], evs) -> list[_Single]:
@@ -855,9 +883,8 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     relevant = _ranked([s for s in singles if _relevant(s, evs)], evs)
     wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
 
-    def on_wrong(s: _Single, units) -> np.ndarray:      # per unit, False where the candidate is right
-        return np.concatenate([units(s.fits[ev.key]) & ev.wrong if ev.wrong.any() else ev.wrong
-                               for ev in evs]) if evs else wrong
+    def on_wrong(s: _Single, units) -> np.ndarray:  # per unit, False where the candidate is right
+        return np.concatenate([units(s.fits[ev.key]) & ev.wrong if ev.wrong.any() else ev.wrong for ev in evs]) if evs else wrong
 
     differs = {id(s): on_wrong(s, lambda f: f.differs) for s in relevant}
     matches = {id(s): on_wrong(s, lambda f: f.agree & f.differs) for s in relevant}
@@ -898,13 +925,14 @@ def _groupable(combo: tuple, evs) -> bool:
         for chosen in itertools.combinations(edges, size):
             main = tuple(s.form for s in combo if s not in chosen)
             if len(main) == 1 or compose.composable(main):
-                _OVERLAYS[group] = _Overlay(model_of(main), tuple(model_of((s.form,)) for s in chosen),
-                                            "attn_kit_overlay_" + "__".join(f.name for f in group))
+                _OVERLAYS[group] = _Overlay(
+                    model_of(main), tuple(model_of((s.form,)) for s in chosen), "attn_kit_overlay_" + "__".join(f.name for f in group)
+                )
                 return True
     return False
 
 
-_EDGE: dict = {}      # id(form) -> whether every change it makes is an exception or non-finite (one analyse)
+_EDGE: dict = {}  # id(form) -> whether every change it makes is an exception or non-finite (one analyse)
 
 
 def _edge_only(single: _Single, evs) -> bool:
@@ -912,7 +940,8 @@ def _edge_only(single: _Single, evs) -> bool:
     if key not in _EDGE:
         fits = [single.fits[ev.key] for ev in evs]
         _EDGE[key] = any(f.differs.any() for f in fits) and all(
-            not (f.differs & ~(f.wild if f.wild is not None else np.zeros_like(f.differs))).any() for f in fits)
+            not (f.differs & ~(f.wild if f.wild is not None else np.zeros_like(f.differs))).any() for f in fits
+        )
     return _EDGE[key]
 
 
@@ -979,8 +1008,7 @@ def _attribute_with_group(group, failing, evs, by_bug) -> dict[str, str]:
         if worst is None:
             continue
         ev, unit = worst
-        alone = [f.bug for f in group if by_bug[f.bug].fits[ev.key].agree[unit]
-                 and by_bug[f.bug].fits[ev.key].differs[unit]]
+        alone = [f.bug for f in group if by_bug[f.bug].fits[ev.key].agree[unit] and by_bug[f.bug].fits[ev.key].differs[unit]]
         if len(alone) == 1:
             out[r.id] = alone[0]
             continue
@@ -1008,14 +1036,16 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
             named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
     explained_checks = {c for _, checks, _, _ in named for c in checks}
-    rest = [r.id for r in failing if r.id not in explained_checks
-            and any(ev.wrong.any() for ev in evs if ev.check == r.id)]
-    outside = (f"something outside the catalogue is wrong too, in {_listed(rest)}" if rest
-               else "something outside the catalogue is wrong too")
+    rest = [r.id for r in failing if r.id not in explained_checks and any(ev.wrong.any() for ev in evs if ev.check == r.id)]
+    outside = (
+        f"something outside the catalogue is wrong too, in {_listed(rest)}" if rest else "something outside the catalogue is wrong too"
+    )
     for bug, checks, explained, single in named:
-        evidence = (f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
-                    f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
-                    f"reproduces all failing calls ({outside})")
+        evidence = (
+            f"explains {explained} of your {wrong_total} wrong output rows or results; on its own it "
+            f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
+            f"reproduces all failing calls ({outside})"
+        )
         if single.form.variant:
             evidence += f" (in this form: {single.form.variant})"
         finding.diagnoses.append(_diagnosis(bug, evidence, checks))
@@ -1058,17 +1088,23 @@ def _rule_figures(single: _Single, evs, wrong_total: int, seen_in: frozenset | s
     touched = [ev for ev in evs if single.fits[ev.key].differs.any()]
     differs = single.units("differs", evs)
     agrees = sum(int((single.fits[ev.key].differs & single.fits[ev.key].agree).sum()) for ev in evs)
-    contested = sum(int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum())
-                    for ev in touched if ev.call.fn not in seen_in)
-    against = differs - agrees - contested           # it changes them, and the candidate is right there
+    contested = sum(
+        int((single.fits[ev.key].differs & ~single.fits[ev.key].agree & ev.wrong).sum()) for ev in touched if ev.call.fn not in seen_in
+    )
+    against = differs - agrees - contested  # it changes them, and the candidate is right there
     wrong_there = sum(int(ev.wrong.sum()) for ev in touched)
     explained = single.units("agree", touched, "wrong")
     agreement = agrees / (agrees + against) if agrees + against else 0.0
     share = explained / wrong_there if wrong_there else 0.0
     clean = explained / (wrong_there - contested) if wrong_there > contested else 0.0
-    return {"agreement": agreement, "share": share, "explained": explained, "contested": contested,
-            "global_share": explained / wrong_total if wrong_total else 0.0,
-            "named": agreement >= MIN_AGREEMENT and (share >= MIN_SHARE or clean >= MIN_SHARE)}
+    return {
+        "agreement": agreement,
+        "share": share,
+        "explained": explained,
+        "contested": contested,
+        "global_share": explained / wrong_total if wrong_total else 0.0,
+        "named": agreement >= MIN_AGREEMENT and (share >= MIN_SHARE or clean >= MIN_SHARE),
+    }
 
 
 def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -> list[str]:
@@ -1081,7 +1117,7 @@ def _closest(singles: list[_Single], evs, wrong_total: int, how_many: int = 2) -
             continue
         differs = s.units("differs", evs)
         agrees = sum(int((s.fits[ev.key].differs & s.fits[ev.key].agree).sum()) for ev in evs)
-        if 2 * agrees <= differs:        # a near miss reproduces most of the rows it changes, or is no near miss
+        if 2 * agrees <= differs:  # a near miss reproduces most of the rows it changes, or is no near miss
             continue
         if s.form.bug not in best or explained > best[s.form.bug][0]:
             best[s.form.bug] = (explained, agrees, differs)
@@ -1105,5 +1141,4 @@ def _listed(checks) -> str:
 
 def _diagnosis(bug_id: str, evidence: str, checks) -> Diagnosis:
     bug = catalog.bugs().get(bug_id)
-    return Diagnosis(bug_id, bug.title if bug else bug_id, evidence,
-                     bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
+    return Diagnosis(bug_id, bug.title if bug else bug_id, evidence, bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))

@@ -34,14 +34,15 @@ from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import Sandbox
 
 DEFAULT_BUDGET = 10.0
-SECOND_SEED_STEP = 7919         # the verification's second seed is the run's seed plus this
-MAX_SINGLES = 400               # edits generated at most (the budget usually ends the search first)
+SECOND_SEED_STEP = 7919  # the verification's second seed is the run's seed plus this
+MAX_SINGLES = 400  # edits generated at most (the budget usually ends the search first)
 MASKY = re.compile(r"mask|allow|keep|valid|visible|ok$|^ok|block|^m$|^a$|live", re.I)
 MAXY = re.compile(r"max|best|top|^m$|^mx$|peak|shift", re.I)
 WIDTHY = re.compile(r"^(d|hd|dk|d_k|d_head|head_dim|head_width|dh|d_model|D|H|num_heads|n_heads|h|width|dim)$")
 
 
 # --- edits ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Edit:
@@ -51,10 +52,10 @@ class Edit:
     start: tuple[int, int]
     end: tuple[int, int]
     text: str
-    operator: str                 # short id of the operator that proposed it
-    what: str                     # what is wrong there, in words, without the answer
-    change: str                   # the edit itself, in words (shown with --fix)
-    bugs: tuple[str, ...] = ()    # catalogue bugs this kind of edit repairs
+    operator: str  # short id of the operator that proposed it
+    what: str  # what is wrong there, in words, without the answer
+    change: str  # the edit itself, in words (shown with --fix)
+    bugs: tuple[str, ...] = ()  # catalogue bugs this kind of edit repairs
     rank: float = 0.0
 
     @property
@@ -74,8 +75,9 @@ def apply(text: str, edits) -> str:
 
     def offset(pos: tuple[int, int]) -> int:
         return starts[pos[0] - 1] + pos[1]
+
     for edit in sorted(edits, key=lambda e: e.start, reverse=True):
-        data = data[:offset(edit.start)] + edit.text.encode("utf-8") + data[offset(edit.end):]
+        data = data[: offset(edit.start)] + edit.text.encode("utf-8") + data[offset(edit.end) :]
     return data.decode("utf-8")
 
 
@@ -91,27 +93,40 @@ def diff(text: str, edits) -> list[tuple[int, list[str], list[str]]]:
     out = []
     for group in groups:
         first, last = group[0].start[0], max(e.end[0] for e in group)
-        block = "".join(lines[first - 1:last])
-        moved = [dataclasses.replace(e, start=(e.start[0] - first + 1, e.start[1]),
-                                     end=(e.end[0] - first + 1, e.end[1])) for e in group]
+        block = "".join(lines[first - 1 : last])
+        moved = [dataclasses.replace(e, start=(e.start[0] - first + 1, e.start[1]), end=(e.end[0] - first + 1, e.end[1])) for e in group]
         out.append((first, block.splitlines(), apply(block, moved).splitlines()))
     return out
 
 
 # --- operators ------------------------------------------------------------------------------------
 
-_ATOMIC = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.List, ast.Tuple, ast.Dict, ast.ListComp,
-           ast.GeneratorExp, ast.Set, ast.DictComp, ast.SetComp, ast.JoinedStr)
-_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.MatMult: 2, ast.FloorDiv: 2, ast.Mod: 2,
-               ast.Pow: 3}
+_ATOMIC = (
+    ast.Name,
+    ast.Attribute,
+    ast.Call,
+    ast.Subscript,
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.ListComp,
+    ast.GeneratorExp,
+    ast.Set,
+    ast.DictComp,
+    ast.SetComp,
+    ast.JoinedStr,
+)
+_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.MatMult: 2, ast.FloorDiv: 2, ast.Mod: 2, ast.Pow: 3}
 
 
 def _needs_parens(old: ast.AST, new: ast.AST, parent: ast.AST | None = None) -> bool:
-    if isinstance(parent, (ast.keyword, ast.Assign, ast.Return, ast.comprehension, ast.If, ast.While)) or \
-            isinstance(parent, ast.Call) and old in parent.args:
+    if (
+        isinstance(parent, (ast.keyword, ast.Assign, ast.Return, ast.comprehension, ast.If, ast.While))
+        or isinstance(parent, ast.Call)
+        and old in parent.args
+    ):
         return False
-    if isinstance(new, _ATOMIC) or (isinstance(new, ast.Constant) and not (
-            isinstance(new.value, (int, float)) and new.value < 0)):
+    if isinstance(new, _ATOMIC) or (isinstance(new, ast.Constant) and not (isinstance(new.value, (int, float)) and new.value < 0)):
         return False
     if isinstance(old, ast.BinOp) and isinstance(new, ast.BinOp):
         return _PRECEDENCE.get(type(old.op)) != _PRECEDENCE.get(type(new.op))
@@ -132,8 +147,12 @@ def _name(node: ast.AST) -> str:
 def _int(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and type(node.operand.value) is int:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
         return -node.operand.value
     return None
 
@@ -147,8 +166,24 @@ def _src(node: Any) -> str:
 
 
 NEG_INF = "float('-inf')"
-REDUCTIONS = {"sum", "max", "amax", "min", "mean", "softmax", "log_softmax", "logsumexp", "argmax", "cumsum",
-              "concatenate", "cat", "stack", "any", "all", "norm"}
+REDUCTIONS = {
+    "sum",
+    "max",
+    "amax",
+    "min",
+    "mean",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+    "argmax",
+    "cumsum",
+    "concatenate",
+    "cat",
+    "stack",
+    "any",
+    "all",
+    "norm",
+}
 AXIS_CHOICES = (-1, -2, 0, 1, 2, -3)
 
 
@@ -157,18 +192,18 @@ class Scope:
     """What the operators need to know about the function an edit is in."""
 
     fn: ast.FunctionDef
-    names: set[str]                    # every name bound in the function (parameters included)
-    unused: list[str]                  # bound and never read
-    widths: list[str]                  # names that look like a width (under a square root)
-    masks: list[str]                   # names that look like a mask
-    maxes: list[str]                   # names bound to a max
+    names: set[str]  # every name bound in the function (parameters included)
+    unused: list[str]  # bound and never read
+    widths: list[str]  # names that look like a width (under a square root)
+    masks: list[str]  # names that look like a mask
+    maxes: list[str]  # names bound to a max
     np: str | None
     torch: str | None
-    params: list[tuple[str, set[str]]] = field(default_factory=list)   # dict names read with 'W..'/'b..' keys
-    loops: list[str] = field(default_factory=list)     # short loop variables (i, j, b, h)
+    params: list[tuple[str, set[str]]] = field(default_factory=list)  # dict names read with 'W..'/'b..' keys
+    loops: list[str] = field(default_factory=list)  # short loop variables (i, j, b, h)
 
 
-Proposal = tuple[ast.AST, str, str, str, tuple[str, ...]]      # new node, operator, what, change, bugs
+Proposal = tuple[ast.AST, str, str, str, tuple[str, ...]]  # new node, operator, what, change, bugs
 
 
 def _axis(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
@@ -183,26 +218,36 @@ def _axis(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
             if choice != value:
                 new = _copy(node)
                 new.keywords[i].value = _const(choice)
-                yield (new, "axis", f"`{fname}` here works along the wrong axis",
-                       f"{kw.arg}={value} -> {kw.arg}={choice}", ("softmax-wrong-axis", "softmax-across-batch"))
+                yield (
+                    new,
+                    "axis",
+                    f"`{fname}` here works along the wrong axis",
+                    f"{kw.arg}={value} -> {kw.arg}={choice}",
+                    ("softmax-wrong-axis", "softmax-across-batch"),
+                )
     method = isinstance(node.func, ast.Attribute) and not (
-        isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch, "F", "math"))
+        isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch, "F", "math")
+    )
     index = 0 if method else 1
     if len(node.args) > index and (value := _int(node.args[index])) is not None:
         for choice in AXIS_CHOICES:
             if choice != value:
                 new = _copy(node)
                 new.args[index] = _const(choice)
-                yield (new, "axis", f"`{fname}` here works along the wrong axis", f"axis {value} -> {choice}",
-                       ("softmax-wrong-axis", "softmax-across-batch"))
+                yield (
+                    new,
+                    "axis",
+                    f"`{fname}` here works along the wrong axis",
+                    f"axis {value} -> {choice}",
+                    ("softmax-wrong-axis", "softmax-across-batch"),
+                )
 
 
 def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (einsum subscripts, tuples and argument lists of one operator)
     if not isinstance(node, ast.Call) or _name(node) not in ("transpose", "permute", "swapaxes", "einsum"):
         return
     fname = _name(node)
-    bugs = ("heads-interleaved", "reshape-without-transpose", "weights-transposed", "transpose-reverses-all-axes",
-            "softmax-wrong-axis")
+    bugs = ("heads-interleaved", "reshape-without-transpose", "weights-transposed", "transpose-reverses-all-axes", "softmax-wrong-axis")
     if fname == "einsum" and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
         spec = node.args[0].value
         if "->" not in spec:
@@ -220,16 +265,23 @@ def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                 new_spec = ",".join(parts[:-1]) + "->" + parts[-1]
                 new = _copy(node)
                 new.args[0] = ast.Constant(new_spec)
-                yield (new, "einsum", "the subscripts of this `einsum` put axes in the wrong places",
-                       f"'{spec}' -> '{new_spec}'", bugs)
+                yield (new, "einsum", "the subscripts of this `einsum` put axes in the wrong places", f"'{spec}' -> '{new_spec}'", bugs)
         return
     args = node.args
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         holder, items = "tuple", list(args[0].elts)
     else:
         holder, items = "args", list(args)
-    start = 1 if (fname in ("transpose", "permute", "swapaxes") and isinstance(node.func, ast.Attribute)
-                  and isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch)) else 0
+    start = (
+        1
+        if (
+            fname in ("transpose", "permute", "swapaxes")
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in (scope.np, scope.torch)
+        )
+        else 0
+    )
     maybe = [_int(a) for a in items[start:]]
     if not maybe or any(v is None for v in maybe):
         return
@@ -253,8 +305,13 @@ def _permute(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
             new.args[0] = ast.Tuple(consts, ast.Load())
         else:
             new.args = list(new.args[:start]) + consts
-        yield (new, "permute", f"this `{fname}` puts the axes in the wrong order",
-               f"({', '.join(map(str, values))}) -> ({', '.join(map(str, option))})", bugs)
+        yield (
+            new,
+            "permute",
+            f"this `{fname}` puts the axes in the wrong order",
+            f"({', '.join(map(str, values))}) -> ({', '.join(map(str, option))})",
+            bugs,
+        )
 
 
 def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (operands, indices and arguments swapped)
@@ -262,22 +319,35 @@ def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (ope
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.MatMult, ast.Sub)):
         new = ast.BinOp(node.right, node.op, node.left)
         sym = "@" if isinstance(node.op, ast.MatMult) else "-"
-        yield (new, "swap", f"the two sides of `{sym}` here are the wrong way round",
-               f"{_src(node.left)} {sym} {_src(node.right)} -> {_src(node.right)} {sym} {_src(node.left)}",
-               ("weights-transposed",))
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript) and isinstance(node.ctx, ast.Load) \
-            and not isinstance(node.slice, ast.Slice) and not isinstance(node.value.slice, ast.Slice):
+        yield (
+            new,
+            "swap",
+            f"the two sides of `{sym}` here are the wrong way round",
+            f"{_src(node.left)} {sym} {_src(node.right)} -> {_src(node.right)} {sym} {_src(node.left)}",
+            ("weights-transposed",),
+        )
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Subscript)
+        and isinstance(node.ctx, ast.Load)
+        and not isinstance(node.slice, ast.Slice)
+        and not isinstance(node.value.slice, ast.Slice)
+    ):
         new = ast.Subscript(ast.Subscript(node.value.value, node.slice, ast.Load()), node.value.slice, ast.Load())
-        yield (new, "swap", "the two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}",
-               ("weights-transposed",))
+        yield (new, "swap", "the two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}", ("weights-transposed",))
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and isinstance(node.ctx, ast.Load):
         elts = node.slice.elts
         for i in range(len(elts) - 1):
             if _src(elts[i]) != _src(elts[i + 1]):
                 new = _copy(node)
                 new.slice.elts[i], new.slice.elts[i + 1] = new.slice.elts[i + 1], new.slice.elts[i]
-                yield (new, "swap", "two indices here are the wrong way round", f"{_src(node)} -> {_src(new)}",
-                       ("padding-masks-queries", "heads-interleaved"))
+                yield (
+                    new,
+                    "swap",
+                    "two indices here are the wrong way round",
+                    f"{_src(node)} -> {_src(new)}",
+                    ("padding-masks-queries", "heads-interleaved"),
+                )
     if isinstance(node, ast.Call) and not node.keywords:
         fname = _name(node)
         args = node.args
@@ -292,12 +362,23 @@ def _swap(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (ope
             new = _copy(node)
             new.args[i], new.args[j] = new.args[j], new.args[i]
             bugs = ("mask-inverted",) if fname == "where" else ("heads-interleaved", "reshape-without-transpose")
-            yield (new, "swap", f"two arguments of `{fname}` here are the wrong way round",
-                   f"{_src(args[i])}, {_src(args[j])} -> {_src(args[j])}, {_src(args[i])}", bugs)
+            yield (
+                new,
+                "swap",
+                f"two arguments of `{fname}` here are the wrong way round",
+                f"{_src(args[i])}, {_src(args[j])} -> {_src(args[j])}, {_src(args[i])}",
+                bugs,
+            )
 
 
-_FLIPS = {ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt),
-          ast.GtE: (ast.Gt, ast.LtE), ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,)}
+_FLIPS = {
+    ast.Lt: (ast.LtE, ast.Gt),
+    ast.LtE: (ast.Lt, ast.GtE),
+    ast.Gt: (ast.GtE, ast.Lt),
+    ast.GtE: (ast.Gt, ast.LtE),
+    ast.Eq: (ast.NotEq,),
+    ast.NotEq: (ast.Eq,),
+}
 _SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 MASK_BUGS = ("causal-off-by-one", "padding-masks-queries", "mask-inverted", "additive-mask-leaks")
 
@@ -308,8 +389,7 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
         for op in _FLIPS[old]:
             new = _copy(node)
             new.ops = [op()]
-            yield (new, "compare", "this comparison is the wrong one",
-                   f"{_SYMBOL[old]} -> {_SYMBOL[op]}", MASK_BUGS)
+            yield (new, "compare", "this comparison is the wrong one", f"{_SYMBOL[old]} -> {_SYMBOL[op]}", MASK_BUGS)
         for side in ("left", "right"):
             target = node.left if side == "left" else node.comparators[0]
             if isinstance(target, ast.Constant) and not isinstance(target.value, (int, float)):
@@ -320,8 +400,7 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                     new.left = new_side
                 else:
                     new.comparators = [new_side]
-                yield (new, "bound", "the bound of this comparison is off by one",
-                       f"{_src(target)} -> {text}", MASK_BUGS)
+                yield (new, "bound", "the bound of this comparison is off by one", f"{_src(target)} -> {text}", MASK_BUGS)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         for side in ("left", "right"):
             target = node.left if side == "left" else node.comparators[0]
@@ -333,24 +412,31 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                             new.left = ast.Name(other, ast.Load())
                         else:
                             new.comparators = [ast.Name(other, ast.Load())]
-                        yield (new, "index", f"this comparison tests `{target.id}`, the wrong index",
-                               f"{target.id} -> {other}", ("padding-masks-queries", "causal-off-by-one"))
+                        yield (
+                            new,
+                            "index",
+                            f"this comparison tests `{target.id}`, the wrong index",
+                            f"{target.id} -> {other}",
+                            ("padding-masks-queries", "causal-off-by-one"),
+                        )
     if isinstance(node, ast.Call) and _name(node) == "range" and not node.keywords:
         for i, arg in enumerate(node.args[:2]):
             for new_arg, text in _plus_minus(arg):
                 new = _copy(node)
                 new.args[i] = new_arg
-                yield (new, "range", "a bound of this range is off by one", f"{_src(arg)} -> {text}",
-                       ("causal-off-by-one",))
+                yield (new, "range", "a bound of this range is off by one", f"{_src(arg)} -> {text}", ("causal-off-by-one",))
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
         if _int(node.right) in (1, -1):
-            yield (node.left, "plusone", f"the `{_src(node.right)}` here should not be there", f"{_src(node)} -> {_src(node.left)}",
-                   ())
+            yield (node.left, "plusone", f"the `{_src(node.right)}` here should not be there", f"{_src(node)} -> {_src(node.left)}", ())
         else:
             new = ast.BinOp(node.left, ast.Sub() if isinstance(node.op, ast.Add) else ast.Add(), node.right)
             yield (new, "sign", "the sign of this term is wrong", f"{_src(node)} -> {_src(new)}", ("biases-ignored",))
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in scope.loops \
-            and isinstance(node.ctx, ast.Load):
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Name)
+        and node.slice.id in scope.loops
+        and isinstance(node.ctx, ast.Load)
+    ):
         for other in scope.loops:
             if other != node.slice.id:
                 new = _copy(node)
@@ -363,24 +449,26 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
                 for d in (-1, 1):
                     new = _copy(node)
                     new.args[i] = _const(v + d)
-                    yield (new, "bound", f"the diagonal of `{_name(node)}` is off by one", f"{v} -> {v + d}",
-                           MASK_BUGS)
+                    yield (new, "bound", f"the diagonal of `{_name(node)}` is off by one", f"{v} -> {v + d}", MASK_BUGS)
         for i, kw in enumerate(node.keywords):
             if kw.arg in ("k", "diagonal") and (v := _int(kw.value)) is not None:
                 for d in (-1, 1):
                     new = _copy(node)
                     new.keywords[i].value = _const(v + d)
-                    yield (new, "bound", f"the diagonal of `{_name(node)}` is off by one",
-                           f"{kw.arg}={v} -> {kw.arg}={v + d}", MASK_BUGS)
+                    yield (new, "bound", f"the diagonal of `{_name(node)}` is off by one", f"{kw.arg}={v} -> {kw.arg}={v + d}", MASK_BUGS)
         if len(node.args) == 1 and not node.keywords:
             for d in (-1, 1):
                 new = _copy(node)
                 new.args.append(_const(d))
-                yield (new, "bound", f"the diagonal of `{_name(node)}` is off by one",
-                       f"{_name(node)}(...) -> {_name(node)}(..., {d})", MASK_BUGS)
+                yield (
+                    new,
+                    "bound",
+                    f"the diagonal of `{_name(node)}` is off by one",
+                    f"{_name(node)}(...) -> {_name(node)}(..., {d})",
+                    MASK_BUGS,
+                )
         new = _copy(node)
-        new.func = ast.Attribute(new.func.value, other, ast.Load()) if isinstance(new.func, ast.Attribute) \
-            else ast.Name(other, ast.Load())
+        new.func = ast.Attribute(new.func.value, other, ast.Load()) if isinstance(new.func, ast.Attribute) else ast.Name(other, ast.Load())
         yield (new, "compare", f"`{_name(node)}` keeps the wrong triangle", f"{_name(node)} -> {other}", MASK_BUGS)
     if isinstance(node, ast.Slice):
         for part in ("lower", "upper"):
@@ -390,8 +478,7 @@ def _compare(node: ast.AST, scope: Scope) -> Iterator[Proposal]:  # noqa: C901 (
             for new_side, text in _plus_minus(target):
                 new = _copy(node)
                 setattr(new, part, new_side)
-                yield (new, "bound", "a bound of this slice is off by one", f"{_src(target)} -> {text}",
-                       ("causal-off-by-one",))
+                yield (new, "bound", "a bound of this slice is off by one", f"{_src(target)} -> {text}", ("causal-off-by-one",))
 
 
 def _plus_minus(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
@@ -406,35 +493,50 @@ def _plus_minus(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
 def _negate(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
     new: Any
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
-        yield (node.operand, "negate", "this negation reads the mask backwards",
-               f"{_src(node)} -> {_src(node.operand)}", ("mask-inverted",))
+        yield (
+            node.operand,
+            "negate",
+            "this negation reads the mask backwards",
+            f"{_src(node)} -> {_src(node.operand)}",
+            ("mask-inverted",),
+        )
         return
     if isinstance(node, ast.IfExp):
         new = ast.IfExp(node.test, node.orelse, node.body)
-        yield (new, "negate", "the two branches of this conditional are the wrong way round",
-               "swap the branches", ("mask-inverted",))
+        yield (new, "negate", "the two branches of this conditional are the wrong way round", "swap the branches", ("mask-inverted",))
     if isinstance(node, ast.Call) and _name(node) == "masked_fill" and node.args:
         new = _copy(node)
         new.args[0] = _invert(node.args[0], "~")
-        yield (new, "negate", "this `masked_fill` fills the allowed entries instead of the blocked ones",
-               f"{_src(node.args[0])} -> {_src(new.args[0])}", ("mask-inverted",))
-    if isinstance(parent, ast.keyword) and parent.arg in ("where", "mask") and not isinstance(node, ast.UnaryOp) \
-            or isinstance(parent, ast.Call) and _name(parent) in ("where", "masked_fill") and parent.args \
-            and parent.args[0] is node and not isinstance(node, (ast.UnaryOp, ast.Name)):
+        yield (
+            new,
+            "negate",
+            "this `masked_fill` fills the allowed entries instead of the blocked ones",
+            f"{_src(node.args[0])} -> {_src(new.args[0])}",
+            ("mask-inverted",),
+        )
+    if (
+        isinstance(parent, ast.keyword)
+        and parent.arg in ("where", "mask")
+        and not isinstance(node, ast.UnaryOp)
+        or isinstance(parent, ast.Call)
+        and _name(parent) in ("where", "masked_fill")
+        and parent.args
+        and parent.args[0] is node
+        and not isinstance(node, (ast.UnaryOp, ast.Name))
+    ):
         new = _invert(node, "~")
         yield (new, "negate", "this mask is read backwards here", f"{_src(node)} -> {_src(new)}", ("mask-inverted",))
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and MASKY.search(node.id) \
-            and not (isinstance(parent, ast.UnaryOp)):
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and MASKY.search(node.id) and not (isinstance(parent, ast.UnaryOp)):
         test = _is_test(node, parent)
         if test or (isinstance(parent, ast.Call) and node in parent.args and _name(parent) == "where"):
             new = _invert(node, "not" if test else "~")
-            yield (new, "negate", f"`{node.id}` is read backwards here", f"{node.id} -> {_src(new)}",
-                   ("mask-inverted",))
+            yield (new, "negate", f"`{node.id}` is read backwards here", f"{node.id} -> {_src(new)}", ("mask-inverted",))
 
 
 def _is_test(node: ast.AST, parent: ast.AST | None) -> bool:
-    return (isinstance(parent, (ast.If, ast.IfExp, ast.While)) and parent.test is node) or \
-        (isinstance(parent, ast.comprehension) and node in parent.ifs)
+    return (isinstance(parent, (ast.If, ast.IfExp, ast.While)) and parent.test is node) or (
+        isinstance(parent, ast.comprehension) and node in parent.ifs
+    )
 
 
 def _invert(node: ast.expr, how: str) -> ast.expr:
@@ -445,36 +547,49 @@ def _transpose(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     new: Any
     bugs = ("weights-transposed", "transpose-reverses-all-axes", "reshape-without-transpose")
     if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
-        yield (node.value, "transpose", "this transpose should not be here", f"{_src(node)} -> {_src(node.value)}",
-               bugs)
+        yield (node.value, "transpose", "this transpose should not be here", f"{_src(node)} -> {_src(node.value)}", bugs)
         if node.attr == "T":
             new = ast.Call(ast.Attribute(node.value, "swapaxes", ast.Load()), [_const(-1), _const(-2)], [])
-            yield (new, "transpose", "`.T` reverses every axis here, not just the last two",
-                   f"{_src(node)} -> {_src(new)}", bugs)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-            "transpose", "permute", "swapaxes", "t") and not (
-            isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch)):
-        yield (node.func.value, "transpose", "this transpose should not be here",
-               f"{_src(node)} -> {_src(node.func.value)}", bugs)
+            yield (new, "transpose", "`.T` reverses every axis here, not just the last two", f"{_src(node)} -> {_src(new)}", bugs)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("transpose", "permute", "swapaxes", "t")
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch))
+    ):
+        yield (node.func.value, "transpose", "this transpose should not be here", f"{_src(node)} -> {_src(node.func.value)}", bugs)
     elif isinstance(node, ast.Call) and _name(node) in ("transpose", "swapaxes", "permute") and node.args:
-        yield (node.args[0], "transpose", "this transpose should not be here",
-               f"{_src(node)} -> {_src(node.args[0])}", bugs)
+        yield (node.args[0], "transpose", "this transpose should not be here", f"{_src(node)} -> {_src(node.args[0])}", bugs)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("reshape", "view"):
         receiver = node.func.value
-        if not (isinstance(receiver, ast.Call) and _name(receiver) in ("transpose", "permute", "swapaxes")) and \
-                not (isinstance(receiver, ast.Name) and receiver.id in (scope.np, scope.torch)):
+        if not (isinstance(receiver, ast.Call) and _name(receiver) in ("transpose", "permute", "swapaxes")) and not (
+            isinstance(receiver, ast.Name) and receiver.id in (scope.np, scope.torch)
+        ):
             new = _copy(node)
-            new.func.value = ast.Call(ast.Attribute(_copy(receiver), "swapaxes", ast.Load()),
-                                      [ast.Constant(1), ast.Constant(2)], [])
-            yield (new, "transpose+", "the axes are not moved before this reshape",
-                   f"{_src(receiver)} -> {_src(new.func.value)}", ("reshape-without-transpose",))
+            new.func.value = ast.Call(ast.Attribute(_copy(receiver), "swapaxes", ast.Load()), [ast.Constant(1), ast.Constant(2)], [])
+            yield (
+                new,
+                "transpose+",
+                "the axes are not moved before this reshape",
+                f"{_src(receiver)} -> {_src(new.func.value)}",
+                ("reshape-without-transpose",),
+            )
             after = ast.Call(ast.Attribute(_copy(node), "swapaxes", ast.Load()), [ast.Constant(1), ast.Constant(2)], [])
-            yield (after, "transpose+", "the axes are not moved after this reshape",
-                   f"{_src(node)} -> {_src(after)}", ("reshape-without-transpose",))
-    operand = (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult)) or \
-        (isinstance(parent, ast.Call) and _name(parent) in ("matmul", "dot") and node in parent.args)
-    if operand and isinstance(node, (ast.Name, ast.Subscript, ast.Call)) and not (
-            isinstance(node, ast.Call) and _name(node) in ("transpose", "swapaxes", "permute")):
+            yield (
+                after,
+                "transpose+",
+                "the axes are not moved after this reshape",
+                f"{_src(node)} -> {_src(after)}",
+                ("reshape-without-transpose",),
+            )
+    operand = (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult)) or (
+        isinstance(parent, ast.Call) and _name(parent) in ("matmul", "dot") and node in parent.args
+    )
+    if (
+        operand
+        and isinstance(node, (ast.Name, ast.Subscript, ast.Call))
+        and not (isinstance(node, ast.Call) and _name(node) in ("transpose", "swapaxes", "permute"))
+    ):
         new = ast.Attribute(_copy(node), "T", ast.Load())
         yield (new, "transpose+", "this operand needs a transpose", f"{_src(node)} -> {_src(new)}", bugs)
 
@@ -489,26 +604,46 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
             if width != _src(arg):
                 new = _copy(node)
                 new.args[0] = ast.Name(width, ast.Load())
-                yield (new, "width", "the width under this square root is the wrong one",
-                       f"sqrt({_src(arg)}) -> sqrt({width})", ("scale-by-model-width",))
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) \
-            and node.right.value == 0.5:
+                yield (
+                    new,
+                    "width",
+                    "the width under this square root is the wrong one",
+                    f"sqrt({_src(arg)}) -> sqrt({width})",
+                    ("scale-by-model-width",),
+                )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 0.5:
         for width in scope.widths:
             if width != _src(node.left):
                 new = ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5))
-                yield (new, "width", "the width under this square root is the wrong one",
-                       f"{_src(node)} -> {_src(new)}", ("scale-by-model-width",))
+                yield (
+                    new,
+                    "width",
+                    "the width under this square root is the wrong one",
+                    f"{_src(node)} -> {_src(new)}",
+                    ("scale-by-model-width",),
+                )
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Mult)):
         for keep, drop in ((node.left, node.right), (node.right, node.left)):
             if keep is node.right and isinstance(node.op, ast.Div):
                 continue
-            if any((isinstance(n, ast.Call) and _name(n) in SQRT) or (isinstance(n, ast.Name) and "scale" in n.id.lower())
-                   or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)) for n in ast.walk(drop)):
-                yield (keep, "scale", "the scores are scaled here once too often", f"{_src(node)} -> {_src(keep)}",
-                       ("double-scaling", "scale-by-model-width"))
-    scores = (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)) or \
-        (isinstance(node, ast.Call) and _name(node) in ("matmul", "einsum", "bmm")) or \
-        (isinstance(node, ast.Call) and _name(node) == "sum" and node.args and isinstance(node.args[0], ast.GeneratorExp))
+            if any(
+                (isinstance(n, ast.Call) and _name(n) in SQRT)
+                or (isinstance(n, ast.Name) and "scale" in n.id.lower())
+                or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow))
+                for n in ast.walk(drop)
+            ):
+                yield (
+                    keep,
+                    "scale",
+                    "the scores are scaled here once too often",
+                    f"{_src(node)} -> {_src(keep)}",
+                    ("double-scaling", "scale-by-model-width"),
+                )
+    scores = (
+        (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
+        or (isinstance(node, ast.Call) and _name(node) in ("matmul", "einsum", "bmm"))
+        or (isinstance(node, ast.Call) and _name(node) == "sum" and node.args and isinstance(node.args[0], ast.GeneratorExp))
+    )
     if scores and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
         for width in scope.widths:
             new = ast.BinOp(_copy(node), ast.Div(), ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5)))
@@ -517,15 +652,24 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
 
 def _weighted(node: ast.AST) -> bool:
     """A product with a weight matrix (`x @ Wq`, `params["Wq"]`): a projection, not scores."""
-    return any(isinstance(n, ast.Name) and n.id.startswith("W") or
-               isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("W")
-               for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Name)
+        and n.id.startswith("W")
+        or isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n.value.startswith("W")
+        for n in ast.walk(node)
+    )
 
 
 def _constant(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
     value = None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and isinstance(node.operand.value, (int, float)):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, (int, float))
+    ):
         value = -node.operand.value
     elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         value = node.value
@@ -534,66 +678,84 @@ def _constant(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[P
     if value is None:
         return
     inf = ast.parse(NEG_INF, mode="eval").body
-    fill = isinstance(parent, ast.Call) and _name(parent) in ("copyto", "where", "masked_fill", "full", "fill") or \
-        isinstance(parent, ast.keyword) and parent.arg in ("value", "fill_value")
+    fill = (
+        isinstance(parent, ast.Call)
+        and _name(parent) in ("copyto", "where", "masked_fill", "full", "fill")
+        or isinstance(parent, ast.keyword)
+        and parent.arg in ("value", "fill_value")
+    )
     if (value <= -1e3 or (value < 0 and fill) or (value == 0 and fill)) and value != float("-inf"):
-        yield (inf, "constant", f"the fill value {_src(node)} is not low enough to block an entry",
-               f"{_src(node)} -> {NEG_INF}", ("fill-value-too-weak", "blocked-row-uniform", "additive-mask-leaks"))
-    if value == 0 and isinstance(parent, ast.Assign) and len(parent.targets) == 1 and \
-            isinstance(parent.targets[0], ast.Name) and parent.targets[0].id in scope.maxes:
-        yield (inf, "constant", "this running max starts at 0, above some scores", f"0 -> {NEG_INF}",
-               ("max-over-blocked",))
+        yield (
+            inf,
+            "constant",
+            f"the fill value {_src(node)} is not low enough to block an entry",
+            f"{_src(node)} -> {NEG_INF}",
+            ("fill-value-too-weak", "blocked-row-uniform", "additive-mask-leaks"),
+        )
+    if (
+        value == 0
+        and isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+        and parent.targets[0].id in scope.maxes
+    ):
+        yield (inf, "constant", "this running max starts at 0, above some scores", f"0 -> {NEG_INF}", ("max-over-blocked",))
 
 
 def _missing(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:  # noqa: C901 (bias, projection and max-shift terms, one case each)
     """A term from names already in scope: an unused name added, subtracted or multiplied in."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) or \
-            isinstance(node, ast.Call) and _name(node) in ("matmul", "einsum", "dot", "linear"):
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.MatMult)
+        or isinstance(node, ast.Call)
+        and _name(node) in ("matmul", "einsum", "dot", "linear")
+    ):
         for name in scope.unused:
             new = ast.BinOp(_copy(node), ast.Add(), ast.Name(name, ast.Load()))
             yield (new, "term", "a term is missing here", f"{_src(node)} -> {_src(new)}", ("biases-ignored",))
         for dict_name, keys in scope.params:
             for key in sorted(keys):
                 if key.startswith("W") and "b" + key[1:] not in keys and _mentions(node, key):
-                    bias = ast.parse(f"({dict_name}.get({'b' + key[1:]!r}) if {dict_name}.get({'b' + key[1:]!r}) "
-                                     f"is not None else 0)", mode="eval").body
+                    bias = ast.parse(
+                        f"({dict_name}.get({'b' + key[1:]!r}) if {dict_name}.get({'b' + key[1:]!r}) is not None else 0)", mode="eval"
+                    ).body
                     new = ast.BinOp(_copy(node), ast.Add(), bias)
-                    yield (new, "term", f"the bias b{key[1:]} is never added", f"{_src(node)} -> {_src(new)}",
-                           ("biases-ignored",))
-    if isinstance(parent, ast.Return) and node is parent.value or \
-            isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope):
+                    yield (new, "term", f"the bias b{key[1:]} is never added", f"{_src(node)} -> {_src(new)}", ("biases-ignored",))
+    if (
+        isinstance(parent, ast.Return)
+        and node is parent.value
+        or isinstance(parent, ast.Assign)
+        and node is parent.value
+        and _returned(parent, scope)
+    ):
         for dict_name, keys in scope.params:
             if "Wo" not in keys:
-                extra = "" if "bo" in keys else \
-                    f" + ({dict_name}.get('bo') if {dict_name}.get('bo') is not None else 0)"
+                extra = "" if "bo" in keys else f" + ({dict_name}.get('bo') if {dict_name}.get('bo') is not None else 0)"
                 proj: Any = ast.parse(f"x @ {dict_name}['Wo']{extra}", mode="eval").body
                 (proj.left if extra else proj).left = _copy(node)
-                yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
-                       ("no-output-projection",))
+                yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}", ("no-output-projection",))
         for name in scope.unused:
             new = ast.BinOp(_copy(node), ast.MatMult(), ast.Name(name, ast.Load()))
             yield (new, "term", "a projection is missing here", f"{_src(node)} -> {_src(new)}", ("no-output-projection",))
             for other in scope.unused:
                 if other != name:
-                    new = ast.BinOp(ast.BinOp(_copy(node), ast.MatMult(), ast.Name(name, ast.Load())), ast.Add(),
-                                    ast.Name(other, ast.Load()))
-                    yield (new, "term", "a projection is missing here", f"{_src(node)} -> {_src(new)}",
-                           ("no-output-projection",))
+                    new = ast.BinOp(
+                        ast.BinOp(_copy(node), ast.MatMult(), ast.Name(name, ast.Load())), ast.Add(), ast.Name(other, ast.Load())
+                    )
+                    yield (new, "term", "a projection is missing here", f"{_src(node)} -> {_src(new)}", ("no-output-projection",))
     if isinstance(node, ast.Call) and _name(node) == "exp" and len(node.args) >= 1:
         arg = node.args[0]
         for name in scope.unused + [m for m in scope.maxes if m != _src(arg)]:
             new = _copy(node)
             new.args[0] = ast.BinOp(_copy(arg), ast.Sub(), ast.Name(name, ast.Load()))
-            yield (new, "term", "the max is not subtracted before `exp`", f"{_src(arg)} -> {_src(new.args[0])}",
-                   ("softmax-overflow",))
+            yield (new, "term", "the max is not subtracted before `exp`", f"{_src(arg)} -> {_src(new.args[0])}", ("softmax-overflow",))
         if scope.np or scope.torch:
             shift = "x.max(axis=-1, keepdims=True)" if scope.np else "x.amax(dim=-1, keepdim=True)"
             new = _copy(node)
             sub: Any = ast.parse(shift, mode="eval").body
             sub.func.value = _copy(arg)
             new.args[0] = ast.BinOp(_copy(arg), ast.Sub(), sub)
-            yield (new, "term", "the max is not subtracted before `exp`", f"{_src(arg)} -> {_src(new.args[0])}",
-                   ("softmax-overflow",))
+            yield (new, "term", "the max is not subtracted before `exp`", f"{_src(arg)} -> {_src(new.args[0])}", ("softmax-overflow",))
 
 
 def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -602,14 +764,31 @@ def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     `append` into what is returned), when the function never mentions 'Wo'."""
     if not isinstance(node, ast.expr) or _mentions(scope.fn, "Wo"):
         return
-    collected = isinstance(parent, ast.Call) and _name(parent) == "append" and parent.args == [node] and \
-        isinstance(parent.func, ast.Attribute) and isinstance(parent.func.value, ast.Name) and \
-        _returned(ast.Assign([ast.Name(parent.func.value.id, ast.Store())], node), scope)
-    if not (collected or isinstance(parent, ast.Return) and node is parent.value or
-            isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope)):
+    collected = (
+        isinstance(parent, ast.Call)
+        and _name(parent) == "append"
+        and parent.args == [node]
+        and isinstance(parent.func, ast.Attribute)
+        and isinstance(parent.func.value, ast.Name)
+        and _returned(ast.Assign([ast.Name(parent.func.value.id, ast.Store())], node), scope)
+    )
+    if not (
+        collected
+        or isinstance(parent, ast.Return)
+        and node is parent.value
+        or isinstance(parent, ast.Assign)
+        and node is parent.value
+        and _returned(parent, scope)
+    ):
         return
-    query = next((n for n in ast.walk(scope.fn) if isinstance(n, ast.Call) and n.args
-                  and not _mentions(n.args[0], "Wq") and any(_mentions(a, "Wq") for a in n.args[1:])), None)
+    query = next(
+        (
+            n
+            for n in ast.walk(scope.fn)
+            if isinstance(n, ast.Call) and n.args and not _mentions(n.args[0], "Wq") and any(_mentions(a, "Wq") for a in n.args[1:])
+        ),
+        None,
+    )
     if query is None:
         return
     proj = _copy(query)
@@ -617,8 +796,7 @@ def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     for sub in ast.walk(proj):
         if isinstance(sub, ast.Constant) and sub.value in ("Wq", "bq"):
             sub.value = {"Wq": "Wo", "bq": "bo"}[sub.value]
-    yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}",
-           ("no-output-projection",))
+    yield (proj, "term", "the output projection is never applied", f"{_src(node)} -> {_src(proj)}", ("no-output-projection",))
 
 
 def _mentions(node: ast.AST, key: str) -> bool:
@@ -627,15 +805,18 @@ def _mentions(node: ast.AST, key: str) -> bool:
 
 def _returned(assign: ast.Assign, scope: Scope) -> bool:
     names = {t.id for t in assign.targets if isinstance(t, ast.Name)}
-    return any(isinstance(n, ast.Return) and n.value is not None and
-               any(isinstance(m, ast.Name) and m.id in names for m in ast.walk(n.value)) for n in ast.walk(scope.fn))
+    return any(
+        isinstance(n, ast.Return) and n.value is not None and any(isinstance(m, ast.Name) and m.id in names for m in ast.walk(n.value))
+        for n in ast.walk(scope.fn)
+    )
 
 
 def _max_allowed(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
     if not isinstance(node, ast.Call) or _name(node) not in ("max", "amax") or not scope.masks:
         return
     method = isinstance(node.func, ast.Attribute) and not (
-        isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch))
+        isinstance(node.func.value, ast.Name) and node.func.value.id in (scope.np, scope.torch)
+    )
     func: Any = node.func
     target: Any = func.value if method else (node.args[0] if node.args else None)
     if target is None or isinstance(target, ast.GeneratorExp):
@@ -660,28 +841,58 @@ def _max_allowed(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Pr
             new.func.value = sub
         else:
             new.args[0] = sub
-        yield (new, "max", "this max also counts the blocked entries", f"{_src(target)} -> {_src(sub)}",
-               ("max-over-blocked",))
+        yield (new, "max", "this max also counts the blocked entries", f"{_src(target)} -> {_src(sub)}", ("max-over-blocked",))
 
 
 def _replace_name(tree: ast.AST, old: ast.AST, new: ast.AST) -> ast.AST:
     class Swap(ast.NodeTransformer):
         def visit_Name(self, node):
             return new if node is old else node
+
     return Swap().visit(tree)
 
 
 def _copy(node):
     import copy
+
     return copy.deepcopy(node)
 
 
-OPERATORS: tuple[Callable, ...] = (_negate, _compare, _axis, _permute, _swap, _transpose, _scale, _constant,
-                                   _missing, _projected, _max_allowed)
-OPERATOR_ORDER = {"negate": 0, "compare": 1, "bound": 1, "index": 2, "axis": 2, "constant": 2, "transpose": 2, "scale": 3,
-                  "width": 3, "max": 3, "term": 4, "swap": 4, "permute": 4, "range": 4,
-                  "sign": 5, "plusone": 5, "einsum": 5, "transpose+": 5, "index+": 6}
-VOUCHED = 20          # rank added to edits in a function some passing check called and no failing check did
+OPERATORS: tuple[Callable, ...] = (
+    _negate,
+    _compare,
+    _axis,
+    _permute,
+    _swap,
+    _transpose,
+    _scale,
+    _constant,
+    _missing,
+    _projected,
+    _max_allowed,
+)
+OPERATOR_ORDER = {
+    "negate": 0,
+    "compare": 1,
+    "bound": 1,
+    "index": 2,
+    "axis": 2,
+    "constant": 2,
+    "transpose": 2,
+    "scale": 3,
+    "width": 3,
+    "max": 3,
+    "term": 4,
+    "swap": 4,
+    "permute": 4,
+    "range": 4,
+    "sign": 5,
+    "plusone": 5,
+    "einsum": 5,
+    "transpose+": 5,
+    "index+": 6,
+}
+VOUCHED = 20  # rank added to edits in a function some passing check called and no failing check did
 
 
 def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one walk that collects every fact the operators use)
@@ -702,16 +913,26 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
                 maxes.append(name)
             if isinstance(value, ast.BinOp) and isinstance(value.op, ast.FloorDiv):
                 widths.append(name)
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
-                isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
             params.setdefault(node.value.id, set()).add(node.slice.value)
-        elif isinstance(node, ast.Call) and _name(node) == "get" and isinstance(node.func, ast.Attribute) and \
-                isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and _name(node) == "get"
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             params.setdefault(node.func.value.id, set()).add(node.args[0].value)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value == 0:
             pass
-    for node in ast.walk(fn):      # running maxes: `m = 0 ... m = max(m, s)`
+    for node in ast.walk(fn):  # running maxes: `m = 0 ... m = max(m, s)`
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _name(node.value) in ("max", "maximum"):
             for t in node.targets:
                 if isinstance(t, ast.Name) and t.id not in maxes:
@@ -721,9 +942,13 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
             widths.append(name)
         if MAXY.search(name) and name not in maxes:
             maxes.append(name)
-    loops = [t.id for node in ast.walk(fn) if isinstance(node, (ast.For, ast.comprehension))
-             and isinstance(node.iter, ast.Call) and _name(node.iter) == "range"
-             for t in ast.walk(node.target) if isinstance(t, ast.Name)]
+    loops = [
+        t.id
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Call) and _name(node.iter) == "range"
+        for t in ast.walk(node.target)
+        if isinstance(t, ast.Name)
+    ]
     np_alias = torch_alias = None
     for node in ast.walk(module):
         if isinstance(node, ast.Import):
@@ -737,16 +962,31 @@ def _scope(fn: ast.FunctionDef, module: ast.Module) -> Scope:  # noqa: C901 (one
     wanted = {k for keys in params.values() for k in keys}
     family = {name: keys for name, keys in params.items() if any(re.fullmatch(r"[Wb][a-z]", k) for k in keys)}
     del wanted
-    return Scope(fn, set(bound), unused[:4], widths[:6], masks[:3], maxes[:3], np_alias, torch_alias,
-                 sorted(family.items()), list(dict.fromkeys(n for n in loops if len(n) <= 2))[:8])
+    return Scope(
+        fn,
+        set(bound),
+        unused[:4],
+        widths[:6],
+        masks[:3],
+        maxes[:3],
+        np_alias,
+        torch_alias,
+        sorted(family.items()),
+        list(dict.fromkeys(n for n in loops if len(n) <= 2))[:8],
+    )
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
-def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[str],  # noqa: C901 (skips nodes no operator may touch, in one loop)
-            vouched: frozenset[str] = frozenset()) -> list[Edit]:
+def propose(  # noqa: C901 (skips nodes no operator may touch, in one loop)
+    text: str,
+    tree: ast.Module,
+    functions: set[str] | None,
+    bugs: set[str],
+    vouched: frozenset[str] = frozenset(),
+) -> list[Edit]:
     """Every edit the operators propose inside `functions` (all functions when None), ranked:
     edits in `vouched` functions (ones passing checks called directly and failing checks did
     not) last, edits matching a diagnosed bug first, then by operator, then by line."""
@@ -764,13 +1004,11 @@ def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[s
                 if not isinstance(node, ast.Slice):
                     continue
             parent = parents.get(id(node))
-            if isinstance(parent, ast.JoinedStr) or isinstance(node, ast.FormattedValue) or \
-                    _inside(node, parents, (ast.JoinedStr,)):
+            if isinstance(parent, ast.JoinedStr) or isinstance(node, ast.FormattedValue) or _inside(node, parents, (ast.JoinedStr,)):
                 continue
             for operator in OPERATORS:
                 try:
-                    proposals = list(operator(node, scope, parent) if operator.__code__.co_argcount == 3
-                                     else operator(node, scope))
+                    proposals = list(operator(node, scope, parent) if operator.__code__.co_argcount == 3 else operator(node, scope))
                 except (AttributeError, IndexError, TypeError, ValueError, SyntaxError):
                     continue
                 for new, op, what, change, edit_bugs in proposals:
@@ -784,8 +1022,7 @@ def propose(text: str, tree: ast.Module, functions: set[str] | None, bugs: set[s
                     end = (node.end_lineno, node.end_col_offset)
                     if _segment(lines, start, end) == replacement:
                         continue
-                    rank = OPERATOR_ORDER.get(op, 5) - (10 if set(edit_bugs) & bugs else 0) + \
-                        (VOUCHED if fn.name in vouched else 0)
+                    rank = OPERATOR_ORDER.get(op, 5) - (10 if set(edit_bugs) & bugs else 0) + (VOUCHED if fn.name in vouched else 0)
                     key = (start, end, replacement)
                     if key not in found:
                         found[key] = Edit(start, end, replacement, op, what, change, edit_bugs, rank)
@@ -803,23 +1040,24 @@ def _inside(node, parents, kinds) -> bool:
 
 
 def _segment(lines: list[str], start, end) -> str:
-    data = [line.encode("utf-8") for line in lines[start[0] - 1:end[0]]]
+    data = [line.encode("utf-8") for line in lines[start[0] - 1 : end[0]]]
     if not data:
         return ""
     if len(data) == 1:
-        return data[0][start[1]:end[1]].decode("utf-8", "replace")
-    return b"\n".join([data[0][start[1]:], *data[1:-1], data[-1][:end[1]]]).decode("utf-8", "replace")
+        return data[0][start[1] : end[1]].decode("utf-8", "replace")
+    return b"\n".join([data[0][start[1] :], *data[1:-1], data[-1][: end[1]]]).decode("utf-8", "replace")
 
 
 # --- the search -----------------------------------------------------------------------------------
+
 
 @dataclass
 class Found:
     """A verified edit (one or two rewrites) and what it repairs."""
 
     edits: tuple[Edit, ...]
-    repairs: tuple[str, ...]            # the failing checks it makes pass
-    bugs: tuple[str, ...]               # diagnosed known bugs it corresponds to
+    repairs: tuple[str, ...]  # the failing checks it makes pass
+    bugs: tuple[str, ...]  # diagnosed known bugs it corresponds to
     diff: list[tuple[int, list[str], list[str]]]
 
     @property
@@ -827,8 +1065,13 @@ class Found:
         return tuple(sorted({line for e in self.edits for line in e.lines}))
 
     def to_json(self, fix: bool) -> dict:
-        out = {"lines": list(self.lines), "what": [f"line {e.start[0]}: {e.what}" for e in self.edits],
-               "operators": [e.operator for e in self.edits], "repairs": list(self.repairs), "bugs": list(self.bugs)}
+        out = {
+            "lines": list(self.lines),
+            "what": [f"line {e.start[0]}: {e.what}" for e in self.edits],
+            "operators": [e.operator for e in self.edits],
+            "repairs": list(self.repairs),
+            "bugs": list(self.bugs),
+        }
         if fix:
             out["diff"] = [{"line": first, "before": before, "after": after} for first, before, after in self.diff]
         return out
@@ -848,18 +1091,23 @@ class Partial:
 @dataclass
 class Located:
     found: Found | None
-    tried: int = 0                       # edited files run in the sandbox
-    proposed: int = 0                    # edits the operators proposed
+    tried: int = 0  # edited files run in the sandbox
+    proposed: int = 0  # edits the operators proposed
     seconds: float = 0.0
-    stopped: str = "exhausted"           # exhausted | budget | passed
-    depends: list[tuple[str, int, int]] = field(default_factory=list)   # (function, first line, last line)
+    stopped: str = "exhausted"  # exhausted | budget | passed
+    depends: list[tuple[str, int, int]] = field(default_factory=list)  # (function, first line, last line)
     failing: tuple[str, ...] = ()
 
     def to_json(self, fix: bool = False) -> dict:
-        return {"found": self.found.to_json(fix) if self.found else None, "tried": self.tried,
-                "proposed": self.proposed, "seconds": round(self.seconds, 3), "stopped": self.stopped,
-                "failing": list(self.failing),
-                "depends": [{"function": f, "first_line": a, "last_line": b} for f, a, b in self.depends]}
+        return {
+            "found": self.found.to_json(fix) if self.found else None,
+            "tried": self.tried,
+            "proposed": self.proposed,
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
+            "failing": list(self.failing),
+            "depends": [{"function": f, "first_line": a, "last_line": b} for f, a, b in self.depends],
+        }
 
 
 def reachable(tree: ast.Module, roots: set[str]) -> set[str]:
@@ -885,8 +1133,7 @@ def preload_for(path: Path, exercise: catalog.Exercise) -> tuple[str, ...]:
         imported = {name for name, _ in preflight.read_source(path).imports()}
     except KitError:
         imported = set()
-    return tuple(dict.fromkeys([*([exercise.needs] if exercise.needs else []),
-                                *(m for m in ("torch",) if m in imported)]))
+    return tuple(dict.fromkeys([*([exercise.needs] if exercise.needs else []), *(m for m in ("torch",) if m in imported)]))
 
 
 def prepare(path: str | Path, exercise: str | None = None) -> None:
@@ -897,10 +1144,10 @@ def prepare(path: str | Path, exercise: str | None = None) -> None:
         source = preflight.read_source(Path(path))
         ex = preflight.detect_exercise(source, exercise)
     except KitError:
-        return                      # grading reports it
+        return  # grading reports it
     preload = preload_for(Path(path), ex)
     if preload and preload != ((ex.needs,) if ex.needs else ()):
-        sandbox_zygote.taint()             # the new zygote is a fresh interpreter, never a fork of the kit
+        sandbox_zygote.taint()  # the new zygote is a fresh interpreter, never a fork of the kit
         sandbox_zygote.shared_launcher(preload)
 
 
@@ -910,6 +1157,7 @@ class _Runner:
 
     def __init__(self, path: Path, report: Report, options: pipeline.Options, exercise: catalog.Exercise):
         from attn_kit.diagnosis import diagnose
+
         self.folder = Path(tempfile.mkdtemp(prefix="attn-kit-locate-"))
         self.name = path.name if path.suffix == ".py" else "solution.py"
         self.options = options
@@ -924,8 +1172,8 @@ class _Runner:
         self.calls = {r.id: frozenset(c.fn for c in r.calls) for r in report.results}
         self.cost = {c: 0.05 for c in self.failing}
         self.mismatch = {r.id: r.mismatch for r in report.results}
-        self.still: set[str] = set()        # after screen(): the failing checks that ran and still failed
-        self.closer = 0.0                   # after screen(): how much closer a still-failing check came
+        self.still: set[str] = set()  # after screen(): the failing checks that ran and still failed
+        self.closer = 0.0  # after screen(): how much closer a still-failing check came
         # a zygote with what the file imports (torch, say) already imported: every edited copy
         # starts from it in milliseconds instead of importing torch again
         self.preload = preload_for(path, exercise)
@@ -954,14 +1202,12 @@ class _Runner:
         except (SyntaxError, ValueError):
             return False, set()
         path = self._write(text)
-        source = preflight.SourceFile(path, text, tree, None, tuple(n.name for n in tree.body
-                                                                  if isinstance(n, ast.FunctionDef)))
+        source = preflight.SourceFile(path, text, tree, None, tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef)))
         repaired: set[str] = set()
         order = sorted(self.failing, key=lambda c: -(self.rejects[c] + 1) / self.cost[c])
         statuses = {k: v for k, v in self.original.items()}
         left = misses
-        with Sandbox(str(path), self.timeout, self.options.memory, pure=self.options.pure,
-                     preload=self.preload) as sandbox:
+        with Sandbox(str(path), self.timeout, self.options.memory, pure=self.options.pure, preload=self.preload) as sandbox:
             try:
                 sandbox.start()
             except LoadError:
@@ -969,8 +1215,9 @@ class _Runner:
             while order:
                 check_id = order.pop(0)
                 started = time.perf_counter()
-                result = pipeline.run_check(self.checks[check_id], sandbox, self.oracle, self.options.seed or 0,
-                                           statuses, self.exercise, source)
+                result = pipeline.run_check(
+                    self.checks[check_id], sandbox, self.oracle, self.options.seed or 0, statuses, self.exercise, source
+                )
                 self.cost[check_id] = 0.7 * self.cost[check_id] + 0.3 * (time.perf_counter() - started)
                 statuses[check_id] = result.status
                 if result.status == CheckStatus.PASS:
@@ -978,8 +1225,9 @@ class _Runner:
                     continue
                 self.rejects[check_id] += 1
                 self.still.add(check_id)
-                self.closer = max(self.closer, _closer(self.original[check_id], self.mismatch.get(check_id),
-                                                       result.status, result.mismatch))
+                self.closer = max(
+                    self.closer, _closer(self.original[check_id], self.mismatch.get(check_id), result.status, result.mismatch)
+                )
                 left -= 1
                 if left <= 0:
                     return False, repaired
@@ -990,16 +1238,16 @@ class _Runner:
 
     def catches(self, check_ids: Iterable[str]) -> set[str]:
         """The bugs the given checks are declared to catch, with the bug each was diagnosed with."""
-        return {bug for c in check_ids if c in self.checks
-                for bug in (*self.checks[c].catches, *([self.bug[c]] if c in self.bug else []))}
+        return {bug for c in check_ids if c in self.checks for bug in (*self.checks[c].catches, *([self.bug[c]] if c in self.bug else []))}
 
     def related(self, check_id: str, other: str) -> bool:
         """Whether two failing checks are about the same thing: the same diagnosed bug, or
         declared to catch a bug in common."""
         if self.bug.get(check_id) and self.bug.get(other):
             return self.bug[check_id] == self.bug[other]
-        return self.calls.get(check_id) == self.calls.get(other) and \
-            bool(set(self.checks[check_id].catches) & set(self.checks[other].catches))
+        return self.calls.get(check_id) == self.calls.get(other) and bool(
+            set(self.checks[check_id].catches) & set(self.checks[other].catches)
+        )
 
     def verify(self, text: str) -> bool:
         """The edited file passes every check the original failed and fails none it passed, on
@@ -1008,8 +1256,7 @@ class _Runner:
         seed = self.options.seed or 0
         for i, run_seed in enumerate((seed, seed + SECOND_SEED_STEP)):
             try:
-                edited = pipeline.grade(path, dataclasses.replace(self.options, seed=run_seed,
-                                                                 exercise=self.exercise.id))
+                edited = pipeline.grade(path, dataclasses.replace(self.options, seed=run_seed, exercise=self.exercise.id))
             except KitError:
                 return False
             statuses = {r.id: r.status for r in edited.results}
@@ -1040,8 +1287,13 @@ def _closer(before_status, before, after_status, after) -> float:
     return score
 
 
-def locate(path: str | Path, report: Report, options: pipeline.Options,  # noqa: C901 (the two phases and their exits)
-           budget: float = DEFAULT_BUDGET, progress: Callable[[str, int, int], None] | None = None) -> Located:
+def locate(  # noqa: C901 (the two phases and their exits)
+    path: str | Path,
+    report: Report,
+    options: pipeline.Options,
+    budget: float = DEFAULT_BUDGET,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Located:
     """Search for the smallest edit of the file at `path` that makes `report`'s failing checks
     pass (see the module's docstring). `progress(phase, done, total)` is told as it goes."""
     started = time.perf_counter()
@@ -1074,8 +1326,7 @@ def locate(path: str | Path, report: Report, options: pipeline.Options,  # noqa:
         return located
 
     def found(chosen: tuple[Edit, ...]) -> Found:
-        bugs = tuple(b for b in dict.fromkeys(b for e in chosen for b in e.bugs) if b in diagnosed) or \
-            tuple(sorted(diagnosed))
+        bugs = tuple(b for b in dict.fromkeys(b for e in chosen for b in e.bugs) if b in diagnosed) or tuple(sorted(diagnosed))
         return Found(chosen, failing, bugs, diff(source.text, chosen))
 
     # one diagnosed bug: most likely one mistake, so a single edit is rejected at its first failing
@@ -1105,11 +1356,15 @@ def locate(path: str | Path, report: Report, options: pipeline.Options,  # noqa:
                 return finish(None, "budget")
             singles_left = index < len(edits)
             if built != (len(partial), singles_left):
-                queue = [p for p in _pairs(partial, edits, diagnosed, any_two=not singles_left, catches=runner.catches)
-                         if (id(p[0]), id(p[1])) not in tried_pairs]
+                queue = [
+                    p
+                    for p in _pairs(partial, edits, diagnosed, any_two=not singles_left, catches=runner.catches)
+                    if (id(p[0]), id(p[1])) not in tried_pairs
+                ]
                 built = (len(partial), singles_left)
-            pairs_now = bool(queue) and (not singles_left or (
-                (misses == 2 or time.perf_counter() - started > budget / 2) and turn % 2 == 1))
+            pairs_now = bool(queue) and (
+                not singles_left or ((misses == 2 or time.perf_counter() - started > budget / 2) and turn % 2 == 1)
+            )
             turn += 1
             if pairs_now:
                 a, b = queue.pop(0)
@@ -1136,8 +1391,13 @@ def locate(path: str | Path, report: Report, options: pipeline.Options,  # noqa:
         runner.close()
 
 
-def _pairs(partial: list[Partial], edits: list[Edit], diagnosed: frozenset[str] | set[str] = frozenset(),  # noqa: C901 (one list per way of pairing, merged)
-           any_two: bool = True, catches: Callable[[Iterable[str]], set[str]] = lambda ids: set()) -> list[tuple[Edit, Edit]]:
+def _pairs(  # noqa: C901 (one list per way of pairing, merged)
+    partial: list[Partial],
+    edits: list[Edit],
+    diagnosed: frozenset[str] | set[str] = frozenset(),
+    any_two: bool = True,
+    catches: Callable[[Iterable[str]], set[str]] = lambda ids: set(),
+) -> list[tuple[Edit, Edit]]:
     """Pairs to try, without overlaps or repeats. Taken in turn from four lists: two edits that
     each repaired some failing checks (those that together cover most first); an edit that
     repaired some checks or came closer, with an edit whose kind repairs a bug, other than its
@@ -1152,29 +1412,37 @@ def _pairs(partial: list[Partial], edits: list[Edit], diagnosed: frozenset[str] 
         if a is not b and (id(a), id(b)) not in seen and not a.overlaps(b):
             seen.update({(id(a), id(b)), (id(b), id(a))})
             pairs.append((a, b))
+
     repairing = [p for p in partial if p.repaired]
-    covering = [(a.edit, b.edit) for _, _, a, b in sorted(
-        ((-len(a.repaired | b.repaired), a.edit.rank + b.edit.rank, a, b) for a, b in itertools.combinations(repairing, 2)),
-        key=lambda s: (s[0], s[1]))]
+    covering = [
+        (a.edit, b.edit)
+        for _, _, a, b in sorted(
+            ((-len(a.repaired | b.repaired), a.edit.rank + b.edit.rank, a, b) for a, b in itertools.combinations(repairing, 2)),
+            key=lambda s: (s[0], s[1]),
+        )
+    ]
     guided: list[tuple[Edit, Edit]] = []
     for p in sorted(partial, key=lambda p: (-len(p.repaired), -p.closer))[:12]:
-        wanted = catches(p.still) - set(p.edit.bugs)       # another mistake than the one it fixed
+        wanted = catches(p.still) - set(p.edit.bugs)  # another mistake than the one it fixed
         # the best-ranked edit for each such bug first, then the second of each, ...
         by_bug = [[e for e in edits if bug in e.bugs] for bug in sorted(wanted)]
         partners = dict.fromkeys(e for turn in itertools.zip_longest(*by_bug) for e in turn if e is not None)
         guided.extend((p.edit, b) for b in list(partners)[:30])
     nearer = sorted((p for p in partial if p.closer > 0), key=lambda p: -p.closer)[:20]
-    closer = [(a.edit, b.edit) for a, b in sorted(itertools.combinations(nearer, 2),
-                                                  key=lambda ab: -(ab[0].closer + ab[1].closer))]
+    closer = [(a.edit, b.edit) for a, b in sorted(itertools.combinations(nearer, 2), key=lambda ab: -(ab[0].closer + ab[1].closer))]
     groups = [[e for e in edits if bug in e.bugs][:20] for bug in sorted(diagnosed)]
-    matching = [(a, b) for _, a, b in sorted(
-        ((i + j, a, b) for g, h in itertools.combinations(groups, 2)
-         for i, a in enumerate(g) for j, b in enumerate(h)), key=lambda s: s[0])]
+    matching = [
+        (a, b)
+        for _, a, b in sorted(
+            ((i + j, a, b) for g, h in itertools.combinations(groups, 2) for i, a in enumerate(g) for j, b in enumerate(h)),
+            key=lambda s: s[0],
+        )
+    ]
     with_any = [(p.edit, b) for p in sorted(repairing, key=lambda p: -len(p.repaired)) for b in edits[:120]]
     for turn in itertools.zip_longest(covering, guided, with_any, closer, matching):
         for pair in turn:
             if pair is not None:
                 add(*pair)
-    for a, b in itertools.combinations(edits[:40] if any_two else [], 2):   # last: any two of the best
+    for a, b in itertools.combinations(edits[:40] if any_two else [], 2):  # last: any two of the best
         add(a, b)
     return pairs

@@ -24,11 +24,11 @@ from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diag
 from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
-if TYPE_CHECKING:      # registry (and NumPy) load in grade(), once the zygote is starting beside them
+if TYPE_CHECKING:  # registry (and NumPy) load in grade(), once the zygote is starting beside them
     from attn_kit.compare.registry import Check, Suite
 
-BLOCKED = "skipped because"      # how a check skipped for a failed prerequisite starts its message
-STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)     # calls the kit had to stop
+BLOCKED = "skipped because"  # how a check skipped for a failed prerequisite starts its message
+STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)  # calls the kit had to stop
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ def require(exercise: catalog.Exercise) -> None:
     """Raise DependencyMissing when the exercise needs an optional package that is not installed."""
     if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
         raise DependencyMissing(
-            f"{exercise.id} needs {exercise.needs}, which is not installed here. "
-            + DependencyMissing.how_to_install(exercise.needs))
+            f"{exercise.id} needs {exercise.needs}, which is not installed here. " + DependencyMissing.how_to_install(exercise.needs)
+        )
 
 
 def suite_for(exercise: catalog.Exercise) -> Suite:
@@ -77,11 +77,19 @@ def hint_for_bug(exercise: catalog.Exercise, checks: Sequence[Check], bug_id: st
     return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
 
 
-def run_check(check: Check, sandbox: Sandbox, oracle: ModuleType, seed: int, statuses: dict[str, CheckStatus],
-              exercise: catalog.Exercise, source: preflight.SourceFile | None = None,
-              run_blocked: bool = True) -> CheckResult:
-    result = CheckResult(check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public,
-                         catches=check.catches, hint=hint_for(exercise, check))
+def run_check(
+    check: Check,
+    sandbox: Sandbox,
+    oracle: ModuleType,
+    seed: int,
+    statuses: dict[str, CheckStatus],
+    exercise: catalog.Exercise,
+    source: preflight.SourceFile | None = None,
+    run_blocked: bool = True,
+) -> CheckResult:
+    result = CheckResult(
+        check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public, catches=check.catches, hint=hint_for(exercise, check)
+    )
     blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
     if not (blocker and not run_blocked):
         result = _run(check, result, sandbox, oracle, seed, source)
@@ -89,26 +97,35 @@ def run_check(check: Check, sandbox: Sandbox, oracle: ModuleType, seed: int, sta
         # A failed prerequisite (an output-shape check) does not cost the checks whose cases the
         # candidate's shapes still allow: they run and keep their points. One that does not pass
         # shows as skipped, so one root cause stays one red line.
-        result = CheckResult(check.id, check.title, CheckStatus.SKIP, 0, check.points, public=check.public,
-                             catches=check.catches, hint=result.hint,
-                             message=f"{BLOCKED} `{blocker}` did not pass; fix that first")
+        result = CheckResult(
+            check.id,
+            check.title,
+            CheckStatus.SKIP,
+            0,
+            check.points,
+            public=check.public,
+            catches=check.catches,
+            hint=result.hint,
+            message=f"{BLOCKED} `{blocker}` did not pass; fix that first",
+        )
     return result
 
 
-def _run(check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType, seed: int,
-         source: preflight.SourceFile | None) -> CheckResult:
+def _run(
+    check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType, seed: int, source: preflight.SourceFile | None
+) -> CheckResult:
     """Run one check's function and fill in `result` from what it did."""
     from attn_kit.compare.registry import CheckContext
     from attn_kit.diagnosis import diagnose
+
     ctx = CheckContext(sandbox, oracle, seed, check, source=source, float32_reference=diagnose.float32_reference)
     try:
         check.func(ctx)
         result.points = check.points
-        if unimplemented(ctx.calls):      # e.g. inputs-left-unmodified on the untouched starter
+        if unimplemented(ctx.calls):  # e.g. inputs-left-unmodified on the untouched starter
             result.status, result.points = CheckStatus.ERROR, 0
             names = ", ".join(dict.fromkeys(f"`{c.fn}`" for c in ctx.calls))
-            result.message = (f"{names} is not implemented yet (every call raised NotImplementedError), so this "
-                              f"check earns nothing")
+            result.message = f"{names} is not implemented yet (every call raised NotImplementedError), so this check earns nothing"
     except CheckFailed as exc:
         result.status, result.message, result.mismatch = CheckStatus.FAIL, str(exc), exc.mismatch
     except CallFailed as exc:
@@ -129,8 +146,7 @@ def _run(check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType
 
 def unimplemented(calls: Sequence[Call]) -> bool:
     """The check called the candidate's code and every call raised NotImplementedError."""
-    return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError"
-                               for c in calls)
+    return bool(calls) and all(c.outcome.error is not None and c.outcome.error.type == "NotImplementedError" for c in calls)
 
 
 def looks_like(exercise: catalog.Exercise, functions: Collection[str]) -> catalog.Exercise | None:
@@ -155,25 +171,24 @@ def pure_check(source: preflight.SourceFile, seen: tuple[str, ...] = ()) -> Chec
     in_source = source.non_stdlib_imports()
     listed = {name for name, _ in in_source}
     outside: list[tuple[str, int | None]] = [*in_source, *((name, None) for name in seen if name not in listed)]
-    result = CheckResult("standard-library-only", "The file imports only Python's standard library",
-                         CheckStatus.PASS, 1, 1)
+    result = CheckResult("standard-library-only", "The file imports only Python's standard library", CheckStatus.PASS, 1, 1)
     if outside:
-        listing = ", ".join(f"{name} (line {line})" if line else f"{name} (imported while running)"
-                            for name, line in outside)
+        listing = ", ".join(f"{name} (line {line})" if line else f"{name} (imported while running)" for name, line in outside)
         result.status, result.points = CheckStatus.FAIL, 0
-        result.message = (f"--pure forbids imports outside the standard library; this file imports "
-                          f"{listing}. On-device screens often allow no framework: use lists and math.")
+        result.message = (
+            f"--pure forbids imports outside the standard library; this file imports "
+            f"{listing}. On-device screens often allow no framework: use lists and math."
+        )
     return result
 
 
-def mutation_found(results: Sequence[CheckResult], mutable: Sequence[str] = (),
-                   late: Sequence[tuple[str, str]] = ()) -> list[str]:
+def mutation_found(results: Sequence[CheckResult], mutable: Sequence[str] = (), late: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Every call's written arguments, found by the sandbox from data: the written parts, as
     `fn` wrote `part` (in check-id) lines; `mutable` names arguments the exercise lets the
     candidate update (a decode step's cache). `late` (Sandbox.finish): (fn,
     part) written after their call had returned, found only when the worker's calls were
     compared again as a whole (a write no later call's comparison saw)."""
-    where: dict[str, list[str]] = {}          # "`fn` wrote into part" -> the checks it happened in
+    where: dict[str, list[str]] = {}  # "`fn` wrote into part" -> the checks it happened in
     for r in results:
         for call in r.calls:
             for part in call.outcome.mutated:
@@ -184,11 +199,16 @@ def mutation_found(results: Sequence[CheckResult], mutable: Sequence[str] = (),
                 checks = where.setdefault(line, [])
                 if r.id not in checks:
                     checks.append(r.id)
-    found = [f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})"
-             for line, checks in where.items()]
-    found.extend(dict.fromkeys(f"`{fn}` wrote into {part} (written after it returned; seen when the kit "
-                               "compared every call's arguments again, at the end)"
-                               for fn, part in late if part.split("[")[0].split(" ")[0] not in mutable))
+    found = [
+        f"{line} (in {', '.join(checks[:2])}{f' and {len(checks) - 2} more' if len(checks) > 2 else ''})" for line, checks in where.items()
+    ]
+    found.extend(
+        dict.fromkeys(
+            f"`{fn}` wrote into {part} (written after it returned; seen when the kit compared every call's arguments again, at the end)"
+            for fn, part in late
+            if part.split("[")[0].split(" ")[0] not in mutable
+        )
+    )
     return found
 
 
@@ -197,9 +217,12 @@ def _mutation_verdict(result: CheckResult, found: list[str]) -> None:
     argument (even in a check about something else, such as a call that omits optional entries)."""
     if found and result.status == CheckStatus.PASS:
         result.status, result.points = CheckStatus.FAIL, 0
-        result.message = ("an argument was changed in place: " + "; ".join(found[:3]) +
-                          (f"; and {len(found) - 3} more" if len(found) > 3 else "") +
-                          ". Work on copies or build new values; never write into what you were given.")
+        result.message = (
+            "an argument was changed in place: "
+            + "; ".join(found[:3])
+            + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+            + ". Work on copies or build new values; never write into what you were given."
+        )
 
 
 def grade(path: str | Path, options: Options = Options(), progress: Callable[[str], None] | None = None) -> Report:
@@ -212,14 +235,16 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
     notes: list[str] = []
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
-    with Sandbox(str(source.path), options.timeout, options.memory, pure=options.pure,
-                 preload=(exercise.needs,) if exercise.needs else ()) as sandbox:
+    with Sandbox(
+        str(source.path), options.timeout, options.memory, pure=options.pure, preload=(exercise.needs,) if exercise.needs else ()
+    ) as sandbox:
         # the zygote is setting up its first worker now; meanwhile this process loads the rest
         from attn_kit.diagnosis import diagnose
-        sandbox_zygote.taint()          # also done by whatever first loads a kit solution (diagnose, compose)
+
+        sandbox_zygote.taint()  # also done by whatever first loads a kit solution (diagnose, compose)
         suite = suite_for(exercise)
         oracle = diagnose.oracle_for(exercise)
-        diagnose.preload(exercise)          # the bug files, read before the first worker starts
+        diagnose.preload(exercise)  # the bug files, read before the first worker starts
         info = sandbox.start()
         if info.note:
             notes.append(info.note)
@@ -233,13 +258,15 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:
             results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
-        late = sandbox.finish()           # arguments written after their call returned, seen at the end
+        late = sandbox.finish()  # arguments written after their call returned, seen at the end
     written = mutation_found(results, getattr(suite, "mutable", ()), late)
     float32 = max((r.float32 for r in results), default=0.0)
     if float32:
-        notes.append(f"your code computes in float32: differences from the float64 reference of up to "
-                     f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
-                     "match the reference exactly)")
+        notes.append(
+            f"your code computes in float32: differences from the float64 reference of up to "
+            f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
+            "match the reference exactly)"
+        )
     report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
     if progress is not None and any(r.status in FAILED for r in results):
         progress(f"{source.path.name}: matching the failures against the known bugs")
@@ -251,30 +278,39 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
     for result in results:
         result.bug = finding.check_bug.get(result.id) if result.status in FAILED else None
-        if result.bug:      # point at the hint about the diagnosed mistake
+        if result.bug:  # point at the hint about the diagnosed mistake
             result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _another_exercise(source: preflight.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise,
-                      options: Options) -> LoadError:
+def _another_exercise(source: preflight.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise, options: Options) -> LoadError:
     """The error for a file that defines another exercise's main function instead of this one's."""
     named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
-    if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:     # one name misspelt as the other
+    if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:  # one name misspelt as the other
         return LoadError(
             f"{source.path} does not define `{exercise.main}`, which {named} asks for. Did you mean "
             f"`{exercise.main}` where it says `{other.main}`? (`{other.main}` is {other.id}'s main function: "
-            f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)")
+            f"if the file is for {other.id}, `attn-kit check {source.path} --exercise {other.id}`.)"
+        )
     return LoadError(
         f"{source.path} looks like a {other.id} solution (it defines `{other.main}`), but {named} "
         f"asks for {exercise.id}, whose main function is `{exercise.main}`. To grade it as {other.id}: "
         f"`attn-kit check {source.path} --exercise {other.id}`, or make its first line "
-        f"`# attn-kit: {other.id}`.")
+        f"`# attn-kit: {other.id}`."
+    )
 
 
-def _run_checks(suite: Suite, sandbox: Sandbox, oracle: ModuleType, seed: int, exercise: catalog.Exercise,
-                source: preflight.SourceFile, options: Options, progress: Callable[[str], None] | None) -> list[CheckResult]:
+def _run_checks(
+    suite: Suite,
+    sandbox: Sandbox,
+    oracle: ModuleType,
+    seed: int,
+    exercise: catalog.Exercise,
+    source: preflight.SourceFile,
+    options: Options,
+    progress: Callable[[str], None] | None,
+) -> list[CheckResult]:
     """Run the suite's checks (the public ones with --public-only) in order, each told which of
     its prerequisites failed; once a call hung or crashed, checks behind a failed one are skipped
     unrun."""
@@ -290,21 +326,19 @@ def _run_checks(suite: Suite, sandbox: Sandbox, oracle: ModuleType, seed: int, e
             progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
         result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
         if check in last:
-            late = sandbox.finish()       # arguments written after their call returned, seen now
-            sandbox.late.extend(late)     # ... and kept for the report's evidence
+            late = sandbox.finish()  # arguments written after their call returned, seen now
+            sandbox.late.extend(late)  # ... and kept for the report's evidence
             _mutation_verdict(result, mutation_found(results + [result], getattr(suite, "mutable", ()), late))
         hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
         statuses[check.id] = result.status
         results.append(result)
     order = {c.id: i for i, c in enumerate(planned)}
-    return sorted(results, key=lambda r: order[r.id])       # shown in the suite's order
+    return sorted(results, key=lambda r: order[r.id])  # shown in the suite's order
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:
     """mutates-input, named from the evidence itself: the arguments the calls wrote into."""
     bug = catalog.bugs().get(MUTATION_BUG)
-    checks = tuple(r.id for r in results if r.status in FAILED and
-                   (MUTATION_BUG in r.catches or any(c.outcome.mutated for c in r.calls)))
+    checks = tuple(r.id for r in results if r.status in FAILED and (MUTATION_BUG in r.catches or any(c.outcome.mutated for c in r.calls)))
     evidence = "; ".join(written[:3]) + (f"; and {len(written) - 3} more" if len(written) > 3 else "")
-    return Diagnosis(MUTATION_BUG, bug.title if bug else MUTATION_BUG, evidence,
-                     bug.symptom if bug else "", bug.fix if bug else "", checks)
+    return Diagnosis(MUTATION_BUG, bug.title if bug else MUTATION_BUG, evidence, bug.symptom if bug else "", bug.fix if bug else "", checks)

@@ -18,18 +18,18 @@ from attn_kit.base.errors import UsageError
 from attn_kit.load import catalog
 from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
 
-SEVERITY_SCORE = {"crash": 1, "wrong": 2, "edge": 3}    # the best correctness a cause of this severity allows
-MANY_CAUSES = 3          # this many distinct causes or more lower the correctness by one (never below 1)
-UNKNOWN_SEVERITY = "wrong"   # a named bug the catalogue gives no severity (dev check reports it)
+SEVERITY_SCORE = {"crash": 1, "wrong": 2, "edge": 3}  # the best correctness a cause of this severity allows
+MANY_CAUSES = 3  # this many distinct causes or more lower the correctness by one (never below 1)
+UNKNOWN_SEVERITY = "wrong"  # a named bug the catalogue gives no severity (dev check reports it)
 
 # How each correctness anchor (score 1, 2, 3, 4) starts: the levels correctness() computes.
-CORRECTNESS_LEADS = ("Does not run", "Runs, but wrong on ordinary inputs",
-                     "Right on ordinary inputs", "Every graded check passes")
+CORRECTNESS_LEADS = ("Does not run", "Runs, but wrong on ordinary inputs", "Right on ordinary inputs", "Every graded check passes")
 
 
 @dataclass(frozen=True)
 class Cause:
     """One distinct reason checks fail: a named bug, or (bug None) the failing checks no named bug explains."""
+
     bug: str | None
     severity: str
     checks: tuple[str, ...]
@@ -50,8 +50,7 @@ def runs(report: Report | None) -> bool:
     if report is None:
         return False
     ran = [r for r in report.results if r.status != CheckStatus.SKIP]
-    return bool(ran) and not any(r.public and r.status == CheckStatus.ERROR and severity(r.bug) != "edge"
-                                 for r in ran)
+    return bool(ran) and not any(r.public and r.status == CheckStatus.ERROR and severity(r.bug) != "edge" for r in ran)
 
 
 def _remainder_severity(results: list[CheckResult]) -> str:
@@ -60,8 +59,7 @@ def _remainder_severity(results: list[CheckResult]) -> str:
     if any(r.public and r.status == CheckStatus.ERROR for r in results):
         return "crash"
     known = catalog.bugs()
-    edge_only = all(r.catches and all(known[b].severity == "edge" for b in r.catches if b in known)
-                    for r in results)
+    edge_only = all(r.catches and all(known[b].severity == "edge" for b in r.catches if b in known) for r in results)
     return "edge" if edge_only and not any(r.public for r in results) else "wrong"
 
 
@@ -95,18 +93,19 @@ def correctness_reason(report: Report | None) -> str:
     found = causes(report)
     if not found:
         return "every graded check passes"
-    named = [f"{c.bug} ({c.severity})" if c.bug else f"an unnamed cause in {', '.join(c.checks)} ({c.severity})"
-             for c in found]
+    named = [f"{c.bug} ({c.severity})" if c.bug else f"an unnamed cause in {', '.join(c.checks)} ({c.severity})" for c in found]
     many = f"; {len(found)} distinct causes lower it by one" if len(found) >= MANY_CAUSES else ""
     return f"{len(found)} cause{'s' if len(found) > 1 else ''}: " + "; ".join(named) + many
 
 
 # --- the recommendation -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Verdict:
     """A recommendation and what it needs: a minimum correctness, a minimum for every dimension,
     a minimum total of the six scores."""
+
     name: str
     correctness: int = 1
     each: int = 1
@@ -145,7 +144,7 @@ def recommend(scores: dict[str, int]) -> tuple[str, list[str]]:
         if not missed:
             return verdict.name, reasons + [f"{verdict.name}: {floors(verdict)}, all met"]
         reasons.append(f"not {verdict.name}: " + "; ".join(missed))
-    raise AssertionError("the last verdict has no floors")     # pragma: no cover - VERDICTS ends with "no"
+    raise AssertionError("the last verdict has no floors")  # pragma: no cover - VERDICTS ends with "no"
 
 
 def floors(verdict: Verdict) -> str:
@@ -171,8 +170,10 @@ def parse_scores(text: str) -> dict[str, int]:
     """`mock --interviewer --scores`: six scores 1-4, either in dimension order ("3,2,3,3,2,3") or
     named ("correctness=3,robustness=2,..."); anything else is a UsageError saying what is expected."""
     dims = catalog.DIMENSIONS
-    expected = (f"--scores takes six scores from 1 to 4, in the order {', '.join(dims)} (for example "
-                f"--scores 3,2,3,3,2,3) or named (--scores correctness=3,robustness=2,...)")
+    expected = (
+        f"--scores takes six scores from 1 to 4, in the order {', '.join(dims)} (for example "
+        f"--scores 3,2,3,3,2,3) or named (--scores correctness=3,robustness=2,...)"
+    )
     parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
     named = [p.partition("=") for p in parts]
     if all(sep for _, sep, _ in named):

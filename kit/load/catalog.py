@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 @dataclass(frozen=True)
 class Function:
     name: str
-    signature: str          # as shown to the candidate, e.g. "stable_softmax(scores, allowed=None)"
+    signature: str  # as shown to the candidate, e.g. "stable_softmax(scores, allowed=None)"
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class Hint:
     title: str
     text: str
     concept: str = ""
-    checks: tuple[str, ...] = ()     # check ids this hint helps with
-    step: str = ""                   # one of HINT_STEPS: a nudging question, the concept, near-code
-    dimension: str = ""              # the scored dimension (DIMENSIONS) a used hint caps at 3
+    checks: tuple[str, ...] = ()  # check ids this hint helps with
+    step: str = ""  # one of HINT_STEPS: a nudging question, the concept, near-code
+    dimension: str = ""  # the scored dimension (DIMENSIONS) a used hint caps at 3
 
 
 HINT_STEPS = ("question", "concept", "code")
@@ -46,16 +46,16 @@ class Question:
     concept: str
     prompt: str
     key_points: tuple[str, ...]
-    required: tuple[int, ...] = ()   # 0-based indexes of the key points an answer must cover (one or two)
-    answer: str = ""                 # a model answer (Markdown: code blocks allowed), for review and the sheet
-    source: str = ""                 # where its facts come from: a paper or formula, recomputed in the tests
+    required: tuple[int, ...] = ()  # 0-based indexes of the key points an answer must cover (one or two)
+    answer: str = ""  # a model answer (Markdown: code blocks allowed), for review and the sheet
+    source: str = ""  # where its facts come from: a paper or formula, recomputed in the tests
 
 
 @dataclass(frozen=True)
 class FollowUp:
     prompt: str
-    exercise: str = ""       # an exercise id when the follow-up is itself an exercise
-    answer: str = ""         # what a strong candidate says, for the interviewer
+    exercise: str = ""  # an exercise id when the follow-up is itself an exercise
+    answer: str = ""  # what a strong candidate says, for the interviewer
 
 
 DIMENSIONS = ("correctness", "robustness", "shapes", "tests", "systems", "communication")
@@ -64,15 +64,17 @@ DIMENSIONS = ("correctness", "robustness", "shapes", "tests", "systems", "commun
 @dataclass(frozen=True)
 class Dimension:
     """One scored rubric dimension: what earns 1, 2, 3 and 4 on this exercise."""
-    dimension: str                   # one of DIMENSIONS
-    anchors: tuple[str, ...]         # exactly four, anchors[0] describes a score of 1
+
+    dimension: str  # one of DIMENSIONS
+    anchors: tuple[str, ...]  # exactly four, anchors[0] describes a score of 1
 
 
 @dataclass(frozen=True)
 class PropertyCell:
     """How an exercise states one of the README's headline properties (prompts/properties.toml):
     the checks that state it, with an optional note, or `na`: why the exercise cannot break it."""
-    property: str                    # a property id of prompts/properties.toml
+
+    property: str  # a property id of prompts/properties.toml
     checks: tuple[str, ...] = ()
     note: str = ""
     na: str = ""
@@ -81,19 +83,20 @@ class PropertyCell:
 @dataclass(frozen=True)
 class Property:
     """A headline property every attention layer has: a row of the README's properties table."""
+
     id: str
     title: str
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    minute: int                      # minutes into the screen
-    expect: str                      # where a candidate on track is by then
+    minute: int  # minutes into the screen
+    expect: str  # where a candidate on track is by then
 
 
 @dataclass(frozen=True)
 class Seniority:
-    level: str                       # e.g. "junior", "mid", "senior"
+    level: str  # e.g. "junior", "mid", "senior"
     expect: str
 
 
@@ -106,10 +109,11 @@ class RubricItem:
 @dataclass(frozen=True)
 class Expectation:
     """The growth exponent `attn-kit bench` expects (time or memory ≈ T^exponent), and why."""
+
     exponent: float
-    why: str                 # the reason, in the candidate's terms (one line)
-    if_higher: str = ""      # what a clearly higher fitted exponent usually means
-    if_lower: str = ""       # ... and a clearly lower one
+    why: str  # the reason, in the candidate's terms (one line)
+    if_higher: str = ""  # what a clearly higher fitted exponent usually means
+    if_lower: str = ""  # ... and a clearly lower one
 
 
 BENCH_HARNESSES = ("call", "decode-steps")
@@ -123,18 +127,19 @@ class Bench:
     The inputs of each size come from the exercise's checks module: the function its SUITE
     registers with `@SUITE.for_bench`, called as `build(rng, T, **dims)`.
     """
-    function: str                       # the function bench calls (one of the exercise's [[functions]])
-    dims: tuple[tuple[str, int], ...]   # fixed dimensions, in order: passed to the builder and shown
-    setting: str                        # the rest of the setting, shown after the dimensions: "causal mask"
-    sizes: tuple[int, ...]              # the ladder of lengths, small first: the budget decides how far it goes
+
+    function: str  # the function bench calls (one of the exercise's [[functions]])
+    dims: tuple[tuple[str, int], ...]  # fixed dimensions, in order: passed to the builder and shown
+    setting: str  # the rest of the setting, shown after the dimensions: "causal mask"
+    sizes: tuple[int, ...]  # the ladder of lengths, small first: the budget decides how far it goes
     time: Expectation
     memory: Expectation
-    size: str = "T"                     # the name of the varied length, as the exercise's statement calls it
-    unit: str = "call"                  # what one timed run is: "call", "decode step"
-    inputs: str = "as-imported"         # one of BENCH_INPUTS: lists unless the file imports numpy/torch,
+    size: str = "T"  # the name of the varied length, as the exercise's statement calls it
+    unit: str = "call"  # what one timed run is: "call", "decode step"
+    inputs: str = "as-imported"  # one of BENCH_INPUTS: lists unless the file imports numpy/torch,
     #                                     NumPy arrays whatever it imports, or torch tensors for torch files
-    harness: str = "call"               # one of BENCH_HARNESSES: time one call, or fill a cache and time one step
-    contrast: str = ""                  # a line putting the expected growth next to the naive one
+    harness: str = "call"  # one of BENCH_HARNESSES: time one call, or fill a cache and time one step
+    contrast: str = ""  # a line putting the expected growth next to the naive one
 
     @property
     def dimensions(self) -> dict[str, int]:
@@ -151,9 +156,9 @@ class Exercise:
     title: str
     summary: str
     order: int
-    main: str                          # the function that identifies a file as this exercise
-    checks: str                        # module under attn_kit.checks holding the suite
-    oracle: str                        # reference file the kit computes expected values with
+    main: str  # the function that identifies a file as this exercise
+    checks: str  # module under attn_kit.checks holding the suite
+    oracle: str  # reference file the kit computes expected values with
     statement: str
     starter: str
     functions: tuple[Function, ...]
@@ -164,12 +169,12 @@ class Exercise:
     scoring: tuple[Dimension, ...] = ()
     checkpoints: tuple[Checkpoint, ...] = ()
     seniority: tuple[Seniority, ...] = ()
-    needs: str = ""                    # optional dependency, e.g. "torch"
-    minutes: int = 45                  # default mock-screen length
-    bench: Bench | None = None         # the [bench] table (`attn-kit dev check` requires one)
-    builds: str = ""                   # the README's Exercises table: what you build (`dev check` requires it)
-    proves: str = ""                   # the README's follow-ups table: what the kit proves (a row when set)
-    properties: tuple[PropertyCell, ...] = ()   # the [properties] table: the README's headline properties
+    needs: str = ""  # optional dependency, e.g. "torch"
+    minutes: int = 45  # default mock-screen length
+    bench: Bench | None = None  # the [bench] table (`attn-kit dev check` requires one)
+    builds: str = ""  # the README's Exercises table: what you build (`dev check` requires it)
+    proves: str = ""  # the README's follow-ups table: what the kit proves (a row when set)
+    properties: tuple[PropertyCell, ...] = ()  # the [properties] table: the README's headline properties
     path: Path = field(default=Path(), compare=False)
 
     @property
@@ -186,7 +191,7 @@ class Exercise:
         return tuple(b for b in bugs() if b in present)
 
 
-SEVERITIES = ("crash", "wrong", "edge")    # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
+SEVERITIES = ("crash", "wrong", "edge")  # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
 # The one known bug the kit names from data rather than from a bug file's outputs: the sandbox
 # sees the candidate's calls write into their arguments (grading.pipeline.mutation_found, judged by the check that runs last).
 MUTATION_BUG = "mutates-input"
@@ -196,11 +201,11 @@ MUTATION_BUG = "mutates-input"
 class Bug:
     id: str
     title: str
-    symptom: str          # what goes wrong, in one or two sentences
-    fix: str              # the fix in one sentence
-    test_idea: str        # the one-line idea of a test that catches it
-    concept: str          # the discussion concept it belongs to (for review scheduling)
-    severity: str = ""    # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
+    symptom: str  # what goes wrong, in one or two sentences
+    fix: str  # the fix in one sentence
+    test_idea: str  # the one-line idea of a test that catches it
+    concept: str  # the discussion concept it belongs to (for review scheduling)
+    severity: str = ""  # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
 
 
 if TYPE_CHECKING:
@@ -215,8 +220,7 @@ def _build(cls: type[_Record], data: dict[str, Any], where: str) -> _Record:
     unknown = sorted(set(data) - names)
     if unknown:
         raise CatalogError(f"{where}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(names))})")
-    required = {f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     missing = sorted(required - set(data))
     if missing:
         raise CatalogError(f"{where}: missing key '{missing[0]}'")
@@ -236,13 +240,19 @@ def _read_toml(path: Path) -> dict:
 
 def load_exercise(path: Path) -> Exercise:
     data = _read_toml(path)
-    nested = {"functions": Function, "hints": Hint, "questions": Question,
-              "followups": FollowUp, "rubric": RubricItem, "scoring": Dimension,
-              "checkpoints": Checkpoint, "seniority": Seniority}
+    nested = {
+        "functions": Function,
+        "hints": Hint,
+        "questions": Question,
+        "followups": FollowUp,
+        "rubric": RubricItem,
+        "scoring": Dimension,
+        "checkpoints": Checkpoint,
+        "seniority": Seniority,
+    }
     for key, cls in nested.items():
         if key in data:
-            data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}")
-                              for i, item in enumerate(data[key]))
+            data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}") for i, item in enumerate(data[key]))
     if "bench" in data:
         data["bench"] = _load_bench(data["bench"], f"{path.name} [bench]")
     if "properties" in data:
@@ -256,15 +266,14 @@ def load_exercise(path: Path) -> Exercise:
 def _load_property_cells(table: object, where: str) -> tuple[PropertyCell, ...]:
     """The [properties] table: {property id: {checks = [...], note = "..."} or {na = "..."}}."""
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-        raise CatalogError(f"{where}: must be a table of inline tables (causal = {{checks = [\"...\"]}})")
+        raise CatalogError(f'{where}: must be a table of inline tables (causal = {{checks = ["..."]}})')
     return tuple(_build(PropertyCell, dict(cell, property=name), f"{where} {name}") for name, cell in table.items())
 
 
 def load_properties(path: Path) -> tuple[Property, ...]:
     """The headline properties of prompts/properties.toml, in file order."""
     data = _read_toml(path)
-    items = tuple(_build(Property, item, f"{path.name} [properties] #{i + 1}")
-                  for i, item in enumerate(data.pop("properties", [])))
+    items = tuple(_build(Property, item, f"{path.name} [properties] #{i + 1}") for i, item in enumerate(data.pop("properties", [])))
     if data:
         raise CatalogError(f"{path.name}: unknown key '{sorted(data)[0]}' (allowed: format, properties)")
     return items
@@ -292,13 +301,12 @@ def _load_bench(table: object, where: str) -> Bench:
         raise CatalogError(f"{where}: harness = '{bench.harness}' is not one of {', '.join(BENCH_HARNESSES)}")
     if bench.inputs not in BENCH_INPUTS:
         raise CatalogError(f"{where}: inputs = '{bench.inputs}' is not one of {', '.join(BENCH_INPUTS)}")
-    if len(bench.sizes) < 2 or any(not isinstance(n, int) or n < 1 for n in bench.sizes) \
-            or list(bench.sizes) != sorted(set(bench.sizes)):
+    if len(bench.sizes) < 2 or any(not isinstance(n, int) or n < 1 for n in bench.sizes) or list(bench.sizes) != sorted(set(bench.sizes)):
         raise CatalogError(f"{where}: sizes must be at least two increasing positive whole numbers")
     return bench
 
 
-_LOADED: dict[Path, Exercise] = {}      # each exercise file read once, by exercise() or exercises()
+_LOADED: dict[Path, Exercise] = {}  # each exercise file read once, by exercise() or exercises()
 
 
 def _load_once(path: Path) -> Exercise:
@@ -343,6 +351,7 @@ def exercise(exercise_id: str) -> Exercise:
     found = exercises().get(exercise_id)
     if found is None:
         import difflib
+
         spelled = exercise_id.strip().lower().replace("_", "-").replace(" ", "-")
         close = [spelled] if spelled in exercises() else difflib.get_close_matches(spelled, list(exercises()), n=1)
         guess = f" Did you mean `{close[0]}`?" if close else ""

@@ -29,15 +29,15 @@ class SourceFile:
     path: Path
     text: str
     tree: ast.Module
-    header: str | None            # exercise id from the first-line header, if any
-    defined: tuple[str, ...]      # top-level function names
+    header: str | None  # exercise id from the first-line header, if any
+    defined: tuple[str, ...]  # top-level function names
 
     def imports(self) -> list[tuple[str, int]]:
         """Top-level module names imported anywhere in the file, with the line of first use."""
         return list(self._imports)
 
     @functools.cached_property
-    def _imports(self) -> tuple[tuple[str, int], ...]:    # checks ask for every call: walk the tree once
+    def _imports(self) -> tuple[tuple[str, int], ...]:  # checks ask for every call: walk the tree once
         found: dict[str, int] = {}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
@@ -68,20 +68,23 @@ class SourceFile:
 def _module_named_in(node: ast.expr) -> str | None:
     """The module a string constant names in `__import__("x")`, `importlib.import_module("x")`,
     `sys.modules.get("x")` or `sys.modules["x"]`, else None."""
-    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-            and isinstance(node.args[0].value, str):
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
         func = node.func
         callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         target = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
         if callee in ("__import__", "import_module") or (callee == "get" and target.endswith("sys.modules")):
             return node.args[0].value
-    elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("sys.modules") \
-            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+    elif (
+        isinstance(node, ast.Subscript)
+        and ast.unparse(node.value).endswith("sys.modules")
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
         return node.slice.value
     return None
 
 
-MAX_SOURCE_BYTES = 1 << 20      # a solution file larger than 1 MiB is refused
+MAX_SOURCE_BYTES = 1 << 20  # a solution file larger than 1 MiB is refused
 
 
 def read_text(path: Path, what: str = "file") -> str:
@@ -97,12 +100,16 @@ def read_text(path: Path, what: str = "file") -> str:
     if stat.S_ISDIR(info.st_mode):
         raise UsageError(f"{path} is a folder; give the path of your solution {what}.")
     if not stat.S_ISREG(info.st_mode):
-        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else \
-            "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
+        kind = (
+            "a named pipe (FIFO)"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a device"
+            if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+            else "not a regular file"
+        )
         raise UsageError(f"{path} is {kind}; give the path of a Python {what}.")
     if info.st_size > MAX_SOURCE_BYTES:
-        raise LoadError(f"{path} is {info.st_size:,} bytes; the kit reads Python files of at most "
-                        f"{MAX_SOURCE_BYTES >> 20} MiB.")
+        raise LoadError(f"{path} is {info.st_size:,} bytes; the kit reads Python files of at most {MAX_SOURCE_BYTES >> 20} MiB.")
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_SOURCE_BYTES + 1)
@@ -112,8 +119,7 @@ def read_text(path: Path, what: str = "file") -> str:
         raise LoadError(f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB; the kit reads smaller Python files.")
     nul = data.find(b"\0")
     if nul >= 0:
-        raise LoadError(f"{path} contains a NUL byte (at byte {nul:,}), which Python source cannot; "
-                        "is it the right file?")
+        raise LoadError(f"{path} contains a NUL byte (at byte {nul:,}), which Python source cannot; is it the right file?")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return data.decode(encoding)
@@ -126,6 +132,7 @@ def missing_file(path: Path) -> str:
     """Why `path` cannot be graded when it does not exist: "did you mean" a file beside it with
     `.py` added or a similar name, else how to create it."""
     import difflib
+
     if path.suffix != ".py" and path.with_name(path.name + ".py").is_file():
         return f"no such file: {path}. Did you mean {path.with_name(path.name + '.py')}?"
     try:
@@ -150,8 +157,7 @@ def read_source(path: str | Path) -> SourceFile:
         raise LoadError(f"{path} cannot be parsed: {type(exc).__name__}") from None
     first = text.splitlines()[0] if text else ""
     match = HEADER.match(first)
-    defined = tuple(node.name for node in tree.body
-                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    defined = tuple(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return SourceFile(path, text, tree, match.group(1) if match else None, defined)
 
 
@@ -173,24 +179,29 @@ def detect_exercise(source: SourceFile, override: str | None = None) -> catalog.
     if source.header:
         if source.header in catalog.ids():
             return catalog.exercise(source.header)
-        raise UsageError(f"{source.path} starts with `# attn-kit: {source.header}`, which is not an "
-                         f"exercise. Exercises: {', '.join(catalog.exercises())}")
+        raise UsageError(
+            f"{source.path} starts with `# attn-kit: {source.header}`, which is not an "
+            f"exercise. Exercises: {', '.join(catalog.exercises())}"
+        )
     ids = ", ".join(catalog.exercises())
     matches = [e for e in catalog.exercises().values() if e.main in source.defined]
     if len(matches) == 1:
         return matches[0]
     if not matches:
         import difflib
+
         mains = {e.main: e.id for e in catalog.exercises().values()}
-        near = [(name, close[0]) for name in source.defined
-                if (close := difflib.get_close_matches(name, list(mains), n=1, cutoff=0.8))]
-        spelled = (f" Did you mean `{near[0][1]}` ({mains[near[0][1]]}) where it says `{near[0][0]}`?"
-                   if near else "")
-        raise LoadError(f"cannot tell which exercise {source.path} is for: it defines none of the "
-                        f"exercises' main functions.{spelled} Add `# attn-kit: ID` as its first line or pass "
-                        f"--exercise ID. Exercises: {ids}")
-    raise LoadError(f"{source.path} could be any of {', '.join(e.id for e in matches)}. Add "
-                    f"`# attn-kit: ID` as its first line or pass --exercise ID. Exercises: {ids}")
+        near = [(name, close[0]) for name in source.defined if (close := difflib.get_close_matches(name, list(mains), n=1, cutoff=0.8))]
+        spelled = f" Did you mean `{near[0][1]}` ({mains[near[0][1]]}) where it says `{near[0][0]}`?" if near else ""
+        raise LoadError(
+            f"cannot tell which exercise {source.path} is for: it defines none of the "
+            f"exercises' main functions.{spelled} Add `# attn-kit: ID` as its first line or pass "
+            f"--exercise ID. Exercises: {ids}"
+        )
+    raise LoadError(
+        f"{source.path} could be any of {', '.join(e.id for e in matches)}. Add "
+        f"`# attn-kit: ID` as its first line or pass --exercise ID. Exercises: {ids}"
+    )
 
 
 def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path: Path) -> None:
@@ -199,21 +210,26 @@ def check_functions(exercise: catalog.Exercise, functions: dict[str, str], path:
     for fn in exercise.functions:
         if fn.name not in functions:
             import difflib
+
             close = difflib.get_close_matches(fn.name, defined, n=1, cutoff=0.6)
             hint = f" Did you mean `{close[0]}`?" if close else ""
             listing = ", ".join(defined) if defined else "no functions"
-            raise LoadError(f"{path} does not define `{fn.name}`, which {exercise.id} needs "
-                            f"(expected `{fn.signature}`).{hint} The file defines: {listing}.")
+            raise LoadError(
+                f"{path} does not define `{fn.name}`, which {exercise.id} needs "
+                f"(expected `{fn.signature}`).{hint} The file defines: {listing}."
+            )
         problem = signature_problem(fn.signature, functions[fn.name])
         if problem:
-            raise LoadError(f"`{fn.name}` in {path} has the wrong signature: {problem}. "
-                            f"Expected `{fn.signature}`; yours is `{fn.name}{functions[fn.name]}`.")
+            raise LoadError(
+                f"`{fn.name}` in {path} has the wrong signature: {problem}. "
+                f"Expected `{fn.signature}`; yours is `{fn.name}{functions[fn.name]}`."
+            )
 
 
 def parameters(text: str) -> list[inspect.Parameter] | None:
     try:
         tree = ast.parse(f"def f{text}: pass")
-    except (SyntaxError, ValueError):       # ValueError: a NUL in a default's repr
+    except (SyntaxError, ValueError):  # ValueError: a NUL in a default's repr
         return None
     function = tree.body[0]
     if not isinstance(function, ast.FunctionDef):  # always one: the text follows `def f`
@@ -223,13 +239,13 @@ def parameters(text: str) -> list[inspect.Parameter] | None:
     positional = args.posonlyargs + args.args
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     for arg, default in zip(positional, defaults):
-        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                        default=inspect.Parameter.empty if default is None else 0))
+        params.append(
+            inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=inspect.Parameter.empty if default is None else 0)
+        )
     if args.vararg:
         params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
-                                        default=inspect.Parameter.empty if default is None else 0))
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY, default=inspect.Parameter.empty if default is None else 0))
     if args.kwarg:
         params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
     return params
@@ -237,7 +253,7 @@ def parameters(text: str) -> list[inspect.Parameter] | None:
 
 def signature_problem(expected: str, actual: str) -> str:
     """Why a function with signature `actual` cannot be called as `expected` is, or ''."""
-    want = parameters(expected[expected.index("("):])
+    want = parameters(expected[expected.index("(") :])
     have = parameters(actual)
     if want is None or have is None:
         return ""

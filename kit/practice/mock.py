@@ -33,7 +33,7 @@ from attn_kit.practice.store import Store, StoreError, iso, now
 from attn_kit.report import jsonout
 from attn_kit.report.results import CheckStatus
 
-LIVE_TIMEOUT = 5.0          # seconds one call may take during the live public runs
+LIVE_TIMEOUT = 5.0  # seconds one call may take during the live public runs
 
 
 class Clock:
@@ -55,9 +55,9 @@ class Clock:
 class MockStatus(StrEnum):
     """How the live part of a session ended, then how the session ended (report.json, history)."""
 
-    SUBMITTED = "submitted"       # `s`, or submit after Ctrl-C
+    SUBMITTED = "submitted"  # `s`, or submit after Ctrl-C
     TIME_UP = "time-up"
-    INTERRUPTED = "interrupted"   # Ctrl-C: the user is asked to submit or abandon
+    INTERRUPTED = "interrupted"  # Ctrl-C: the user is asked to submit or abandon
     ABANDONED = "abandoned"
 
 
@@ -131,6 +131,7 @@ class Terminal(Protocol):
 
 # --- choosing and creating ----------------------------------------------------------------------
 
+
 def available(exercise: catalog.Exercise) -> bool:
     return not exercise.needs or importlib.util.find_spec(exercise.needs) is not None
 
@@ -169,20 +170,22 @@ def create_session(exercise: catalog.Exercise, minutes: float, parent: Path) -> 
         file.write_text(exercise.starter, encoding="utf-8")
         (folder / "statement.md").write_text(exercise.statement.strip() + "\n", encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot create the session folder {folder}: {exc.strerror}. "
-                         f"Pick another place with --dir.") from None
+        raise UsageError(f"cannot create the session folder {folder}: {exc.strerror}. Pick another place with --dir.") from None
     seed = random.SystemRandom().randrange(1, 100_000)
     return Session(exercise, folder, file, minutes, seed, started)
 
 
 # --- the live part ------------------------------------------------------------------------------
 
+
 def public_status(session: Session, status: Status) -> Status:
     """Run the public examples on the session file."""
     from attn_kit.grading import pipeline
+
     try:
-        report = pipeline.grade(session.file, pipeline.Options(
-            exercise=session.exercise.id, seed=session.seed, public_only=True, timeout=LIVE_TIMEOUT))
+        report = pipeline.grade(
+            session.file, pipeline.Options(exercise=session.exercise.id, seed=session.seed, public_only=True, timeout=LIVE_TIMEOUT)
+        )
     except KitError as exc:
         return Status(error=str(exc).splitlines()[0][:160], saves=status.saves)
     passed, total = report.score
@@ -197,6 +200,7 @@ def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractCon
     ('interrupted'). `display()` (Terminal.live) gives `show(seconds_left, status)`, which draws
     the status line; `keys.read()` returns the keys pressed since the last read."""
     from attn_kit.practice.watch import FileWatcher, Interrupts
+
     total = session.minutes * 60
     watcher = FileWatcher(session.file, tick=0.2)
     status = Status(running=True)
@@ -226,14 +230,15 @@ def live(session: Session, clock: Clock, keys, display: Callable[[], AbstractCon
 
 # --- after the live part ------------------------------------------------------------------------
 
-def pick_questions(exercise: catalog.Exercise, failing_concepts: set[str], seed: int,
-                   due_keys: AbstractSet[str] = frozenset(), count: int = 3) -> list[catalog.Question]:
+
+def pick_questions(
+    exercise: catalog.Exercise, failing_concepts: set[str], seed: int, due_keys: AbstractSet[str] = frozenset(), count: int = 3
+) -> list[catalog.Question]:
     """2-3 questions: those on concepts the final run failed first, then cards due for review,
     then the rest in a random order."""
     questions = list(exercise.questions)
     random.Random(seed).shuffle(questions)
-    questions.sort(key=lambda q: (q.concept not in failing_concepts,
-                                  f"{exercise.id}/{q.id}" not in due_keys))
+    questions.sort(key=lambda q: (q.concept not in failing_concepts, f"{exercise.id}/{q.id}" not in due_keys))
     return questions[:count]
 
 
@@ -244,16 +249,25 @@ class Discussion:
     covered: list[bool]
 
     def to_json(self) -> dict:
-        return {"question": self.question.id, "concept": self.question.concept, "prompt": self.question.prompt,
-                "answer": self.answer, "covered": sum(self.covered), "total": len(self.covered),
-                "key_points": [{"text": text, "covered": flag, "required": i in self.question.required}
-                               for i, (text, flag) in enumerate(zip(self.question.key_points, self.covered))]}
+        return {
+            "question": self.question.id,
+            "concept": self.question.concept,
+            "prompt": self.question.prompt,
+            "answer": self.answer,
+            "covered": sum(self.covered),
+            "total": len(self.covered),
+            "key_points": [
+                {"text": text, "covered": flag, "required": i in self.question.required}
+                for i, (text, flag) in enumerate(zip(self.question.key_points, self.covered))
+            ],
+        }
 
 
 def discussion_rating(item: Discussion):
     """A self-scored mock answer reviews its card: all points -> Good, half or more -> Hard,
     fewer -> Again."""
     from fsrs import Rating
+
     got, total = sum(item.covered), len(item.covered)
     if total and got == total:
         return Rating.Good
@@ -261,6 +275,7 @@ def discussion_rating(item: Discussion):
 
 
 # --- the scores ---------------------------------------------------------------------------------
+
 
 def correctness_score(report, graded: bool = True) -> int | None:
     """The correctness dimension from what the diagnosis found (rubric.correctness: the causes, their
@@ -290,8 +305,9 @@ def scores(exercise: catalog.Exercise, report=None, hints_used=(), graded: bool 
         if score is not None and cap is not None:
             score = min(score, cap)
         why = rubric.correctness_reason(report) if score is not None else ""
-        rows.append({"dimension": item.dimension, "score": score, "cap": cap, "capped_by": capped_by,
-                     "why": why, "anchors": list(item.anchors)})
+        rows.append(
+            {"dimension": item.dimension, "score": score, "cap": cap, "capped_by": capped_by, "why": why, "anchors": list(item.anchors)}
+        )
     return rows
 
 
@@ -310,22 +326,35 @@ def recommendation(rows: list[dict]) -> dict:
 
 # --- the report ---------------------------------------------------------------------------------
 
-def report_data(session: Session, status: MockStatus, used: float, ended: datetime, report=None,
-                discussion: Sequence[Discussion] = (), hints_during: AbstractSet[int] = frozenset(),
-                hints_total_used: int = 0, locate_runs: int = 0) -> dict:
+
+def report_data(
+    session: Session,
+    status: MockStatus,
+    used: float,
+    ended: datetime,
+    report=None,
+    discussion: Sequence[Discussion] = (),
+    hints_during: AbstractSet[int] = frozenset(),
+    hints_total_used: int = 0,
+    locate_runs: int = 0,
+) -> dict:
     exercise = session.exercise
     rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED)
     data = {
-        "exercise": exercise.id, "title": exercise.title, "status": status,
-        "started_at": iso(session.started), "ended_at": iso(ended),
-        "minutes": session.minutes, "seconds_used": round(used, 1), "seed": session.seed,
+        "exercise": exercise.id,
+        "title": exercise.title,
+        "status": status,
+        "started_at": iso(session.started),
+        "ended_at": iso(ended),
+        "minutes": session.minutes,
+        "seconds_used": round(used, 1),
+        "seed": session.seed,
         "passed": report.passed if report else None,
         "score": report.to_json()["score"] if report else None,
         "checks": [r.to_json() for r in report.results] if report else [],
         "diagnosis": [d.to_json() for d in report.diagnosis] if report else [],
-        "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used,
-                  "available": len(exercise.hints)},
-        "locate": {"used_during_session": locate_runs > 0, "runs": locate_runs},   # `check --locate` runs
+        "hints": {"used_during_session": sorted(hints_during), "used_in_total": hints_total_used, "available": len(exercise.hints)},
+        "locate": {"used_during_session": locate_runs > 0, "runs": locate_runs},  # `check --locate` runs
         "scoring": rows,
         "recommendation": recommendation(rows) if status != MockStatus.ABANDONED else None,
         "discussion": [d.to_json() for d in discussion],
@@ -339,17 +368,20 @@ def report_data(session: Session, status: MockStatus, used: float, ended: dateti
 def write_report(session: Session, data: dict, markdown: str) -> Path:
     """report.md (`markdown`, the render layer's text for `data`) and report.json in the session folder."""
     md = session.folder / "report.md"
-    safefile.write_text(md, markdown)        # the candidate's code may have planted symlinks here
+    safefile.write_text(md, markdown)  # the candidate's code may have planted symlinks here
     safefile.write_text(session.folder / "report.json", jsonout.dumps(data, indent=2) + "\n")
     return md
 
 
 # --- the whole session --------------------------------------------------------------------------
 
+
 def locate_count(store, exercise: str, since: datetime, until: datetime) -> int:
     """How many `check --locate` runs of the exercise the history holds within the window."""
-    rows = store.query("SELECT COUNT(*) AS n FROM checks WHERE exercise = ? AND source = 'locate' AND at >= ? "
-                       "AND at <= ?", (exercise, iso(since), iso(until)))
+    rows = store.query(
+        "SELECT COUNT(*) AS n FROM checks WHERE exercise = ? AND source = 'locate' AND at >= ? AND at <= ?",
+        (exercise, iso(since), iso(until)),
+    )
     return int(rows[0]["n"]) if rows else 0
 
 
@@ -362,8 +394,15 @@ def _safely(session: Session, action, *args, **kwargs):
         return None
 
 
-def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Store | None, ui: Terminal,
-        unattended: bool = False, terminal: bool = True) -> tuple[int, Path]:
+def run(
+    exercise_id: str | None,
+    minutes: float | None,
+    parent: Path,
+    store: Store | None,
+    ui: Terminal,
+    unattended: bool = False,
+    terminal: bool = True,
+) -> tuple[int, Path]:
     """Run one mock screen end to end through `ui`; returns (exit status, report path). `terminal`
     says whether input is a terminal: without one the session needs `unattended`."""
     from attn_kit.grading import pipeline
@@ -372,14 +411,15 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     exercise = catalog.exercise(exercise_id) if exercise_id else choose_exercise(store)
     pipeline.require(exercise)
     if not unattended and not terminal:
-        raise UsageError("attn-kit mock is interactive and its input is not a terminal (a pipe, a file or "
-                         "/dev/null). Run it in a terminal, or pass --unattended to run it anyway: no keys are "
-                         "read, the session ends at time-up, and questions take their defaults at end of input.")
+        raise UsageError(
+            "attn-kit mock is interactive and its input is not a terminal (a pipe, a file or "
+            "/dev/null). Run it in a terminal, or pass --unattended to run it anyway: no keys are "
+            "read, the session ends at time-up, and questions take their defaults at end of input."
+        )
     minutes = minutes if minutes is not None else exercise.minutes
     session = create_session(exercise, minutes, parent)
     if store is not None:
-        session.mock_id = _safely(session, store.start_mock, exercise.id, str(session.folder), minutes,
-                                  at=session.started)
+        session.mock_id = _safely(session, store.start_mock, exercise.id, str(session.folder), minutes, at=session.started)
     ui.intro(exercise, session.file, minutes)
     clock = Clock()
     with ui.keys() as keys:
@@ -393,14 +433,11 @@ def run(exercise_id: str | None, minutes: float | None, parent: Path, store: Sto
     hints_during: set[int] = set()
     hints_total = locate_runs = 0
     if store is not None:
-        hints_during = _safely(session, store.hint_levels, exercise.id, since=session.started,
-                               until=ended + timedelta(seconds=1)) or set()
+        hints_during = _safely(session, store.hint_levels, exercise.id, since=session.started, until=ended + timedelta(seconds=1)) or set()
         hints_total = _safely(session, progress.hints_used, store, exercise.id) or 0
-        locate_runs = _safely(session, locate_count, store, exercise.id, session.started,
-                              ended + timedelta(seconds=1)) or 0
+        locate_runs = _safely(session, locate_count, store, exercise.id, session.started, ended + timedelta(seconds=1)) or 0
     if status == MockStatus.ABANDONED:
-        data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total,
-                           locate_runs=locate_runs)
+        data = report_data(session, status, used, ended, hints_during=hints_during, hints_total_used=hints_total, locate_runs=locate_runs)
         path = _finish(session, store, ui, data, ended, used)
         ui.finished(path, status, None, [])
         return 130, path
@@ -419,6 +456,7 @@ def _graded_run(session: Session, store: Store | None, ui: Terminal):
     """The full graded suite on the final file, shown and recorded; None when it cannot be graded."""
     from attn_kit.grading import pipeline
     from attn_kit.practice import progress
+
     ui.heading("The full graded suite")
     report = None
     try:
@@ -434,11 +472,13 @@ def _graded_run(session: Session, store: Store | None, ui: Terminal):
 def _discussion(session: Session, store: Store | None, ui: Terminal, report) -> list[Discussion]:
     """2-3 questions, self-scored; the answers given rate their review cards."""
     from attn_kit.practice import progress
+
     exercise = session.exercise
     failing = progress.concepts_of(report)[1] if report is not None else set()
     due_keys = set()
     if store is not None:
         from attn_kit.practice.review import queue
+
         due_keys = {e.key for e in (_safely(session, queue, store, exercise.id, True) or [])}
     chosen = pick_questions(exercise, failing, session.seed, due_keys)
     discussion: list[Discussion] = []
@@ -456,6 +496,7 @@ def _discussion(session: Session, store: Store | None, ui: Terminal, report) -> 
         ui.warning("discussion cut short; the report keeps the answers given so far.")
     if store is not None:
         from attn_kit.practice.review import review
+
         for item in discussion:
             _safely(session, review, store, exercise.id, item.question, discussion_rating(item), "mock")
     return discussion
@@ -466,13 +507,29 @@ def _finish(session: Session, store: Store | None, ui: Terminal, data: dict, end
     path = write_report(session, data, ui.report_markdown(data))
     if store is not None and session.mock_id:
         score = data["score"] or {}
-        graded = {} if data["status"] == MockStatus.ABANDONED else dict(
-            passed=data["passed"], checks_passed=score.get("passed"), checks_total=score.get("total"),
-            points=score.get("points"), max_points=score.get("max_points"),
-            discussion=[{"question": d["question"], "covered": d["covered"], "total": d["total"]}
-                        for d in data["discussion"]])
-        _safely(session, store.finish_mock, session.mock_id, ended_at=ended, status=data["status"], seconds_used=used,
-                hints_used=len(data["hints"]["used_during_session"]), report=str(path), **graded)
+        graded = (
+            {}
+            if data["status"] == MockStatus.ABANDONED
+            else dict(
+                passed=data["passed"],
+                checks_passed=score.get("passed"),
+                checks_total=score.get("total"),
+                points=score.get("points"),
+                max_points=score.get("max_points"),
+                discussion=[{"question": d["question"], "covered": d["covered"], "total": d["total"]} for d in data["discussion"]],
+            )
+        )
+        _safely(
+            session,
+            store.finish_mock,
+            session.mock_id,
+            ended_at=ended,
+            status=data["status"],
+            seconds_used=used,
+            hints_used=len(data["hints"]["used_during_session"]),
+            report=str(path),
+            **graded,
+        )
     for text in dict.fromkeys(session.warnings):
         ui.warning(text)
     return path

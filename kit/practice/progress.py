@@ -20,11 +20,12 @@ from attn_kit.load import catalog
 from attn_kit.practice.store import Store, now, parse_time
 from attn_kit.report.results import FAILED, CheckStatus
 
-if TYPE_CHECKING:                 # report imports numpy; history and hint commands do not need it
+if TYPE_CHECKING:  # report imports numpy; history and hint commands do not need it
     from attn_kit.report.results import Report
 
 
 # --- check runs -------------------------------------------------------------------------------
+
 
 def bundled_file(path: str | Path) -> bool:
     """The file is one of the kit's own solution files: `solutions/<exercise>/reference_*.py` or
@@ -35,12 +36,13 @@ def bundled_file(path: str | Path) -> bool:
     parts = resolved.parts
     if "solutions" not in parts:
         return False
-    tail = parts[len(parts) - 1 - parts[::-1].index("solutions") + 1:]      # after the last "solutions"
+    tail = parts[len(parts) - 1 - parts[::-1].index("solutions") + 1 :]  # after the last "solutions"
     if not (len(tail) == 2 and tail[1].startswith("reference_") or len(tail) == 3 and tail[1] == "bugs"):
         return False
     if tail[0] not in catalog.exercises():
         return False
     from attn_kit.base.paths import solutions_dir
+
     bundled = solutions_dir(tail[0]).joinpath(*tail[1:])
     try:
         return bundled.read_bytes() == resolved.read_bytes()
@@ -51,14 +53,14 @@ def bundled_file(path: str | Path) -> bool:
 def concepts_of(report: "Report") -> tuple[set[str], set[str]]:
     """(concepts the run tested, concepts it failed on), from the checks' and bugs' concepts."""
     from attn_kit.grading.pipeline import suite_for
+
     suite = suite_for(catalog.exercise(report.exercise))
     concept = {c.id: c.concept for c in suite.checks}
     bugs = catalog.bugs()
     tested = {concept.get(r.id, "") for r in report.results if r.status != CheckStatus.SKIP}
     # a failure the diagnosis explains counts against the bug's concept (no-scaling breaks the
     # masking checks too, but the concept to review is scaling); an unexplained one, its check's
-    failing = {bugs[r.bug].concept if r.bug in bugs else concept.get(r.id, "")
-               for r in report.results if r.status in FAILED}
+    failing = {bugs[r.bug].concept if r.bug in bugs else concept.get(r.id, "") for r in report.results if r.status in FAILED}
     failing |= {bugs[d.bug].concept for d in report.diagnosis if d.bug in bugs}
     tested.discard("")
     failing.discard("")
@@ -80,40 +82,56 @@ class Recorded:
     """What recording a check run did: the kit's own card ratings and the hint count."""
 
     check_id: int
-    ratings: list = field(default_factory=list)   # review.AutoRating: concept, card key, rating, due
+    ratings: list = field(default_factory=list)  # review.AutoRating: concept, card key, rating, due
     hints_used: int = 0
     hints_total: int = 0
-    next_hint: int | None = None        # the level `attn-kit hint EXERCISE` shows next
+    next_hint: int | None = None  # the level `attn-kit hint EXERCISE` shows next
 
 
 def record_check(store: Store, report: "Report", source: str = "check") -> Recorded:
     """Save a check run and rate the concept cards it bears on, in one transaction."""
     from attn_kit.practice import review
+
     tested, failing = concepts_of(report)
     passed, total = report.score
     got, most = report.points
     at = now()
     with store.transaction():
         check_id = store.add_check(
-            exercise=report.exercise, file=str(report.path), seed=report.seed, passed=report.passed,
-            checks_passed=passed, checks_total=total, points=got, max_points=most,
-            public_only=report.public_only, failing=[r.id for r in report.results if r.status in FAILED],
-            bugs=[d.bug for d in report.diagnosis], concepts_failed=sorted(failing), source=source, at=at)
+            exercise=report.exercise,
+            file=str(report.path),
+            seed=report.seed,
+            passed=report.passed,
+            checks_passed=passed,
+            checks_total=total,
+            points=got,
+            max_points=most,
+            public_only=report.public_only,
+            failing=[r.id for r in report.results if r.status in FAILED],
+            bugs=[d.bug for d in report.diagnosis],
+            concepts_failed=sorted(failing),
+            source=source,
+            at=at,
+        )
         ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
     seen = store.hint_levels(exercise.id)
-    upcoming = next_hint(exercise, [r.id for r in report.results if r.status in FAILED],
-                         [d.bug for d in report.diagnosis], seen) if not report.passed else None
+    upcoming = (
+        next_hint(exercise, [r.id for r in report.results if r.status in FAILED], [d.bug for d in report.diagnosis], seen)
+        if not report.passed
+        else None
+    )
     return Recorded(check_id, ratings, len(seen), len(exercise.hints), upcoming[0] if upcoming else None)
 
 
 # --- hints ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ShownHint:
     level: int
     hint: catalog.Hint
-    because: str = ""           # the failed check it was chosen for, if it was
+    because: str = ""  # the failed check it was chosen for, if it was
 
 
 def failure_ladder(exercise: catalog.Exercise, failing: list[str], bugs: list[str]) -> tuple[list[int], str]:
@@ -122,9 +140,10 @@ def failure_ladder(exercise: catalog.Exercise, failing: list[str], bugs: list[st
     failure at (the diagnosed bug's, else the failed check's). ([], "") when there is none."""
     from attn_kit.base.errors import KitError
     from attn_kit.grading.pipeline import hint_for, hint_for_bug, suite_for
+
     try:
         checks = suite_for(exercise).checks
-    except KitError:                    # e.g. torch missing: fall back to the plain order
+    except KitError:  # e.g. torch missing: fall back to the plain order
         return [], ""
     by_id = {c.id: c for c in checks}
     anchor, because = None, ""
@@ -140,21 +159,18 @@ def failure_ladder(exercise: catalog.Exercise, failing: list[str], bugs: list[st
     if anchor is None or not 1 <= anchor <= len(exercise.hints):
         return [], ""
     topic = exercise.hints[anchor - 1]
-    ladder = [n for n, h in enumerate(exercise.hints, 1)
-              if (h.concept == topic.concept if topic.concept else h.title == topic.title)]
+    ladder = [n for n, h in enumerate(exercise.hints, 1) if (h.concept == topic.concept if topic.concept else h.title == topic.title)]
     return ladder, because
 
 
-def next_hint(exercise: catalog.Exercise, failing: list[str], bugs: list[str],
-              seen: set[int]) -> tuple[int, str] | None:
+def next_hint(exercise: catalog.Exercise, failing: list[str], bugs: list[str], seen: set[int]) -> tuple[int, str] | None:
     """The first unseen hint on what the run failed, and the check it is for; None if every hint
     on that topic has been seen (then the plain next unseen hint is next)."""
     ladder, because = failure_ladder(exercise, failing, bugs)
     return next(((n, because) for n in ladder if n not in seen), None)
 
 
-def take_hints(store: Store, exercise: catalog.Exercise, level: int | None = None,
-               show_all: bool = False) -> list[ShownHint]:
+def take_hints(store: Store, exercise: catalog.Exercise, level: int | None = None, show_all: bool = False) -> list[ShownHint]:
     """The hint(s) to show, recorded as used: a given level, all, or the next one: the next on
     what your last check of the exercise failed (gentlest first), else the next unseen one."""
     count = len(exercise.hints)
@@ -170,8 +186,7 @@ def take_hints(store: Store, exercise: catalog.Exercise, level: int | None = Non
     else:
         seen = store.hint_levels(exercise.id)
         last = store.checks(exercise.id, limit=1)
-        chosen = (next_hint(exercise, last[0]["failing"], last[0]["bugs"], seen)
-                  if last and not last[0]["passed"] else None)
+        chosen = next_hint(exercise, last[0]["failing"], last[0]["bugs"], seen) if last and not last[0]["passed"] else None
         if chosen is not None:
             levels, because = [chosen[0]], chosen[1]
         else:
@@ -189,6 +204,7 @@ def hints_used(store: Store, exercise_id: str) -> int:
 
 
 # --- solutions --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SolutionFile:
@@ -210,15 +226,18 @@ def solution(store: Store, exercise: catalog.Exercise, force: bool = False) -> t
             f"the reference solution of {exercise.id} opens once your file passes `attn-kit check` "
             f"(the full suite) or once you have used every hint ({used} of {total} used; "
             f"`attn-kit hint {exercise.id}` shows the next, {left} to go). "
-            f"`attn-kit solution {exercise.id} --force` shows it now, and that is recorded.")
+            f"`attn-kit solution {exercise.id} --force` shows it now, and that is recorded."
+        )
     store.add_solution_view(exercise.id, forced=not earned)
     return [SolutionFile(p, p.read_text(encoding="utf-8")) for p in files], not earned
 
 
 # --- reset ------------------------------------------------------------------------------------
 
+
 def backup_dir() -> Path:
     from attn_kit.practice.store import home
+
     return home() / "backups"
 
 
@@ -264,11 +283,16 @@ def _atomic_write(path: Path, text: str) -> None:
 
 # --- history and progress ---------------------------------------------------------------------
 
+
 def history(store: Store, limit: int = 20) -> dict:
     """Recent checks, mocks, reviews, hints and solution views, newest first (JSON-ready)."""
-    return {"checks": store.checks(limit=limit), "mocks": store.mocks(limit=limit),
-            "reviews": store.reviews(limit=limit), "hints": store.hints(limit=limit),
-            "solution_views": store.solution_views(limit=limit)}
+    return {
+        "checks": store.checks(limit=limit),
+        "mocks": store.mocks(limit=limit),
+        "reviews": store.reviews(limit=limit),
+        "hints": store.hints(limit=limit),
+        "solution_views": store.solution_views(limit=limit),
+    }
 
 
 @dataclass(frozen=True)
@@ -276,7 +300,7 @@ class Progress:
     exercise: str
     title: str
     runs: int
-    best: tuple[int, int] | None         # (checks passed, total) of the best full run
+    best: tuple[int, int] | None  # (checks passed, total) of the best full run
     last: tuple[int, int] | None
     passed: bool
     bugs_seen: tuple[str, ...]
@@ -287,15 +311,24 @@ class Progress:
     mocks: int
 
     def to_json(self) -> dict:
-        return {"exercise": self.exercise, "runs": self.runs,
-                "best": list(self.best) if self.best else None, "last": list(self.last) if self.last else None,
-                "passed": self.passed, "bugs_seen": list(self.bugs_seen), "hints_used": self.hints_used,
-                "hints_total": self.hints_total, "cards_due": self.cards_due, "cards_total": self.cards_total,
-                "mocks": self.mocks}
+        return {
+            "exercise": self.exercise,
+            "runs": self.runs,
+            "best": list(self.best) if self.best else None,
+            "last": list(self.last) if self.last else None,
+            "passed": self.passed,
+            "bugs_seen": list(self.bugs_seen),
+            "hints_used": self.hints_used,
+            "hints_total": self.hints_total,
+            "cards_due": self.cards_due,
+            "cards_total": self.cards_total,
+            "mocks": self.mocks,
+        }
 
 
 def progress(store: Store) -> list[Progress]:
     from attn_kit.practice.review import due_counts_by_exercise
+
     due = due_counts_by_exercise(store)
     rows = []
     for exercise in catalog.exercises().values():
@@ -306,32 +339,42 @@ def progress(store: Store) -> list[Progress]:
         bugs: list[str] = []
         for run in reversed(runs):
             bugs += [b for b in run["bugs"] if b not in bugs]
-        rows.append(Progress(
-            exercise.id, exercise.title, len(runs),
-            (best["checks_passed"], best["checks_total"]) if best else None,
-            (last["checks_passed"], last["checks_total"]) if last else None,
-            any(r["passed"] for r in full), tuple(bugs), hints_used(store, exercise.id), len(exercise.hints),
-            due.get(exercise.id, 0), len(exercise.questions), len(store.mocks(exercise.id))))
+        rows.append(
+            Progress(
+                exercise.id,
+                exercise.title,
+                len(runs),
+                (best["checks_passed"], best["checks_total"]) if best else None,
+                (last["checks_passed"], last["checks_total"]) if last else None,
+                any(r["passed"] for r in full),
+                tuple(bugs),
+                hints_used(store, exercise.id),
+                len(exercise.hints),
+                due.get(exercise.id, 0),
+                len(exercise.questions),
+                len(store.mocks(exercise.id)),
+            )
+        )
     return rows
 
 
-
 # --- where am I: plain `attn-kit` and `attn-kit list` ------------------------------------------
+
 
 class ExerciseState(StrEnum):
     """Where the user is with an exercise, from the history."""
 
     NOT_STARTED = "not started"
-    STARTED = "started"             # `attn-kit start` wrote its file; not checked yet
-    ATTEMPTED = "attempted"         # graded at least once, never passed
-    PASSED = "passed"               # a full graded run passed
+    STARTED = "started"  # `attn-kit start` wrote its file; not checked yet
+    ATTEMPTED = "attempted"  # graded at least once, never passed
+    PASSED = "passed"  # a full graded run passed
 
 
 @dataclass(frozen=True)
 class Status:
     exercise: str
     state: ExerciseState
-    best: tuple[int, int] | None    # (checks passed, total) of the best full graded run
+    best: tuple[int, int] | None  # (checks passed, total) of the best full graded run
     last_file: str | None
 
     @property
@@ -345,8 +388,7 @@ def statuses(store: Store | None) -> dict[str, Status]:
     if store is not None:
         for row in progress(store):
             runs = store.checks(row.exercise, limit=1)
-            state = (ExerciseState.PASSED if row.passed else
-                     ExerciseState.ATTEMPTED if row.runs else ExerciseState.NOT_STARTED)
+            state = ExerciseState.PASSED if row.passed else ExerciseState.ATTEMPTED if row.runs else ExerciseState.NOT_STARTED
             result[row.exercise] = Status(row.exercise, state, row.best, runs[0]["file"] if runs else None)
     for exercise_id in catalog.exercises():
         result.setdefault(exercise_id, Status(exercise_id, ExerciseState.NOT_STARTED, None, None))
@@ -356,7 +398,7 @@ def statuses(store: Store | None) -> dict[str, Status]:
     return result
 
 
-STARTED_FILE = "started.json"      # in the data folder: the exercise `attn-kit start` made current
+STARTED_FILE = "started.json"  # in the data folder: the exercise `attn-kit start` made current
 
 
 def mark_started(exercise_id: str, path: Path) -> None:
@@ -364,6 +406,7 @@ def mark_started(exercise_id: str, path: Path) -> None:
     another). Written beside the history, not in it, so starting never creates the history; a
     failure to write only loses that, never the start."""
     from attn_kit.practice.store import home, iso
+
     try:
         folder = home()
         folder.mkdir(parents=True, exist_ok=True)
@@ -374,6 +417,7 @@ def mark_started(exercise_id: str, path: Path) -> None:
 
 def _started() -> dict | None:
     from attn_kit.practice.store import home
+
     try:
         data = json.loads((home() / STARTED_FILE).read_text(encoding="utf-8"))
         if data["exercise"] in catalog.exercises():
@@ -414,5 +458,8 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     if not ahead:
         return status, "attn-kit discuss"
     nxt = ahead[0].exercise
-    return status, (f"attn-kit check {ahead[0].last_file}" if ahead[0].state == ExerciseState.ATTEMPTED
-                    else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py")
+    return status, (
+        f"attn-kit check {ahead[0].last_file}"
+        if ahead[0].state == ExerciseState.ATTEMPTED
+        else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py"
+    )

@@ -25,13 +25,24 @@ from fsrs import Card, Rating, Scheduler
 from attn_kit.load import catalog
 from attn_kit.practice.store import Store, now, parse_time
 
-RATINGS = {"1": Rating.Again, "2": Rating.Hard, "3": Rating.Good, "4": Rating.Easy,
-           "again": Rating.Again, "hard": Rating.Hard, "good": Rating.Good, "easy": Rating.Easy,
-           "a": Rating.Again, "h": Rating.Hard, "g": Rating.Good, "e": Rating.Easy}
+RATINGS = {
+    "1": Rating.Again,
+    "2": Rating.Hard,
+    "3": Rating.Good,
+    "4": Rating.Easy,
+    "again": Rating.Again,
+    "hard": Rating.Hard,
+    "good": Rating.Good,
+    "easy": Rating.Easy,
+    "a": Rating.Again,
+    "h": Rating.Hard,
+    "g": Rating.Good,
+    "e": Rating.Easy,
+}
 
 
-AUTOMATIC = "check"                        # the source of the kit's own ratings
-AUTOMATIC_GAP = timedelta(days=1)          # at most one automatic rating per card in this window
+AUTOMATIC = "check"  # the source of the kit's own ratings
+AUTOMATIC_GAP = timedelta(days=1)  # at most one automatic rating per card in this window
 
 
 def scheduler() -> Scheduler:
@@ -49,7 +60,7 @@ class Entry:
     exercise: catalog.Exercise
     question: catalog.Question
     card: Card | None
-    new: bool = False             # the user has never reviewed it (the kit may have)
+    new: bool = False  # the user has never reviewed it (the kit may have)
 
     @property
     def key(self) -> str:
@@ -69,8 +80,9 @@ def load_card(row: dict) -> Card:
     return Card.from_json(row["card"])
 
 
-def review(store: Store, exercise_id: str, question: catalog.Question, rating: Rating,
-           source: str = "discuss", at: datetime | None = None) -> Card:
+def review(
+    store: Store, exercise_id: str, question: catalog.Question, rating: Rating, source: str = "discuss", at: datetime | None = None
+) -> Card:
     """Review one card with fsrs and save its new state and log in one transaction."""
     at = at or now()
     key = card_key(exercise_id, question.id)
@@ -78,14 +90,24 @@ def review(store: Store, exercise_id: str, question: catalog.Question, rating: R
         row = store.card(key)
         card = load_card(row) if row else Card(card_id=zlib.crc32(key.encode()), due=at)
         card, log = scheduler().review_card(card, rating, review_datetime=at)
-        store.save_review(key=key, exercise=exercise_id, question=question.id, concept=question.concept,
-                          card_json=card.to_json(), due=card.due, rating=int(rating), source=source,
-                          log_json=log.to_json(), at=at)
+        store.save_review(
+            key=key,
+            exercise=exercise_id,
+            question=question.id,
+            concept=question.concept,
+            card_json=card.to_json(),
+            due=card.due,
+            rating=int(rating),
+            source=source,
+            log_json=log.to_json(),
+            at=at,
+        )
     return card
 
 
-def queue(store: Store, exercise_id: str | None = None, due_only: bool = False, new: int = 5,
-          at: datetime | None = None, first: str | None = None) -> list[Entry]:
+def queue(
+    store: Store, exercise_id: str | None = None, due_only: bool = False, new: int = 5, at: datetime | None = None, first: str | None = None
+) -> list[Entry]:
     """Cards due now (most overdue first), then up to `new` questions the user never reviewed
     (a card only the kit has rated is still new to the user). With `first`, that exercise's
     cards come before the others in both groups."""
@@ -98,19 +120,19 @@ def queue(store: Store, exercise_id: str | None = None, due_only: bool = False, 
         row = rows.get(key)
         if key not in seen:
             fresh.append(Entry(exercise, question, load_card(row) if row else None, new=True))
-        elif row is not None and parse_time(row["due"]) <= at:       # a reviewed card has a row
+        elif row is not None and parse_time(row["due"]) <= at:  # a reviewed card has a row
             due.append(Entry(exercise, question, load_card(row)))
-    due.sort(key=lambda e: (e.exercise.id != first, cast(Card, e.card).due))     # due entries have cards
-    fresh.sort(key=lambda e: e.exercise.id != first)          # stable: catalogue order otherwise
-    return due if due_only else due + fresh[:max(new, 0)]
+    due.sort(key=lambda e: (e.exercise.id != first, cast(Card, e.card).due))  # due entries have cards
+    fresh.sort(key=lambda e: e.exercise.id != first)  # stable: catalogue order otherwise
+    return due if due_only else due + fresh[: max(new, 0)]
 
 
 @dataclass(frozen=True)
 class Outlook:
     due_now: int
-    due_tomorrow: int        # due within the next 24 hours, those due now included
-    due_week: int            # due within the next 7 days, those due now included
-    new: int                 # questions never reviewed
+    due_tomorrow: int  # due within the next 24 hours, those due now included
+    due_week: int  # due within the next 7 days, those due now included
+    new: int  # questions never reviewed
     total: int
 
 
@@ -122,10 +144,13 @@ def outlook(store: Store, exercise_id: str | None = None, at: datetime | None = 
     seen = store.user_reviewed_keys()
     all_keys = [card_key(e.id, q.id) for e, q in questions(exercise_id)]
     dues = [parse_time(rows[k]["due"]) for k in all_keys if k in rows and k in seen]
-    return Outlook(due_now=sum(d <= at for d in dues),
-                   due_tomorrow=sum(d <= at + timedelta(days=1) for d in dues),
-                   due_week=sum(d <= at + timedelta(days=7) for d in dues),
-                   new=sum(k not in seen for k in all_keys), total=len(all_keys))
+    return Outlook(
+        due_now=sum(d <= at for d in dues),
+        due_tomorrow=sum(d <= at + timedelta(days=1) for d in dues),
+        due_week=sum(d <= at + timedelta(days=7) for d in dues),
+        new=sum(k not in seen for k in all_keys),
+        total=len(all_keys),
+    )
 
 
 def concept_questions(exercise_id: str, concept: str) -> list[tuple[str, catalog.Question]]:
@@ -158,7 +183,7 @@ def rate_concepts(store: Store, exercise_id: str, bugs: list[str], at: datetime 
             for owner, question in concept_questions(exercise_id, concept):
                 key = card_key(owner, question.id)
                 if key not in seen:
-                    continue                  # new cards are the user's to introduce
+                    continue  # new cards are the user's to introduce
                 last = store.last_review_at(key, AUTOMATIC)
                 if last is not None and at - last < AUTOMATIC_GAP:
                     continue

@@ -146,6 +146,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 # --- time -------------------------------------------------------------------------------------
 
+
 def now() -> datetime:
     """The current time, timezone-aware UTC. `ATTN_KIT_NOW` (ISO-8601) pins it, for tests."""
     pinned = os.environ.get("ATTN_KIT_NOW")
@@ -166,12 +167,14 @@ def parse_time(text: str) -> datetime:
 
 # --- where ------------------------------------------------------------------------------------
 
+
 def home() -> Path:
     """The folder holding the user's attn-kit state."""
     override = os.environ.get("ATTN_KIT_HOME")
     if override:
         return Path(override).expanduser()
     import platformdirs
+
     return Path(platformdirs.user_data_dir("attn-kit", appauthor=False))
 
 
@@ -180,6 +183,7 @@ def db_path() -> Path:
 
 
 # --- the store --------------------------------------------------------------------------------
+
 
 def _is_corruption(exc: sqlite3.Error) -> bool:
     name = getattr(exc, "sqlite_errorname", "") or ""
@@ -253,17 +257,45 @@ class Store:
 
     # checks -------------------------------------------------------------------------------------
 
-    def add_check(self, *, exercise: str, file: str, seed: int | None, passed: bool, checks_passed: int,
-                  checks_total: int, points: int, max_points: int, public_only: bool, failing: list[str],
-                  bugs: list[str], concepts_failed: list[str], source: str = "check",
-                  at: datetime | None = None) -> int:
+    def add_check(
+        self,
+        *,
+        exercise: str,
+        file: str,
+        seed: int | None,
+        passed: bool,
+        checks_passed: int,
+        checks_total: int,
+        points: int,
+        max_points: int,
+        public_only: bool,
+        failing: list[str],
+        bugs: list[str],
+        concepts_failed: list[str],
+        source: str = "check",
+        at: datetime | None = None,
+    ) -> int:
         return self._write(
             "INSERT INTO checks (at, exercise, file, seed, passed, checks_passed, checks_total, points, "
             "max_points, public_only, failing, bugs, concepts_failed, source) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (iso(at or now()), exercise, file, seed, int(passed), checks_passed, checks_total, points,
-             max_points, int(public_only), json.dumps(failing), json.dumps(bugs),
-             json.dumps(concepts_failed), source))
+            (
+                iso(at or now()),
+                exercise,
+                file,
+                seed,
+                int(passed),
+                checks_passed,
+                checks_total,
+                points,
+                max_points,
+                int(public_only),
+                json.dumps(failing),
+                json.dumps(bugs),
+                json.dumps(concepts_failed),
+                source,
+            ),
+        )
 
     def checks(self, exercise: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Recorded check runs, newest first."""
@@ -280,16 +312,14 @@ class Store:
 
     def has_passed(self, exercise: str) -> bool:
         """A recorded run of the full graded suite passed."""
-        return bool(self.query("SELECT 1 FROM checks WHERE exercise = ? AND passed = 1 AND public_only = 0 "
-                               "LIMIT 1", (exercise,)))
+        return bool(self.query("SELECT 1 FROM checks WHERE exercise = ? AND passed = 1 AND public_only = 0 LIMIT 1", (exercise,)))
 
     # hints and solutions ------------------------------------------------------------------------
 
     def add_hint(self, exercise: str, level: int, at: datetime | None = None) -> None:
         self._write("INSERT INTO hints (at, exercise, level) VALUES (?, ?, ?)", (iso(at or now()), exercise, level))
 
-    def hint_levels(self, exercise: str, since: datetime | None = None,
-                    until: datetime | None = None) -> set[int]:
+    def hint_levels(self, exercise: str, since: datetime | None = None, until: datetime | None = None) -> set[int]:
         """The distinct hint levels shown for an exercise (optionally within a time window)."""
         sql, params = "SELECT DISTINCT level FROM hints WHERE exercise = ?", [exercise]
         if since:
@@ -302,12 +332,10 @@ class Store:
         return self.query("SELECT * FROM hints ORDER BY at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
 
     def add_solution_view(self, exercise: str, forced: bool, at: datetime | None = None) -> None:
-        self._write("INSERT INTO solution_views (at, exercise, forced) VALUES (?, ?, ?)",
-                    (iso(at or now()), exercise, int(forced)))
+        self._write("INSERT INTO solution_views (at, exercise, forced) VALUES (?, ?, ?)", (iso(at or now()), exercise, int(forced)))
 
     def solution_views(self, limit: int | None = None) -> list[dict[str, Any]]:
-        rows = self.query("SELECT * FROM solution_views ORDER BY at DESC, id DESC"
-                          + (f" LIMIT {int(limit)}" if limit else ""))
+        rows = self.query("SELECT * FROM solution_views ORDER BY at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
         for row in rows:
             row["forced"] = bool(row["forced"])
         return rows
@@ -315,12 +343,25 @@ class Store:
     # mock sessions ------------------------------------------------------------------------------
 
     def start_mock(self, exercise: str, folder: str, minutes: float, at: datetime | None = None) -> int:
-        return self._write("INSERT INTO mocks (started_at, exercise, folder, minutes, status) "
-                           "VALUES (?, ?, ?, ?, 'running')", (iso(at or now()), exercise, folder, minutes))
+        return self._write(
+            "INSERT INTO mocks (started_at, exercise, folder, minutes, status) VALUES (?, ?, ?, ?, 'running')",
+            (iso(at or now()), exercise, folder, minutes),
+        )
 
     def finish_mock(self, mock_id: int, **fields: Any) -> None:
-        allowed = {"ended_at", "status", "seconds_used", "passed", "checks_passed", "checks_total", "points",
-                   "max_points", "hints_used", "discussion", "report"}
+        allowed = {
+            "ended_at",
+            "status",
+            "seconds_used",
+            "passed",
+            "checks_passed",
+            "checks_total",
+            "points",
+            "max_points",
+            "hints_used",
+            "discussion",
+            "report",
+        }
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown mock fields {sorted(unknown)}")
@@ -354,8 +395,20 @@ class Store:
         sql = "SELECT * FROM cards" + (" WHERE exercise = ?" if exercise else "") + " ORDER BY due, key"
         return self.query(sql, (exercise,) if exercise else ())
 
-    def save_review(self, *, key: str, exercise: str, question: str, concept: str, card_json: str, due: datetime,
-                    rating: int, source: str, log_json: str, at: datetime) -> None:
+    def save_review(
+        self,
+        *,
+        key: str,
+        exercise: str,
+        question: str,
+        concept: str,
+        card_json: str,
+        due: datetime,
+        rating: int,
+        source: str,
+        log_json: str,
+        at: datetime,
+    ) -> None:
         """Store a card's new state and its review log in one transaction."""
         with self.transaction() as conn:
             try:
@@ -363,10 +416,12 @@ class Store:
                     "INSERT INTO cards (key, exercise, question, concept, card, due, updated_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET card = excluded.card, "
                     "due = excluded.due, updated_at = excluded.updated_at, concept = excluded.concept",
-                    (key, exercise, question, concept, card_json, iso(due), iso(at)))
-                conn.execute("INSERT INTO reviews (at, key, exercise, question, rating, source, due, log) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             (iso(at), key, exercise, question, rating, source, iso(due), log_json))
+                    (key, exercise, question, concept, card_json, iso(due), iso(at)),
+                )
+                conn.execute(
+                    "INSERT INTO reviews (at, key, exercise, question, rating, source, due, log) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (iso(at), key, exercise, question, rating, source, iso(due), log_json),
+                )
             except sqlite3.Error as exc:
                 raise StoreError(f"could not save a review to {self.path}: {exc}") from None
 
@@ -381,16 +436,21 @@ class Store:
 
     def current_exercise(self) -> str | None:
         """The exercise of the most recent check run or mock screen."""
-        rows = self.query("SELECT exercise, at FROM (SELECT exercise, at FROM checks UNION ALL "
-                          "SELECT exercise, started_at AS at FROM mocks) ORDER BY at DESC LIMIT 1")
+        rows = self.query(
+            "SELECT exercise, at FROM (SELECT exercise, at FROM checks UNION ALL "
+            "SELECT exercise, started_at AS at FROM mocks) ORDER BY at DESC LIMIT 1"
+        )
         return rows[0]["exercise"] if rows else None
 
     def reviews(self, limit: int | None = None) -> list[dict[str, Any]]:
-        return self.query("SELECT id, at, key, exercise, question, rating, source, due FROM reviews "
-                          "ORDER BY at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
+        return self.query(
+            "SELECT id, at, key, exercise, question, rating, source, due FROM reviews "
+            "ORDER BY at DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else "")
+        )
 
 
 # --- opening ----------------------------------------------------------------------------------
+
 
 def _connect(path: Path) -> sqlite3.Connection:
     """Open with retries: switching a new file to WAL (or recovering a WAL after a crash) can
@@ -414,7 +474,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if str(mode).lower() != "wal":       # e.g. a network file system: the rollback journal is safe too
+    if str(mode).lower() != "wal":  # e.g. a network file system: the rollback journal is safe too
         conn.execute("PRAGMA journal_mode = DELETE")
     conn.execute("PRAGMA synchronous = FULL")
     check = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -426,8 +486,9 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         version = migrate(conn)
     if version > len(MIGRATIONS):
         conn.close()
-        raise StoreError(f"{path} was written by a newer attn-kit (schema {version}); upgrade attn-kit "
-                         f"or point ATTN_KIT_HOME at another folder.")
+        raise StoreError(
+            f"{path} was written by a newer attn-kit (schema {version}); upgrade attn-kit or point ATTN_KIT_HOME at another folder."
+        )
     return conn
 
 
@@ -462,7 +523,7 @@ def _move_aside(path: Path, inode: int | None) -> Path | None:
         target = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
     try:
         if inode is not None and path.stat().st_ino != inode:
-            return None              # another process already replaced it with a fresh database
+            return None  # another process already replaced it with a fresh database
         os.replace(path, target)
     except FileNotFoundError:
         return None
@@ -483,9 +544,10 @@ def open_store(path: Path | None = None) -> Store:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StoreError(f"cannot create the attn-kit data folder {path.parent}: {exc.strerror}. "
-                         f"Set ATTN_KIT_HOME to a writable folder.") from None
-    try:      # SQLite would write through a symlink planted where the database or its journal goes
+        raise StoreError(
+            f"cannot create the attn-kit data folder {path.parent}: {exc.strerror}. Set ATTN_KIT_HOME to a writable folder."
+        ) from None
+    try:  # SQLite would write through a symlink planted where the database or its journal goes
         safefile.check_folder(path.parent)
         for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
             safefile.check_file(path.with_name(name))
@@ -503,8 +565,10 @@ def open_store(path: Path | None = None) -> Store:
                 raise StoreError(f"cannot open the history database {path}: {exc}") from None
             moved = _move_aside(path, inode)
             if moved is not None:
-                warnings.append(f"the history database {path} was damaged ({exc}); it was moved to "
-                                f"{moved} and a fresh one was started. Your solution files are untouched.")
+                warnings.append(
+                    f"the history database {path} was damaged ({exc}); it was moved to "
+                    f"{moved} and a fresh one was started. Your solution files are untouched."
+                )
         except OSError as exc:
             raise StoreError(f"cannot open the history database {path}: {exc}") from None
     raise AssertionError("unreachable")

@@ -46,13 +46,13 @@ from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import DEFAULT_MEMORY, Sandbox
 from attn_kit.sandbox.zygote import make_launcher
 
-DEFAULT_TEST_TIMEOUT = 10.0     # seconds one test may take on a reference implementation
-BUG_BUDGET_FLOOR = 2.0          # a test's budget on a bug implementation: at least this ...
-BUG_BUDGET_FACTOR = 10.0        # ... or this many times its slowest time on the references
+DEFAULT_TEST_TIMEOUT = 10.0  # seconds one test may take on a reference implementation
+BUG_BUDGET_FLOOR = 2.0  # a test's budget on a bug implementation: at least this ...
+BUG_BUDGET_FACTOR = 10.0  # ... or this many times its slowest time on the references
 DRIVER = "from attn_kit.runtime.pytest_harness import run_pytest\n"
-CONFIG = "[pytest]\n"           # the candidate's ini/pyproject options (addopts...) do not apply
-FAILED = (TestOutcome.FAILED, TestOutcome.ERROR)    # outcomes that count as a test detecting something
-STOPPED = (TestOutcome.TIMEOUT, TestOutcome.CRASHED, TestOutcome.MEMORY)     # the test stopped the run
+CONFIG = "[pytest]\n"  # the candidate's ini/pyproject options (addopts...) do not apply
+FAILED = (TestOutcome.FAILED, TestOutcome.ERROR)  # outcomes that count as a test detecting something
+STOPPED = (TestOutcome.TIMEOUT, TestOutcome.CRASHED, TestOutcome.MEMORY)  # the test stopped the run
 BROKEN = FAILED + STOPPED
 
 
@@ -61,9 +61,9 @@ class TestRun:
     """One test on one implementation."""
 
     __test__ = False
-    outcome: str                  # a TestOutcome's string (read from the worker's records, not converted)
+    outcome: str  # a TestOutcome's string (read from the worker's records, not converted)
     message: str = ""
-    where: str = ""               # "my_tests.py:23"
+    where: str = ""  # "my_tests.py:23"
     output: str = ""
     seconds: float = 0.0
 
@@ -72,27 +72,26 @@ class TestRun:
 class ImplementationRun:
     """The whole test file on one implementation."""
 
-    implementation: str           # "reference_numpy.py", "bugs/causal-off-by-one@one-future.py"
-    bug: str | None               # bug id, None for a reference
-    form: str                     # "" or the part after @
+    implementation: str  # "reference_numpy.py", "bugs/causal-off-by-one@one-future.py"
+    bug: str | None  # bug id, None for a reference
+    form: str  # "" or the part after @
     tests: dict[str, TestRun] = field(default_factory=dict)
     collected: list[str] = field(default_factory=list)
-    error: str = ""               # the file could not be collected with this implementation
+    error: str = ""  # the file could not be collected with this implementation
     seconds: float = 0.0
 
 
 @dataclass
 class WrongTest:
     name: str
-    implementation: str           # the reference it failed on
+    implementation: str  # the reference it failed on
     outcome: str
     message: str
     where: str = ""
     output: str = ""
 
     def to_json(self) -> dict:
-        return {"test": self.name, "reference": self.implementation, "outcome": self.outcome,
-                "message": self.message, "where": self.where}
+        return {"test": self.name, "reference": self.implementation, "outcome": self.outcome, "message": self.message, "where": self.where}
 
 
 RETURNS = {"lists": "plain Python lists", "numpy": "NumPy arrays", "torch": "torch tensors"}
@@ -105,7 +104,7 @@ class TypeSensitive:
     name: str
     fails_on: list[str]
     passes_on: list[str]
-    kinds: tuple[str, str]         # (kind it fails on, kind it passes on)
+    kinds: tuple[str, str]  # (kind it fails on, kind it passes on)
     message: str
     where: str = ""
 
@@ -113,16 +112,16 @@ class TypeSensitive:
     def advice(self) -> str:
         failing, passing = (RETURNS.get(k, k) for k in self.kinds)
         ambiguous = "truth value of an array" in self.message
-        why = (" (`==` between an array and a list gives an array, whose truth value is ambiguous)"
-               if ambiguous else "")
-        return (f"fails only on {', '.join(self.fails_on)}, which returns {failing} where "
-                f"{', '.join(self.passes_on)} returns {passing}; the statement allows both{why}. Compare "
-                f"values, not containers: `np.allclose(result, expected)`, or `list(result)` / "
-                f"`np.asarray(result).tolist()` before `==`, and `np.shape(result)` for shapes.")
+        why = " (`==` between an array and a list gives an array, whose truth value is ambiguous)" if ambiguous else ""
+        return (
+            f"fails only on {', '.join(self.fails_on)}, which returns {failing} where "
+            f"{', '.join(self.passes_on)} returns {passing}; the statement allows both{why}. Compare "
+            f"values, not containers: `np.allclose(result, expected)`, or `list(result)` / "
+            f"`np.asarray(result).tolist()` before `==`, and `np.shape(result)` for shapes."
+        )
 
     def to_json(self) -> dict:
-        return {"test": self.name, "fails_on": self.fails_on, "passes_on": self.passes_on,
-                "message": self.message, "advice": self.advice}
+        return {"test": self.name, "fails_on": self.fails_on, "passes_on": self.passes_on, "message": self.message, "advice": self.advice}
 
 
 @dataclass
@@ -130,8 +129,8 @@ class BugCoverage:
     id: str
     title: str
     test_idea: str
-    forms: dict[str, tuple[str, ...]]    # form ("" = the main one) -> tests that caught it
-    notes: tuple[str, ...] = ()          # e.g. "test_x hung on this implementation"
+    forms: dict[str, tuple[str, ...]]  # form ("" = the main one) -> tests that caught it
+    notes: tuple[str, ...] = ()  # e.g. "test_x hung on this implementation"
 
     @property
     def caught(self) -> bool:
@@ -149,22 +148,28 @@ class BugCoverage:
         return tuple(form for form, tests in self.forms.items() if not tests)
 
     def to_json(self) -> dict:
-        return {"bug": self.id, "title": self.title, "caught": self.caught, "tests": list(self.caught_by),
-                "forms": {(form or "main"): list(tests) for form, tests in self.forms.items()},
-                "test_idea": self.test_idea, "notes": list(self.notes)}
+        return {
+            "bug": self.id,
+            "title": self.title,
+            "caught": self.caught,
+            "tests": list(self.caught_by),
+            "forms": {(form or "main"): list(tests) for form, tests in self.forms.items()},
+            "test_idea": self.test_idea,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass
 class TestGrade:
     exercise: str
     path: str
-    tests: list[str]                     # test names, as collected on the first reference
+    tests: list[str]  # test names, as collected on the first reference
     wrong: list[WrongTest]
-    bugs: list[BugCoverage]              # every catalogue bug of the exercise, in catalogue order
+    bugs: list[BugCoverage]  # every catalogue bug of the exercise, in catalogue order
     runs: list[ImplementationRun] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    judged_on: list[str] = field(default_factory=list)   # the references a test must pass on
+    judged_on: list[str] = field(default_factory=list)  # the references a test must pass on
     type_sensitive: list[TypeSensitive] = field(default_factory=list)
 
     __test__ = False
@@ -191,24 +196,35 @@ class TestGrade:
         return not self.wrong
 
     def to_json(self) -> dict:
-        return {"exercise": self.exercise, "path": self.path, "tests": self.tests, "references": self.judged_on,
-                "wrong_tests": self.wrong_tests, "wrong": [w.to_json() for w in self.wrong],
-                "type_sensitive": [t.to_json() for t in self.type_sensitive],
-                "caught": self.caught, "missed": self.missed, "score": self.score,
-                "bugs": [b.to_json() for b in self.bugs],
-                "runs": len(self.runs), "seconds": round(self.seconds, 3), "notes": list(self.notes)}
+        return {
+            "exercise": self.exercise,
+            "path": self.path,
+            "tests": self.tests,
+            "references": self.judged_on,
+            "wrong_tests": self.wrong_tests,
+            "wrong": [w.to_json() for w in self.wrong],
+            "type_sensitive": [t.to_json() for t in self.type_sensitive],
+            "caught": self.caught,
+            "missed": self.missed,
+            "score": self.score,
+            "bugs": [b.to_json() for b in self.bugs],
+            "runs": len(self.runs),
+            "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
+        }
 
 
 # --- reading the test file (kit side: ast only, nothing is executed) ------------------------------
+
 
 @dataclass(frozen=True)
 class Usage:
     """How a test file reaches the exercise's functions."""
 
-    targets: tuple[str, ...]      # module names to replace with the implementation
-    referenced: frozenset         # exercise function names it imports or uses as module.attr
-    defined: frozenset            # exercise function names it defines itself
-    tests: int                    # test functions found statically (before parametrisation)
+    targets: tuple[str, ...]  # module names to replace with the implementation
+    referenced: frozenset  # exercise function names it imports or uses as module.attr
+    defined: frozenset  # exercise function names it defines itself
+    tests: int  # test functions found statically (before parametrisation)
 
 
 def _is_candidate_module(name: str, folder: Path) -> bool:
@@ -244,9 +260,8 @@ def usage(source: preflight.SourceFile, names: tuple[str, ...]) -> Usage:
             if base in aliases:
                 targets[aliases[base]] = None
                 referenced.add(node.attr)
-    targets.pop(source.path.stem, None)      # the test file itself is never replaced
-    return Usage(tuple(targets), frozenset(referenced), frozenset(set(source.defined) & wanted),
-                 _count_tests(source.tree))
+    targets.pop(source.path.stem, None)  # the test file itself is never replaced
+    return Usage(tuple(targets), frozenset(referenced), frozenset(set(source.defined) & wanted), _count_tests(source.tree))
 
 
 def _count_tests(tree: ast.Module) -> int:
@@ -256,8 +271,7 @@ def _count_tests(tree: ast.Module) -> int:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             count += 1
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            count += sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
-                         for n in node.body)
+            count += sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test") for n in node.body)
     return count
 
 
@@ -276,14 +290,19 @@ def detect_exercise(source: preflight.SourceFile, override: str | None) -> catal
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise LoadError(f"cannot tell which exercise the tests in {source.path} are for: they neither import "
-                        f"nor define any exercise's functions. Pass --exercise ID or add `# attn-kit: ID` "
-                        f"as the first line. Exercises: {ids}")
-    raise LoadError(f"the tests in {source.path} could be for {', '.join(e.id for e in matches)}. Pass "
-                    f"--exercise ID or add `# attn-kit: ID` as the first line.")
+        raise LoadError(
+            f"cannot tell which exercise the tests in {source.path} are for: they neither import "
+            f"nor define any exercise's functions. Pass --exercise ID or add `# attn-kit: ID` "
+            f"as the first line. Exercises: {ids}"
+        )
+    raise LoadError(
+        f"the tests in {source.path} could be for {', '.join(e.id for e in matches)}. Pass "
+        f"--exercise ID or add `# attn-kit: ID` as the first line."
+    )
 
 
 # --- running --------------------------------------------------------------------------------------
+
 
 class _SharedLauncher:
     """One zygote for all the runs: each Sandbox gets a fresh worker, and closing a Sandbox does
@@ -318,16 +337,19 @@ def _read_records(path: Path) -> list[dict]:
         try:
             record = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
-            break                         # a line cut short by a crash: the rest is lost
+            break  # a line cut short by a crash: the rest is lost
         if not _well_formed(record):
-            break                         # written by the tests themselves (they run in that process)
+            break  # written by the tests themselves (they run in that process)
         records.append(record)
     return records
 
 
 _RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "collected": {"names": list}, "collect_error": {"message": str}, "start": {"name": str},
-    "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str, "seconds": (int, float)}}
+    "collected": {"names": list},
+    "collect_error": {"message": str},
+    "start": {"name": str},
+    "result": {"name": str, "outcome": str, "message": str, "where": str, "output": str, "seconds": (int, float)},
+}
 
 
 def _apply_records(result: ImplementationRun, records: list[dict]) -> str | None:
@@ -342,10 +364,10 @@ def _apply_records(result: ImplementationRun, records: list[dict]) -> str | None
         elif kind == "start":
             running = wire.visible(record["name"])
         elif kind == "result":
-            shown = wire.visible       # written by the candidate's process: no terminal codes
-            result.tests[shown(record["name"])] = TestRun(record["outcome"], shown(record["message"]),
-                                                          shown(record["where"]), shown(record["output"]),
-                                                          record["seconds"])
+            shown = wire.visible  # written by the candidate's process: no terminal codes
+            result.tests[shown(record["name"])] = TestRun(
+                record["outcome"], shown(record["message"]), shown(record["where"]), shown(record["output"]), record["seconds"]
+            )
             running = None
     return running
 
@@ -355,8 +377,7 @@ def _well_formed(record) -> bool:
     if not isinstance(record, dict) or record.get("event") not in _RECORD_FIELDS:
         return False
     fields = _RECORD_FIELDS[record["event"]]
-    if not all(isinstance(record.get(name), kind) and type(record.get(name)) is not bool
-               for name, kind in fields.items()):
+    if not all(isinstance(record.get(name), kind) and type(record.get(name)) is not bool for name, kind in fields.items()):
         return False
     if record["event"] == "result" and record["outcome"] not in tuple(TestOutcome):
         return False
@@ -364,8 +385,9 @@ def _well_formed(record) -> bool:
 
 
 class _Runner:
-    def __init__(self, test_path: Path, exercise: catalog.Exercise, use: Usage, timeout: float,
-                 memory: int | None, workdir: Path, launcher):
+    def __init__(
+        self, test_path: Path, exercise: catalog.Exercise, use: Usage, timeout: float, memory: int | None, workdir: Path, launcher
+    ):
         self.test_path = test_path
         self.exercise = exercise
         self.use = use
@@ -378,10 +400,9 @@ class _Runner:
         self.config = workdir / "pytest.ini"
         self.config.write_text(CONFIG, encoding="utf-8")
         self.search_dirs: list[str] = []
-        self.progress: Callable[[], None] | None = None      # called after each implementation has run
+        self.progress: Callable[[], None] | None = None  # called after each implementation has run
 
-    def run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
-            expected: list[str]) -> ImplementationRun:
+    def run(self, implementation: Path, budgets: dict[str, float], skip: set[str], expected: list[str]) -> ImplementationRun:
         """All tests (but `skip`) on one implementation; a run that dies is resumed after the
         test that killed it."""
         try:
@@ -390,8 +411,7 @@ class _Runner:
             if self.progress is not None:
                 self.progress()
 
-    def _run(self, implementation: Path, budgets: dict[str, float], skip: set[str],
-             expected: list[str]) -> ImplementationRun:
+    def _run(self, implementation: Path, budgets: dict[str, float], skip: set[str], expected: list[str]) -> ImplementationRun:
         label = implementation.name if implementation.parent.name != "bugs" else f"bugs/{implementation.name}"
         is_bug = implementation.parent.name == "bugs"
         form = implementation.stem.split("@", 1)[1] if "@" in implementation.stem else ""
@@ -405,24 +425,42 @@ class _Runner:
             limit = self.timeout + budget_total + 5.0 * (len(names) + 2) + 10.0
             with Sandbox(str(self.driver), limit, self.memory, launcher=self.launcher) as sandbox:
                 sandbox.start()
-                outcome = sandbox.call("run_pytest", (
-                    str(self.test_path), str(implementation), list(self.use.targets),
-                    list(self.exercise.function_names), str(results_path), str(self.config),
-                    budgets, self.timeout, sorted(skipped), self.search_dirs, is_bug), timeout=limit)
+                outcome = sandbox.call(
+                    "run_pytest",
+                    (
+                        str(self.test_path),
+                        str(implementation),
+                        list(self.use.targets),
+                        list(self.exercise.function_names),
+                        str(results_path),
+                        str(self.config),
+                        budgets,
+                        self.timeout,
+                        sorted(skipped),
+                        self.search_dirs,
+                        is_bug,
+                    ),
+                    timeout=limit,
+                )
             records = _read_records(results_path)
             running = _apply_records(result, records)
             if outcome.ok:
-                if isinstance(outcome.value, int) and outcome.value >= 3 and not result.error \
-                        and not result.collected:
+                if isinstance(outcome.value, int) and outcome.value >= 3 and not result.error and not result.collected:
                     result.error = _internal_error(outcome.value, outcome.output)
                     break
             else:
                 how = outcome.detail or outcome.status
                 if running is not None:
-                    status = (TestOutcome.TIMEOUT if outcome.status == CallStatus.TIMEOUT else
-                              TestOutcome.MEMORY if outcome.status == CallStatus.MEMORY else TestOutcome.CRASHED)
-                    result.tests[running] = TestRun(status, f"stopped the test run: {how}" if status != TestOutcome.TIMEOUT
-                                                    else f"did not finish ({how})")
+                    status = (
+                        TestOutcome.TIMEOUT
+                        if outcome.status == CallStatus.TIMEOUT
+                        else TestOutcome.MEMORY
+                        if outcome.status == CallStatus.MEMORY
+                        else TestOutcome.CRASHED
+                    )
+                    result.tests[running] = TestRun(
+                        status, f"stopped the test run: {how}" if status != TestOutcome.TIMEOUT else f"did not finish ({how})"
+                    )
                 elif not any(r["event"] == "collected" for r in records):
                     result.error = result.error or f"importing the tests: the process {how}"
                     break
@@ -443,19 +481,31 @@ def default_jobs() -> int:
 
 def _internal_error(code: int, output: str) -> str:
     """pytest's INTERNALERROR dump, cut to the exception and the candidate's line."""
-    lines = [line.removeprefix("INTERNALERROR> ") for line in output.splitlines()
-             if line.startswith("INTERNALERROR> ")]
+    lines = [line.removeprefix("INTERNALERROR> ") for line in output.splitlines() if line.startswith("INTERNALERROR> ")]
     if not lines:
         return f"pytest stopped with exit code {code}: {output.strip()[-600:]}"
-    where = [line.strip() for line in lines if line.strip().startswith("File ") and "site-packages" not in line
-             and "<frozen" not in line and "attn_kit" not in line and "/kit/" not in line]
+    where = [
+        line.strip()
+        for line in lines
+        if line.strip().startswith("File ")
+        and "site-packages" not in line
+        and "<frozen" not in line
+        and "attn_kit" not in line
+        and "/kit/" not in line
+    ]
     text = f"pytest stopped while collecting the tests: {lines[-1].strip()}"
     return text + (f" ({where[-1]})" if where else "")
 
 
-def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float = DEFAULT_TEST_TIMEOUT,
-                memory: int | None = DEFAULT_MEMORY, jobs: int | None = None,
-                solution: str | Path | None = None, progress: Callable[[str], None] | None = None) -> TestGrade:
+def grade_tests(
+    path: str | Path,
+    exercise_id: str | None = None,
+    timeout: float = DEFAULT_TEST_TIMEOUT,
+    memory: int | None = DEFAULT_MEMORY,
+    jobs: int | None = None,
+    solution: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TestGrade:
     """Run a candidate's tests against the references and every known bug; raise KitError when the
     file cannot be used at all (no such file, syntax error, no tests, no exercise functions).
 
@@ -468,14 +518,19 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     use = usage(source, exercise.function_names)
     if not use.targets and not use.defined:
         names = ", ".join(exercise.function_names)
-        raise LoadError(f"the tests in {source.path} neither import nor define {exercise.id}'s functions "
-                        f"({names}). Import them, e.g. `from solution import {exercise.main}`, or put the "
-                        f"tests in your solution file.")
+        raise LoadError(
+            f"the tests in {source.path} neither import nor define {exercise.id}'s functions "
+            f"({names}). Import them, e.g. `from solution import {exercise.main}`, or put the "
+            f"tests in your solution file."
+        )
     if not use.tests:
-        raise LoadError(f"{source.path} has no test functions: pytest runs functions whose names start "
-                        f"with `test` (and methods of classes named `Test...`).")
+        raise LoadError(
+            f"{source.path} has no test functions: pytest runs functions whose names start "
+            f"with `test` (and methods of classes named `Test...`)."
+        )
     from attn_kit.grading import pipeline  # harness_pytest imports pytest: only once tests are to be graded
-    pipeline.require(exercise)          # raises DependencyMissing (torch); the checks load after the fork
+
+    pipeline.require(exercise)  # raises DependencyMissing (torch); the checks load after the fork
     # the zygote forks here, before any thread exists and before the checks are imported (a fresh
     # interpreter when this process already holds expected values: check --tests, watch, mock); it
     # imports NumPy, pytest's plugins and the exercise's dependency first, so every worker has them
@@ -484,16 +539,15 @@ def grade_tests(path: str | Path, exercise_id: str | None = None, timeout: float
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:
-            sandbox_zygote.share_with_worker(tmp)    # the worker writes its records there
+            sandbox_zygote.share_with_worker(tmp)  # the worker writes its records there
             runner = _Runner(source.path.resolve(), exercise, use, timeout, memory, Path(tmp), _SharedLauncher(launcher))
             if solution is not None:
                 runner.search_dirs.append(str(Path(solution).resolve().parent))
             if progress is not None:
-                runner.progress = _counting(progress, source.path.name,
-                                            len(reference_files(exercise.id)) + len(bug_files(exercise.id)))
+                runner.progress = _counting(progress, source.path.name, len(reference_files(exercise.id)) + len(bug_files(exercise.id)))
             return _grade(runner, pool, source, exercise, started)
     finally:
-        launcher.close()                # first: on Ctrl-C any worker still running dies with the zygote
+        launcher.close()  # first: on Ctrl-C any worker still running dies with the zygote
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -507,6 +561,7 @@ def _counting(progress: Callable[[str], None], name: str, total: int) -> Callabl
         with lock:
             done += 1
             progress(f"{name}: your tests ran against {min(done, total)} of {total} implementations")
+
     return ran
 
 
@@ -518,8 +573,13 @@ def returns(path: Path) -> str:
         return "lists"
     imported = set()
     for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         imported |= {n.split(".")[0] for n in names}
     return "torch" if "torch" in imported else "numpy" if "numpy" in imported else "lists"
 
@@ -528,25 +588,29 @@ def returns(path: Path) -> str:
 class _Judged:
     """The tests as the references judged them."""
 
-    names: list[str]                         # the collected tests, in order
+    names: list[str]  # the collected tests, in order
     references: list[ImplementationRun]
-    own: list[ImplementationRun]             # the references of the tests' own kind (torch or plain)
-    kinds: dict[str, str]                    # reference file name -> what it returns (see `returns`)
-    passed: dict[str, set[str]]              # reference file name -> tests that passed on it
-    slowest: dict[str, float]                # test -> its longest time on any reference
+    own: list[ImplementationRun]  # the references of the tests' own kind (torch or plain)
+    kinds: dict[str, str]  # reference file name -> what it returns (see `returns`)
+    passed: dict[str, set[str]]  # reference file name -> tests that passed on it
+    slowest: dict[str, float]  # test -> its longest time on any reference
     wrong: dict[str, WrongTest]
     sensitive: dict[str, TypeSensitive]
 
     def counting(self, kind: str) -> list[str]:
         """Tests that may catch a bug implementation returning `kind`: not wrong, and passing on
         every reference of that kind (of its family, when no reference returns that kind)."""
-        refs = [r for r in self.references if self.kinds[r.implementation] == kind] \
-            or [r for r in self.references if _family(self.kinds[r.implementation]) == _family(kind)] or self.own
+        refs = (
+            [r for r in self.references if self.kinds[r.implementation] == kind]
+            or [r for r in self.references if _family(self.kinds[r.implementation]) == _family(kind)]
+            or self.own
+        )
         return [n for n in self.names if n not in self.wrong and all(n in self.passed[r.implementation] for r in refs)]
 
 
-def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile, exercise: catalog.Exercise,
-           started: float) -> TestGrade:
+def _grade(
+    runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile, exercise: catalog.Exercise, started: float
+) -> TestGrade:
     """References first; then the known bugs, each with the tests that may count against it.
 
     Where an exercise has references of both kinds (PyTorch and NumPy), a test is
@@ -561,13 +625,21 @@ def _grade(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFi
     runnable = [p for p in bugs if eligible[p]]
     bug_runs = _run_bugs(runner, pool, judged, runnable, eligible)
     coverage = _coverage(exercise, bug_runs, {run.implementation: eligible[p] for run, p in zip(bug_runs, runnable)})
-    return TestGrade(exercise.id, str(source.path), judged.names, list(judged.wrong.values()), coverage,
-                     judged.references + bug_runs, notes, time.perf_counter() - started,
-                     judged_on=[r.implementation for r in judged.own], type_sensitive=list(judged.sensitive.values()))
+    return TestGrade(
+        exercise.id,
+        str(source.path),
+        judged.names,
+        list(judged.wrong.values()),
+        coverage,
+        judged.references + bug_runs,
+        notes,
+        time.perf_counter() - started,
+        judged_on=[r.implementation for r in judged.own],
+        type_sensitive=list(judged.sensitive.values()),
+    )
 
 
-def _judge_on_references(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile,
-                         exercise: catalog.Exercise) -> _Judged:
+def _judge_on_references(runner: _Runner, pool: ThreadPoolExecutor, source: preflight.SourceFile, exercise: catalog.Exercise) -> _Judged:
     """Run the tests on every reference; a test that fails on one of its own kind is wrong, and one
     that fails only where the return type differs is type-sensitive."""
     paths = reference_files(exercise.id)
@@ -594,8 +666,10 @@ def _judge_on_references(runner: _Runner, pool: ThreadPoolExecutor, source: pref
 def _collected(source: preflight.SourceFile, first: ImplementationRun) -> list[str]:
     """The tests pytest collected on the first reference, or LoadError saying why there are none."""
     if first.error:
-        raise LoadError(f"the tests in {source.path} could not be collected, even with the correct "
-                        f"implementation ({first.implementation}):\n{first.error}")
+        raise LoadError(
+            f"the tests in {source.path} could not be collected, even with the correct "
+            f"implementation ({first.implementation}):\n{first.error}"
+        )
     if not first.collected:
         raise LoadError(f"pytest found no tests in {source.path}: test functions must be named `test_...`.")
     return list(first.collected)
@@ -610,11 +684,16 @@ def _judge_test(judged: _Judged, name: str) -> None:
     ok = [r for r in own if name in judged.passed[r.implementation]]
     failing_kinds = {kinds[r.implementation] for r in broken}
     passing_kinds = {kinds[r.implementation] for r in ok}
-    if ok and not failing_kinds & passing_kinds:        # fails only where the return type differs
+    if ok and not failing_kinds & passing_kinds:  # fails only where the return type differs
         test = broken[0].tests.get(name) or TestRun(TestOutcome.ERROR)
-        judged.sensitive[name] = TypeSensitive(name, [r.implementation for r in broken], [r.implementation for r in ok],
-                                               (kinds[broken[0].implementation], kinds[ok[0].implementation]),
-                                               test.message, test.where)
+        judged.sensitive[name] = TypeSensitive(
+            name,
+            [r.implementation for r in broken],
+            [r.implementation for r in ok],
+            (kinds[broken[0].implementation], kinds[ok[0].implementation]),
+            test.message,
+            test.where,
+        )
         return
     run = broken[0]
     test = run.tests.get(name) or TestRun(TestOutcome.ERROR, run.error or "did not run")
@@ -623,8 +702,9 @@ def _judge_test(judged: _Judged, name: str) -> None:
 
 def _skipped_everywhere(judged: _Judged) -> list[str]:
     """A note naming the tests every reference of their kind skipped, which can catch nothing."""
-    skipped = [n for n in judged.names
-               if all(r.tests.get(n, TestRun(TestOutcome.SKIPPED)).outcome == TestOutcome.SKIPPED for r in judged.own)]
+    skipped = [
+        n for n in judged.names if all(r.tests.get(n, TestRun(TestOutcome.SKIPPED)).outcome == TestOutcome.SKIPPED for r in judged.own)
+    ]
     return [f"skipped on the references, so they catch nothing: {', '.join(skipped)}"] if skipped else []
 
 
@@ -634,23 +714,26 @@ def _not_counted(judged: _Judged, bug_kinds: dict[Path, str]) -> list[str]:
     notes = []
     counted = {kind: set(judged.counting(kind)) for kind in set(bug_kinds.values())}
     for kind in sorted(counted):
-        lost = [n for n in judged.names if n not in judged.wrong and n not in counted[kind]
-                and any(n in tests for tests in counted.values())]
+        lost = [
+            n for n in judged.names if n not in judged.wrong and n not in counted[kind] and any(n in tests for tests in counted.values())
+        ]
         if lost:
             count = sum(k == kind for k in bug_kinds.values())
-            notes.append(f"{', '.join(lost)} fail(s) on the reference returning {RETURNS.get(kind, kind)}, so "
-                         f"{'it is' if len(lost) == 1 else 'they are'} not counted against the {count} known-bug "
-                         f"implementation{'s' if count != 1 else ''} that return{'s' if count == 1 else ''} them")
+            notes.append(
+                f"{', '.join(lost)} fail(s) on the reference returning {RETURNS.get(kind, kind)}, so "
+                f"{'it is' if len(lost) == 1 else 'they are'} not counted against the {count} known-bug "
+                f"implementation{'s' if count != 1 else ''} that return{'s' if count == 1 else ''} them"
+            )
     return notes
 
 
-def _run_bugs(runner: _Runner, pool: ThreadPoolExecutor, judged: _Judged, bugs: list[Path],
-              eligible: dict[Path, list[str]]) -> list[ImplementationRun]:
+def _run_bugs(
+    runner: _Runner, pool: ThreadPoolExecutor, judged: _Judged, bugs: list[Path], eligible: dict[Path, list[str]]
+) -> list[ImplementationRun]:
     """Run each bug implementation's eligible tests, each within a budget from its slowest time on a
     reference (the others are deselected)."""
     names = judged.names
-    budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * judged.slowest.get(n, 0.0)))
-               for n in names}
+    budgets = {n: min(runner.timeout, max(BUG_BUDGET_FLOOR, BUG_BUDGET_FACTOR * judged.slowest.get(n, 0.0))) for n in names}
     return list(pool.map(lambda p: runner.run(p, budgets, set(names) - set(eligible[p]), eligible[p]), bugs))
 
 
@@ -658,8 +741,7 @@ def _family(kind: str) -> str:
     return "torch" if kind == "torch" else "plain"
 
 
-def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun],
-              eligible: dict[str, list[str]]) -> list[BugCoverage]:
+def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun], eligible: dict[str, list[str]]) -> list[BugCoverage]:
     known = catalog.bugs()
     forms: dict[str, dict[str, tuple[str, ...]]] = {b: {} for b in exercise.bug_ids}
     notes: dict[str, list[str]] = {b: [] for b in exercise.bug_ids}
@@ -677,9 +759,10 @@ def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun],
         for n in useful:
             test = run.tests.get(n)
             if test and test.outcome in STOPPED:
-                notes[run.bug].append(f"{n} {'hung' if test.outcome == TestOutcome.TIMEOUT else 'crashed'} on this "
-                                      f"bug{label}, which does not count as catching it")
+                notes[run.bug].append(
+                    f"{n} {'hung' if test.outcome == TestOutcome.TIMEOUT else 'crashed'} on this "
+                    f"bug{label}, which does not count as catching it"
+                )
         if run.error:
-            notes[run.bug].append(f"the test file could not be imported with this bug{label}: "
-                                  f"{run.error.strip().splitlines()[-1][:200]}")
+            notes[run.bug].append(f"the test file could not be imported with this bug{label}: {run.error.strip().splitlines()[-1][:200]}")
     return [BugCoverage(b, known[b].title, known[b].test_idea, forms[b], tuple(notes[b])) for b in exercise.bug_ids]

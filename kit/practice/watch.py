@@ -22,7 +22,7 @@ import time
 from collections.abc import Generator
 from pathlib import Path
 
-TICK = 0.25            # seconds: the longest a wait blocks before the caller can redraw
+TICK = 0.25  # seconds: the longest a wait blocks before the caller can redraw
 
 
 def signature(path: Path) -> tuple[int, int] | None:
@@ -40,7 +40,7 @@ class FileWatcher:
         self.last = signature(self.path)
         self.mode = "events"
         self.note = ""
-        self._events: Generator[object, None, None] | None = None      # watchfiles' change sets
+        self._events: Generator[object, None, None] | None = None  # watchfiles' change sets
         if poll is None:
             poll = os.environ.get("ATTN_KIT_POLL", "") not in ("", "0")
         if poll:
@@ -51,11 +51,17 @@ class FileWatcher:
     def _start_events(self) -> None:
         try:
             import watchfiles
+
             name = self.path.name
             self._events = watchfiles.watch(
-                self.path.parent, watch_filter=lambda change, p: Path(p).name == name,
-                debounce=150, step=30, rust_timeout=int(self.tick * 1000), yield_on_timeout=True,
-                recursive=False)
+                self.path.parent,
+                watch_filter=lambda change, p: Path(p).name == name,
+                debounce=150,
+                step=30,
+                rust_timeout=int(self.tick * 1000),
+                yield_on_timeout=True,
+                recursive=False,
+            )
         except (ImportError, OSError, RuntimeError) as exc:
             self._fallback(exc)
 
@@ -132,8 +138,9 @@ class Keys:
         if self.fd is not None and os.isatty(self.fd) and os.name == "posix":
             import termios
             import tty
+
             self._saved = termios.tcgetattr(self.fd)
-            tty.setcbreak(self.fd)          # keys without Enter; Ctrl-C still sends SIGINT
+            tty.setcbreak(self.fd)  # keys without Enter; Ctrl-C still sends SIGINT
         return self
 
     def __exit__(self, *exc) -> None:
@@ -142,6 +149,7 @@ class Keys:
     def restore(self) -> None:
         if self._saved is not None:
             import termios
+
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
             self._saved = None
 
@@ -149,8 +157,9 @@ class Keys:
         """Characters pressed since the last read ('' if none); never blocks."""
         if not self.available:
             return ""
-        if sys.platform == "win32":      # pragma: no cover - Windows console
+        if sys.platform == "win32":  # pragma: no cover - Windows console
             import msvcrt
+
             chars = ""
             while msvcrt.kbhit():
                 chars += msvcrt.getwch()
@@ -163,7 +172,7 @@ class Keys:
         if not ready:
             return ""
         data = os.read(self.fd, 1024)
-        if not data:                 # end of input (a closed pipe): no more keys will come
+        if not data:  # end of input (a closed pipe): no more keys will come
             self.available = False
             return ""
         return data.decode("utf-8", "replace").lower()

@@ -59,9 +59,14 @@ def table(result) -> Table:
     grid.add_column("×", justify="left", style="muted")
     previous = None
     for s in result.sizes:
-        grid.add_row(str(s.T), seconds(s.time_s), seconds(s.cpu_s),
-                     _ratio(s.cpu_s, previous.cpu_s if previous else None), size(s.peak_bytes),
-                     _ratio(s.peak_bytes, previous.peak_bytes if previous else None))
+        grid.add_row(
+            str(s.T),
+            seconds(s.time_s),
+            seconds(s.cpu_s),
+            _ratio(s.cpu_s, previous.cpu_s if previous else None),
+            size(s.peak_bytes),
+            _ratio(s.peak_bytes, previous.peak_bytes if previous else None),
+        )
         previous = s
     return grid
 
@@ -73,15 +78,14 @@ def verdict_lines(label: str, v) -> list[Text]:
     line += Text(f"expected {_expected(v.expected)}: {v.why}", style="muted")
     lines = [line]
     if v.status in ("higher", "lower") or v.advice:
-        words = {"higher": "grows faster than expected", "lower": "grows slower than expected"}.get(
-            v.status, "no fit")
-        lines.append(Text(" " * 19) + Text(words, style=VERDICT_STYLE[v.status])
-                     + Text(f": {v.advice}." if v.advice else "."))
+        words = {"higher": "grows faster than expected", "lower": "grows slower than expected"}.get(v.status, "no fit")
+        lines.append(Text(" " * 19) + Text(words, style=VERDICT_STYLE[v.status]) + Text(f": {v.advice}." if v.advice else "."))
     return lines
 
 
 def _fit_range(result) -> str:
     from attn_kit.practice.bench import fit_sizes
+
     used = fit_sizes(s.T for s in result.sizes)
     return f"T={used[0]}…{used[-1]}" if used else "no sizes"
 
@@ -92,8 +96,7 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
     inputs = {"numpy": "NumPy arrays", "torch": "torch tensors", "lists": "nested lists"}[result.inputs]
     out.print(Text(f"{result.function}, timed per {result.unit}: {result.setting}; inputs as {inputs}", style="muted"))
     if plot and len(result.sizes) >= 2:
-        out.print(Text.from_ansi(plot_text(result, width=min(out.width, 110), colorless=out.no_color
-                                           or not out.is_terminal)))
+        out.print(Text.from_ansi(plot_text(result, width=min(out.width, 110), colorless=out.no_color or not out.is_terminal)))
     else:
         out.print(table(result))
     out.print()
@@ -104,11 +107,17 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
             out.print(line)
     if result.contrast:
         out.print(Text(f"for comparison: {result.contrast}.", style="muted"))
-    memory = ("one separate run under tracemalloc" if result.memory_method == "tracemalloc"
-              else "the peak resident memory of one separate run")
-    out.print(Text(f"Fitted by least squares on log T vs log CPU time and log peak memory over "
-                   f"{_fit_range(result)}; {result.repeats} timed runs per size (more for quick ones), "
-                   f"memory from {memory}.", style="muted"))
+    memory = (
+        "one separate run under tracemalloc" if result.memory_method == "tracemalloc" else "the peak resident memory of one separate run"
+    )
+    out.print(
+        Text(
+            f"Fitted by least squares on log T vs log CPU time and log peak memory over "
+            f"{_fit_range(result)}; {result.repeats} timed runs per size (more for quick ones), "
+            f"memory from {memory}.",
+            style="muted",
+        )
+    )
     if result.stopped:
         out.print(Text(f"note: {result.stopped}", style="warning"))
     for note in result.notes:
@@ -116,8 +125,7 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
     if result.failure:
         out.print()
         out.print(Text("✗ ", style="check.fail") + Text(result.failure))
-        out.print(Text("bench measures code that runs: `attn-kit check FILE` shows what goes wrong.",
-                       style="muted"))
+        out.print(Text("bench measures code that runs: `attn-kit check FILE` shows what goes wrong.", style="muted"))
 
 
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
@@ -133,15 +141,16 @@ def unit_for(values, units) -> tuple[str, float]:
 def log_ticks(low: float, high: float) -> list[float]:
     """1-2-5 ticks between low and high (positive), at least two of them."""
     import math
+
     ticks = []
     for exponent in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
         for mantissa in (1, 2, 5):
-            value = mantissa * 10.0 ** exponent
+            value = mantissa * 10.0**exponent
             if low * 0.999 <= value <= high * 1.001:
                 ticks.append(value)
     if len(ticks) < 2:
         ticks = [low, high]
-    while len(ticks) > 6:              # keep the axis readable: every other tick
+    while len(ticks) > 6:  # keep the axis readable: every other tick
         ticks = ticks[::2]
     return ticks
 
@@ -152,6 +161,7 @@ def fitted_curve(sizes: list[int], values: list[float], points: int = 64) -> tup
     import numpy as np
 
     from attn_kit.practice.bench import fit_sizes
+
     used = fit_sizes(sizes)
     pairs = [(t, v) for t, v in zip(sizes, values) if t in used and v > 0] or list(zip(sizes, values))
     x = np.log([t for t, _ in pairs])
@@ -181,9 +191,11 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
     fig.plot_size(width, 2 * height)
     time_unit = unit_for([s.cpu_s for s in result.sizes], TIME_UNITS)
     size_unit = unit_for([max(s.peak_bytes, 1) for s in result.sizes], SIZE_UNITS)
-    panels = ((1, f"CPU time per {result.unit}", [s.cpu_s for s in result.sizes], result.time, time_unit),
-              (2, "peak extra memory", [max(s.peak_bytes, 1) for s in result.sizes], result.memory, size_unit))
-    log = lambda values: [math.log10(v) for v in values]      # noqa: E731
+    panels = (
+        (1, f"CPU time per {result.unit}", [s.cpu_s for s in result.sizes], result.time, time_unit),
+        (2, "peak extra memory", [max(s.peak_bytes, 1) for s in result.sizes], result.memory, size_unit),
+    )
+    log = lambda values: [math.log10(v) for v in values]  # noqa: E731
     for row, what, raw, verdict, (unit, scale) in panels:
         values = [v / scale for v in raw]
         panel = fig.subplot(row, 1)
@@ -212,7 +224,9 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
 def progress(budget: float):
     """A transient status line on stderr while sizes are measured; yields the bench progress callback."""
     with check.working("starting…") as status:
+
         def update(event, T, result):
             if event == "start":
                 status(f"measuring T={T} (budget {budget:g} s)…")
+
         yield update

@@ -29,23 +29,25 @@ from rich.theme import Theme
 from attn_kit.base.records import TestOutcome
 from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
 
-THEME = Theme({
-    "check.pass": "green",
-    "check.fail": "bold red",
-    "check.error": "bold magenta",
-    "check.skip": "dim",
-    "score.good": "bold green",
-    "score.bad": "bold red",
-    "label": "bold",
-    "muted": "dim",
-    "expected": "green",
-    "actual": "red",
-    "bug.id": "bold yellow",
-    "hint": "cyan",
-    "error": "bold red",
-    "warning": "yellow",
-    "command": "bold cyan",
-})
+THEME = Theme(
+    {
+        "check.pass": "green",
+        "check.fail": "bold red",
+        "check.error": "bold magenta",
+        "check.skip": "dim",
+        "score.good": "bold green",
+        "score.bad": "bold red",
+        "label": "bold",
+        "muted": "dim",
+        "expected": "green",
+        "actual": "red",
+        "bug.id": "bold yellow",
+        "hint": "cyan",
+        "error": "bold red",
+        "warning": "yellow",
+        "command": "bold cyan",
+    }
+)
 
 MARK = {CheckStatus.PASS: "✓", CheckStatus.FAIL: "✗", CheckStatus.ERROR: "!", CheckStatus.SKIP: "–"}
 
@@ -58,13 +60,13 @@ class Unpadded(io.TextIOBase):
 
     def __init__(self, stream):
         self.stream = stream
-        self.pending = ""           # spaces at the end of the last write, kept until we see what follows
+        self.pending = ""  # spaces at the end of the last write, kept until we see what follows
 
     def write(self, text: str) -> int:
         whole = self.pending + text
         lines = whole.split("\n")
         last = lines[-1].rstrip(" ")
-        self.pending = lines[-1][len(last):]
+        self.pending = lines[-1][len(last) :]
         self.stream.write("\n".join([line.rstrip(" ") for line in lines[:-1]] + [last]))
         return len(text)
 
@@ -78,7 +80,7 @@ class Unpadded(io.TextIOBase):
         return self.stream.fileno()
 
     @property
-    def encoding(self):         # type: ignore[override]  # typeshed: a plain attribute; at run time read-only
+    def encoding(self):  # type: ignore[override]  # typeshed: a plain attribute; at run time read-only
         return getattr(self.stream, "encoding", "utf-8")
 
 
@@ -147,12 +149,21 @@ def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
     of its own: check forks its sandbox's zygote while this line is up, and a fork must not copy a
     thread that may hold a lock. Used by check, test-tests and bench."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     err = error_console()
     if not enabled or not err.is_terminal or os.environ.get("CI"):
         yield lambda text: None
         return
-    line = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                    transient=True, auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+    line = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        auto_refresh=False,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
     lock = threading.Lock()
     with line:
         task = line.add_task(text, total=None)
@@ -162,10 +173,12 @@ def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
             with lock:
                 line.update(task, description=new)
                 line.refresh()
+
         yield update
 
 
 # --- exercises ------------------------------------------------------------------------------
+
 
 def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Console | None = None) -> None:
     """One line per exercise at any width: id, your status (not started / started / attempted /
@@ -175,15 +188,15 @@ def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Consol
     import textwrap
 
     from attn_kit.practice.progress import ExerciseState
+
     out = out or console()
     statuses = statuses or {}
     exercises = list(exercises)
     labels = {e.id: str(statuses.get(e.id, ExerciseState.NOT_STARTED)) for e in exercises}
-    columns = [("id", max(len(e.id) for e in exercises)),
-               ("status", max(len(label) for label in labels.values()))]
+    columns = [("id", max(len(e.id) for e in exercises)), ("status", max(len(label) for label in labels.values()))]
     needs = ("needs", max(len("needs"), *(len(e.needs) for e in exercises)))
     room = out.width - 1 - sum(width + 2 for _, width in columns)
-    if any(e.needs for e in exercises) and room - needs[1] - 2 >= 24:    # else said after the title
+    if any(e.needs for e in exercises) and room - needs[1] - 2 >= 24:  # else said after the title
         columns.append(needs)
         room -= needs[1] + 2
 
@@ -192,19 +205,29 @@ def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Consol
         for cell, (_, width) in zip(cells, columns):
             text += cell + Text(" " * (width - cell.cell_len + 2))
         fit = room - len(prefix)
-        if fit >= 12:                                   # narrower: the column is left out
-            head = rest.split(":", 1)[0]                # the clause before the details
-            fits = rest if len(rest) <= fit else head if len(head) <= fit else textwrap.shorten(
-                head, fit, placeholder="…", break_on_hyphens=False)
+        if fit >= 12:  # narrower: the column is left out
+            head = rest.split(":", 1)[0]  # the clause before the details
+            fits = (
+                rest
+                if len(rest) <= fit
+                else head
+                if len(head) <= fit
+                else textwrap.shorten(head, fit, placeholder="…", break_on_hyphens=False)
+            )
             text += Text(prefix, style="muted") + Text(fits, style=style)
         text.rstrip()
         return text
 
     out.print(line([Text(name, style="label") for name, _ in columns], "title", "label"), no_wrap=True)
     for e in exercises:
-        state = labels[e.id]       # a Status.label: the state, then the best score
-        style = ("check.pass" if state.startswith(ExerciseState.PASSED) else
-                 "warning" if state.startswith((ExerciseState.ATTEMPTED, ExerciseState.STARTED)) else "muted")
+        state = labels[e.id]  # a Status.label: the state, then the best score
+        style = (
+            "check.pass"
+            if state.startswith(ExerciseState.PASSED)
+            else "warning"
+            if state.startswith((ExerciseState.ATTEMPTED, ExerciseState.STARTED))
+            else "muted"
+        )
         cells = [Text(e.id, style="command"), Text(state, style=style)]
         if len(columns) == 3:
             cells.append(Text(e.needs, style="muted"))
@@ -216,11 +239,16 @@ def exercise_list(exercises, statuses: dict[str, str] | None = None, out: Consol
 def where_you_are(status, command: str, out: Console | None = None) -> None:
     """Plain `attn-kit`: the current exercise, its state, the next command."""
     out = out or console()
-    out.print(Text("Current exercise: ", style="label") + Text(status.exercise, style="command")
-              + Text(f" ({status.label})", style="muted"))
+    out.print(
+        Text("Current exercise: ", style="label") + Text(status.exercise, style="command") + Text(f" ({status.label})", style="muted")
+    )
     out.print(Text("Next: ", style="label") + Text(command, style="command"), soft_wrap=True)
-    out.print(Text("All exercises: ", style="muted") + Text("attn-kit list", style="command")
-              + Text(" · every command: ", style="muted") + Text("attn-kit --help", style="command"))
+    out.print(
+        Text("All exercises: ", style="muted")
+        + Text("attn-kit list", style="command")
+        + Text(" · every command: ", style="muted")
+        + Text("attn-kit --help", style="command")
+    )
 
 
 class _Code(CodeBlock):
@@ -232,8 +260,7 @@ class _Code(CodeBlock):
         return cls((token.info or "").partition(" ")[0] or "python", "ansi_dark")
 
     def __rich_console__(self, console, options):
-        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=1,
-                     background_color="default")
+        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=1, background_color="default")
 
 
 class _Content(Markdown):
@@ -261,12 +288,12 @@ def started(exercise, path, out: Console | None = None) -> None:
     out = out or console()
     statement(exercise, out)
     out.print()
-    out.print(Text("Wrote the starter file ", style="muted") + Text(str(path), style="label")
-              + Text(". Edit it, then run:", style="muted"))
-    out.print(Text(f"  attn-kit check {path}", style="command"), soft_wrap=True)     # one line, to copy whole
+    out.print(Text("Wrote the starter file ", style="muted") + Text(str(path), style="label") + Text(". Edit it, then run:", style="muted"))
+    out.print(Text(f"  attn-kit check {path}", style="command"), soft_wrap=True)  # one line, to copy whole
 
 
 # --- check reports ----------------------------------------------------------------------------
+
 
 def _row(values, offset: int) -> str:
     text = ", ".join(f"{v:.6g}" for v in values)
@@ -292,13 +319,10 @@ def _failure(result: CheckResult, exercise_id: str, public_only: bool = False, b
         parts.append(Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"))
         parts.append(Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"))
         relative = "n/a (expected 0)" if m.max_rel != m.max_rel else f"{m.max_rel:.3g}"
-        error = (f"max |Δ| = {m.max_abs:.3g}, max relative = {relative}" if not m.nan_count
-                 else "max |Δ| undefined (NaN)")
+        error = f"max |Δ| = {m.max_abs:.3g}, max relative = {relative}" if not m.nan_count else "max |Δ| undefined (NaN)"
         if not brief:
-            parts.append(Text(f"{error}, "
-                              f"{m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}",
-                              style="muted"))
-    case = {k: v for k, v in result.case.items() if not (public_only and k == "seed")}   # --public: fixed cases
+            parts.append(Text(f"{error}, {m.wrong_count}/{m.total} entries off, NaN {m.nan_count}, inf {m.inf_count}", style="muted"))
+    case = {k: v for k, v in result.case.items() if not (public_only and k == "seed")}  # --public: fixed cases
     if case:
         facts = ", ".join(f"{k}={v}" for k, v in case.items())
         parts.append(Text("case: ", style="muted") + Text(facts))
@@ -308,14 +332,16 @@ def _failure(result: CheckResult, exercise_id: str, public_only: bool = False, b
         parts.append(Text("your code printed:", style="muted"))
         parts.append(Text(_clip(result.output.rstrip())))
     if result.hint and not brief:
-        parts.append(Text("hint: ", style="hint") + Text(f"attn-kit hint {exercise_id} --level {result.hint}",
-                                                        style="command"))
+        parts.append(Text("hint: ", style="hint") + Text(f"attn-kit hint {exercise_id} --level {result.hint}", style="command"))
     return Group(*parts)
 
 
-LEGEND = {CheckStatus.FAIL: "✗ failed", CheckStatus.ERROR: "! your code raised, hung or crashed",
-          CheckStatus.SKIP: "– not checked (no points)"}
-COMPACT_AFTER = 5      # more failures shown in full than this, and the report goes compact (as --first)
+LEGEND = {
+    CheckStatus.FAIL: "✗ failed",
+    CheckStatus.ERROR: "! your code raised, hung or crashed",
+    CheckStatus.SKIP: "– not checked (no points)",
+}
+COMPACT_AFTER = 5  # more failures shown in full than this, and the report goes compact (as --first)
 
 
 def legend(results) -> Text | None:
@@ -337,13 +363,13 @@ def short_path(path: str, room: int) -> str:
         if full.startswith(cwd + os.sep):
             shown = os.path.relpath(full, cwd)
         elif home not in ("", os.sep) and full.startswith(home + os.sep):
-            shown = "~" + full[len(home):]
+            shown = "~" + full[len(home) :]
     if len(shown) <= room:
         return shown
     parts = shown.split(os.sep)
-    if len(parts) <= 2:                         # a bare file name, or one folder: nothing to leave out
+    if len(parts) <= 2:  # a bare file name, or one folder: nothing to leave out
         return shown
-    first = parts[0] + os.sep if parts[0] else os.sep + parts[1] + os.sep    # "~/", "/work/", "solutions/"
+    first = parts[0] + os.sep if parts[0] else os.sep + parts[1] + os.sep  # "~/", "/work/", "solutions/"
     rest = parts[1:] if parts[0] else parts[2:]
     for keep in range(len(rest) - 1, 0, -1):
         for start in (first + "…" + os.sep, "…" + os.sep):
@@ -361,8 +387,13 @@ def check_header(rep: Report, width: int) -> Text:
     return _titled("attn-kit check ", rep.exercise, rep.path, tail, width)
 
 
-def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None,  # noqa: C901 (one screen of branches; split with the report flow)
-           brief: bool = False) -> None:
+def report(  # noqa: C901 (one screen of branches; split with the report flow)
+    rep: Report,
+    exercise=None,
+    out: Console | None = None,
+    first: bool | None = None,
+    brief: bool = False,
+) -> None:
     """A check report. A full pass is its header and one line (plus measured figures and the
     follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
     `first=True` (`--first`) shows only the first failure in full and the others one line each;
@@ -383,13 +414,16 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         table.add_column("points", justify="right")
         for r in rep.results:
             style = f"check.{r.status}"
-            table.add_row(Text(MARK[r.status], style=style), Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
-                          Text(f"{r.points}/{r.max_points}", style="muted"))
+            table.add_row(
+                Text(MARK[r.status], style=style),
+                Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
+                Text(f"{r.points}/{r.max_points}", style="muted"),
+            )
         out.print(table)
         key = legend(rep.results)
         if key is not None:
             out.print(key)
-    for r in rep.results:          # measured figures of passing checks (peak memory, cache saving, ...)
+    for r in rep.results:  # measured figures of passing checks (peak memory, cache saving, ...)
         if r.status == CheckStatus.PASS:
             for note in r.notes:
                 out.print(Text(f"{r.id}: ", style="muted") + Text(note))
@@ -404,9 +438,12 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
     for r in failures:
         if r.bug and r.bug in shown_bugs:
             # the same root cause as a failure shown in full above: one line is enough
-            out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
-                              Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted")
-                              + Text(r.bug, style="bug.id")))
+            out.print(
+                hanging(
+                    Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
+                    Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted") + Text(r.bug, style="bug.id"),
+                )
+            )
             continue
         if compact and full_count >= 1:
             line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
@@ -425,21 +462,29 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         rows_shown = rows_shown or r.mismatch is not None
         full_count += 1
     if compact and len(in_full) > 1:
-        out.print(Text(f"(the first failure in full, the other {len(in_full) - 1} in one line each; "
-                       f"--full shows every one)", style="muted"))
+        out.print(
+            Text(f"(the first failure in full, the other {len(in_full) - 1} in one line each; --full shows every one)", style="muted")
+        )
     if failures:
         out.print()
         if rep.diagnosis:
             out.print(Text("Diagnosis", style="label"))
             for d in rep.diagnosis:
-                out.print(hanging(Text("  ● ", style="bug.id"), Text("Your output matches ")
-                                  + Text(d.bug, style="bug.id") + Text(f" — {d.title}.")))
-                out.print(Padding(Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"),
-                                        Text(d.evidence, style="muted")), (0, 0, 0, 4), expand=False))
+                out.print(
+                    hanging(
+                        Text("  ● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id") + Text(f" — {d.title}.")
+                    )
+                )
+                out.print(
+                    Padding(
+                        Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"), Text(d.evidence, style="muted")),
+                        (0, 0, 0, 4),
+                        expand=False,
+                    )
+                )
         else:
             advice = "read the worst rows above." if rows_shown else "read the messages above."
-            out.print(Text("Diagnosis: ", style="label")
-                      + Text(f"no known bug matches these failures; {advice}"))
+            out.print(Text("Diagnosis: ", style="label") + Text(f"no known bug matches these failures; {advice}"))
             for near_miss in rep.near_misses:
                 out.print(Padding(Text(near_miss, style="muted"), (0, 0, 0, 2), expand=False))
     passed, total = rep.score
@@ -448,23 +493,28 @@ def report(rep: Report, exercise=None, out: Console | None = None, first: bool |
         out.print()
     if rep.passed:
         skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
-        verdict = (f"✓ All {total} checks passed" if not skipped
-                   else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)")
-        out.print(Text(verdict, style="score.good")
-                  + Text(f" — {got}/{most} points." + (" (public examples only: run without --public for the "
-                                                      "full graded suite)" if rep.public_only else "")))
+        verdict = (
+            f"✓ All {total} checks passed" if not skipped else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)"
+        )
+        out.print(
+            Text(verdict, style="score.good")
+            + Text(
+                f" — {got}/{most} points."
+                + (" (public examples only: run without --public for the full graded suite)" if rep.public_only else "")
+            )
+        )
         if exercise is not None and not rep.public_only:
             _followups(exercise, out)
     else:
         skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
-        tail = f", {skipped} not checked" if skipped else ""      # the legend's word for –
+        tail = f", {skipped} not checked" if skipped else ""  # the legend's word for –
         score = Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
         rerun = "" if rep.public_only else f"Rerun the same cases with --seed {rep.seed}."
         if rerun and score.cell_len + 2 + len(rerun) <= out.width:
             score += Text("  " + rerun, style="muted")
             rerun = ""
         out.print(score)
-        if rerun:              # on its own line rather than split between --seed and its value
+        if rerun:  # on its own line rather than split between --seed and its value
             out.print(Text(rerun, style="muted"))
 
 
@@ -473,8 +523,11 @@ def _brief_report(rep: Report, out: Console) -> None:
     failures = [r for r in rep.results if r.status in FAILED]
     if failures:
         names = ", ".join(r.id for r in failures)
-        out.print(Text(f"✗ {len(failures)} of {len(rep.results)} checks failing: ", style="check.fail")
-                  + Text(names, style="muted"), no_wrap=True, overflow="ellipsis")
+        out.print(
+            Text(f"✗ {len(failures)} of {len(rep.results)} checks failing: ", style="check.fail") + Text(names, style="muted"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
         r = failures[0]
         head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
         if r.bug:
@@ -484,8 +537,12 @@ def _brief_report(rep: Report, out: Console) -> None:
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"), no_wrap=True, overflow="ellipsis")
     for d in rep.diagnosis:
-        out.print(hanging(Text("● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id")
-                          + Text(f" — {d.title}. ") + Text("Fix: " + d.fix, style="hint")))
+        out.print(
+            hanging(
+                Text("● ", style="bug.id"),
+                Text("Your output matches ") + Text(d.bug, style="bug.id") + Text(f" — {d.title}. ") + Text("Fix: " + d.fix, style="hint"),
+            )
+        )
     if failures and not rep.diagnosis:
         out.print(Text("Diagnosis: ", style="label") + Text("no known bug matches these failures."))
     passed, total = rep.score
@@ -495,13 +552,19 @@ def _brief_report(rep: Report, out: Console) -> None:
 
 def _followups(exercise, out: Console) -> None:
     from attn_kit.load import catalog
+
     available = [f for f in exercise.followups if f.exercise in catalog.exercises()]
     if not available:
         return
     out.print(Text("Follow-ups an interviewer may ask next:", style="label"))
     for f in available:
-        out.print(hanging("  ", Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py",
-                                     style="command") + Text(f"  {f.prompt}", style="muted")))
+        out.print(
+            hanging(
+                "  ",
+                Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py", style="command")
+                + Text(f"  {f.prompt}", style="muted"),
+            )
+        )
 
 
 def repro_written(paths, out: Console | None = None) -> None:
@@ -512,7 +575,7 @@ def repro_written(paths, out: Console | None = None) -> None:
 
 # --- grading the candidate's own tests (attn-kit test-tests, check --tests) -----------------------
 
-SCREEN_ROWS = 24         # the report of `test-tests` fits a screen this tall (with the prompt after it)
+SCREEN_ROWS = 24  # the report of `test-tests` fits a screen this tall (with the prompt after it)
 
 
 def test_grade(grade, out: Console | None = None, full: bool = False, flag: str = "--all") -> None:
@@ -522,10 +585,14 @@ def test_grade(grade, out: Console | None = None, full: bool = False, flag: str 
     bug with the tests that caught it, and a test idea for each missed one."""
     out = out or console()
     references = sum(r.bug is None for r in grade.runs)
-    shown: list = [_titled("attn-kit test-tests ", grade.exercise, grade.path, "", out.width),
-                   Text(f"{_count(len(grade.tests), 'test')} run against {references} reference and "
-                        f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
-                        style="muted")]
+    shown: list = [
+        _titled("attn-kit test-tests ", grade.exercise, grade.path, "", out.width),
+        Text(
+            f"{_count(len(grade.tests), 'test')} run against {references} reference and "
+            f"{_count(len(grade.runs) - references, 'known-bug implementation')} in {grade.seconds:.1f} s",
+            style="muted",
+        ),
+    ]
     score = _test_score(grade)
     if not full:
         shown.append(score)
@@ -550,8 +617,7 @@ def _titled(command: str, exercise: str, path: str, tail: str, width: int) -> Te
     shown = short_path(path, width - 1 - len(lead) - len(tail))
     if len(lead) + len(shown) + len(tail) < width:
         return Text(command, style="label") + Text(f"{exercise} · {shown}", style="muted") + Text(tail, style="muted")
-    return (Text(command, style="label") + Text(exercise + tail, style="muted")
-            + Text("\n  " + short_path(path, width - 3), style="muted"))
+    return Text(command, style="label") + Text(exercise + tail, style="muted") + Text("\n  " + short_path(path, width - 3), style="muted")
 
 
 def _test_score(grade) -> Text:
@@ -573,31 +639,43 @@ def _test_verdicts(grade, clip: int | None, flag: str) -> list:
     """Wrong tests, tests that depend on the return type, notes; messages cut to `clip` lines."""
     shown: list = []
     if grade.wrong:
-        shown.append(Text(f"✗ {_count(len(grade.wrong), 'wrong test')}: "
-                          f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
-                          f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing", style="check.fail"))
+        shown.append(
+            Text(
+                f"✗ {_count(len(grade.wrong), 'wrong test')}: "
+                f"{'they fail' if len(grade.wrong) > 1 else 'it fails'} on correct code, so "
+                f"{'they catch' if len(grade.wrong) > 1 else 'it catches'} nothing",
+                style="check.fail",
+            )
+        )
         for w in grade.wrong:
             where = f" {w.where}" if w.where else ""
             verb = {TestOutcome.FAILED: "fails", TestOutcome.ERROR: "errors", TestOutcome.TIMEOUT: "hangs"}.get(w.outcome, w.outcome)
-            shown.append(hanging(Text("  ✗ ", style="check.fail"), Text(w.name, style="check.fail")
-                                 + Text(f"{where} — {verb} on {w.implementation}", style="muted")))
+            shown.append(
+                hanging(
+                    Text("  ✗ ", style="check.fail"),
+                    Text(w.name, style="check.fail") + Text(f"{where} — {verb} on {w.implementation}", style="muted"),
+                )
+            )
             body = [Text(_clipped(w.message, clip, flag))]
             if w.output.strip():
                 body += [Text("it printed:", style="muted"), Text(_clipped(w.output.rstrip()[:800], clip, flag))]
             shown.append(Padding(Group(*body), (0, 0, 0, 6), expand=False))
     elif not grade.type_sensitive:
-        shown.append(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).",
-                          style="check.pass"))
+        shown.append(Text(f"✓ Every test passes on the correct implementations ({', '.join(grade.judged_on)}).", style="check.pass"))
     if grade.type_sensitive:
         count = len(grade.type_sensitive)
-        shown.append(Text(f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
-                          f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
-                          f"returning the type {'it passes' if count == 1 else 'they pass'} on", style="warning"))
+        shown.append(
+            Text(
+                f"! {_count(count, 'test')} {'depends' if count == 1 else 'depend'} on the return type: "
+                f"not wrong, but {'it counts' if count == 1 else 'they count'} only against known bugs "
+                f"returning the type {'it passes' if count == 1 else 'they pass'} on",
+                style="warning",
+            )
+        )
         for t in grade.type_sensitive:
             where = f" {t.where}" if t.where else ""
             shown.append(Text(f"  ! {t.name}", style="warning") + Text(where, style="muted"))
-            shown.append(Padding(Group(Text(t.advice), Text(_clipped(t.message, clip, flag), style="muted")), (0, 0, 0, 6),
-                                 expand=False))
+            shown.append(Padding(Group(Text(t.advice), Text(_clipped(t.message, clip, flag), style="muted")), (0, 0, 0, 6), expand=False))
     shown += [Text(f"note: {note}", style="warning") for note in grade.notes]
     return shown
 
@@ -613,18 +691,18 @@ def _bug_table(grade) -> Table:
         cell = Text(tests, style="" if bug.caught else "muted")
         if bug.caught and bug.missed_forms:
             missed = ", ".join(f"`{f}`" if f else "the main form" for f in bug.missed_forms)
-            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed})",
-                         style="warning")
+            cell += Text(f"  ({len(bug.forms) - len(bug.missed_forms)} of {len(bug.forms)} forms; missed: {missed})", style="warning")
         for note in bug.notes:
             cell += Text(f"\n{note}", style="muted")
-        table.add_row(Text("✓" if bug.caught else "✗", style=style),
-                      Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
+        table.add_row(Text("✓" if bug.caught else "✗", style=style), Text(bug.id, style="bug.id" if bug.caught else "check.fail"), cell)
     return table
 
 
 def _test_idea(bug) -> Group:
-    return Group(Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"),
-                 Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False))
+    return Group(
+        Text("  ● ", style="bug.id") + Text(bug.id, style="bug.id") + Text(f" — {bug.title}"),
+        Padding(Text(bug.test_idea, style="hint"), (0, 0, 0, 4), expand=False),
+    )
 
 
 def _height(out: Console, renderable) -> int:
@@ -650,33 +728,47 @@ def _test_summary(grade, out: Console, above: list, flag: str) -> list:
     caught = [b for b in grade.bugs if b.caught]
     missed = [b for b in grade.bugs if not b.caught]
     shown: list = []
-    if caught and missed:          # all caught: the score says so
-        names = [Text(b.id, style="bug.id") + (Text(f" ({len(b.forms) - len(b.missed_forms)} of {len(b.forms)} "
-                                                      "forms)", style="warning") if b.missed_forms else Text())
-                 for b in caught]
+    if caught and missed:  # all caught: the score says so
+        names = [
+            Text(b.id, style="bug.id")
+            + (Text(f" ({len(b.forms) - len(b.missed_forms)} of {len(b.forms)} forms)", style="warning") if b.missed_forms else Text())
+            for b in caught
+        ]
         shown.append(_names(out, Text(f"✓ Caught {len(caught)}: ", style="check.pass"), names, 2))
-    footer = (Text("Add ", style="muted") + Text(flag, style="command")
-              + Text(" for every bug, the tests that caught it and each test idea." if missed
-                     else " for every bug and the tests that caught it.", style="muted"))
+    footer = (
+        Text("Add ", style="muted")
+        + Text(flag, style="command")
+        + Text(
+            " for every bug, the tests that caught it and each test idea." if missed else " for every bug and the tests that caught it.",
+            style="muted",
+        )
+    )
     if not missed:
         return [*shown, footer]
-    rows = max(out.size.height if out.is_terminal else 0, SCREEN_ROWS) - 1      # a line for the prompt after
-    left = rows - sum(_height(out, r) for r in [*above, *shown, footer]) - 2    # - the blank and the heading
+    rows = max(out.size.height if out.is_terminal else 0, SCREEN_ROWS) - 1  # a line for the prompt after
+    left = rows - sum(_height(out, r) for r in [*above, *shown, footer]) - 2  # - the blank and the heading
     ideas = [_test_idea(b) for b in missed]
     count = 0
     for idea in ideas:
-        others = 0 if count + 1 == len(ideas) else 1               # a line, at least, naming the others
+        others = 0 if count + 1 == len(ideas) else 1  # a line, at least, naming the others
         if count and _height(out, idea) + others > left:
             break
         left -= _height(out, idea)
         count += 1
     heading = f"Missed {len(missed)}. " + (
-        "A test that would catch it:" if len(missed) == 1 else "Tests that would catch them:" if count == len(missed)
-        else "A test that would catch the first:" if count == 1 else f"Tests that would catch the first {count}:")
+        "A test that would catch it:"
+        if len(missed) == 1
+        else "Tests that would catch them:"
+        if count == len(missed)
+        else "A test that would catch the first:"
+        if count == 1
+        else f"Tests that would catch the first {count}:"
+    )
     shown += [Text(), Text(heading, style="label"), *ideas[:count]]
     if count < len(missed):
-        shown.append(_names(out, Text("  and ", style="muted"), [Text(b.id, style="check.fail") for b in missed[count:]],
-                            min(2, max(1, left))))
+        shown.append(
+            _names(out, Text("  and ", style="muted"), [Text(b.id, style="check.fail") for b in missed[count:]], min(2, max(1, left)))
+        )
     return [*shown, footer]
 
 
@@ -686,6 +778,7 @@ def _count(n: int, noun: str) -> str:
 
 # --- check --locate ---------------------------------------------------------------------------
 
+
 def locate_pointer(rep: Report, command: str, out: Console | None = None) -> None:
     """Under a plain `check` with failures: one line saying --locate can point at the line."""
     if rep.passed or not any(r.status in FAILED for r in rep.results):
@@ -694,7 +787,7 @@ def locate_pointer(rep: Report, command: str, out: Console | None = None) -> Non
     line = Text("Can't see where? ", style="muted") + Text(command, style="command")
     if line.cell_len + len(" points at the line.") <= out.width:
         out.print(line + Text(" points at the line.", style="muted"))
-    else:                  # the command whole on a line of its own, to copy
+    else:  # the command whole on a line of its own, to copy
         out.print(Text("Can't see where? This points at the line:", style="muted"))
         out.print(Text("  ") + Text(command, style="command"), soft_wrap=True)
 
@@ -713,8 +806,8 @@ def locate_progress(budget: float):
 
         def progress(phase: str, done: int, total: int) -> None:
             what = "single edits" if phase == "single" else "pairs of edits"
-            status.update(Text(f"locate: trying {what} {done}/{total} · "
-                               f"{time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+            status.update(Text(f"locate: trying {what} {done}/{total} · {time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+
         yield progress
 
 
@@ -729,8 +822,9 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
     found = loc.found
     if found is None:
         why = "within the time budget" if loc.stopped == "budget" else "among the edits tried"
-        out.print(hanging("  ", Text(f"No verified edit found {why} ({loc.tried} edited versions of your file "
-                                     f"run in {loc.seconds:.1f} s).")))
+        out.print(
+            hanging("  ", Text(f"No verified edit found {why} ({loc.tried} edited versions of your file run in {loc.seconds:.1f} s)."))
+        )
         if loc.depends:
             spans = ", ".join(f"`{f}` (lines {a}-{b})" for f, a, b in loc.depends)
             out.print(hanging("  ", Text("The failing checks' calls run through: " + spans, style="muted")))
@@ -744,8 +838,11 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
         out.print(hanging("    ", Text("It corresponds to ", style="muted") + Text(", ".join(found.bugs), style="bug.id")))
     repairs = ", ".join(found.repairs[:4]) + (f" and {len(found.repairs) - 4} more" if len(found.repairs) > 4 else "")
     which = "this" if len(found.edits) == 1 else "these two places"
-    out.print(hanging("    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed "
-                                   "and on a second one.", style="muted")))
+    out.print(
+        hanging(
+            "    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed and on a second one.", style="muted")
+        )
+    )
     if not fix:
         out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
         return

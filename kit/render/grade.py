@@ -27,8 +27,15 @@ def progress(total: int) -> Iterator[Callable[[Result], None]]:
     if not sys.stderr.isatty():
         yield lambda result: None
         return
-    bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), console=check.error_console(), transient=True)
+    bar = Progress(
+        TextColumn("grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=check.error_console(),
+        transient=True,
+    )
     with bar:
         task = bar.add_task("", total=total)
         yield lambda result: bar.update(task, advance=1, description=result.name)
@@ -58,13 +65,23 @@ def table(batch: Batch) -> None:
     most = batch.max_points
     for r in batch.results:
         style = "score.good" if r.passed else "score.bad"
-        grid.add_row(r.name, Text(f"{r.points}/{most}", style=style),
-                     str(len(r.failed())) if r.state == GRADED else "–",
-                     Text(", ".join(r.bugs()), style="bug.id"), _seconds(r.seconds), _state(r))
+        grid.add_row(
+            r.name,
+            Text(f"{r.points}/{most}", style=style),
+            str(len(r.failed())) if r.state == GRADED else "–",
+            Text(", ".join(r.bugs()), style="bug.id"),
+            _seconds(r.seconds),
+            _state(r),
+        )
     out.print(grid)
     passed = sum(r.passed for r in batch.results)
-    out.print(Text(f"\n{len(batch.results)} submissions, {passed} passed every check; exercise {batch.exercise}, "
-                   f"seed {batch.seed}, {batch.jobs} job(s), {batch.seconds:.1f} s.", style="muted"))
+    out.print(
+        Text(
+            f"\n{len(batch.results)} submissions, {passed} passed every check; exercise {batch.exercise}, "
+            f"seed {batch.seed}, {batch.jobs} job(s), {batch.seconds:.1f} s.",
+            style="muted",
+        )
+    )
 
 
 def written(paths: list[tuple[str, list[Path]]]) -> None:
@@ -76,8 +93,7 @@ def written(paths: list[tuple[str, list[Path]]]) -> None:
 
 def seed_line(seed: int) -> None:
     """The run's seed, on stderr before grading starts (so it is known even if the run is stopped)."""
-    check.error_console().print(Text(f"seed {seed} (pass --seed {seed} to grade with the same hidden cases)",
-                                      style="muted"))
+    check.error_console().print(Text(f"seed {seed} (pass --seed {seed} to grade with the same hidden cases)", style="muted"))
 
 
 def recipe(kind: str, files: list, notes: list[str]) -> None:

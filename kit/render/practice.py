@@ -58,7 +58,7 @@ def clock(seconds: float) -> str:
 
 # --- hints --------------------------------------------------------------------------------------
 
-STEPS = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}   # catalog.HINT_STEPS
+STEPS = {"question": "a question to start from", "concept": "the idea", "code": "near-code"}  # catalog.HINT_STEPS
 
 
 def hints(exercise, shown, used: int, out: Console | None = None) -> None:
@@ -71,19 +71,24 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
             line += Text(f" · {steps[item.hint.step]}", style="muted")
         out.print(line)
         if getattr(item, "because", ""):
-            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"),
-                              (0, 0, 0, 2)))
+            out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"), (0, 0, 0, 2)))
         out.print(Padding(check.content(item.hint.text), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
-        following = next((n for n, h in enumerate(exercise.hints, 1)
-                          if n > item.level and h.title == item.hint.title), None)
+        following = next((n for n, h in enumerate(exercise.hints, 1) if n > item.level and h.title == item.hint.title), None)
         if following and not any(s.level == following for s in shown):
-            out.print(Padding(Text("next on this topic: ", style="muted")
-                              + Text(f"attn-kit hint {exercise.id} --level {following}", style="command"), (0, 0, 0, 2)))
+            out.print(
+                Padding(
+                    Text("next on this topic: ", style="muted") + Text(f"attn-kit hint {exercise.id} --level {following}", style="command"),
+                    (0, 0, 0, 2),
+                )
+            )
         out.print()
-    tail = (f"{total - used} more: attn-kit hint {exercise.id}" if used < total
-            else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference")
+    tail = (
+        f"{total - used} more: attn-kit hint {exercise.id}"
+        if used < total
+        else f"that was every hint; `attn-kit solution {exercise.id}` now shows the reference"
+    )
     out.print(Text(f"Hints used for {exercise.id}: {used} of {total} — {tail}.", style="muted"))
 
 
@@ -94,48 +99,65 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
         if not report.passed and recorded.hints_used < recorded.hints_total:
             line += Text(" Stuck? ", style="muted") + Text(f"attn-kit hint {report.exercise}", style="command")
-            if recorded.next_hint:          # named, so the user knows it is about this failure
+            if recorded.next_hint:  # named, so the user knows it is about this failure
                 hint = catalog_hint(report.exercise, recorded.next_hint)
-                step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""    # a topic's hints share a title
+                step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""  # a topic's hints share a title
                 line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}.", style="muted")
         out.print(line)
     if recorded.ratings:
         from attn_kit.practice.store import now
+
         at = now()
         concepts = sorted({r.concept for r in recorded.ratings})
         soonest = min(r.due for r in recorded.ratings)
         when = "due now" if soonest <= at else f"due again in {span(soonest - at)}"
         count = len(recorded.ratings)
-        out.print(Text(f"Review: this run shows the {', '.join(concepts)} mistake, so {count} "
-                       f"{'card' if count == 1 else 'cards'} you reviewed before came back ({when}; "
-                       f"attn-kit discuss).", style="muted"))
+        out.print(
+            Text(
+                f"Review: this run shows the {', '.join(concepts)} mistake, so {count} "
+                f"{'card' if count == 1 else 'cards'} you reviewed before came back ({when}; "
+                f"attn-kit discuss).",
+                style="muted",
+            )
+        )
 
 
 def catalog_hint(exercise_id: str, level: int):
     from attn_kit.load import catalog
+
     return catalog.exercise(exercise_id).hints[level - 1]
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:
-    _out(out).print(Text(f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
-                         f"files. Check your own file to record progress.", style="muted"))
+    _out(out).print(
+        Text(
+            f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
+            f"files. Check your own file to record progress.",
+            style="muted",
+        )
+    )
 
 
 def history_created(path, out: Console | None = None) -> None:
     """Said once, when the history file is first created (on stderr, so --json stays clean)."""
     out = out or check.error_console()
-    out.print(Text(f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
-                   f"elsewhere; `attn-kit history --where` prints it).", style="muted"))  # wrapped at spaces: a path stays whole
+    out.print(
+        Text(
+            f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
+            f"elsewhere; `attn-kit history --where` prints it).",
+            style="muted",
+        )
+    )  # wrapped at spaces: a path stays whole
 
 
 # --- solution, reset ----------------------------------------------------------------------------
+
 
 def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
     out = _out(out)
     for item in files:
         out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
-        out.print(Syntax(item.text, "python", line_numbers=True, word_wrap=True,
-                         theme="ansi_dark", background_color="default"))
+        out.print(Syntax(item.text, "python", line_numbers=True, word_wrap=True, theme="ansi_dark", background_color="default"))
     if forced:
         out.print(Text("Shown with --force; recorded in your history.", style="muted"))
 
@@ -153,13 +175,23 @@ def reset_declined(path: Path, out: Console | None = None) -> None:
 
 # --- watch mode ---------------------------------------------------------------------------------
 
-def watch_screen(path: Path, report=None, error: str = "", exercise=None, recorded=None, mode: str = "events",
-                 note: str = "", runs: int = 0, out: Console | None = None) -> None:
+
+def watch_screen(
+    path: Path,
+    report=None,
+    error: str = "",
+    exercise=None,
+    recorded=None,
+    mode: str = "events",
+    note: str = "",
+    runs: int = 0,
+    out: Console | None = None,
+) -> None:
     """Clear the terminal and show only the current state (the clear is skipped when piped)."""
     out = _out(out)
     out.clear()
     if report is not None:
-        check.report(report, exercise, out, brief=True)      # the first failure in full fits 80×24
+        check.report(report, exercise, out, brief=True)  # the first failure in full fits 80×24
         if recorded is not None:
             after_check(recorded, report, out)
     else:
@@ -170,34 +202,47 @@ def watch_screen(path: Path, report=None, error: str = "", exercise=None, record
         out.print(Text(f"note: {note}", style="warning"))
     how = "file events" if mode == "events" else "polling"
     # the keys first: a narrow terminal cuts the end of the line, never wraps it
-    out.print(Text("save re-runs · r re-run · q quit", style="command")
-              + Text(f" · run {runs} · watching {path} ({how})", style="muted"), no_wrap=True, overflow="ellipsis")
+    out.print(
+        Text("save re-runs · r re-run · q quit", style="command") + Text(f" · run {runs} · watching {path} ({how})", style="muted"),
+        no_wrap=True,
+        overflow="ellipsis",
+    )
 
 
 # --- mock screens -------------------------------------------------------------------------------
+
 
 def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None) -> None:
     out = _out(out)
     check.statement(exercise, out)
     out.print()
-    out.print(Panel(Group(
-        Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes_text(minutes)}."),
-        Text("Open this file in your editor: ", style="muted") + Text(str(file), style="command"),
-        Text("Each save re-runs the public examples; the full graded suite runs at the end.", style="muted"),
-        Text("s", style="command") + Text(" submit · ", style="muted") + Text("Ctrl-C", style="command")
-        + Text(" stop (asks: submit or abandon)", style="muted"),
-    ), expand=False))
+    out.print(
+        Panel(
+            Group(
+                Text("Mock screen: ", style="label") + Text(f"{exercise.title}, {minutes_text(minutes)}."),
+                Text("Open this file in your editor: ", style="muted") + Text(str(file), style="command"),
+                Text("Each save re-runs the public examples; the full graded suite runs at the end.", style="muted"),
+                Text("s", style="command")
+                + Text(" submit · ", style="muted")
+                + Text("Ctrl-C", style="command")
+                + Text(" stop (asks: submit or abandon)", style="muted"),
+            ),
+            expand=False,
+        )
+    )
     out.print(Text("session file: ", style="muted") + Text(str(file)))
 
 
 # The status line's layouts, most spacious first: separator, "left" after the clock, the label
 # before the public score, the word before the failing names, the save count.
-MOCK_LAYOUTS = (("  │  ", " left", "public checks ", "  failing: ", True),
-                (" │ ", " left", "public checks ", "  failing: ", True),
-                (" │ ", " left", "public checks ", "  failing: ", False),
-                (" │ ", " left", "public ", " failing: ", False),
-                (" │ ", " left", "", " ✗ ", False),
-                (" │ ", "", "", " ✗ ", False))
+MOCK_LAYOUTS = (
+    ("  │  ", " left", "public checks ", "  failing: ", True),
+    (" │ ", " left", "public checks ", "  failing: ", True),
+    (" │ ", " left", "public checks ", "  failing: ", False),
+    (" │ ", " left", "public ", " failing: ", False),
+    (" │ ", " left", "", " ✗ ", False),
+    (" │ ", "", "", " ✗ ", False),
+)
 
 
 def mock_status(remaining: float, status, width: int | None = None) -> Text:
@@ -207,7 +252,7 @@ def mock_status(remaining: float, status, width: int | None = None) -> Text:
     width = width or console().width
     failing = len(status.failing) if status.total and not (status.running or status.error) else 0
     line = Text()
-    for names in range(failing, -1, -1):          # the failing names matter more than the words around them
+    for names in range(failing, -1, -1):  # the failing names matter more than the words around them
         for layout in MOCK_LAYOUTS:
             line = _mock_status(remaining, status, names, *layout)
             if line.cell_len <= width - 1:
@@ -217,8 +262,7 @@ def mock_status(remaining: float, status, width: int | None = None) -> Text:
     return line
 
 
-def _mock_status(remaining: float, status, names: int, sep: str, left: str, label: str, failing: str,
-                 saves: bool) -> Text:
+def _mock_status(remaining: float, status, names: int, sep: str, left: str, label: str, failing: str, saves: bool) -> Text:
     line = Text("⏱ ", style="label") + Text(f"{clock(remaining)}{left}", style="label") + Text(sep, style="muted")
     if status.running:
         line += Text("running the public checks…", style="muted")
@@ -244,15 +288,14 @@ def _mock_status(remaining: float, status, names: int, sep: str, left: str, labe
 @contextlib.contextmanager
 def mock_live(out: Console | None = None):
     out = _out(out)
-    with Live(Text(""), console=out, auto_refresh=False, transient=False, redirect_stdout=False,
-              redirect_stderr=False) as live:
+    with Live(Text(""), console=out, auto_refresh=False, transient=False, redirect_stdout=False, redirect_stderr=False) as live:
         yield lambda renderable: live.update(renderable, refresh=True)
 
 
 def mock_ended(reason, used: float, out: Console | None = None) -> None:
     from attn_kit.practice.mock import MockStatus
-    words: dict[str, str] = {MockStatus.SUBMITTED: "Submitted", MockStatus.TIME_UP: "Time is up",
-                             MockStatus.INTERRUPTED: "Stopped"}
+
+    words: dict[str, str] = {MockStatus.SUBMITTED: "Submitted", MockStatus.TIME_UP: "Time is up", MockStatus.INTERRUPTED: "Stopped"}
     _out(out).print(Text(f"{words.get(reason, reason)} after {clock(used)}.", style="label"))
 
 
@@ -274,8 +317,7 @@ def key_points_intro(out: Console | None = None) -> None:
 
 
 def key_point(number: int, text: str, out: Console | None = None, required: bool = False) -> None:
-    _out(out).print(check.hanging(f"  {number}. ", Text(text) + (Text("  (required)", style="label") if required
-                                                                else Text(""))))
+    _out(out).print(check.hanging(f"  {number}. ", Text(text) + (Text("  (required)", style="label") if required else Text(""))))
 
 
 def model_answer(question, out: Console | None = None) -> None:
@@ -285,7 +327,7 @@ def model_answer(question, out: Console | None = None) -> None:
     if question.answer:
         out.print(Padding(Text("Model answer:", style="label"), (0, 0, 0, 2)))
         out.print(Padding(check.content(question.answer), (0, 0, 0, 4)))
-    if question.source:             # the reference, without the name of the test that checks it
+    if question.source:  # the reference, without the name of the test that checks it
         where = question.source.split("; checked by ")[0]
         out.print(Padding(Text("Source: " + where, style="muted"), (0, 0, 0, 4)))
 
@@ -315,12 +357,14 @@ def mock_report_written(path: Path, summary: str, out: Console | None = None) ->
 def mock_finished(path: Path, status: str, report, discussion, out: Console | None = None) -> None:
     """The last lines of a mock screen: its outcome (checks, points, key points covered) and the report."""
     from attn_kit.practice.mock import MockStatus
+
     if status == MockStatus.ABANDONED:
         summary = "Session abandoned (recorded as abandoned)."
     elif report is not None:
         got, most = report.points
-        summary = (f"Mock {status}: {report.score[0]}/{report.score[1]} checks, {got}/{most} points"
-                   + (", passed." if report.passed else "."))
+        summary = f"Mock {status}: {report.score[0]}/{report.score[1]} checks, {got}/{most} points" + (
+            ", passed." if report.passed else "."
+        )
     else:
         summary = f"Mock {status}: the file could not be graded."
     if discussion:
@@ -351,26 +395,31 @@ def mock_report_markdown(data: dict) -> str:
     if data["followups"]:
         lines += ["", "## Follow-up prompts", ""] + [f"- {f}" for f in data["followups"]]
     if data["solution"] is not None:
-        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python",
-                  data["solution"].rstrip("\n"), "```"]
+        lines += ["", "## Final solution file", "", f"`{data['solution_file']}`", "", "```python", data["solution"].rstrip("\n"), "```"]
     return "\n".join(lines) + "\n"
 
 
 def _summary_markdown(data: dict) -> list[str]:
     """The bullet list at the top of report.md: status, times, seed, score, hints and --locate used."""
     used = clock(data["seconds_used"])
-    lines = [f"- Status: **{data['status']}**",
-             f"- Started: {data['started_at']}",
-             f"- Time used: {used} of {data['minutes']:g}:00",
-             f"- Seed: {data['seed']} (replay with `attn-kit check solution.py --seed {data['seed']}`)"]
+    lines = [
+        f"- Status: **{data['status']}**",
+        f"- Started: {data['started_at']}",
+        f"- Time used: {used} of {data['minutes']:g}:00",
+        f"- Seed: {data['seed']} (replay with `attn-kit check solution.py --seed {data['seed']}`)",
+    ]
     score = data["score"]
     if score:
         verdict = "passed" if data["passed"] else "not passed"
-        lines.append(f"- Score: {score['passed']}/{score['total']} checks, "
-                     f"{score.get('points', '?')}/{score.get('max_points', '?')} points ({verdict})")
+        lines.append(
+            f"- Score: {score['passed']}/{score['total']} checks, "
+            f"{score.get('points', '?')}/{score.get('max_points', '?')} points ({verdict})"
+        )
     hints = data["hints"]
-    lines.append(f"- Hints used during the session: {len(hints['used_during_session'])} "
-                 f"({hints['used_in_total']} of {hints['available']} used in total)")
+    lines.append(
+        f"- Hints used during the session: {len(hints['used_during_session'])} "
+        f"({hints['used_in_total']} of {hints['available']} used in total)"
+    )
     if data.get("locate", {}).get("used_during_session"):
         lines.append(f"- `check --locate` used during the session: {data['locate']['runs']} time(s)")
     return lines
@@ -379,12 +428,18 @@ def _summary_markdown(data: dict) -> list[str]:
 def _scoring_markdown(scoring: list[dict]) -> list[str]:
     """The scores section of report.md: a table of the dimensions with their anchors, and why
     correctness got its score."""
-    lines = ["", "## Scores (1-4 per dimension)", "",
-             "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
-             "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
-             "does). Each hint "
-             "used caps its dimension at 3.", "",
-             "| dimension | score | cap | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Scores (1-4 per dimension)",
+        "",
+        "Correctness is scored from the causes the diagnosis found (how many, how severe, whether "
+        "the file runs); score the other dimensions at the highest anchor that fully holds (1 when none "
+        "does). Each hint "
+        "used caps its dimension at 3.",
+        "",
+        "| dimension | score | cap | 1 | 2 | 3 | 4 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in scoring:
         score = "–" if row["score"] is None else f"{row['score']}/4"
         cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
@@ -400,12 +455,15 @@ def _discussion_markdown(d: dict) -> list[str]:
     """One discussion question of report.md: the answer given and the key points covered."""
     required = [p for p in d["key_points"] if p.get("required")]
     got = sum(p["covered"] for p in required)
-    lines = [f"### {d['prompt']}", "", f"Covered {d['covered']} of {d['total']} key points"
-             + (f" ({got} of {len(required)} required)." if required else "."), ""]
+    lines = [
+        f"### {d['prompt']}",
+        "",
+        f"Covered {d['covered']} of {d['total']} key points" + (f" ({got} of {len(required)} required)." if required else "."),
+        "",
+    ]
     if d["answer"]:
         lines += ["Your answer:", ""] + [f"> {line}" for line in d["answer"].splitlines()] + [""]
-    lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "")
-              for p in d["key_points"]]
+    lines += [f"- [{'x' if p['covered'] else ' '}] {p['text']}" + (" *(required)*" if p.get("required") else "") for p in d["key_points"]]
     lines.append("")
     return lines
 
@@ -426,6 +484,7 @@ def _rule(out: Console, scores: dict[str, int] | None) -> None:
     """The written rule that turns the six scores into a recommendation; with `scores`, its verdict
     and the reasons."""
     from attn_kit.grading.rubric import VERDICTS, floors, recommend
+
     out.print(Rule(Text("Recommendation", style="label")))
     out.print(Text("The first line whose floors the six scores all meet:", style="muted"))
     for verdict in VERDICTS:
@@ -442,19 +501,27 @@ def _rule(out: Console, scores: dict[str, int] | None) -> None:
 def _scoring(exercise, out: Console) -> None:
     """The scored rubric: four anchors per dimension, which hints cap it, checkpoints, seniority."""
     from attn_kit.grading.rubric import MANY_CAUSES
+
     out.print(Rule(Text("Scoring: 1 to 4 per dimension", style="label")))
-    out.print(Text("Give each dimension the highest level whose description fully holds (1 when none does): the "
-                   "levels are ordered, each asks more than the one below. Each hint the candidate used caps its dimension at 3. "
-                   "Correctness is scored by the kit from the diagnosed causes: a cause that crashes on ordinary "
-                   "inputs allows 1, one wrong on ordinary inputs 2, one that shows only at an edge 3; "
-                   f"{MANY_CAUSES} or more causes lower the score by one.", style="muted"))
+    out.print(
+        Text(
+            "Give each dimension the highest level whose description fully holds (1 when none does): the "
+            "levels are ordered, each asks more than the one below. Each hint the candidate used caps its dimension at 3. "
+            "Correctness is scored by the kit from the diagnosed causes: a cause that crashes on ordinary "
+            "inputs allows 1, one wrong on ordinary inputs 2, one that shows only at an edge 3; "
+            f"{MANY_CAUSES} or more causes lower the score by one.",
+            style="muted",
+        )
+    )
     levels: dict[str, list[int]] = {}
     for number, hint in enumerate(exercise.hints, 1):
         levels.setdefault(hint.dimension or "correctness", []).append(number)
     for item in exercise.scoring:
         capped = levels.get(item.dimension)
-        out.print(Text(item.dimension, style="label")
-                  + (Text(f"  (hints {', '.join(map(str, capped))} cap it at 3)", style="muted") if capped else Text("")))
+        out.print(
+            Text(item.dimension, style="label")
+            + (Text(f"  (hints {', '.join(map(str, capped))} cap it at 3)", style="muted") if capped else Text(""))
+        )
         for score, anchor in enumerate(item.anchors, 1):
             out.print(Padding(Text(f"{score}  ", style="label") + Text(anchor), (0, 0, 0, 4)))
     if exercise.checkpoints:
@@ -485,8 +552,9 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
     if exercise.questions:
         out.print(Rule(Text("Discussion questions and key points", style="label")))
         for number, question in enumerate(exercise.questions, 1):
-            out.print(Text(f"{number}. ", style="label") + Text(question.prompt, style="label")
-                      + Text(f"  ({question.concept})", style="muted"))
+            out.print(
+                Text(f"{number}. ", style="label") + Text(question.prompt, style="label") + Text(f"  ({question.concept})", style="muted")
+            )
             for index, point in enumerate(question.key_points):
                 mark = Text("(required) ", style="label") if index in question.required else Text("")
                 out.print(Padding(Text("– ") + mark + Text(point), (0, 0, 0, 4)))
@@ -495,6 +563,7 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
 
 
 # --- discussion review --------------------------------------------------------------------------
+
 
 def card_front(index: int, count: int, entry, out: Console | None = None, current: str | None = None) -> None:
     """The card's rule names its exercise: answers differ between exercises (a fully masked query
@@ -509,8 +578,7 @@ def card_front(index: int, count: int, entry, out: Console | None = None, curren
 
 
 def answer_prompt(out: Console | None = None) -> None:
-    _out(out).print(Text("Your answer, as you would say it; an empty line ends it and shows the key points:",
-                         style="muted"))
+    _out(out).print(Text("Your answer, as you would say it; an empty line ends it and shows the key points:", style="muted"))
 
 
 def card_back(entry, out: Console | None = None) -> None:
@@ -533,8 +601,7 @@ def nothing_to_review(outlook, due_only: bool, new: int = 5, out: Console | None
     if due_only:
         out.print(Text("No card is due now.", style="label"))
     elif new == 0 and outlook.new:
-        out.print(Text(f"No card is due now, and --new 0 asked for no new question ({outlook.new} left).",
-                       style="label"))
+        out.print(Text(f"No card is due now, and --new 0 asked for no new question ({outlook.new} left).", style="label"))
     else:
         out.print(Text("No card is due and no new question is left.", style="label"))
     discuss_summary(0, outlook, out)
@@ -547,12 +614,17 @@ def discuss_stopped(out: Console | None = None) -> None:
 def discuss_summary(reviewed: int, outlook, out: Console | None = None) -> None:
     out = _out(out)
     out.print()
-    out.print(Text(f"Reviewed {reviewed} card{'s' if reviewed != 1 else ''}. ", style="label")
-              + Text(f"Due now: {outlook.due_now} · due by tomorrow: {outlook.due_tomorrow} · "
-                     f"due within a week: {outlook.due_week} · new questions: {outlook.new} of {outlook.total}."))
+    out.print(
+        Text(f"Reviewed {reviewed} card{'s' if reviewed != 1 else ''}. ", style="label")
+        + Text(
+            f"Due now: {outlook.due_now} · due by tomorrow: {outlook.due_tomorrow} · "
+            f"due within a week: {outlook.due_week} · new questions: {outlook.new} of {outlook.total}."
+        )
+    )
 
 
 # --- history, progress --------------------------------------------------------------------------
+
 
 def _score(row) -> str:
     if row.get("checks_total") is None:
@@ -570,9 +642,15 @@ def _entries() -> Table:
 def history(data: dict, out: Console | None = None) -> None:
     out = _out(out)
     if not any(data.values()):
-        out.print(Text("No history yet: run ", style="muted") + Text("attn-kit check FILE", style="command")
-                  + Text(", ", style="muted") + Text("attn-kit mock", style="command") + Text(" or ", style="muted")
-                  + Text("attn-kit discuss", style="command") + Text(".", style="muted"))
+        out.print(
+            Text("No history yet: run ", style="muted")
+            + Text("attn-kit check FILE", style="command")
+            + Text(", ", style="muted")
+            + Text("attn-kit mock", style="command")
+            + Text(" or ", style="muted")
+            + Text("attn-kit discuss", style="command")
+            + Text(".", style="muted")
+        )
         return
     # One line per entry: the time in its own column, never wrapped; the rest wraps at word
     # boundaries under its own indent, so no time, bug id or path is ever cut.
@@ -585,15 +663,16 @@ def history(data: dict, out: Console | None = None) -> None:
         grid = _entries()
         names = {1: "again", 2: "hard", 3: "good", 4: "easy"}
         for row in data["reviews"]:
-            by = "you" if row["source"] == "discuss" else ("you, in a mock" if row["source"] == "mock"
-                                                          else f"kit: {row['source']}")
-            grid.add_row(when(row["at"]), Text(f"{row['key']}  {names.get(row['rating'], str(row['rating']))} "
-                                               f"({by})  next due ") + Text(when(row["due"]).replace(" ", "\u00a0")))
+            by = "you" if row["source"] == "discuss" else ("you, in a mock" if row["source"] == "mock" else f"kit: {row['source']}")
+            grid.add_row(
+                when(row["at"]),
+                Text(f"{row['key']}  {names.get(row['rating'], str(row['rating']))} ({by})  next due ")
+                + Text(when(row["due"]).replace(" ", "\u00a0")),
+            )
         out.print(grid)
         out.print()
     extra = [f"{when(r['at'])} hint {r['level']} of {r['exercise']}" for r in data["hints"]]
-    extra += [f"{when(r['at'])} solution of {r['exercise']}" + (" (forced)" if r["forced"] else "")
-              for r in data["solution_views"]]
+    extra += [f"{when(r['at'])} solution of {r['exercise']}" + (" (forced)" if r["forced"] else "") for r in data["solution_views"]]
     if extra:
         out.print(Text("Hints and solutions", style="label"))
         for entry in sorted(extra, reverse=True):
@@ -626,7 +705,7 @@ def _history_mocks(rows: list[dict], out: Console) -> None:
         grid = _entries()
         grid.add_row(when(row["started_at"]), line)
         out.print(grid)
-        if row["report"]:        # the path whole, on its own line: the terminal wraps it, nothing cuts it
+        if row["report"]:  # the path whole, on its own line: the terminal wraps it, nothing cuts it
             out.print(Text(" " * 18 + "report: ", style="muted") + Text(row["report"]), soft_wrap=True)
     out.print()
 
@@ -637,15 +716,25 @@ def progress(rows, out: Console | None = None) -> None:
     for column in ("exercise", "runs", "best", "last", "hints", "cards due", "mocks"):
         table.add_column(column, no_wrap=True)
     for row in rows:
-        best = (Text(f"{row.best[0]}/{row.best[1]}", style="check.pass" if row.passed else "")
-                if row.best else Text("–", style="muted"))
+        best = Text(f"{row.best[0]}/{row.best[1]}", style="check.pass" if row.passed else "") if row.best else Text("–", style="muted")
         last = f"{row.last[0]}/{row.last[1]}" if row.last else "–"
-        table.add_row(row.exercise, str(row.runs), best, last, f"{row.hints_used}/{row.hints_total}",
-                      f"{row.cards_due}/{row.cards_total}", str(row.mocks))
+        table.add_row(
+            row.exercise,
+            str(row.runs),
+            best,
+            last,
+            f"{row.hints_used}/{row.hints_total}",
+            f"{row.cards_due}/{row.cards_total}",
+            str(row.mocks),
+        )
     out.print(table)
-    for row in rows:                 # bug ids below the table, wrapped between ids, never cut
+    for row in rows:  # bug ids below the table, wrapped between ids, never cut
         if row.bugs_seen:
-            out.print(check.hanging(f"bugs seen in {row.exercise}: ",
-                                     Text(", ".join(row.bugs_seen), style="bug.id")))
-    out.print(Text("best and last count the full graded suite (not --public runs); cards due: "
-                   "discussion cards due now, of all the exercise's questions.", style="muted"))
+            out.print(check.hanging(f"bugs seen in {row.exercise}: ", Text(", ".join(row.bugs_seen), style="bug.id")))
+    out.print(
+        Text(
+            "best and last count the full graded suite (not --public runs); cards due: "
+            "discussion cards due now, of all the exercise's questions.",
+            style="muted",
+        )
+    )

@@ -28,8 +28,7 @@ def schema(name: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one --json output: check, test-tests, bench or error."""
     if name not in SCHEMAS:
         raise KeyError(f"no schema named {name!r}; there are {', '.join(SCHEMAS)}")
-    return json.loads(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json")
-                      .read_text(encoding="utf-8"))
+    return json.loads(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 def schema_path(name: str) -> Path:
@@ -55,18 +54,60 @@ def dumps(obj: object, **kwargs: Any) -> str:
 
 def _empty(command: str) -> dict[str, Any]:
     if command == "check":
-        return {"exercise": None, "path": None, "passed": False,
-                "score": {"passed": 0, "total": 0, "points": 0, "max_points": 0},
-                "seed": None, "public_only": False, "checks": [], "diagnosis": [], "notes": []}
+        return {
+            "exercise": None,
+            "path": None,
+            "passed": False,
+            "score": {"passed": 0, "total": 0, "points": 0, "max_points": 0},
+            "seed": None,
+            "public_only": False,
+            "checks": [],
+            "diagnosis": [],
+            "notes": [],
+        }
     if command == "test-tests":
-        return {"exercise": None, "path": None, "tests": [], "references": [], "wrong_tests": [], "wrong": [], "type_sensitive": [],
-                "caught": [], "missed": [], "score": 0.0, "bugs": [], "runs": 0, "seconds": 0.0, "notes": []}
+        return {
+            "exercise": None,
+            "path": None,
+            "tests": [],
+            "references": [],
+            "wrong_tests": [],
+            "wrong": [],
+            "type_sensitive": [],
+            "caught": [],
+            "missed": [],
+            "score": 0.0,
+            "bugs": [],
+            "runs": 0,
+            "seconds": 0.0,
+            "notes": [],
+        }
     if command == "bench":
-        return {"exercise": None, "path": None, "function": None, "inputs": None, "setting": None, "unit": None,
-                "sizes": [], "fit_sizes": [], "time_s": [], "cpu_s": [], "peak_bytes": [], "fit_on": "cpu_s",
-                "memory_method": None, "time_exponent": None, "memory_exponent": None,
-                "expected": {"time": None, "memory": None}, "repeats": None, "budget_s": None, "elapsed_s": 0.0,
-                "stopped": None, "failure": None, "notes": [], "contrast": None}
+        return {
+            "exercise": None,
+            "path": None,
+            "function": None,
+            "inputs": None,
+            "setting": None,
+            "unit": None,
+            "sizes": [],
+            "fit_sizes": [],
+            "time_s": [],
+            "cpu_s": [],
+            "peak_bytes": [],
+            "fit_on": "cpu_s",
+            "memory_method": None,
+            "time_exponent": None,
+            "memory_exponent": None,
+            "expected": {"time": None, "memory": None},
+            "repeats": None,
+            "budget_s": None,
+            "elapsed_s": 0.0,
+            "stopped": None,
+            "failure": None,
+            "notes": [],
+            "contrast": None,
+        }
     return {"exercise": None}
 
 
@@ -75,14 +116,16 @@ def known_exercise(exercise: str | None, path: str | Path | None) -> str | None:
     a known id counts (an unknown one is what the error is about)."""
     from attn_kit.load import catalog
     from attn_kit.load.preflight import file_exercise
+
     if exercise:
         return exercise if exercise in catalog.exercises() else None
     named = file_exercise(Path(path)) if path else None
     return named if named in catalog.exercises() else None
 
 
-def error_json(command: str, message: str, *, exercise: str | None = None, path: str | Path | None = None,
-               seed: int | None = None) -> dict[str, Any]:
+def error_json(
+    command: str, message: str, *, exercise: str | None = None, path: str | Path | None = None, seed: int | None = None
+) -> dict[str, Any]:
     """The --json object of `command` (check, test-tests, bench; anything else gets the bare
     error object) when it could not produce its result."""
     obj = _empty(command)

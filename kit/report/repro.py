@@ -92,7 +92,7 @@ def literal(value: Any) -> str:
         return "(" + ", ".join(literal(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, (np.generic,)):
         return repr(value.item())
-    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):   # without importing torch
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):  # without importing torch
         if str(value.device) == "meta":
             return f"torch.empty({tuple(value.shape)}, dtype={value.dtype}, device='meta')"
         values = pprint.pformat(value.detach().cpu().tolist(), width=100, compact=True)
@@ -103,10 +103,11 @@ def literal(value: Any) -> str:
 def _parameter_names(exercise_id: str, fn: str, count: int) -> list[str]:
     """The exercise's own parameter names for fn's positional arguments (x, params, ...)."""
     from attn_kit.load import catalog, preflight
+
     names: list[str] = []
     try:
         signature = catalog.exercise(exercise_id).signature_of(fn)
-        names = [p.name for p in preflight.parameters(signature[signature.index("("):]) or []]
+        names = [p.name for p in preflight.parameters(signature[signature.index("(") :]) or []]
     except (StopIteration, ValueError):
         pass
     return [names[i] if i < len(names) else f"arg{i + 1}" for i in range(count)]
@@ -133,16 +134,27 @@ def write(report: Report, folder: str | Path) -> list[Path]:
         if any("torch." in line for line in lines):
             lines.insert(0, "import torch\n")
         if call.expected is not None:
-            expected = (f"expected = {literal(call.expected)}\nshow(\"expected (the reference)\", expected)\n"
-                        "print()\nsys.exit(0 if compare(\"compared\", result, expected) else 1)\n")
+            expected = (
+                f'expected = {literal(call.expected)}\nshow("expected (the reference)", expected)\n'
+                'print()\nsys.exit(0 if compare("compared", result, expected) else 1)\n'
+            )
         else:
             expected = ""
         name = f"repro_{result.id.replace('-', '_')}.py"
-        text = TEMPLATE.format(check=result.id, exercise=report.exercise, seed=report.seed,
-                               title=_docstring_safe(result.title), message=_docstring_safe(result.message), name=name,
-                               solution=str(Path(report.path).resolve()), assignments="\n".join(lines),
-                               fn=call.fn, call_args=call_args, expected_block=expected)
+        text = TEMPLATE.format(
+            check=result.id,
+            exercise=report.exercise,
+            seed=report.seed,
+            title=_docstring_safe(result.title),
+            message=_docstring_safe(result.message),
+            name=name,
+            solution=str(Path(report.path).resolve()),
+            assignments="\n".join(lines),
+            fn=call.fn,
+            call_args=call_args,
+            expected_block=expected,
+        )
         path = folder / name
-        safefile.write_text(path, text)          # never through a symlink planted in the folder
+        safefile.write_text(path, text)  # never through a symlink planted in the folder
         written.append(path)
     return written

@@ -13,12 +13,12 @@ class CheckStatus(StrEnum):
     """A check's result. StrEnum: `check --json` and the history keep the same strings."""
 
     PASS = "pass"
-    FAIL = "fail"                 # the code ran and broke the property
-    ERROR = "error"               # the code raised, hung, crashed or ran out of memory
-    SKIP = "skip"                 # not checked (does not apply, or a check it depends on failed)
+    FAIL = "fail"  # the code ran and broke the property
+    ERROR = "error"  # the code raised, hung, crashed or ran out of memory
+    SKIP = "skip"  # not checked (does not apply, or a check it depends on failed)
 
 
-FAILED = (CheckStatus.FAIL, CheckStatus.ERROR)     # the statuses that count as a failing check
+FAILED = (CheckStatus.FAIL, CheckStatus.ERROR)  # the statuses that count as a failing check
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,12 @@ class Mismatch:
     shape: tuple[int, ...]
     max_abs: float
     max_rel: float
-    index: tuple[int, ...]           # the worst element
-    row_label: str                   # "batch 0, query 3"
-    column_label: str                # "feature 17"
+    index: tuple[int, ...]  # the worst element
+    row_label: str  # "batch 0, query 3"
+    column_label: str  # "feature 17"
     expected_row: tuple[float, ...]  # a window of the worst row
     actual_row: tuple[float, ...]
-    row_offset: int                  # index of the first entry shown
+    row_offset: int  # index of the first entry shown
     nan_count: int
     inf_count: int
     wrong_count: int
@@ -45,16 +45,18 @@ class Mismatch:
 
     def summary(self) -> str:
         if self.nan_count or self.inf_count:
-            bad = ", ".join(p for p in (f"{self.nan_count} NaN" if self.nan_count else "",
-                                        f"{self.inf_count} inf" if self.inf_count else "") if p)
+            bad = ", ".join(
+                p for p in (f"{self.nan_count} NaN" if self.nan_count else "", f"{self.inf_count} inf" if self.inf_count else "") if p
+            )
             head = f"{self.what} has {bad} (of {self.total} entries)"
         else:
-            head = (f"{self.what} row ({self.row_label}) differs: max |Δ| = {self.max_abs:.3g} at "
-                    f"{self.column_label} (tolerance {self.atol:g} + {self.rtol:g}·|expected|)")
+            head = (
+                f"{self.what} row ({self.row_label}) differs: max |Δ| = {self.max_abs:.3g} at "
+                f"{self.column_label} (tolerance {self.atol:g} + {self.rtol:g}·|expected|)"
+            )
         if self.wrong_count > 1:
             head += f"; {self.wrong_count} of {self.total} entries are off"
         return head
-
 
 
 @dataclass
@@ -65,9 +67,9 @@ class Call:
     args: tuple
     kwargs: dict
     outcome: Outcome
-    expected: Any = None          # what the reference returns, when the check computed it
-    harness: str | None = None    # "module:function" the worker ran the call through, if any
-    tolerance: tuple[float, float] | None = None   # (rtol, atol) the check compared this call's values with
+    expected: Any = None  # what the reference returns, when the check computed it
+    harness: str | None = None  # "module:function" the worker ran the call through, if any
+    tolerance: tuple[float, float] | None = None  # (rtol, atol) the check compared this call's values with
     # kit-side only (never sent to the worker, never in JSON): how the diagnosis reruns this call on a
     # known-bug or reference module, replay(module, *args, **kwargs) -> value; None: module.<fn>(...)
     replay: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
@@ -78,25 +80,33 @@ class CheckResult:
     id: str
     title: str
     status: CheckStatus
-    points: int                   # points awarded
+    points: int  # points awarded
     max_points: int
     message: str = ""
-    bug: str | None = None        # the known bug this failure matches, if any
+    bug: str | None = None  # the known bug this failure matches, if any
     public: bool = False
     catches: tuple[str, ...] = ()
-    hint: int | None = None       # 1-based hint number that helps with this check
-    case: dict = field(default_factory=dict)      # seed, shapes, the inputs that matter
+    hint: int | None = None  # 1-based hint number that helps with this check
+    case: dict = field(default_factory=dict)  # seed, shapes, the inputs that matter
     mismatch: Mismatch | None = None
-    output: str = ""              # what the candidate's code printed during this check
-    notes: tuple[str, ...] = ()   # informational lines (e.g. measured figures)
+    output: str = ""  # what the candidate's code printed during this check
+    notes: tuple[str, ...] = ()  # informational lines (e.g. measured figures)
     calls: list[Call] = field(default_factory=list)
     failing_call: Call | None = None
-    float32: float = 0.0          # largest difference accepted as float32 rounding (0: none)
+    float32: float = 0.0  # largest difference accepted as float32 rounding (0: none)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "title": self.title, "status": self.status, "message": self.message,
-                "bug": self.bug, "points": self.points, "max_points": self.max_points,
-                "public": self.public, "notes": list(self.notes)}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "message": self.message,
+            "bug": self.bug,
+            "points": self.points,
+            "max_points": self.max_points,
+            "public": self.public,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass
@@ -104,7 +114,7 @@ class Diagnosis:
     bug: str
     title: str
     evidence: str
-    explanation: str = ""         # what goes wrong, from the bug catalogue
+    explanation: str = ""  # what goes wrong, from the bug catalogue
     fix: str = ""
     checks: tuple[str, ...] = ()  # the failing checks whose outputs this bug explains
 
@@ -120,9 +130,9 @@ class Report:
     results: list[CheckResult]
     diagnosis: list[Diagnosis] = field(default_factory=list)
     public_only: bool = False
-    notes: list[str] = field(default_factory=list)   # e.g. "memory cap not applied: ..."
+    notes: list[str] = field(default_factory=list)  # e.g. "memory cap not applied: ..."
     seconds: float = 0.0
-    near_misses: list[str] = field(default_factory=list)   # known bugs that came closest, when none is named
+    near_misses: list[str] = field(default_factory=list)  # known bugs that came closest, when none is named
 
     @property
     def passed(self) -> bool:
@@ -141,10 +151,15 @@ class Report:
     def to_json(self) -> dict:
         passed, total = self.score
         got, most = self.points
-        return {"exercise": self.exercise, "path": self.path, "passed": self.passed,
-                "score": {"passed": passed, "total": total, "points": got, "max_points": most},
-                "seed": self.seed, "public_only": self.public_only,
-                "checks": [r.to_json() for r in self.results],
-                "diagnosis": [d.to_json() for d in self.diagnosis],
-                "near_misses": list(self.near_misses),
-                "notes": list(self.notes)}
+        return {
+            "exercise": self.exercise,
+            "path": self.path,
+            "passed": self.passed,
+            "score": {"passed": passed, "total": total, "points": got, "max_points": most},
+            "seed": self.seed,
+            "public_only": self.public_only,
+            "checks": [r.to_json() for r in self.results],
+            "diagnosis": [d.to_json() for d in self.diagnosis],
+            "near_misses": list(self.near_misses),
+            "notes": list(self.notes),
+        }

@@ -43,6 +43,7 @@ def _release_free_heap() -> None:
     """glibc: hand freed heap pages back to the OS, so the call's allocations show up in RSS."""
     try:
         import ctypes
+
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -70,14 +71,20 @@ def _fill_cache(fn: Callable[..., Any], steps: Sequence[Any], params: Any, num_h
     for x_t in steps[:-1]:
         result = fn(x_t, params, num_heads, cache)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError(f"the decode step must return a pair (out_t, cache); it returned "
-                            f"{type(result).__name__}")
+            raise TypeError(f"the decode step must return a pair (out_t, cache); it returned {type(result).__name__}")
         cache = result[1]
     return cache
 
 
-def decode_steps(fn: Callable[..., Any], steps: Sequence[Any], params: Any, num_heads: int, runs: int = DEFAULT_RUNS,
-                 min_seconds: float = MIN_TIMED_SECONDS, max_runs: int = MAX_RUNS) -> tuple[None, dict[str, Any]]:
+def decode_steps(
+    fn: Callable[..., Any],
+    steps: Sequence[Any],
+    params: Any,
+    num_heads: int,
+    runs: int = DEFAULT_RUNS,
+    min_seconds: float = MIN_TIMED_SECONDS,
+    max_runs: int = MAX_RUNS,
+) -> tuple[None, dict[str, Any]]:
     """For a decode step `fn(x_t, params, num_heads, cache) -> (out_t, cache)`: fill the cache with
     every token of `steps` but the last (untimed), then measure the last step.
 
@@ -98,5 +105,4 @@ def decode_steps(fn: Callable[..., Any], steps: Sequence[Any], params: Any, num_
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu)
     _, traced = measure(fn, steps[-1], params, num_heads, copy.deepcopy(cache))
-    return None, {"seconds": statistics.median(times), "times": times, "cpu_times": cpu_times,
-                  "peak_bytes": traced["peak_bytes"]}
+    return None, {"seconds": statistics.median(times), "times": times, "cpu_times": cpu_times, "peak_bytes": traced["peak_bytes"]}

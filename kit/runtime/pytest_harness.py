@@ -33,15 +33,15 @@ import pytest
 from attn_kit.base.errors import TestTimedOut
 from attn_kit.base.records import TestOutcome
 
-GRACE_SECONDS = 2.0        # after the timeout exception, how long a test may take to give up
-OUTPUT_LIMIT = 1500        # characters of a test's captured output kept in its record
+GRACE_SECONDS = 2.0  # after the timeout exception, how long a test may take to give up
+OUTPUT_LIMIT = 1500  # characters of a test's captured output kept in its record
 MESSAGE_LIMIT = 1200
 _IMPLEMENTATION = "_attn_kit_implementation"
 
 
 def _load_implementation(path: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(_IMPLEMENTATION, path)
-    if spec is None or spec.loader is None:         # not for a .py file: it always has a source loader
+    if spec is None or spec.loader is None:  # not for a .py file: it always has a source loader
         raise ImportError(f"{path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[_IMPLEMENTATION] = module
@@ -65,7 +65,7 @@ def _substitute(name: str, implementation: types.ModuleType, search_dirs: list) 
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
         return getattr(real[0], attr)
 
-    module.__dict__["__getattr__"] = __getattr__       # a module-level __getattr__ (PEP 562)
+    module.__dict__["__getattr__"] = __getattr__  # a module-level __getattr__ (PEP 562)
     return module
 
 
@@ -75,7 +75,7 @@ def _load_real(name: str, search_dirs: list):
         return None
     private = f"_attn_kit_candidate_{name}"
     source = importlib.util.spec_from_file_location(private, spec.origin)
-    if source is None or source.loader is None:     # an origin no file loader takes
+    if source is None or source.loader is None:  # an origin no file loader takes
         return None
     module = importlib.util.module_from_spec(source)
     sys.modules[private] = module
@@ -98,7 +98,7 @@ def _crash_text(report, test_file: str = "") -> tuple[str, str]:
                 where = f"{test_file}:{location.lineno}"
         if not where and report.location:
             where = f"{Path(report.location[0]).name}:{report.location[1] + 1}"
-    elif isinstance(longrepr, tuple) and len(longrepr) == 3:      # a skip: (path, line, reason)
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
         message, where = str(longrepr[2]), f"{Path(str(longrepr[0])).name}:{longrepr[1]}"
     else:
         text = str(longrepr).strip().splitlines()
@@ -111,8 +111,7 @@ def _crash_text(report, test_file: str = "") -> tuple[str, str]:
 class Recorder:
     """pytest plugin: per-test outcomes as JSON lines, time budgets, function rebinding."""
 
-    def __init__(self, sink, implementation, functions, budgets: dict, default_budget: float,
-                 test_path: str):
+    def __init__(self, sink, implementation, functions, budgets: dict, default_budget: float, test_path: str):
         self.sink = sink
         self.implementation = implementation
         self.functions = functions
@@ -122,7 +121,7 @@ class Recorder:
         self.current: dict | None = None
         self.timed_out = False
         self.deadline = 0.0
-        self.alarms = hasattr(signal, "setitimer")      # not on Windows: the run's timeout still applies
+        self.alarms = hasattr(signal, "setitimer")  # not on Windows: the run's timeout still applies
         if self.alarms:
             signal.signal(signal.SIGALRM, self._alarm)
 
@@ -146,8 +145,9 @@ class Recorder:
             raise TestTimedOut(f"the test did not finish within its budget of {self.budget:g} s")
         # the test swallowed the first one: record it and stop this process for good
         if self.current is not None:
-            self.current.update(outcome=TestOutcome.TIMEOUT, message=f"did not finish within {self.budget:g} s "
-                                "(and kept running after it was told to stop)")
+            self.current.update(
+                outcome=TestOutcome.TIMEOUT, message=f"did not finish within {self.budget:g} s (and kept running after it was told to stop)"
+            )
             self.write(self.current)
         self.sink.flush()
         os._exit(124)
@@ -172,17 +172,23 @@ class Recorder:
             message, where = _crash_text(report, self.test_name)
             text = report.longreprtext.strip()
             if self.timed_out:
-                text = (f"importing {self.test_name} did not finish within {self.default_budget:g} s: is there "
-                        f"a loop or a long computation at the top level of the file? ({where})")
-            self.write({"event": "collect_error", "where": where,
-                        "message": (text[-MESSAGE_LIMIT:] if text else message)})
+                text = (
+                    f"importing {self.test_name} did not finish within {self.default_budget:g} s: is there "
+                    f"a loop or a long computation at the top level of the file? ({where})"
+                )
+            self.write({"event": "collect_error", "where": where, "message": (text[-MESSAGE_LIMIT:] if text else message)})
 
     def pytest_internalerror(self, excrepr, excinfo):
         """E.g. sys.exit() at the top level of the test file: pytest gives up with INTERNALERROR."""
         frames = [e for e in excinfo.traceback if Path(str(e.path)).name == self.test_name]
         where = f"{self.test_name}:{frames[-1].lineno + 1}" if frames else ""
-        self.write({"event": "collect_error", "where": where,
-                    "message": f"pytest stopped: {excinfo.exconly()}" + (f" at {where}" if where else "")})
+        self.write(
+            {
+                "event": "collect_error",
+                "where": where,
+                "message": f"pytest stopped: {excinfo.exconly()}" + (f" at {where}" if where else ""),
+            }
+        )
 
     def pytest_collection_finish(self, session):
         modules = {}
@@ -199,17 +205,26 @@ class Recorder:
     # --- running ---------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        self.current = {"event": "result", "name": _name(item.nodeid), "outcome": TestOutcome.PASSED,
-                        "message": "", "where": "", "output": "", "seconds": 0.0}
+        self.current = {
+            "event": "result",
+            "name": _name(item.nodeid),
+            "outcome": TestOutcome.PASSED,
+            "message": "",
+            "where": "",
+            "output": "",
+            "seconds": 0.0,
+        }
         self.timed_out = False
         self.deadline = time.monotonic() + self.budget
         self.write({"event": "start", "name": self.current["name"]})
         try:
             return (yield)
-        except BaseException as exc:         # KeyboardInterrupt or pytest.exit() ends the session
+        except BaseException as exc:  # KeyboardInterrupt or pytest.exit() ends the session
             if self.current["outcome"] == TestOutcome.PASSED:
-                self.current.update(outcome=TestOutcome.ERROR, message=f"{type(exc).__name__}: {exc} (this stops "
-                                    "pytest itself; the kit resumed with the next test)")
+                self.current.update(
+                    outcome=TestOutcome.ERROR,
+                    message=f"{type(exc).__name__}: {exc} (this stops pytest itself; the kit resumed with the next test)",
+                )
             raise
         finally:
             self._disarm()
@@ -258,16 +273,14 @@ class Recorder:
         if output and not record["output"]:
             record["output"] = output[:OUTPUT_LIMIT] + (" …" if len(output) > OUTPUT_LIMIT else "")
         if record["outcome"] != TestOutcome.PASSED:
-            return                                   # keep the first problem
+            return  # keep the first problem
         if report.failed:
             message, where = _crash_text(report, self.test_name)
             where = dict(report.user_properties).get("attn_kit_where", where)
             if self.timed_out:
-                record.update(outcome=TestOutcome.TIMEOUT, where=where,
-                              message=f"did not finish within {self.budget:g} s")
+                record.update(outcome=TestOutcome.TIMEOUT, where=where, message=f"did not finish within {self.budget:g} s")
             else:
-                record.update(outcome=TestOutcome.FAILED if report.when == "call" else TestOutcome.ERROR,
-                              message=message, where=where)
+                record.update(outcome=TestOutcome.FAILED if report.when == "call" else TestOutcome.ERROR, message=message, where=where)
         elif report.skipped:
             message, where = _crash_text(report)
             record.update(outcome=TestOutcome.SKIPPED, message=message, where=where)
@@ -278,17 +291,27 @@ def _name(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
 
 
-def run_pytest(test_path: str, implementation_path: str, targets: list, functions: list,
-               results_path: str, config_path: str, budgets: dict, default_budget: float,
-               deselect: list, search_dirs: Sequence[str] = (), known_bug: bool = False) -> int:
+def run_pytest(
+    test_path: str,
+    implementation_path: str,
+    targets: list,
+    functions: list,
+    results_path: str,
+    config_path: str,
+    budgets: dict,
+    default_budget: float,
+    deselect: list,
+    search_dirs: Sequence[str] = (),
+    known_bug: bool = False,
+) -> int:
     """Run the tests in test_path against the implementation; return pytest's exit code.
 
     On a known-bug implementation (`known_bug`) failures are the expected outcome and their text is
     never shown, so pytest formats them natively (--tb=native) instead of reading the source of every
     traceback entry: measured, a run on one bug file 0.13 → 0.11 s of CPU. The failing line is read
     from the exception itself either way (Recorder.pytest_runtest_makereport)."""
-    sys.dont_write_bytecode = True          # leave no __pycache__ beside the candidate's files
-    gc.freeze()                             # pytest's gc.collect() calls then skip what the kit left
+    sys.dont_write_bytecode = True  # leave no __pycache__ beside the candidate's files
+    gc.freeze()  # pytest's gc.collect() calls then skip what the kit left
     os.environ.pop("PYTEST_ADDOPTS", None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     test_dir = str(Path(test_path).resolve().parent)
@@ -296,9 +319,23 @@ def run_pytest(test_path: str, implementation_path: str, targets: list, function
     implementation.__doc__ = None
     for name in targets:
         sys.modules[name] = _substitute(name, implementation, [test_dir, *search_dirs, os.getcwd()])
-    args = [test_path, "-c", config_path, "--rootdir", test_dir, "--confcutdir", test_dir,
-            "-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--tb=native" if known_bug else "--tb=short",
-            "-o", "console_output_style=classic"]
+    args = [
+        test_path,
+        "-c",
+        config_path,
+        "--rootdir",
+        test_dir,
+        "--confcutdir",
+        test_dir,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:stepwise",
+        "--tb=native" if known_bug else "--tb=short",
+        "-o",
+        "console_output_style=classic",
+    ]
     for name in deselect:
         args += ["--deselect", f"{Path(test_path).name}::{name}"]
     with open(results_path, "a", encoding="utf-8") as sink:

@@ -24,16 +24,15 @@ from pathlib import Path
 from attn_kit.base import wire
 from attn_kit.base.records import CallStatus, ErrorInfo, Opaque, Outcome
 
-OUTPUT_LIMIT = 4000            # characters of captured output kept per call
-FILE_SIZE_LIMIT = 16 << 20     # a runaway print loop stops at 16 MiB instead of filling the disk
-_KIT_DIR = str(Path(__file__).resolve().parent.parent)    # attn_kit/
-REFUSED = "RefusedAsRoot"      # the error type of a load the worker refused (it could not leave root)
+OUTPUT_LIMIT = 4000  # characters of captured output kept per call
+FILE_SIZE_LIMIT = 16 << 20  # a runaway print loop stops at 16 MiB instead of filling the disk
+_KIT_DIR = str(Path(__file__).resolve().parent.parent)  # attn_kit/
+REFUSED = "RefusedAsRoot"  # the error type of a load the worker refused (it could not leave root)
 
 
 def _candidate_frames(tb, path: str) -> tuple[str, str]:
     """Format only the frames outside the kit; return (where, traceback text)."""
-    frames = [f for f in traceback.extract_tb(tb)
-              if not f.filename.startswith((_KIT_DIR, "<frozen"))]
+    frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith((_KIT_DIR, "<frozen"))]
     where = ""
     if frames:
         last = frames[-1]
@@ -82,7 +81,7 @@ def _detach_stdin() -> None:
         fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(fd, 0)
         os.close(fd)
-        sys.stdin = open(os.devnull)     # noqa: SIM115 - lives as long as the worker
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the worker
     except OSError:
         pass
 
@@ -93,7 +92,7 @@ def apply_limits(memory_bytes: int | None) -> str:
         import resource
     except ImportError:
         return "memory cap not applied: the resource module is not available on this platform"
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # writing past the cap raises OSError instead
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the cap raises OSError instead
     try:
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     except (ValueError, OSError):
@@ -129,8 +128,8 @@ def _status_bytes(field: str) -> int:
 
 # --- what the candidate's code may import ------------------------------------------------------
 
-_HIDDEN = ("attn_kit.checks", "attn_kit.solutions")     # never importable in the worker
-_INPUTS_ONLY = ("attn_kit.checks", "attn_kit.checks.cases")   # input generators (bench needs them)
+_HIDDEN = ("attn_kit.checks", "attn_kit.solutions")  # never importable in the worker
+_INPUTS_ONLY = ("attn_kit.checks", "attn_kit.checks.cases")  # input generators (bench needs them)
 
 
 def _kit_private(name: str) -> bool:
@@ -143,8 +142,7 @@ def _top(name: str) -> str:
 
 def _outside_stdlib(name: str) -> bool:
     top = _top(name)
-    return top not in sys.stdlib_module_names and top not in ("__main__", "__future__", "attn_kit") \
-        and not top.startswith("_attn_kit")
+    return top not in sys.stdlib_module_names and top not in ("__main__", "__future__", "attn_kit") and not top.startswith("_attn_kit")
 
 
 class _ImportGuard(importlib.abc.MetaPathFinder):
@@ -156,7 +154,7 @@ class _ImportGuard(importlib.abc.MetaPathFinder):
 
     def __init__(self, pure: bool):
         self.pure = pure
-        self.recording = False        # True while the candidate's code runs (not while the kit unpickles)
+        self.recording = False  # True while the candidate's code runs (not while the kit unpickles)
         self.stash: dict[str, object] = {}
         self.violations: list[str] = []
         if pure:
@@ -169,8 +167,9 @@ class _ImportGuard(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if _kit_private(name):
-            raise ModuleNotFoundError(f"No module named {name!r} (the kit's own checks and solutions "
-                                      "are not available to the code being graded)", name=name)
+            raise ModuleNotFoundError(
+                f"No module named {name!r} (the kit's own checks and solutions are not available to the code being graded)", name=name
+            )
         if self.pure and _outside_stdlib(name):
             if self.recording and _top(name) not in self.violations:
                 self.violations.append(_top(name))
@@ -195,7 +194,8 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         try:
             import ctypes
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
 
@@ -207,19 +207,26 @@ class Worker:
         self.path = ""
         self.capture = None
         self.guard: _ImportGuard | None = None
-        self.after = None          # the last call's arguments as it left them, for an "echo" request
-        self.refused = ""          # why the candidate's code must not run here (still root)
+        self.after = None  # the last call's arguments as it left them, for an "echo" request
+        self.refused = ""  # why the candidate's code must not run here (still root)
         self.kept: list[list] = []  # every echoed call's arguments themselves (the objects it was given)
 
     def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
         if self.refused:
-            return {"kind": "load", "status": CallStatus.RAISED, "error": ErrorInfo(REFUSED, self.refused),
-                    "output": "", "note": "", "functions": {}, "pure": []}
+            return {
+                "kind": "load",
+                "status": CallStatus.RAISED,
+                "error": ErrorInfo(REFUSED, self.refused),
+                "output": "",
+                "note": "",
+                "functions": {},
+                "pure": [],
+            }
         note = apply_limits(memory_bytes)
-        _detach_stdin()        # input() must not read (or steal) the user's keystrokes
+        _detach_stdin()  # input() must not read (or steal) the user's keystrokes
         self.capture = _Capture()
         self.path = path
-        wire._np()             # the encoder keeps its own NumPy, whatever --pure hides
+        wire._np()  # the encoder keeps its own NumPy, whatever --pure hides
         self.guard = _ImportGuard(pure)
         sys.meta_path.insert(0, self.guard)
         folder = str(Path(path).resolve().parent)
@@ -234,8 +241,15 @@ class Worker:
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
             self.guard.recording = False
-            return {"kind": "load", "status": CallStatus.RAISED, "error": error_info(exc, path),
-                    "output": self.capture.take(), "note": note, "functions": {}, "pure": self._violations()}
+            return {
+                "kind": "load",
+                "status": CallStatus.RAISED,
+                "error": error_info(exc, path),
+                "output": self.capture.take(),
+                "note": note,
+                "functions": {},
+                "pure": self._violations(),
+            }
         self.guard.recording = False
         self.module = module
         functions = {}
@@ -248,8 +262,15 @@ class Worker:
                         functions[str(attr)] = "(...)"
             except Exception:  # noqa: BLE001 - an attribute whose callable() check raises
                 continue
-        return {"kind": "load", "status": CallStatus.OK, "functions": functions, "output": self.capture.take(),
-                "note": note, "error": None, "pure": self._violations()}
+        return {
+            "kind": "load",
+            "status": CallStatus.OK,
+            "functions": functions,
+            "output": self.capture.take(),
+            "note": note,
+            "error": None,
+            "pure": self._violations(),
+        }
 
     def _violations(self) -> list[str]:
         return list(self.guard.violations) if self.guard else []
@@ -259,19 +280,21 @@ class Worker:
         kit may first ask for a data limit (where it cannot set one itself): it is set, soft and
         hard, and the kit checks it in /proc before it lets the call run."""
         self.conn.send_bytes(wire.encode({"kind": "sync"}))
-        message = pickle.loads(self.conn.recv_bytes())       # from the kit: trusted
+        message = pickle.loads(self.conn.recv_bytes())  # from the kit: trusted
         if message[0] == "limit":
             try:
                 import resource
+
                 limit = _status_bytes("VmData") + int(message[1])
                 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
             except (ImportError, ValueError, OSError):
-                pass                     # the kit sees the limit missing and reports it
+                pass  # the kit sees the limit missing and reports it
             self.conn.send_bytes(wire.encode({"kind": "sync"}))
             self.conn.recv_bytes()
 
-    def call(self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True,
-             measure: bool = False, recheck: tuple = ()) -> dict:
+    def call(
+        self, fn_name: str, args: tuple, kwargs: dict, harness: str | None, echo: bool = True, measure: bool = False, recheck: tuple = ()
+    ) -> dict:
         """Run one function; the reply carries its result and, when `echo`, the fingerprint of the
         arguments as the call left them (wire.digest). The kit compares it with its own copy's and
         asks for the arguments themselves ("echo") only when the two differ. `recheck` lists
@@ -305,8 +328,16 @@ class Worker:
         if status == CallStatus.RAISED and error.type == "MemoryError":
             status, detail = CallStatus.MEMORY, "ran out of memory (MemoryError under the kit's memory cap)"
         self.after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
-        outcome = Outcome(status, wire.to_plain(value) if status == CallStatus.OK else None, error, (), output,
-                          detail, seconds, wire.to_plain(extra) if isinstance(extra, dict) else {})
+        outcome = Outcome(
+            status,
+            wire.to_plain(value) if status == CallStatus.OK else None,
+            error,
+            (),
+            output,
+            detail,
+            seconds,
+            wire.to_plain(extra) if isinstance(extra, dict) else {},
+        )
         # no fingerprint (an int too long to print): "" matches none, so the kit asks for the arguments
         message = wire.outcome_message(outcome, (wire.digest(self.after) or "") if echo else None)
         message["pure"] = self._violations()
@@ -335,29 +366,32 @@ class Worker:
         if _too_large(data):
             reply.update(value=Opaque("reply", "the result was too large to send back"), extra={})
             reply["status"] = CallStatus.CRASHED if reply.get("kind") == "outcome" else reply["status"]
-            reply["detail"] = (f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
-                               f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)")
+            reply["detail"] = (
+                f"its result was larger than the kit's limit of {wire.MAX_REPLY >> 20} MiB "
+                f"per reply ({wire.MAX_TEXT >> 20} MiB of it as lists and numbers)"
+            )
             data = wire.encode(reply)
         return data
 
     def serve(self):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the kit's to handle
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the kit's to handle
         os.register_at_fork(after_in_child=_die_with_parent)
         while True:
             try:
                 data = self.conn.recv_bytes()
             except (EOFError, OSError):
                 return
-            message = pickle.loads(data)         # from the kit: trusted
-            del data                             # not held while the candidate's code runs
+            message = pickle.loads(data)  # from the kit: trusted
+            del data  # not held while the candidate's code runs
             kind = message[0]
             if kind == "stop":
                 return
-            if kind == "echo":       # the last call's arguments, or an earlier call's as they are now
+            if kind == "echo":  # the last call's arguments, or an earlier call's as they are now
                 index = message[1] if len(message) > 1 else None
-                data = _echo_reply(self.after if index is None else
-                                   wire.to_plain(self.kept[index]) if 0 <= index < len(self.kept) else None)
-            elif kind == "sweep":    # the fingerprints of every earlier call's arguments as they are now
+                data = _echo_reply(
+                    self.after if index is None else wire.to_plain(self.kept[index]) if 0 <= index < len(self.kept) else None
+                )
+            elif kind == "sweep":  # the fingerprints of every earlier call's arguments as they are now
                 data = wire.encode({"kind": "sweep", "fingerprints": [self._fingerprint(i) for i in range(len(self.kept))]})
             else:
                 data = self._reply(kind, message[1:])
@@ -369,7 +403,7 @@ class Worker:
 
 def _too_large(data: bytes) -> bool:
     """Over the kit's bound for one reply, or for its JSON part."""
-    return len(data) - wire.HEADER.size > wire.MAX_REPLY or wire.HEADER.unpack(data[:wire.HEADER.size])[1] > wire.MAX_TEXT
+    return len(data) - wire.HEADER.size > wire.MAX_REPLY or wire.HEADER.unpack(data[: wire.HEADER.size])[1] > wire.MAX_TEXT
 
 
 def _echo_reply(after) -> bytes:

@@ -16,10 +16,11 @@ import time
 from attn_kit.base import wire
 from attn_kit.base.errors import ChannelTimeout
 
-REPLY_GRACE = 2.0           # seconds a reply may take to arrive once its header has (at most the timeout)
+REPLY_GRACE = 2.0  # seconds a reply may take to arrive once its header has (at most the timeout)
 
 
 # --- the channels ---------------------------------------------------------------------------------
+
 
 class Channel:
     """Kit -> worker: length-prefixed pickles (the kit's own data, read by the worker).
@@ -36,7 +37,7 @@ class Channel:
     # kit side
     def send(self, obj, timeout: float | None = None) -> None:
         data = _dumps(obj)
-        if len(data) < 32 << 10:           # fits in the socket's buffer: the send cannot block
+        if len(data) < 32 << 10:  # fits in the socket's buffer: the send cannot block
             self.sock.sendall(self._HEADER.pack(len(data)) + data)
             return
         self.sock.settimeout(timeout)
@@ -111,6 +112,7 @@ def _dumps(obj) -> bytes:
     """What the kit sends a worker, pickled (the kit's own data: never decoded in the kit)."""
     if "torch" in sys.modules:
         from attn_kit.base import torch_support
+
         tensors = torch_support.plain_tensors(obj)
         if tensors:
             buffer = io.BytesIO()
@@ -129,7 +131,12 @@ def describe_exit(status: int | None) -> str:
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        meaning = {"SIGSEGV": "segmentation fault", "SIGKILL": "killed, often for memory",
-                   "SIGABRT": "abort", "SIGBUS": "bus error", "SIGFPE": "arithmetic fault"}.get(name, "")
+        meaning = {
+            "SIGSEGV": "segmentation fault",
+            "SIGKILL": "killed, often for memory",
+            "SIGABRT": "abort",
+            "SIGBUS": "bus error",
+            "SIGFPE": "arithmetic fault",
+        }.get(name, "")
         return f"was killed by {name}" + (f" ({meaning})" if meaning else "")
     return f"exited with status {status} (os._exit or a crash in native code)"

@@ -19,6 +19,7 @@ CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 
 def _libc():
     import ctypes
+
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -37,7 +38,7 @@ def harden_kit() -> None:
     _prctl(PR_SET_DUMPABLE, 0)
 
 
-WORKER_UID = 65534          # "nobody": the candidate's code runs as this uid when the kit runs as root
+WORKER_UID = 65534  # "nobody": the candidate's code runs as this uid when the kit runs as root
 # processes and threads the worker's code may add (RLIMIT_NPROC, on top of those its uid already
 # runs where the kernel counts them): no fork bomb; room for a thread per core in each of
 # OpenBLAS and torch, and for a pool of processes
@@ -46,9 +47,11 @@ CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 SECBIT_NO_SETUID_FIXUP = 4
 WORKER_TMP: list[str] = []  # the temporary folder a worker started by root may write in
-ROOT_REFUSED = ("the kit runs as root and could not run your code as an unprivileged user ({why}); "
-                "run attn-kit as an ordinary user, or in a container as its recipe in "
-                "docs/threat-model.md shows")
+ROOT_REFUSED = (
+    "the kit runs as root and could not run your code as an unprivileged user ({why}); "
+    "run attn-kit as an ordinary user, or in a container as its recipe in "
+    "docs/threat-model.md shows"
+)
 
 
 def drop_privileges(leave_root: bool = False, processes: int = 0) -> str:  # noqa: C901 (one step per platform limit, each optional)
@@ -66,10 +69,11 @@ def drop_privileges(leave_root: bool = False, processes: int = 0) -> str:  # noq
     keep = 0
     try:
         import ctypes
+
         libc = _libc()
         if leave_root and os.geteuid() == 0:
             try:
-                libc.prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0)   # keep caps through setresuid
+                libc.prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0)  # keep caps through setresuid
                 os.setgroups([])
                 os.setresgid(WORKER_UID, WORKER_UID, WORKER_UID)
                 os.setresuid(WORKER_UID, WORKER_UID, WORKER_UID)
@@ -79,15 +83,16 @@ def drop_privileges(leave_root: bool = False, processes: int = 0) -> str:  # noq
             if WORKER_TMP:
                 os.environ["TMPDIR"] = WORKER_TMP[0]
                 import tempfile
+
                 tempfile.tempdir = WORKER_TMP[0]
         if processes:
             _limit_processes(processes)
         for cap in range(64):
             if not keep >> cap & 1:
                 libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-        libc.prctl(PR_SET_SECUREBITS, 0x2F, 0, 0, 0)     # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, locked
+        libc.prctl(PR_SET_SECUREBITS, 0x2F, 0, 0, 0)  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS off, locked
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-        data = (ctypes.c_uint32 * 6)(keep, keep, keep)   # effective, permitted, inheritable (low 32 caps)
+        data = (ctypes.c_uint32 * 6)(keep, keep, keep)  # effective, permitted, inheritable (low 32 caps)
         if libc.capset(header, data) != 0 and keep:
             why = why or "the capabilities could not be set"
         if keep:
@@ -105,6 +110,7 @@ def _limit_processes(limit: int) -> None:
     kernel refuses a fork or a new thread beyond it, and the code cannot raise it again."""
     try:
         import resource
+
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
@@ -112,7 +118,7 @@ def _limit_processes(limit: int) -> None:
         pass
 
 
-OWN_USERNS = [False]       # the zygote created a user namespace of its own (per-namespace counts)
+OWN_USERNS = [False]  # the zygote created a user namespace of its own (per-namespace counts)
 
 
 def enter_user_namespace() -> bool:
@@ -122,7 +128,7 @@ def enter_user_namespace() -> bool:
         return False
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
-    if uid == 0:          # root creates namespaces without one, and its workers leave root (WORKER_UID)
+    if uid == 0:  # root creates namespaces without one, and its workers leave root (WORKER_UID)
         return True
     if libc.unshare(CLONE_NEWUSER) == 0:
         OWN_USERNS[0] = True
@@ -138,19 +144,26 @@ def enter_user_namespace() -> bool:
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 CLONE_NEWNS = 0x00020000
-_LOCKED = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME),
-           (4096, MS_RELATIME))        # statvfs f_flag bit -> mount flag a remount must keep
+_LOCKED = (
+    (2, MS_NOSUID),
+    (4, MS_NODEV),
+    (8, MS_NOEXEC),
+    (1024, MS_NOATIME),
+    (2048, MS_NODIRATIME),
+    (4096, MS_RELATIME),
+)  # statvfs f_flag bit -> mount flag a remount must keep
 
 
 def protected_paths() -> list[str]:
     """The kit's installed files, the Python installation it runs on and the user's attn-kit data:
     read-only for the candidate's code where the kernel allows (a private mount namespace)."""
     import importlib.util
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # attn_kit/
-    paths = {here, os.path.dirname(os.__file__)}           # the kit, the standard library
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # attn_kit/
+    paths = {here, os.path.dirname(os.__file__)}  # the kit, the standard library
     paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     for name in ("checks", "solutions", "prompts"):
-        if os.path.isdir(os.path.join(here, name)):        # an installed wheel nests them
+        if os.path.isdir(os.path.join(here, name)):  # an installed wheel nests them
             paths.add(os.path.join(here, name))
         else:
             try:
@@ -160,11 +173,12 @@ def protected_paths() -> list[str]:
             except (ImportError, AttributeError, ValueError):
                 pass
     home = os.environ.get("ATTN_KIT_HOME")
-    if not home and LINUX:                                # platformdirs' answer on Linux
+    if not home and LINUX:  # platformdirs' answer on Linux
         home = os.path.join(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "attn-kit")
     elif not home:
         try:
             import platformdirs
+
             home = platformdirs.user_data_dir("attn-kit", appauthor=False)
         except ImportError:
             home = ""

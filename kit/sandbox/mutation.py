@@ -21,13 +21,12 @@ def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain va
             return False
         return a.device == "meta" or same(a.array, b.array)
     if type(a) is not type(b):
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
-                not isinstance(a, bool) and not isinstance(b, bool):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
             return a == b
         return False
     if isinstance(a, (list, tuple)):
         try:
-            if a == b:          # C speed for lists of numbers; arrays inside raise, NaN falls through
+            if a == b:  # C speed for lists of numbers; arrays inside raise, NaN falls through
                 return True
         except (ValueError, TypeError, RuntimeError):
             pass
@@ -36,6 +35,7 @@ def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain va
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if hasattr(a, "shape") and hasattr(a, "dtype"):
         import numpy as np
+
         a, b = _numpy(a), _numpy(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
@@ -51,10 +51,11 @@ def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain va
 
 
 def _numpy(value: Any) -> Any:
-    if hasattr(value, "detach"):               # a torch tensor (the kit's own, in run_local)
+    if hasattr(value, "detach"):  # a torch tensor (the kit's own, in run_local)
         value = value.detach()
         if str(value.device) == "meta":
             import numpy as np
+
             return np.zeros(tuple(value.shape))
         return value.cpu().numpy()
     return value

@@ -52,7 +52,7 @@ def _parents() -> dict[int, int]:
         try:
             with open(f"/proc/{name}/stat", "rb") as fh:
                 data = fh.read()
-            found[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+            found[int(name)] = int(data[data.rindex(b")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             continue
     return found
@@ -85,7 +85,7 @@ def children_tree(root: int) -> list[int]:
         pid = todo.pop()
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:                          # it ended meanwhile
+        except OSError:  # it ended meanwhile
             continue
         for task in tasks:
             try:
@@ -107,7 +107,7 @@ def kill_tree(root: int, include_root: bool = True) -> None:
             _signal(root, signal.SIGKILL)
         return
     done: set[int] = set()
-    for _ in range(3):                     # a child forked between the walk and the kill
+    for _ in range(3):  # a child forked between the walk and the kill
         tree = [p for p in descendants(root) if p not in done]
         targets = ([root] if include_root and not done else []) + tree
         if not targets:
@@ -190,6 +190,6 @@ def alive_worker(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
-        return data[data.rindex(b")") + 2:][:1] not in (b"Z", b"X")
+        return data[data.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
     except (OSError, ValueError):
         return False

@@ -40,25 +40,32 @@ from attn_kit.sandbox import zygote as _zygote
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MEMORY = 2 << 30
-MEMORY_POLL = 0.1           # seconds between checks of a call's processes' total memory
-SWEEP_DEADLINE = 4.0        # seconds the end-of-run comparison of every call's arguments may take
+MEMORY_POLL = 0.1  # seconds between checks of a call's processes' total memory
+SWEEP_DEADLINE = 4.0  # seconds the end-of-run comparison of every call's arguments may take
 MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
 UNREAD_WRITE = "its arguments (their contents changed during a memory-limited call, too large to read back)"
 
 
 @dataclass
 class LoadInfo:
-    functions: dict[str, str]     # name -> signature text, as the candidate's file defines them
+    functions: dict[str, str]  # name -> signature text, as the candidate's file defines them
     output: str
-    note: str                     # e.g. "memory cap not applied: ..."
-    pure: tuple[str, ...] = ()    # modules outside the standard library it imported at run time
+    note: str  # e.g. "memory cap not applied: ..."
+    pure: tuple[str, ...] = ()  # modules outside the standard library it imported at run time
 
 
 class Sandbox:
     """One candidate file, loaded in a worker; `call` runs one of its functions."""
 
-    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, memory: int | None = DEFAULT_MEMORY,
-                 launcher=None, pure: bool = False, preload: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        path: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        memory: int | None = DEFAULT_MEMORY,
+        launcher=None,
+        pure: bool = False,
+        preload: tuple[str, ...] = (),
+    ):
         self.path = str(path)
         self.timeout = timeout
         self.memory = memory
@@ -71,18 +78,18 @@ class Sandbox:
         self.info: LoadInfo | None = None
         self.restarts = 0
         self.pure_seen: list[str] = []
-        self._positional: dict[str, list[str]] = {}     # function -> its positional parameter names
-        self.broken = ""          # why no worker can be started any more
-        self.text_limit = wire.TEXT_FLOOR    # JSON text the next reply may hold (wire.text_limit)
-        self.memory_note = ""                # why the kit stopped the worker for memory, if it did
-        self.oom_kills = 0                   # the kernel's OOM kill count when the last request was sent
-        self._next_sum = 0.0                 # when the memory of the worker's processes may be summed again
+        self._positional: dict[str, list[str]] = {}  # function -> its positional parameter names
+        self.broken = ""  # why no worker can be started any more
+        self.text_limit = wire.TEXT_FLOOR  # JSON text the next reply may hold (wire.text_limit)
+        self.memory_note = ""  # why the kit stopped the worker for memory, if it did
+        self.oom_kills = 0  # the kernel's OOM kill count when the last request was sent
+        self._next_sum = 0.0  # when the memory of the worker's processes may be summed again
         # the echoed calls of the current worker, by their order in it (the worker's own index):
         # [fn, argument names, the arguments as the call left them, their fingerprint there]
         self._kept: dict[int, list] = {}
-        self._sent = 0                       # echoed calls sent to the current worker
-        self._rotation = 0                   # which older call to compare again next (one per call)
-        self.late: list[tuple[str, str]] = []   # (fn, part) written after its call returned, found late
+        self._sent = 0  # echoed calls sent to the current worker
+        self._rotation = 0  # which older call to compare again next (one per call)
+        self.late: list[tuple[str, str]] = []  # (fn, part) written after its call returned, found late
 
     def __enter__(self):
         return self
@@ -106,7 +113,7 @@ class Sandbox:
     def _ended(self) -> str:
         """The worker closed its channel: make sure it is gone, and say how it ended."""
         pid = self.pid
-        if pid is not None and _limits.LINUX:         # give a worker that is exiting a moment to finish
+        if pid is not None and _limits.LINUX:  # give a worker that is exiting a moment to finish
             deadline = time.monotonic() + 0.5
             while time.monotonic() < deadline and _proctree.alive_worker(pid):
                 time.sleep(0.005)
@@ -132,9 +139,10 @@ class Sandbox:
                 if _proctree._oom_kills() > self.oom_kills:
                     status = CallStatus.MEMORY
                     detail += "; the kernel ran out of memory and killed it"
-                else:       # the kit kills only for its own reasons, and says which (memory_note)
-                    detail = ("the process was killed by SIGKILL, not by the kit and not for memory (the "
-                              "kernel reported no out-of-memory kill)")
+                else:  # the kit kills only for its own reasons, and says which (memory_note)
+                    detail = (
+                        "the process was killed by SIGKILL, not by the kit and not for memory (the kernel reported no out-of-memory kill)"
+                    )
             return None, status, detail
 
     def start(self) -> LoadInfo:
@@ -147,7 +155,7 @@ class Sandbox:
         except OSError as exc:
             self.broken = f"no worker process could be started ({exc})"
             raise LoadError(self.broken) from None
-        load_timeout = self.timeout        # importing the file gets the same budget as one call
+        load_timeout = self.timeout  # importing the file gets the same budget as one call
         self.memory_note = ""
         self.oom_kills = _proctree._oom_kills() if _limits.LINUX else 0
         try:
@@ -157,8 +165,10 @@ class Sandbox:
         deadline = time.monotonic() + load_timeout
         if not self._wait(deadline):
             self._drop_worker()
-            raise LoadError(f"{self.path} did not finish loading within {load_timeout:g} s: "
-                            "is there a loop or a long computation at the top level of the file?")
+            raise LoadError(
+                f"{self.path} did not finish loading within {load_timeout:g} s: "
+                "is there a loop or a long computation at the top level of the file?"
+            )
         reply, status, detail = self._read(deadline, "answer to loading the file")
         if reply is None:
             raise LoadError(f"loading {self.path}: {self.memory_note or detail}.")
@@ -189,7 +199,7 @@ class Sandbox:
             if self.conn.poll(min(left, MEMORY_POLL) if (self.memory and _limits.LINUX) else left):
                 return True
             if self.memory and _limits.LINUX and not first and self._over_memory():
-                return True          # the worker has been killed; the read reports it
+                return True  # the worker has been killed; the read reports it
             first = False
 
     def _held_too_much(self) -> bool:
@@ -199,7 +209,7 @@ class Sandbox:
         if not (self.memory and _limits.LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
-        if len(_proctree.children_tree(self.pid)) <= 2:     # nsinit and the worker alone: its own limits hold it
+        if len(_proctree.children_tree(self.pid)) <= 2:  # nsinit and the worker alone: its own limits hold it
             return False
         if not self._over_memory():
             return False
@@ -212,7 +222,7 @@ class Sandbox:
         seconds or four times as long as the last one took, whichever is longer: a file holding a
         hundred processes between its calls cannot make the kit spend its time summing them."""
         tree = _proctree.children_tree(self.pid)
-        if len(tree) <= 1:             # nsinit and the worker alone: RLIMIT_AS covers it
+        if len(tree) <= 1:  # nsinit and the worker alone: RLIMIT_AS covers it
             return False
         started = time.monotonic()
         if started < self._next_sum:
@@ -220,14 +230,23 @@ class Sandbox:
         used = _proctree.resident_bytes(tree)
         self._next_sum = time.monotonic() + max(MEMORY_POLL, 4 * (time.monotonic() - started))
         if used > self.memory:
-            self.memory_note = (f"the processes it started used {used / 2**20:,.0f} MiB together, "
-                                f"over the memory cap of {self.memory / 2**20:,.0f} MiB")
+            self.memory_note = (
+                f"the processes it started used {used / 2**20:,.0f} MiB together, over the memory cap of {self.memory / 2**20:,.0f} MiB"
+            )
             self.launcher.kill(self.pid)
             return True
         return False
 
-    def call(self, fn: str, args=(), kwargs=None, harness: str | None = None,  # noqa: C901 (to split with the sandbox package)
-             timeout: float | None = None, echo: bool = True, memory_limit: int | None = None) -> Outcome:
+    def call(  # noqa: C901 (to split with the sandbox package)
+        self,
+        fn: str,
+        args=(),
+        kwargs=None,
+        harness: str | None = None,
+        timeout: float | None = None,
+        echo: bool = True,
+        memory_limit: int | None = None,
+    ) -> Outcome:
         """Run fn(*args, **kwargs) in the worker. Hangs, crashes and MemoryError become Outcomes.
         With `echo`, the kit names the parts of the arguments the call wrote (Outcome.mutated): the
         worker sends a fingerprint of the arguments as the call left them, and the arguments
@@ -250,29 +269,31 @@ class Sandbox:
         self.text_limit = wire.text_limit((args, kwargs))
         before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         measure = bool(harness and "measure" in harness and _limits.LINUX)
-        unlimited = ""            # why memory_limit could not be applied
+        unlimited = ""  # why memory_limit could not be applied
         kernel, peak = None, None
         started = time.perf_counter()
         self.memory_note = ""
-        if self._held_too_much():          # processes started by earlier calls, holding memory between them
+        if self._held_too_much():  # processes started by earlier calls, holding memory between them
             return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=0.0)
         self.oom_kills = _proctree._oom_kills() if _limits.LINUX else 0
         recheck = self._recheck() if echo else ()
         serial = self._sent
         try:
-            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck),
-                           timeout=limit + _zygote.CONTROL_DEADLINE)
+            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck), timeout=limit + _zygote.CONTROL_DEADLINE)
             self._sent += int(echo)
-        except (OSError, ChannelTimeout):        # the worker died between calls, or reads nothing
+        except (OSError, ChannelTimeout):  # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
-        mine = wire.digest(before) if echo else None      # while the worker runs the call
+        mine = wire.digest(before) if echo else None  # while the worker runs the call
         syncs = 0
         while True:
             if not self._wait(deadline):
                 self._drop_worker()
-                return Outcome(CallStatus.TIMEOUT, detail=f"did not return within {limit:g} s (the call was stopped)",
-                               seconds=time.perf_counter() - started)
+                return Outcome(
+                    CallStatus.TIMEOUT,
+                    detail=f"did not return within {limit:g} s (the call was stopped)",
+                    seconds=time.perf_counter() - started,
+                )
             reply, status, detail = self._read(deadline + min(_channel.REPLY_GRACE, limit), "reply")
             if reply is None or not (measure and syncs < 2 and reply.get("kind") == "sync"):
                 break
@@ -291,22 +312,28 @@ class Sandbox:
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
         seconds = time.perf_counter() - started
-        try:        # a worker under a data limit stays until its arguments have been compared
+        try:  # a worker under a data limit stays until its arguments have been compared
             if memory_limit is not None and (unlimited or not measure) and reply is not None:
                 why = unlimited or ("the kit measures memory only on Linux" if not _limits.LINUX else "the call was not measured")
-                return Outcome(CallStatus.CRASHED, detail=f"the kit could not limit the memory of this call ({why}), "
-                               "so the memory property is not measured", seconds=seconds)
+                return Outcome(
+                    CallStatus.CRASHED,
+                    detail=f"the kit could not limit the memory of this call ({why}), so the memory property is not measured",
+                    seconds=seconds,
+                )
             if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
                 # a measured call that returned without stopping before and after it: the kernel's
                 # reading of its memory is missing, and only the candidate's process could have skipped it
                 self._drop_worker()
-                return Outcome(CallStatus.CRASHED, detail="its reply was malformed (the measured call skipped the kit's "
-                               "memory reading); the process was stopped", seconds=seconds)
+                return Outcome(
+                    CallStatus.CRASHED,
+                    detail="its reply was malformed (the measured call skipped the kit's memory reading); the process was stopped",
+                    seconds=seconds,
+                )
             if reply is None:
                 if self.memory_note:
                     status, detail = CallStatus.MEMORY, self.memory_note
                 return Outcome(status, detail=detail, seconds=seconds)
-            if self._held_too_much():          # a call too short for the polling in _wait
+            if self._held_too_much():  # a call too short for the polling in _wait
                 return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
             try:
                 outcome, after = wire.read_outcome(reply)
@@ -316,12 +343,12 @@ class Sandbox:
             self._note_pure(_names(reply.get("pure")))
             if kernel is not None and peak is not None:
                 outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-            if echo and outcome.status != CallStatus.CRASHED:        # crashed: the worker's result was too large
+            if echo and outcome.status != CallStatus.CRASHED:  # crashed: the worker's result was too large
                 if not isinstance(after, str):
                     self._drop_worker()
                     return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
                 names = self._argument_names(fn, len(args), list(kwargs))
-                if mine is None or after != mine:       # maybe written: compare the arguments themselves
+                if mine is None or after != mine:  # maybe written: compare the arguments themselves
                     view, problem = self._echo(len(before))
                     if problem and memory_limit:
                         # under the call's data limit the worker may have no room to send its
@@ -341,8 +368,8 @@ class Sandbox:
             return outcome
         finally:
             if memory_limit is not None and self.conn is not None:
-                self.late.extend(self._sweep())    # before the worker goes: its calls' arguments, written late
-                self._drop_worker()        # its data limit cannot be raised again: the next call gets a new one
+                self.late.extend(self._sweep())  # before the worker goes: its calls' arguments, written late
+                self._drop_worker()  # its data limit cannot be raised again: the next call gets a new one
 
     def _recheck(self) -> tuple[int, ...]:
         """The earlier calls whose arguments the worker fingerprints again after the next call: the
@@ -372,13 +399,12 @@ class Sandbox:
             fn, names, then, known = self._kept[index]
             if now == known:
                 continue
-            self.text_limit = max(self.text_limit, wire.text_limit(then))    # that call's own bound
+            self.text_limit = max(self.text_limit, wire.text_limit(then))  # that call's own bound
             view, problem = self._echo(len(then), index)
             if problem:
                 return (), problem
-            parts.extend(f"{part} of an earlier `{fn}` call (written after it returned)"
-                         for part in mutation.written(names, then, view))
-            self._kept[index][2:] = [view, now]        # each write is reported once
+            parts.extend(f"{part} of an earlier `{fn}` call (written after it returned)" for part in mutation.written(names, then, view))
+            self._kept[index][2:] = [view, now]  # each write is reported once
         return tuple(parts), ""
 
     def _sweep(self) -> list[tuple[str, str]]:
@@ -475,6 +501,7 @@ class Sandbox:
         every process's limit back from /proc before the call may start: a limit that is missing
         or higher is reported, never ignored (a hard limit, once lowered, cannot be raised)."""
         import resource
+
         worker = self._worker_pid()
         if worker is None:
             return "the worker's process was not found"
@@ -486,7 +513,7 @@ class Sandbox:
                     resource.prlimit(pid, resource.RLIMIT_DATA, (used + extra, used + extra))
         except ProcessLookupError:
             pass
-        except PermissionError:          # another uid and no CAP_SYS_RESOURCE: the worker sets its own
+        except PermissionError:  # another uid and no CAP_SYS_RESOURCE: the worker sets its own
             try:
                 self.conn.send(("limit", extra), timeout=_zygote.CONTROL_DEADLINE)
                 reply, _, detail = self._read(deadline, "answer")
@@ -503,8 +530,7 @@ class Sandbox:
                     return f"the kernel did not show the data limit of process {pid}"
                 continue
             if limit > used + extra + (4 << 20):
-                return (f"a process of the call ({'the worker' if pid == worker else 'started earlier'}) is not "
-                        f"under the limit")
+                return f"a process of the call ({'the worker' if pid == worker else 'started earlier'}) is not under the limit"
         return ""
 
     def _argument_names(self, fn: str, positional: int, keywords: list[str]) -> list[str]:
@@ -513,10 +539,11 @@ class Sandbox:
         if fn not in self._positional:
             text = (self.info.functions.get(fn) if self.info else None) or ""
             from attn_kit.load.preflight import parameters
+
             params = parameters(text) if text.startswith("(") else None
             self._positional[fn] = [p.name for p in params or () if p.kind == p.POSITIONAL_OR_KEYWORD]
         plain = self._positional[fn]
-        names[:min(positional, len(plain))] = plain[:positional]
+        names[: min(positional, len(plain))] = plain[:positional]
         return names
 
     def close(self):
@@ -532,6 +559,7 @@ class Sandbox:
 
 def _replace(outcome: Outcome, **changes) -> Outcome:
     from dataclasses import replace
+
     return replace(outcome, **changes)
 
 
@@ -545,15 +573,19 @@ def _read_load(reply: dict) -> LoadInfo:
     def want(cond, what):
         if not cond:
             raise wire.WireError(f"its answer to loading the file was malformed ({what})")
+
     want(reply.get("kind") == "load" and reply.get("status") in (CallStatus.OK, CallStatus.RAISED), "status")
     functions = reply.get("functions")
-    want(isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                             for k, v in functions.items()), "functions")
+    want(isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in functions.items()), "functions")
     want(reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo), "error")
     output, note = reply.get("output"), reply.get("note")
     want(isinstance(output, str) and isinstance(note, str), "output")
-    return LoadInfo({wire.visible(k[:200]): wire.visible(v[:2000]) for k, v in functions.items()},
-                    wire.visible(output[:100_000]), wire.visible(note[:500]), _names(reply.get("pure")))
+    return LoadInfo(
+        {wire.visible(k[:200]): wire.visible(v[:2000]) for k, v in functions.items()},
+        wire.visible(output[:100_000]),
+        wire.visible(note[:500]),
+        _names(reply.get("pure")),
+    )
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:

@@ -17,9 +17,9 @@ from attn_kit.sandbox import channel as _channel
 from attn_kit.sandbox import limits as _limits
 from attn_kit.sandbox import proctree as _proctree
 
-CONTROL_DEADLINE = 5.0      # seconds the zygote has to answer a request
-STARTUP_DEADLINE = 120.0    # ... and its first one (a fresh interpreter importing torch on a busy machine)
-_CLEAN = [True]             # no expected value, check or kit solution exists in this process yet
+CONTROL_DEADLINE = 5.0  # seconds the zygote has to answer a request
+STARTUP_DEADLINE = 120.0  # ... and its first one (a fresh interpreter importing torch on a busy machine)
+_CLEAN = [True]  # no expected value, check or kit solution exists in this process yet
 
 
 def taint() -> None:
@@ -29,11 +29,11 @@ def taint() -> None:
 
 
 def _is_clean() -> bool:
-    return _CLEAN[0] and not any(m.startswith(("attn_kit.checks", "attn_kit.solutions", "attn_kit_solution_"))
-                                 for m in sys.modules)
+    return _CLEAN[0] and not any(m.startswith(("attn_kit.checks", "attn_kit.solutions", "attn_kit_solution_")) for m in sys.modules)
 
 
 # --- the zygote (runs in its own process) ---------------------------------------------------------
+
 
 def _isolate(keep: int) -> None:
     """Own session, /dev/null for 0-2, no other descriptor of the kit's but `keep`."""
@@ -54,7 +54,7 @@ def _isolate(keep: int) -> None:
                 os.close(fd)
             except OSError:
                 pass
-    sys.stdin = open(os.devnull)            # noqa: SIM115 - lives as long as the process
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
 
 
@@ -78,8 +78,9 @@ def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None: 
         try:
             _limits._prctl(_limits.PR_SET_PDEATHSIG, signal.SIGKILL)
             refused = _limits.drop_privileges(leave_root=True, processes=processes)
-            _limits._prctl(_limits.PR_SET_DUMPABLE, 1)      # the kit reads and resets its peak memory in /proc
+            _limits._prctl(_limits.PR_SET_DUMPABLE, 1)  # the kit reads and resets its peak memory in /proc
             from attn_kit.runtime import worker  # imported by the zygote already (_zygote_child)
+
             worker.serve(_channel.Channel(sock), refused and _limits.ROOT_REFUSED.format(why=refused))
         finally:
             os._exit(0)
@@ -97,7 +98,7 @@ def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None: 
             if not namespaced:
                 _proctree.kill_tree(os.getpid(), include_root=False)
             break
-    os._exit(status)          # as process 1, this kills everything left in the namespace
+    os._exit(status)  # as process 1, this kills everything left in the namespace
 
 
 def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma: no cover - in the child
@@ -109,7 +110,7 @@ def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma
     os.write(tell, b"1" if namespaced else b"0")
     os.close(tell)
     processes = 0
-    if _limits.LINUX:      # the worker's uid: as many tasks as it has now, and an allowance (RLIMIT_NPROC)
+    if _limits.LINUX:  # the worker's uid: as many tasks as it has now, and an allowance (RLIMIT_NPROC)
         uid = _limits.WORKER_UID if os.geteuid() == 0 else os.getuid()
         processes = _proctree.task_count(uid, os.getppid() if _limits.OWN_USERNS[0] else None) + _limits.PROCESS_ALLOWANCE
     pid = os.fork()
@@ -139,7 +140,7 @@ def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma
 class _ZygoteServer:  # pragma: no cover - runs in the zygote
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self.workers: dict[int, int | None] = {}      # keeper pid -> status once reaped
+        self.workers: dict[int, int | None] = {}  # keeper pid -> status once reaped
         self.namespaces = self.read_only = False
         self.spare: tuple[int, socket.socket, int] | None = None
         self.want_spare = False
@@ -154,11 +155,11 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _limits._prctl(_limits.PR_SET_CHILD_SUBREAPER, 1)
         if _limits.LINUX and os.geteuid() == 0:
             self.tmp = _worker_tmp()
-        if _limits.LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):   # set: test the fallback
+        if _limits.LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):  # set: test the fallback
             _limits.enter_user_namespace()
             self.read_only = _limits._read_only(_limits.protected_paths())
-            self.namespaces = True       # tried per worker; each keeper reports whether it worked
-        self.spare = self._fork_worker()         # the first worker is ready before the kit asks
+            self.namespaces = True  # tried per worker; each keeper reports whether it worked
+        self.spare = self._fork_worker()  # the first worker is ready before the kit asks
         try:
             self._serve()
         finally:
@@ -168,13 +169,13 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         waiter = select.poll()
         waiter.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
-            if os.getppid() == 1:                # the kit is gone (PDEATHSIG missed it)
+            if os.getppid() == 1:  # the kit is gone (PDEATHSIG missed it)
                 return
             if not waiter.poll(20 if self.want_spare else 200):
                 if self.want_spare and self.spare is None:
                     self.spare = self._fork_worker()
                 self.want_spare = False
-                if not self.namespaces:      # with namespaces nothing can be orphaned to the zygote
+                if not self.namespaces:  # with namespaces nothing can be orphaned to the zygote
                     self._sweep()
                 continue
             try:
@@ -233,7 +234,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
     def _spawn(self) -> None:
         """Hand the kit a worker: the one prepared ahead (its start costs the kit no wait) or a new one."""
         spare, self.spare = self.spare, None
-        if spare is not None and self.workers.get(spare[0], 0) is not None:   # it died meanwhile
+        if spare is not None and self.workers.get(spare[0], 0) is not None:  # it died meanwhile
             spare[1].close()
             os.close(spare[2])
             spare = None
@@ -244,7 +245,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             namespaced = False
         os.close(told)
         if not namespaced:
-            self.namespaces = False      # from now on: /proc walks, orphan sweeps
+            self.namespaces = False  # from now on: /proc walks, orphan sweeps
         flags = int(namespaced) | int(self.read_only) << 1
         socket.send_fds(self.sock, [pid.to_bytes(8, "little") + bytes([flags])], [a.fileno()])
         a.close()
@@ -295,6 +296,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self._reap()
         if self.tmp:
             import shutil
+
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -312,6 +314,7 @@ def _worker_tmp() -> str:  # pragma: no cover - runs in the zygote
     """In a zygote started by root: a fresh private folder owned by WORKER_UID, the temporary
     folder of its workers (they cannot write anywhere root owns, /tmp's sticky folder aside)."""
     import tempfile
+
     try:
         folder = tempfile.mkdtemp(prefix="attn-kit-worker-")
         os.chown(folder, _limits.WORKER_UID, _limits.WORKER_UID)
@@ -340,6 +343,7 @@ def _settle_torch() -> None:
     """PyTorch's process-wide settings (harness_torch.settle_process), when torch is loaded."""
     if "torch" in sys.modules:
         from attn_kit.base import torch_support
+
         torch_support.settle_process()
 
 
@@ -348,6 +352,7 @@ def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in th
         # the worker's module, imported here rather than by the kit: every worker inherits it,
         # and the kit's start-up does not wait for it (it runs beside the kit's own set-up)
         from attn_kit.runtime import worker  # noqa: F401
+
         _settle_torch()
         if "torch" in sys.modules:
             _warm_torch()
@@ -386,9 +391,9 @@ class _Zygote:
 
     def __init__(self, preload: tuple[str, ...] = ()):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        one_blas_thread()       # before the zygote (or this process, when it forks one) imports NumPy
+        one_blas_thread()  # before the zygote (or this process, when it forks one) imports NumPy
         if _is_clean():
-            for name in preload:          # imported once here, so every worker starts with them
+            for name in preload:  # imported once here, so every worker starts with them
                 try:
                     __import__(name)
                 except ImportError:
@@ -397,16 +402,21 @@ class _Zygote:
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
-            if pid == 0:   # pragma: no cover - runs in the child
+            if pid == 0:  # pragma: no cover - runs in the child
                 ours.close()
                 _zygote_child(theirs)
             self.process = None
-        else:              # a fresh interpreter: nothing of the kit's memory
+        else:  # a fresh interpreter: nothing of the kit's memory
             _settle_torch()
             self.process = subprocess.Popen(
                 [sys.executable, "-P", "-m", "attn_kit.sandbox.zygote", str(theirs.fileno()), *preload],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
             pid = self.process.pid
         theirs.close()
         self.pid, self.sock = pid, ours
@@ -435,7 +445,7 @@ class _Zygote:
         except socket.timeout:
             self.broken = True
             raise OSError(f"the zygote process did not answer within {deadline:g} s") from None
-        except BaseException:          # Ctrl-C between a request and its answer: never reused
+        except BaseException:  # Ctrl-C between a request and its answer: never reused
             self.broken = True
             raise
         finally:
@@ -494,8 +504,7 @@ class _ForkLauncher:
         except OSError:
             self._replace()
             if self.zygote is None:
-                raise OSError(f"the zygote process stopped answering and no new one could be started "
-                              f"({self.failure})") from None
+                raise OSError(f"the zygote process stopped answering and no new one could be started ({self.failure})") from None
             return self.zygote.spawn()
 
     def _replace(self):
@@ -511,7 +520,7 @@ class _ForkLauncher:
 
     def kill(self, pid):
         if self.zygote is not None and self.zygote.namespaced:
-            _proctree._signal(pid, signal.SIGKILL)       # the keeper: its namespace dies with it
+            _proctree._signal(pid, signal.SIGKILL)  # the keeper: its namespace dies with it
         else:
             _proctree.kill_tree(pid)
 
@@ -531,10 +540,11 @@ class _ForkLauncher:
             self.zygote.close()
 
 
-class _SpawnLauncher:   # pragma: no cover - used where fork is missing
+class _SpawnLauncher:  # pragma: no cover - used where fork is missing
     def __init__(self, preload: tuple[str, ...] = ()):
         import multiprocessing  # only here: the fork path does not need it
-        _settle_torch()         # the kit's side of torch's settings, as before a zygote starts
+
+        _settle_torch()  # the kit's side of torch's settings, as before a zygote starts
         self.context = multiprocessing.get_context("spawn")
         self.processes: dict[int, Any] = {}
 
@@ -544,7 +554,7 @@ class _SpawnLauncher:   # pragma: no cover - used where fork is missing
         process.start()
         theirs.close()
         pid = process.pid
-        assert pid is not None          # set by start()
+        assert pid is not None  # set by start()
         self.processes[pid] = process
         return pid, _channel.Channel(ours)
 
@@ -563,8 +573,9 @@ class _SpawnLauncher:   # pragma: no cover - used where fork is missing
             process.kill()
 
 
-def _spawned(sock):   # pragma: no cover
+def _spawned(sock):  # pragma: no cover
     from attn_kit.runtime import worker
+
     worker.serve(_channel.Channel(sock))
 
 
@@ -578,6 +589,7 @@ PYTEST_PRELOAD = ("pytest", "attn_kit.runtime.pytest_harness", "pdb", "faulthand
 def pytest_modules() -> tuple[str, ...]:
     """The modules a test-grading zygote imports: PYTEST_PRELOAD and pytest's built-in plugins."""
     from _pytest.config import default_plugins
+
     return PYTEST_PRELOAD + tuple(f"_pytest.{plugin}" for plugin in default_plugins)
 
 
@@ -603,6 +615,7 @@ def shared_launcher(preload: tuple[str, ...] = ()):
     if launcher is None:
         if not _SHARED:
             import atexit
+
             atexit.register(_close_shared)
         launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload))
     elif launcher.zygote is None or launcher.zygote.broken or not _zygote_alive(launcher.zygote.pid):
@@ -627,5 +640,5 @@ def _close_shared() -> None:
     _SHARED.clear()
 
 
-if __name__ == "__main__":   # pragma: no cover - the exec'd zygote
+if __name__ == "__main__":  # pragma: no cover - the exec'd zygote
     zygote_main(sys.argv[1:])
