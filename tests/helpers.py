@@ -34,6 +34,7 @@ import tomllib
 import zlib
 from pathlib import Path
 
+from hypothesis import Phase
 from hypothesis import strategies as st
 
 from attn_kit.base.errors import DependencyMissing
@@ -173,6 +174,14 @@ def graded_tests_json(path, exercise: str | None = None) -> tuple[dict, int]:
 # run; in CI (derandomised, conftest) the first draw is always the simplest value, so the seed is
 # offset by a hash of the file's name and each file still gets its own.
 DRAWS = st.integers(min_value=0, max_value=99_997)
+
+
+# The phases of a seed property, `@settings(max_examples=1, phases=NO_SHRINK)`: a failing seed is
+# reported as it is. Shrinking an unstructured seed finds nothing simpler, and each step would be
+# another whole grading (one failure under load spent five minutes there). A settings object is
+# not made here: it would inherit from the profile loaded when helpers is imported, before
+# conftest loads the kit's.
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
 def drawn_seed(name: str, draw: int) -> int:

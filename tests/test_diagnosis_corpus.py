@@ -27,7 +27,7 @@ from attn_kit.grading import pipeline
 from attn_kit.load import catalog
 
 from conftest import CORPUS, need_torch
-from helpers import DRAWS, drawn_seed
+from helpers import DRAWS, NO_SHRINK, drawn_seed
 
 OFF = CORPUS / "offcatalogue"
 MULTI = CORPUS / "multibug"
@@ -100,7 +100,7 @@ def test_corpora_are_complete():
 
 
 @pytest.mark.parametrize("name,seed", _cases(OFF))
-@settings(max_examples=1)
+@settings(max_examples=1, phases=NO_SHRINK)
 @given(draw=DRAWS)
 def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed, draw):
     seed = _seed(name, seed, draw)
@@ -115,7 +115,7 @@ def test_offcatalogue_file_is_rejected_and_nobody_is_accused(name, seed, draw):
 
 
 @pytest.mark.parametrize("name,seed", _cases(MULTI))
-@settings(max_examples=1)
+@settings(max_examples=1, phases=NO_SHRINK)
 @given(draw=DRAWS)
 def test_every_bug_of_a_multibug_file_is_named(name, seed, draw):
     seed = _seed(name, seed, draw)

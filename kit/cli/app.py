@@ -231,9 +231,13 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         from attn_kit.grading import locate as locate_module
 
         locate_module.prepare(file, exercise)
-    from attn_kit.render import check as render
+    if as_json:  # draws nothing: rich's renderers need not load (a quarter of a --json run's start-up)
+        working: contextlib.AbstractContextManager = contextlib.nullcontext(lambda text: None)
+    else:
+        from attn_kit.render import check as render
 
-    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+        working = render.working(f"{Path(file).name}: starting")
+    with working as status:
         report = pipeline.grade(file, options, progress=status)
         tests = None
         if tests_file:  # --tests: the candidate's own tests, against references and known bugs
@@ -361,9 +365,14 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
       attn-kit check solution.py --tests my_tests.py
     """
     from attn_kit.practice import testgrade
-    from attn_kit.render import check as render
 
-    with render.working(f"{Path(file).name}: starting", enabled=not as_json) as status:
+    if as_json:  # draws nothing: rich's renderers need not load (a quarter of a --json run's start-up)
+        working: contextlib.AbstractContextManager = contextlib.nullcontext(lambda text: None)
+    else:
+        from attn_kit.render import check as render
+
+        working = render.working(f"{Path(file).name}: starting")
+    with working as status:
         grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
     with reader_may_stop():
         if as_json:
