@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from attn_kit.cli.common import one_blas_thread
 
-one_blas_thread()          # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
+one_blas_thread()  # as `attn-kit` does, before anything imports NumPy: in-process grading matches the CLI
 
 import os  # noqa: E402 - after the BLAS setting
 import signal  # noqa: E402
@@ -27,8 +27,7 @@ from helpers import CORPUS, attn_kit, bug_files, check_json, graded, reference_f
 # hypothesis: one example of a seed property is a whole grading (0.1-1 s), so no deadline; the
 # per-test user-data folder (attn_home) need not be fresh per example. Locally each run draws new
 # seeds; CI (CI=true) draws the same ones every time, so a submission's CI result is reproducible.
-settings.register_profile("kit", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                       HealthCheck.too_slow])
+settings.register_profile("kit", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 settings.register_profile("ci", parent=settings.get_profile("kit"), derandomize=True, database=None)
 settings.load_profile("ci" if os.environ.get("CI") else "kit")
 
@@ -61,6 +60,7 @@ def need_torch():
     CI installs torch==2.13.0 before the test extras, so a skip there would hide a broken install."""
     if os.environ.get("CI"):
         import torch
+
         return torch
     return pytest.importorskip("torch", reason=TORCH_MISSING)
 
@@ -90,22 +90,28 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.OK
 
 
-
 @pytest.fixture(scope="session", name="graded")
 def graded_fixture():
     """helpers.graded: grade a file in-process, once per session per (file, seed, options)."""
     return graded
 
 
-__all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir",
-           "CORPUS", "graded"]
+__all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir", "CORPUS", "graded"]
 
 
 # The modules that take longest run first: pytest-xdist (--dist loadfile) hands out whole modules in
 # collection order, and one of these started last keeps one worker busy while the other waits.
-LONGEST_FIRST = ("test_catalogue.py", "test_testgrade.py", "test_diagnosis_corpus.py", "test_diagnosis_families.py",
-                 "test_diagnosis_families_more.py", "test_sandbox_hostile.py",
-                 "test_practice.py", "test_bench.py", "test_sandbox_corpus.py")
+LONGEST_FIRST = (
+    "test_catalogue.py",
+    "test_testgrade.py",
+    "test_diagnosis_corpus.py",
+    "test_diagnosis_families.py",
+    "test_diagnosis_families_more.py",
+    "test_sandbox_hostile.py",
+    "test_practice.py",
+    "test_bench.py",
+    "test_sandbox_corpus.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

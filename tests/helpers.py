@@ -50,11 +50,19 @@ CORPUS = TESTS / "corpus"
 
 # --- the real CLI, as a user runs it --------------------------------------------------------------
 
+
 def attn_kit(*args, cwd=None, timeout=120, env=None, input=None) -> subprocess.CompletedProcess:
     """Run the installed `attn-kit` command in a subprocess, as a user would."""
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "attn_kit.cli", *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
 
 
 def _no_constant(name: str):
@@ -74,6 +82,7 @@ def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
 
 
 # --- grading in-process, once per session ---------------------------------------------------------
+
 
 def available(exercise: catalog.Exercise) -> bool:
     """The exercise can be graded here (its optional dependency, e.g. torch, is installed)."""
@@ -101,12 +110,12 @@ def _version(path) -> tuple[str, int, int]:
 def _grade(file: tuple[str, int, int], seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
     path = file[0]
     _warm_up_for(path)
-    return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only,
-                                               timeout=timeout))
+    return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only, timeout=timeout))
 
 
-def graded(path, seed: int = 1, exercise: str | None = None, *, public_only: bool = False,
-           timeout: float = pipeline.DEFAULT_TIMEOUT) -> Report:
+def graded(
+    path, seed: int = 1, exercise: str | None = None, *, public_only: bool = False, timeout: float = pipeline.DEFAULT_TIMEOUT
+) -> Report:
     """The Report of grading PATH in-process, graded at most once per session for these arguments.
 
     Without `exercise` the file's header or functions decide, as `attn-kit check` does. The
@@ -153,6 +162,7 @@ _warm_up_for.done = False
 @functools.lru_cache(maxsize=None)
 def _grade_tests(file: tuple[str, int, int], exercise: str | None):
     from attn_kit.practice import testgrade
+
     return testgrade.grade_tests(file[0], exercise)
 
 
@@ -191,6 +201,7 @@ def drawn_seed(name: str, draw: int) -> int:
 
 # --- counts and data that follow the content ------------------------------------------------------
 
+
 def check_count(exercise_id: str) -> int:
     """How many graded checks the exercise's suite has (what 'All N checks passed' says)."""
     return len(pipeline.suite_for(catalog.exercise(exercise_id)).checks)
@@ -202,6 +213,19 @@ def corpus_data(name: str) -> dict:
         return tomllib.load(fh)
 
 
-__all__ = ["CORPUS", "attn_kit", "available", "bug_files", "check_count", "check_json", "corpus_data",
-           "graded", "graded_exercises", "graded_json", "reference_files", "solutions_dir", "graded_tests",
-           "graded_tests_json"]
+__all__ = [
+    "CORPUS",
+    "attn_kit",
+    "available",
+    "bug_files",
+    "check_count",
+    "check_json",
+    "corpus_data",
+    "graded",
+    "graded_exercises",
+    "graded_json",
+    "reference_files",
+    "solutions_dir",
+    "graded_tests",
+    "graded_tests_json",
+]

@@ -28,6 +28,7 @@ REF = load_module(str(solutions_dir("attention-backward") / "reference_numpy.py"
 def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
+
         return module
     return need_torch()
 
@@ -48,9 +49,10 @@ def autograd(torch, q, k, v, dout, mask):
     return [x.grad.numpy() for x in t]
 
 
-@pytest.mark.parametrize("T, S, d, dv, masked, scale", [(3, 5, 4, 2, True, 1.0), (4, 4, 3, 3, False, 1.0),
-                                                        (6, 2, 2, 5, True, 1.0), (1, 1, 1, 1, False, 1.0),
-                                                        (5, 5, 4, 4, True, 15.0)])
+@pytest.mark.parametrize(
+    "T, S, d, dv, masked, scale",
+    [(3, 5, 4, 2, True, 1.0), (4, 4, 3, 3, False, 1.0), (6, 2, 2, 5, True, 1.0), (1, 1, 1, 1, False, 1.0), (5, 5, 4, 4, True, 15.0)],
+)
 def test_reference_matches_torch_autograd(torch, T, S, d, dv, masked, scale):
     rng = np.random.default_rng(T * 1000 + S * 100 + d)
     q, k, v, dout = bw_checks.case(rng, 2, 3, T, S, d, dv, scale=scale)
@@ -84,16 +86,19 @@ def test_fully_blocked_rows_pass_no_gradient():
     dq, dk, dv = REF.attention_backward(q, k, v, dout, mask)
     assert not dq[0, 0, 1].any()
     _, dk2, dv2 = REF.attention_backward(q, k, v, dout * np.array([1, 0, 1])[None, None, :, None], mask)
-    np.testing.assert_array_equal(dk, dk2)            # query 1's dout reaches nothing
+    np.testing.assert_array_equal(dk, dk2)  # query 1's dout reaches nothing
     np.testing.assert_array_equal(dv, dv2)
 
 
 def test_statement_numbers_are_what_the_reference_computes():
     text = catalog.exercise("attention-backward").statement
-    given = {m.group(1): ast.literal_eval(m.group(2))
-             for m in re.finditer(r"^\s{4}(\w+)\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)}
+    given = {m.group(1): ast.literal_eval(m.group(2)) for m in re.finditer(r"^\s{4}(\w+)\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)}
     assert (given["q"], given["k"], given["v"], given["dout"]) == (
-        bw_checks.PUBLIC_Q, bw_checks.PUBLIC_K, bw_checks.PUBLIC_V, bw_checks.PUBLIC_DOUT)
+        bw_checks.PUBLIC_Q,
+        bw_checks.PUBLIC_K,
+        bw_checks.PUBLIC_V,
+        bw_checks.PUBLIC_DOUT,
+    )
     q, k, v, dout = (np.array(given[n], float) for n in ("q", "k", "v", "dout"))
 
     def literal(label):
@@ -120,6 +125,7 @@ def test_cli_grades_the_reference():
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
     from attn_kit.practice import testgrade
+
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "backward_strong.py")
     assert strong.exercise == "attention-backward" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "backward_weak.py")
@@ -130,7 +136,7 @@ def test_test_tests_scores_the_strong_and_weak_files():
 
 def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
     from attn_kit.grading import pipeline
+
     report = pipeline.grade(CORPUS_MORE / "backward_correct_einsum.py", pipeline.Options(seed=4))
     assert report.exercise == "attention-backward"
-    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
-                                                             if r.status != "pass"]
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results if r.status != "pass"]

@@ -61,11 +61,17 @@ def write(tmp_path, name: str, text: str) -> Path:
 
 # --- accuracy on the references (the numbers the issue asks for) ------------------------------
 
+
 @pytest.mark.slow
 def test_naive_mha_numpy_is_quadratic_in_time_and_memory():
-    data = within(solutions_dir("mha-screen") / "reference_numpy.py",
-                  {"time_exponent": (1.6, 2.4), "memory_exponent": (1.7, 2.3)},
-                  "--sizes", "128,256,512,1024,2048", "--repeats", "3")
+    data = within(
+        solutions_dir("mha-screen") / "reference_numpy.py",
+        {"time_exponent": (1.6, 2.4), "memory_exponent": (1.7, 2.3)},
+        "--sizes",
+        "128,256,512,1024,2048",
+        "--repeats",
+        "3",
+    )
     assert data["exercise"] == "mha-screen" and data["inputs"] == "numpy"
     for key in ("sizes", "time_s", "cpu_s", "peak_bytes"):
         assert len(data[key]) == 5, key
@@ -85,15 +91,20 @@ def test_tiled_softmax_memory_is_linear_and_the_materialising_bug_is_not():
 
 @pytest.mark.slow
 def test_kv_cache_step_time_is_linear():
-    data = within(solutions_dir("kv-cache") / "reference_numpy.py", {"time_exponent": (0.6, 1.4)},
-                  "--sizes", "128,256,512,1024,2048", "--repeats", "3")
+    data = within(
+        solutions_dir("kv-cache") / "reference_numpy.py",
+        {"time_exponent": (0.6, 1.4)},
+        "--sizes",
+        "128,256,512,1024,2048",
+        "--repeats",
+        "3",
+    )
     assert data["unit"] == "decode step"
     assert 0.7 <= data["memory_exponent"] <= 1.3
 
 
 def test_kv_cache_that_recomputes_everything_is_flagged():
-    data = within(FIXTURES / "kv_cache_recompute.py", {"time_exponent": (1.6, 3.6)},
-                  "--sizes", "32,64,128,256", "--repeats", "3")
+    data = within(FIXTURES / "kv_cache_recompute.py", {"time_exponent": (1.6, 3.6)}, "--sizes", "32,64,128,256", "--repeats", "3")
     assert data["expected"]["time"]["status"] == "higher"
     assert "recomputing" in data["expected"]["time"]["advice"]
 
@@ -101,13 +112,17 @@ def test_kv_cache_that_recomputes_everything_is_flagged():
 @pytest.mark.slow
 def test_torch_solution_gets_tensors_and_its_memory_is_seen():
     need_torch()
-    data = within(solutions_dir("mha-masked-bias") / "reference_torch.py",
-                  {"time_exponent": (1.5, 2.6), "memory_exponent": (1.5, 2.5)},
-                  "--sizes", "256,512,1024,2048", "--repeats", "3")
+    data = within(
+        solutions_dir("mha-masked-bias") / "reference_torch.py",
+        {"time_exponent": (1.5, 2.6), "memory_exponent": (1.5, 2.5)},
+        "--sizes",
+        "256,512,1024,2048",
+        "--repeats",
+        "3",
+    )
     assert data["inputs"] == "torch" and data["memory_method"] == "rss"
-    assert data["peak_bytes"][-1] > 50 * 2**20          # the B×H×T×T weights alone are 64 MiB at T=2048
-    numpy_data, code, _ = bench_json(solutions_dir("mha-masked-bias") / "reference_numpy.py",
-                                     "--sizes", "64,128", "--repeats", "1")
+    assert data["peak_bytes"][-1] > 50 * 2**20  # the B×H×T×T weights alone are 64 MiB at T=2048
+    numpy_data, code, _ = bench_json(solutions_dir("mha-masked-bias") / "reference_numpy.py", "--sizes", "64,128", "--repeats", "1")
     assert code == 0 and numpy_data["inputs"] == "numpy" and numpy_data["memory_method"] == "tracemalloc"
 
 
@@ -118,11 +133,12 @@ def test_plain_lists_answer_within_a_small_budget():
     assert data["inputs"] == "lists"
     assert len(data["sizes"]) >= 3
     assert data["stopped"] and "budget" in data["stopped"]
-    assert data["elapsed_s"] < 3 * 3          # the prediction keeps it near the budget
+    assert data["elapsed_s"] < 3 * 3  # the prediction keeps it near the budget
     assert data["time_exponent"] is not None and data["memory_exponent"] is not None
 
 
 # --- bad input: clear message, right exit status, no traceback ---------------------------------
+
 
 @pytest.mark.slow
 def test_syntax_error(tmp_path):
@@ -136,11 +152,15 @@ def test_syntax_error(tmp_path):
 
 
 def test_raises_at_the_first_size(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
             raise NotImplementedError("write me")
-        """)
+        """,
+    )
     proc = attn_kit("bench", path, "--sizes", "8,16")
     assert proc.returncode == 1
     assert "NotImplementedError: write me" in proc.stderr and "T=8" in proc.stderr
@@ -150,7 +170,10 @@ def test_raises_at_the_first_size(tmp_path):
 
 @pytest.mark.slow
 def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import numpy as np
 
@@ -159,7 +182,8 @@ def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
             if x.shape[1] > 32:
                 raise IndexError("only short sequences")
             return x @ np.asarray(params["Wq"])
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "16,32,64", "--repeats", "1")
     assert code == 1
     assert data["sizes"] == [16, 32]
@@ -173,7 +197,10 @@ def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
 def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
     """The timings are taken in the candidate's process: NaN and infinite readings are null in
     the JSON (valid for strict readers and for the schema), and fit no exponent."""
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import time
         import numpy as np
@@ -182,7 +209,8 @@ def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
             time.perf_counter = lambda: float("nan")
             time.process_time = lambda: float("inf")
             return np.asarray(x) @ np.asarray(params["Wq"])
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "16,32", "--repeats", "1")
     assert code == 0, data
     assert data["sizes"] == [16, 32]
@@ -190,13 +218,17 @@ def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
     assert data["time_exponent"] is None and data["expected"]["time"]["status"] == "unknown"
     jsonschema = pytest.importorskip("jsonschema")
     from attn_kit.report import jsonout
+
     jsonschema.Draft202012Validator(jsonout.schema("bench")).validate(data)
 
 
 @pytest.mark.slow
 def test_a_memory_reading_that_is_not_a_number_is_a_failure(tmp_path):
     """A forged peak (NaN) from the worker is a failure with a message, not a kit traceback."""
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import sys
         import numpy as np
@@ -205,7 +237,8 @@ def test_a_memory_reading_that_is_not_a_number_is_a_failure(tmp_path):
             harness = sys.modules["attn_kit.base.harness"]      # the worker's measurement, replaced
             harness.measure = lambda fn, *a, **k: (None, {"seconds": 0.0, "peak_bytes": float("nan")})
             return np.asarray(x) @ np.asarray(params["Wq"])
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "16,32", "--repeats", "1")
     assert code == 1 and data["sizes"] == []
     assert "not a number of bytes" in data["failure"] and "T=16" in data["failure"]
@@ -213,7 +246,10 @@ def test_a_memory_reading_that_is_not_a_number_is_a_failure(tmp_path):
 
 @pytest.mark.slow
 def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import time
         import numpy as np
@@ -223,7 +259,8 @@ def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
                 while True:
                     time.sleep(0.1)
             return np.asarray(x)
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "8,16,32,64", "--repeats", "1", "--budget", "2")
     assert code == 0
     assert data["sizes"] == [8, 16, 32]
@@ -231,7 +268,10 @@ def test_hang_at_a_larger_size_stops_the_ladder(tmp_path):
 
 
 def test_running_out_of_memory_at_a_larger_size_stops_the_ladder(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import numpy as np
 
@@ -239,7 +279,8 @@ def test_running_out_of_memory_at_a_larger_size_stops_the_ladder(tmp_path):
             T = len(x[0])
             scratch = np.ones((T * 1000, T * 100)) if T > 32 else np.ones((T, T))
             return scratch[:1]
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "16,32,64", "--repeats", "1", "--memory", "256M")
     assert code == 0
     assert data["sizes"] == [16, 32]
@@ -247,7 +288,10 @@ def test_running_out_of_memory_at_a_larger_size_stops_the_ladder(tmp_path):
 
 
 def test_crash_is_a_failure(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         import os
 
@@ -255,25 +299,31 @@ def test_crash_is_a_failure(tmp_path):
             if len(x[0]) > 16:
                 os._exit(3)
             return x
-        """)
+        """,
+    )
     data, code, _ = bench_json(path, "--sizes", "8,16,32", "--repeats", "1")
     assert code == 1
     assert data["sizes"] == [8, 16] and "T=32" in data["failure"]
 
 
 def test_missing_function(tmp_path):
-    path = write(tmp_path, "sol.py", """
+    path = write(
+        tmp_path,
+        "sol.py",
+        """
         # attn-kit: mha-screen
         def multi_head_atention(x, params, num_heads, mask=None):
             return x
-        """)
+        """,
+    )
     data, code, _ = bench_json(path)
     assert code == 1
     assert "multi_head_attention" in data["error"] and "multi_head_atention" in data["error"]
 
 
-@pytest.mark.parametrize("args", [("--sizes", "64"), ("--sizes", "a,b"), ("--repeats", "0"),
-                                  ("--budget", "0"), ("--exercise", "no-such-exercise")])
+@pytest.mark.parametrize(
+    "args", [("--sizes", "64"), ("--sizes", "a,b"), ("--repeats", "0"), ("--budget", "0"), ("--exercise", "no-such-exercise")]
+)
 def test_misuse_exits_2(tmp_path, args):
     path = solutions_dir("mha-screen") / "reference_numpy.py"
     proc = attn_kit("bench", path, *args)
@@ -286,6 +336,7 @@ def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
     assert proc.returncode == 2 and "no such file" in proc.stderr
     from attn_kit.base.errors import UsageError
     from attn_kit.load import preflight
+
     source = preflight.read_source(solutions_dir("gqa") / "reference_numpy.py")
     gqa = catalog.exercise("gqa")
     monkeypatch.setitem(catalog.exercises(), "gqa", dataclasses.replace(gqa, bench=None))
@@ -299,6 +350,7 @@ def test_missing_file_and_exercise_without_workload(tmp_path, monkeypatch):
 
 # --- rendering --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_table_and_plot_through_the_cli():
     path = solutions_dir("mha-screen") / "reference_numpy.py"
@@ -309,13 +361,14 @@ def test_table_and_plot_through_the_cli():
     assert proc.returncode == 0, proc.stderr
     assert "CPU time per call (" in proc.stdout and "line fitted T^" in proc.stdout
     assert "peak extra memory" in proc.stdout
-    assert "\x1b[" not in proc.stdout          # no colour codes when piped
+    assert "\x1b[" not in proc.stdout  # no colour codes when piped
 
 
 def _result(time_fit: float, memory_fit: float) -> bench.BenchResult:
     workload = workload_of("tiled-softmax")
-    result = bench.BenchResult("tiled-softmax", "sol.py", workload.function, "numpy", workload.setting,
-                               workload.unit, 5, 20.0, contrast=workload.contrast)
+    result = bench.BenchResult(
+        "tiled-softmax", "sol.py", workload.function, "numpy", workload.setting, workload.unit, 5, 20.0, contrast=workload.contrast
+    )
     for T in (256, 512, 1024):
         t = 1e-3 * (T / 256) ** time_fit
         result.sizes.append(bench.SizeResult(T, t, t, [t], int(1e5 * (T / 256) ** memory_fit), 0.1))
@@ -333,17 +386,18 @@ def test_render_names_the_mismatch():
     assert "grows faster than expected" in text and "T×S intermediate" in text
     assert "time    ≈ T^2.00  ✓" in text
     assert "note: stopped before T=2048" in text
-    assert "×4.0" in text                     # doubling T multiplies time by 4
+    assert "×4.0" in text  # doubling T multiplies time by 4
 
 
 # --- the fit and the budget prediction ---------------------------------------------------------
 
+
 def test_fit_recovers_a_power_law_and_uses_the_largest_sizes():
     sizes = [16, 32, 64, 128, 256, 512, 1024]
     # a constant cost that dominates the small sizes, then T^2
-    values = [1e-3 + 1e-8 * T ** 2 for T in sizes]
-    assert bench.fit_sizes(sizes) == sizes[-bench.FIT_POINTS:]
-    assert bench.fit_exponent(sizes[-3:], [T ** 2 for T in sizes[-3:]]) == pytest.approx(2.0)
+    values = [1e-3 + 1e-8 * T**2 for T in sizes]
+    assert bench.fit_sizes(sizes) == sizes[-bench.FIT_POINTS :]
+    assert bench.fit_exponent(sizes[-3:], [T**2 for T in sizes[-3:]]) == pytest.approx(2.0)
     assert bench.fit_exponent(sizes, values) > bench.fit_exponent(sizes[:4], values[:4]) + 0.5
     assert bench.fit_exponent([64], [1.0]) is None
 
@@ -362,14 +416,15 @@ def test_prediction_extrapolates_the_last_two_sizes():
     assert bench.predict(done, 512, 1.0) == pytest.approx(16.0)
     assert bench.predict(done[:1], 256, 2.0) == pytest.approx(4.0)
     flat = [bench.SizeResult(128, 0, 0, [], 0, 1.0), bench.SizeResult(256, 0, 0, [], 0, 1.0)]
-    assert bench.predict(flat, 512, 1.0) == pytest.approx(2.0)     # never assumes less than linear
+    assert bench.predict(flat, 512, 1.0) == pytest.approx(2.0)  # never assumes less than linear
 
 
 def test_every_exercise_has_a_workload_its_references_define():
     import numpy as np
+
     for exercise in catalog.exercises().values():
         if exercise.needs and importlib.util.find_spec(exercise.needs) is None:
-            continue                   # its suite (and so its input builder) needs torch
+            continue  # its suite (and so its input builder) needs torch
         found = bench.workload_for(exercise)
         assert found.exercise == exercise.id and found.function in exercise.function_names
         for reference in solutions_dir(exercise.id).glob("reference_*.py"):
@@ -385,8 +440,7 @@ def test_the_ladder_and_harness_come_from_the_toml():
     tiled, decode = workload_of("tiled-softmax"), workload_of("kv-cache")
     assert tiled.sizes == catalog.exercise("tiled-softmax").bench.sizes and tiled.sizes[-1] == 8192
     assert tiled.setting == "d=32, dv = d, S = T keys, block_size=64, no mask"
-    assert (tiled.time_harness, tiled.memory_harness, tiled.repeats_inside) == \
-        (bench.TIME_HARNESS, bench.MEMORY_HARNESS, False)
+    assert (tiled.time_harness, tiled.memory_harness, tiled.repeats_inside) == (bench.TIME_HARNESS, bench.MEMORY_HARNESS, False)
     assert (decode.time_harness, decode.memory_harness, decode.repeats_inside) == (bench.DECODE_HARNESS, "", True)
     assert decode.unit == "decode step"
 
@@ -399,6 +453,7 @@ def test_help():
 def test_the_readme_bench_table_example_loads():
     """docs/adding-an-exercise.md's [bench] example is a table the catalogue accepts."""
     import tomllib
+
     section = (Path(__file__).resolve().parent.parent / "docs" / "adding-an-exercise.md").read_text(encoding="utf-8")
     block = section.split("```toml", 1)[1].split("```", 1)[0]
     spec = catalog._load_bench(tomllib.loads(block)["bench"], "README")
@@ -411,27 +466,40 @@ def test_the_worker_side_harnesses_import_no_grading_checks_or_bench():
     grading side: the import contract in pyproject.toml, checked at run time too."""
     import subprocess
     import sys
-    code = ("import sys, attn_kit.runtime.bench_harness; "
-            "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.practice.bench', "
-            "'attn_kit.grading.pipeline', 'attn_kit.load.catalog', 'attn_kit.compare.registry'))))")
+
+    code = (
+        "import sys, attn_kit.runtime.bench_harness; "
+        "print(sorted(m for m in sys.modules if m.startswith(('attn_kit.checks', 'attn_kit.practice.bench', "
+        "'attn_kit.grading.pipeline', 'attn_kit.load.catalog', 'attn_kit.compare.registry'))))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"harness": "twice"}, "harness = 'twice' is not one of call, decode-steps"),
-    ({"inputs": "tensors"}, "inputs = 'tensors' is not one of"),
-    ({"sizes": [64, 32]}, "sizes must be at least two increasing"),
-    ({"dims": {"B": "one"}}, "'dims' must be a table of whole numbers"),
-    ({"time": 2}, r"'time' must be a table"),
-    ({"ladder": [1, 2]}, "unknown key 'ladder'"),
-    ({"memory": None}, "missing key 'memory'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"harness": "twice"}, "harness = 'twice' is not one of call, decode-steps"),
+        ({"inputs": "tensors"}, "inputs = 'tensors' is not one of"),
+        ({"sizes": [64, 32]}, "sizes must be at least two increasing"),
+        ({"dims": {"B": "one"}}, "'dims' must be a table of whole numbers"),
+        ({"time": 2}, r"'time' must be a table"),
+        ({"ladder": [1, 2]}, "unknown key 'ladder'"),
+        ({"memory": None}, "missing key 'memory'"),
+    ],
+)
 def test_a_bad_bench_table_is_an_error_naming_the_key(change, message):
     from attn_kit.base.errors import CatalogError
-    table = {"function": "f", "setting": "", "sizes": [16, 32], "dims": {"B": 1},
-             "time": {"exponent": 2, "why": "T×T"}, "memory": {"exponent": 1, "why": "T"}}
+
+    table = {
+        "function": "f",
+        "setting": "",
+        "sizes": [16, 32],
+        "dims": {"B": 1},
+        "time": {"exponent": 2, "why": "T×T"},
+        "memory": {"exponent": 1, "why": "T"},
+    }
     spec = catalog._load_bench(table, "x.toml [bench]")
     assert spec.time.exponent == 2.0 and isinstance(spec.time.exponent, float)
     broken = {k: v for k, v in {**table, **change}.items() if v is not None}

@@ -33,7 +33,7 @@ from test_content_links import graded_bug_points_at_its_hint
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "SPEC.md"
 KNOWN_GAPS = tomllib.loads((Path(__file__).parent / "known_gaps.toml").read_text(encoding="utf-8"))
 EXERCISES = list(catalog.exercises().values())
-GRADED = graded_exercises()       # torch exercises only where torch is installed (CI installs it)
+GRADED = graded_exercises()  # torch exercises only where torch is installed (CI installs it)
 
 
 def _slow(exercise, n: int = 0) -> list:
@@ -44,8 +44,7 @@ def _slow(exercise, n: int = 0) -> list:
 
 def _cases(files_of) -> list:
     """(exercise id, path) per file."""
-    return [pytest.param(e.id, p, marks=_slow(e, n), id=f"{e.id}-{p.name}")
-            for e in GRADED for n, p in enumerate(files_of(e.id))]
+    return [pytest.param(e.id, p, marks=_slow(e, n), id=f"{e.id}-{p.name}") for e in GRADED for n, p in enumerate(files_of(e.id))]
 
 
 EXERCISE_CASES = [pytest.param(e, marks=_slow(e), id=e.id) for e in GRADED]
@@ -55,7 +54,7 @@ BUG_CASES = _cases(bug_files)
 REF_CASES = _cases(reference_files)
 
 
-if SPEC.exists():      # the design spec beside the project's own working copies; a user's clone has none,
+if SPEC.exists():  # the design spec beside the project's own working copies; a user's clone has none,
     # and then this test is not collected at all rather than skipped with a reason about a file they never had
     def test_spec_bug_ids_are_all_in_the_catalogue():
         table = SPEC.read_text().split("## Known bugs the kit names", 1)[1]
@@ -67,7 +66,7 @@ if SPEC.exists():      # the design spec beside the project's own working copies
 def test_catalog_rejects_unknown_keys(tmp_path):
     good = (solutions_dir("mha-screen").parents[1] / "prompts" / "exercises" / "mha-screen.toml").read_text()
     bad = tmp_path / "mha-screen.toml"
-    bad.write_text(good.replace('minutes = 45', 'minutes = 45\nminutez = 3'))
+    bad.write_text(good.replace("minutes = 45", "minutes = 45\nminutez = 3"))
     with pytest.raises(CatalogError, match="unknown key 'minutez'"):
         catalog.load_exercise(bad)
     bad.write_text(good.replace("format = 1\n", ""))
@@ -80,7 +79,7 @@ def test_catalog_rejects_unknown_keys(tmp_path):
 # (fails, named as itself, every failing check attributed to it, the checks about properties it
 # gets right pass). The torch exercise's bug files get seed 1 only (their gradings cost ~5x, most
 # of it diagnosis); benchmarks/diagnosis_rates.py runs every bug file on more seeds.
-SEED_ONE = -1            # the explicit example: seed 1
+SEED_ONE = -1  # the explicit example: seed 1
 
 
 def _seed(path: Path, draw: int) -> int:
@@ -100,7 +99,7 @@ def test_every_reference_passes_every_check(exercise_id, path, draw):
     assert data["diagnosis"] == []
 
 
-DRAWN: dict[Path, int] = {}     # bug file -> the seed this run graded it with (read by the can-fail test)
+DRAWN: dict[Path, int] = {}  # bug file -> the seed this run graded it with (read by the can-fail test)
 
 
 def _named_as_itself(exercise_id: str, path: Path, seed: int) -> None:
@@ -112,9 +111,10 @@ def _named_as_itself(exercise_id: str, path: Path, seed: int) -> None:
     assert data["exercise"] == exercise_id
     failing = [r for r in graded(path, seed).results if r.status in ("fail", "error")]
     assert expected in {b for r in failing for b in r.catches}, (
-        f"seed {seed}: none of the failing checks {[r.id for r in failing]} declares catches={expected!r}")
+        f"seed {seed}: none of the failing checks {[r.id for r in failing]} declares catches={expected!r}"
+    )
     found = [d["bug"] for d in data["diagnosis"]]
-    gap = KNOWN_GAPS.get(f"{exercise_id}/{path.name}")     # tests/known_gaps.toml
+    gap = KNOWN_GAPS.get(f"{exercise_id}/{path.name}")  # tests/known_gaps.toml
     if gap and found[:1] != [expected]:
         pytest.xfail(f"known gap of the current diagnosis engine: {gap}")
     assert found and found[0] == expected, f"seed {seed}: diagnosed {found}, expected {expected} first"
@@ -142,6 +142,7 @@ def test_every_torch_bug_variant_fails_and_is_diagnosed_as_itself(exercise_id, p
 
 # --- the CLI, once per exercise -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("exercise", EXERCISE_CASES)
 def test_starter_fails(exercise, tmp_path):
     path = tmp_path / "starter.py"
@@ -152,8 +153,13 @@ def test_starter_fails(exercise, tmp_path):
 
 
 def _verdicts(data: dict) -> tuple:
-    return (data["exercise"], data["passed"], data["seed"], [(c["id"], c["status"], c["bug"]) for c in data["checks"]],
-            [d["bug"] for d in data["diagnosis"]])
+    return (
+        data["exercise"],
+        data["passed"],
+        data["seed"],
+        [(c["id"], c["status"], c["bug"]) for c in data["checks"]],
+        [d["bug"] for d in data["diagnosis"]],
+    )
 
 
 @pytest.mark.parametrize("exercise", EXERCISE_CASES)
@@ -170,15 +176,30 @@ def test_the_cli_says_what_the_library_says(exercise):
 
 # --- a check named after one property passes a file that gets that property right ---------------
 
-MASK_BUGS = {"blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks", "fill-value-too-weak", "mask-inverted",
-             "max-over-blocked", "causal-off-by-one", "padding-masks-queries", "mask-not-boolean",
-             "b-o-not-suppressed", "b-o-dropped-for-partial", "causal-offset-ignored"}
+MASK_BUGS = {
+    "blocked-row-uniform",
+    "blocked-row-nan",
+    "additive-mask-leaks",
+    "fill-value-too-weak",
+    "mask-inverted",
+    "max-over-blocked",
+    "causal-off-by-one",
+    "padding-masks-queries",
+    "mask-not-boolean",
+    "b-o-not-suppressed",
+    "b-o-dropped-for-partial",
+    "causal-offset-ignored",
+}
 BIAS_BUGS = {"biases-ignored", "bias-scaled"}
-ISOLATED = {      # check id -> bugs it must not fail for: its cases have no masks / no biases
-    "heads-use-contiguous-columns": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-head-width": MASK_BUGS | BIAS_BUGS,
-    "single-head-plain-formula": MASK_BUGS | BIAS_BUGS, "scores-scaled-by-key-width": MASK_BUGS | BIAS_BUGS,
-    "heads-split-contiguously": MASK_BUGS | BIAS_BUGS, "value-width-differs-from-key-width": MASK_BUGS | BIAS_BUGS,
-    "lengths-differ-both-ways": MASK_BUGS | BIAS_BUGS, "biases-are-applied": MASK_BUGS,
+ISOLATED = {  # check id -> bugs it must not fail for: its cases have no masks / no biases
+    "heads-use-contiguous-columns": MASK_BUGS | BIAS_BUGS,
+    "scores-scaled-by-head-width": MASK_BUGS | BIAS_BUGS,
+    "single-head-plain-formula": MASK_BUGS | BIAS_BUGS,
+    "scores-scaled-by-key-width": MASK_BUGS | BIAS_BUGS,
+    "heads-split-contiguously": MASK_BUGS | BIAS_BUGS,
+    "value-width-differs-from-key-width": MASK_BUGS | BIAS_BUGS,
+    "lengths-differ-both-ways": MASK_BUGS | BIAS_BUGS,
+    "biases-are-applied": MASK_BUGS,
 }
 
 
@@ -194,8 +215,7 @@ def _isolated(exercise_id: str, path: Path, seed: int) -> None:
     bug = bug_id_of(path)
     if bug not in MASK_BUGS | BIAS_BUGS or f"{exercise_id}/{path.name}" in NOT_ISOLABLE:
         return
-    wrong = [(r.id, r.message) for r in graded(path, seed).results
-             if r.id in ISOLATED and bug in ISOLATED[r.id] and r.status != "pass"]
+    wrong = [(r.id, r.message) for r in graded(path, seed).results if r.id in ISOLATED and bug in ISOLATED[r.id] and r.status != "pass"]
     assert not wrong, f"seed {seed}: checks about a property {path.name} gets right failed: {wrong}"
 
 
@@ -235,7 +255,7 @@ def test_every_check_fails_for_some_known_mistake(exercise):
             if result.status == "fail":
                 failed_by.setdefault(result.id, []).append(Path(path).name)
         if all(c.id in failed_by for c in suite.checks):
-            break                   # every check has failed for something: the rest adds nothing
+            break  # every check has failed for something: the rest adds nothing
     never = [c.id for c in suite.checks if c.id not in failed_by]
     assert not never, f"no known mistake makes these checks fail: {never}"
 

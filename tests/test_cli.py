@@ -113,13 +113,14 @@ def test_repro_scripts_rebuild_the_failing_call(tmp_path):
     assert proc.returncode == 1
     scripts = sorted(folder.glob("repro_*.py"))
     assert scripts and (folder / "repro_public_attention_example.py") in scripts
-    run = subprocess.run([sys.executable, str(folder / "repro_public_attention_example.py")], capture_output=True,
-                         text=True, timeout=60, cwd=tmp_path)
-    assert run.returncode == 1, run.stderr                         # yours differs from expected
+    run = subprocess.run(
+        [sys.executable, str(folder / "repro_public_attention_example.py")], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert run.returncode == 1, run.stderr  # yours differs from expected
     assert "yours[1]:" in run.stdout and "expected (the reference)[1]:" in run.stdout
-    assert "0.035119" in run.stdout and "0.0743" in run.stdout   # no-scaling's weight vs the reference's
+    assert "0.035119" in run.stdout and "0.0743" in run.stdout  # no-scaling's weight vs the reference's
     assert re.search(r"compared\[1\]: \d+ of \d+ entries differ; the largest at index \(0, \d+, \d+, \d+\)", run.stdout)
-    fixed = folder / "repro_public_attention_example.py"           # the same script on the reference: agrees
+    fixed = folder / "repro_public_attention_example.py"  # the same script on the reference: agrees
     fixed.write_text(fixed.read_text().replace(repr(str(NO_SCALING.resolve())), repr(str(REFERENCE.resolve()))))
     run = subprocess.run([sys.executable, str(fixed)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert run.returncode == 0 and "compared[1]: yours matches expected" in run.stdout, run.stdout + run.stderr
@@ -131,30 +132,33 @@ def test_output_is_plain_when_piped_and_coloured_on_a_terminal():
     assert "\x1b[" not in proc.stdout
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update(TERM="xterm-256color", COLUMNS="100")
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", "check", str(NO_SCALING), "--seed", "1"],
-                          env=env, encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "attn_kit.cli", "check", str(NO_SCALING), "--seed", "1"], env=env, encoding="utf-8", timeout=60
+    )
     text = child.read()
     child.close()
     assert "\x1b[" in text and "no-scaling" in text
     env["NO_COLOR"] = "1"
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", "check", str(NO_SCALING), "--seed", "1"],
-                          env=env, encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "attn_kit.cli", "check", str(NO_SCALING), "--seed", "1"], env=env, encoding="utf-8", timeout=60
+    )
     text = child.read()
     child.close()
     assert "no-scaling" in text and "\x1b[3" not in text and "\x1b[1;3" not in text
 
 
 def test_importing_the_cli_imports_neither_numpy_nor_rich():
-    code = ("import sys, attn_kit.cli; bad = [m for m in ('numpy', 'rich', 'torch') if m in sys.modules]; "
-            "print(','.join(bad))")
+    code = "import sys, attn_kit.cli; bad = [m for m in ('numpy', 'rich', 'torch') if m in sys.modules]; print(','.join(bad))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == ""
 
 
 def test_checking_mha_screen_does_not_import_torch_or_rich_in_json_mode():
-    code = ("import sys\nfrom attn_kit.grading import pipeline as grading\n"
-            f"grading.grade({str(NUMPY_REF)!r}, grading.Options(seed=1))\n"
-            "print(','.join(m for m in ('torch', 'rich') if m in sys.modules))")
+    code = (
+        "import sys\nfrom attn_kit.grading import pipeline as grading\n"
+        f"grading.grade({str(NUMPY_REF)!r}, grading.Options(seed=1))\n"
+        "print(','.join(m for m in ('torch', 'rich') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
 
@@ -163,6 +167,7 @@ def test_render_report_as_text():
     from rich.console import Console
 
     from attn_kit.render import check
+
     report = pipeline.grade(NO_SCALING, pipeline.Options(seed=4))
     buffer = io.StringIO()
     check.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=check.THEME))
@@ -179,6 +184,7 @@ def test_passing_report_says_so_in_one_line():
     from rich.console import Console
 
     from attn_kit.render import check
+
     report = pipeline.grade(NUMPY_REF, pipeline.Options(seed=4))
     buffer = io.StringIO()
     check.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=check.THEME))

@@ -35,6 +35,7 @@ LADDERED = [e.id for e in EXERCISES if devcheck.climbs_in_steps(e)]
 
 # --- invariants (plain functions: exercise -> list of problems) ---------------------------------
 
+
 def question_problems(exercise: catalog.Exercise) -> list[str]:
     """Every discussion question has at least two key points, one or two of them required (the rule
     `attn-kit dev check` enforces too)."""
@@ -109,13 +110,15 @@ def test_every_hint_caps_a_scored_dimension(exercise):
     so each one names a scored dimension rather than falling back to correctness."""
     assert all(h.dimension in DIMENSIONS for h in exercise.hints)
     assert mock.hint_caps(exercise, range(1, len(exercise.hints) + 1)) == {
-        d: [n for n, h in enumerate(exercise.hints, 1) if h.dimension == d] for d in dict.fromkeys(h.dimension for h in exercise.hints)}
+        d: [n for n, h in enumerate(exercise.hints, 1) if h.dimension == d] for d in dict.fromkeys(h.dimension for h in exercise.hints)
+    }
 
 
 def test_the_invariants_can_fail():
     """Each invariant names a broken exercise: code at level 1, a ladder out of order, a missing
     anchor, no required key point, a follow-up without its answer."""
     import dataclasses
+
     good = catalog.exercise("mha-screen")
     code_first = dataclasses.replace(good, hints=(good.hints[-1],) + good.hints[1:])
     assert any("hint 1 contains code" in p for p in hint_problems(code_first))
@@ -134,9 +137,19 @@ def test_the_invariants_can_fail():
     assert any("required" in p for p in question_problems(dataclasses.replace(good, questions=(q,))))
     f = dataclasses.replace(good.followups[0], answer="")
     assert followup_problems(dataclasses.replace(good, followups=(f,)))
-    for text in ("Use `np.exp`.", "    x = 1\n", "call exp(x) first", "m = max(s)", "take np.exp of it",
-                 "for j in range(T) do this", "the slice a[2:4] here", "def f", "then q = x @ Wq",
-                 "acc *= alpha", "keys = [k0, k1]"):
+    for text in (
+        "Use `np.exp`.",
+        "    x = 1\n",
+        "call exp(x) first",
+        "m = max(s)",
+        "take np.exp of it",
+        "for j in range(T) do this",
+        "the slice a[2:4] here",
+        "def f",
+        "then q = x @ Wq",
+        "acc *= alpha",
+        "keys = [k0, k1]",
+    ):
         assert looks_like_code(text), text
     assert not looks_like_code("What is the largest score whose exponential still fits in a float64?")
     assert not looks_like_code("Write the band for window = 2 and T = 4. Is j ≤ i + offset?")
@@ -147,6 +160,7 @@ def test_a_diagnosed_bug_points_at_a_gentle_hint():
     catches it most narrowly): always a question, and every known bug of a laddered exercise has one."""
     from attn_kit.base.errors import DependencyMissing
     from attn_kit.grading import pipeline
+
     for exercise_id in LADDERED:
         exercise = catalog.exercise(exercise_id)
         try:
@@ -162,19 +176,34 @@ def test_hint_help_promises_gentlest_first():
     from click.testing import CliRunner
 
     from attn_kit.cli import cli
+
     result = CliRunner().invoke(cli, ["hint", "--help"])
     assert result.exit_code == 0 and "gentlest first" in result.output
-    for exercise in EXERCISES:            # and it is true: level 1 is never code
+    for exercise in EXERCISES:  # and it is true: level 1 is never code
         assert not looks_like_code(exercise.hints[0].text), exercise.id
 
 
 def test_the_bank_has_the_new_questions():
     ids = {q.id for e in EXERCISES for q in e.questions}
-    new = {"softmax-axis", "which-biases-matter", "attention-vs-linear-flops", "variable-length-batches",
-           "decode-bandwidth-bound", "speculative-verify", "gqa-cache-budget", "shrink-cache-beyond-gqa",
-           "gqa-tensor-parallel", "flash-io-model", "flash-decoding", "cross-attention-latent-queries",
-           "cross-attention-padding", "framework-mask-polarity", "low-precision-attention", "causal-alignment",
-           "logit-growth"}
+    new = {
+        "softmax-axis",
+        "which-biases-matter",
+        "attention-vs-linear-flops",
+        "variable-length-batches",
+        "decode-bandwidth-bound",
+        "speculative-verify",
+        "gqa-cache-budget",
+        "shrink-cache-beyond-gqa",
+        "gqa-tensor-parallel",
+        "flash-io-model",
+        "flash-decoding",
+        "cross-attention-latent-queries",
+        "cross-attention-padding",
+        "framework-mask-polarity",
+        "low-precision-attention",
+        "causal-alignment",
+        "logit-growth",
+    }
     assert new <= ids and len(new) >= 15
 
 
@@ -187,10 +216,11 @@ def test_order_and_titles():
 
 # --- reading figures out of the text ------------------------------------------------------------
 
+
 def literal_after(text: str, label: str, nth: int = 0):
     """The first backticked Python literal after `label` in `text` (e.g. a list of numbers)."""
     at = text.index(label)
-    found = re.findall(r"`([^`]*)`", text[at + len(label):])
+    found = re.findall(r"`([^`]*)`", text[at + len(label) :])
     return ast.literal_eval(found[nth])
 
 
@@ -234,7 +264,7 @@ def attention(xq, xkv, Wq, Wk, Wv, Wo, bo, H, allowed, kv_heads=None):
 
 
 def near(got, want, places=6):
-    np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float), atol=0.6 * 10 ** -places, rtol=0)
+    np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float), atol=0.6 * 10**-places, rtol=0)
 
 
 def example_inputs(text: str):
@@ -244,6 +274,7 @@ def example_inputs(text: str):
 
 
 # --- worked examples ----------------------------------------------------------------------------
+
 
 def test_mha_screen_worked_example_and_softmax_examples():
     text = catalog.exercise("mha-screen").statement
@@ -269,7 +300,7 @@ def test_kv_cache_table_is_the_causal_layer_row_by_row():
         t = int(step)
         near(ast.literal_eval(x_t), x[:, t])
         near(ast.literal_eval(out_t), out[:, t])
-        assert int(count) == 2 * 1 * (t + 1) * 4                     # 2·B·t·D after t + 1 calls
+        assert int(count) == 2 * 1 * (t + 1) * 4  # 2·B·t·D after t + 1 calls
     near(literal_after(text, "head 0 scores `[0, 4] / sqrt(2)` →"), w[0, 0, 1, :2])
     near(literal_after(text, "`[1, 1] / sqrt(2)` →"), w[0, 1, 1, :2])
     near(literal_after(text, "cached keys are"), (x @ Wk)[0, 0])
@@ -314,13 +345,13 @@ def tiled_partials(q, k, v, mask, block):
     m, l, acc = np.full(T, -np.inf), np.zeros(T), np.zeros((T, v.shape[1]))
     history = []
     for start in range(0, S, block):
-        s = q @ k[start:start + block].T / math.sqrt(q.shape[1])
-        s = np.where(mask[:, start:start + block], s, -np.inf)
+        s = q @ k[start : start + block].T / math.sqrt(q.shape[1])
+        s = np.where(mask[:, start : start + block], s, -np.inf)
         m_new = np.maximum(m, s.max(1))
         shift = np.where(np.isfinite(m_new), m_new, 0.0)
         alpha = np.exp(m - shift)
         p = np.exp(s - shift[:, None])
-        l, acc, m = alpha * l + p.sum(1), alpha[:, None] * acc + p @ v[start:start + block], m_new
+        l, acc, m = alpha * l + p.sum(1), alpha[:, None] * acc + p @ v[start : start + block], m_new
         history.append((m.copy(), l.copy(), acc.copy(), alpha.copy()))
     return history
 
@@ -349,17 +380,18 @@ def test_tiled_memory_figures():
     """The statement's figures for the memory check, recomputed: the bound, the float64 and float16
     score matrices, and the sizes the check really uses."""
     from attn_kit.checks.tiled_softmax import MEMORY_S, MEMORY_T, MEMORY_WIDTH, memory_bound
+
     text = " ".join(catalog.exercise("tiled-softmax").statement.split())
     T, S, block, dv = 1024, 4096, 64, 32
     assert (MEMORY_T, MEMORY_S, MEMORY_WIDTH) == (T, S, dv)
     bound = 64 * T * (block + dv)
-    assert bound == 8 * 8 * T * (block + dv) == memory_bound(T, block, dv)   # eight float64 T×(block + dv)
+    assert bound == 8 * 8 * T * (block + dv) == memory_bound(T, block, dv)  # eight float64 T×(block + dv)
     assert "T = 1024 queries against S = 4096 keys with block_size = 64 and dv = 32: the bound is 6 MiB" in text
-    assert bound == 6 * 2 ** 20
-    assert 8 * T * S == 32 * 2 ** 20 and "the float64 score matrix alone would be 32 MiB" in text
-    assert 2 * T * S == 8 * 2 ** 20 and "even a float16 one 8 MiB" in text
-    assert 2 * T * S > bound                          # a float16 T×S matrix cannot pass any more ...
-    assert 2 * 2048 * 2048 < memory_bound(2048, block, dv)   # ... while at T = S = 2048 it fitted
+    assert bound == 6 * 2**20
+    assert 8 * T * S == 32 * 2**20 and "the float64 score matrix alone would be 32 MiB" in text
+    assert 2 * T * S == 8 * 2**20 and "even a float16 one 8 MiB" in text
+    assert 2 * T * S > bound  # a float16 T×S matrix cannot pass any more ...
+    assert 2 * 2048 * 2048 < memory_bound(2048, block, dv)  # ... while at T = S = 2048 it fitted
     assert "one call at T = 1024, S = 4096 (block_size = 64, dv = 32)" in text
 
 
@@ -401,8 +433,11 @@ def test_masked_bias_worked_example_numpy():
     out = np.where(allowed.any(-1).any(1)[..., None], out, 0.0)
     keys = re.search(r"head 0 sees (\[.*?\]), head 1 sees (\[.*?\]); values are (\[.*?\]) and\s+(\[.*?\])", text).groups()
     near([ast.literal_eval(s) for s in keys], [k[0, 0, :, 0], k[0, 1, :, 0], v[0, 0, :, 0], v[0, 1, :, 0]])
-    stated = re.search(r"head 0 weights ≈ (\[.*?\]), head 1 weights (\[.*?\]); head summaries\s+≈ (\[.*?\]); "
-                       r"output ≈ (\[.*?\])", text).groups()
+    stated = re.search(
+        r"head 0 weights ≈ (\[.*?\]), head 1 weights (\[.*?\]); head summaries\s+≈ (\[.*?\]); "
+        r"output ≈ (\[.*?\])",
+        text,
+    ).groups()
     near(ast.literal_eval(stated[0]), w[0, 0, 0])
     near(ast.literal_eval(stated[1]), w[0, 1, 0])
     near(ast.literal_eval(stated[2]), summary[0, 0])
@@ -414,22 +449,27 @@ def test_masked_bias_worked_example_with_the_torch_reference():
     torch = need_torch()
     from attn_kit.base.paths import solutions_dir
     from attn_kit.diagnosis.diagnose import load_module
+
     ref = load_module(solutions_dir("mha-masked-bias") / "reference_torch.py")
     text = catalog.exercise("mha-masked-bias").statement
     t = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
     params = {n: t(block_value(text, n)) for n in ("w_q", "w_k", "w_v", "w_o")}
     params["b_o"] = t(ast.literal_eval(re.search(r"b_o = (\[.*?\])", text).group(1)))
-    masks = {"key_mask": torch.tensor([[True, True, False]]), "query_mask": torch.tensor([[True, False]]),
-             "attention_mask": torch.tensor([[[[True, True, True], [True, True, True]],
-                                              [[False, True, True], [False, True, True]]]])}
-    out, _ = ref.multihead_attention({"query": t(block_value(text, "query")), "context": t(block_value(text, "context"))},
-                                     params, masks, heads=2)
+    masks = {
+        "key_mask": torch.tensor([[True, True, False]]),
+        "query_mask": torch.tensor([[True, False]]),
+        "attention_mask": torch.tensor([[[[True, True, True], [True, True, True]], [[False, True, True], [False, True, True]]]]),
+    }
+    out, _ = ref.multihead_attention(
+        {"query": t(block_value(text, "query")), "context": t(block_value(text, "context"))}, params, masks, heads=2
+    )
     stated = re.search(r"output ≈ (\[.*?\])", text).group(1)
     near(out[0, 0].numpy(), ast.literal_eval(stated))
     assert out[0, 1].abs().max().item() == 0.0
 
 
 # --- cache sizes, bandwidth, FLOPs ----------------------------------------------------------------
+
 
 def question(exercise_id: str, question_id: str) -> catalog.Question:
     return next(q for q in catalog.exercise(exercise_id).questions if q.id == question_id)
@@ -442,14 +482,14 @@ def test_kv_cache_size_estimate():
     assert "2·4096 = 8192" in points and per_token_layer == 8192
     assert round(numbers / 1e9, 1) == 2.1 and "about 2.1 billion" in points
     size = numbers * 2
-    assert f"about {size / 1e9:.1f} GB ({size / 2 ** 30:.1f} GiB)" in points
+    assert f"about {size / 1e9:.1f} GB ({size / 2**30:.1f} GiB)" in points
 
 
 def test_decode_bandwidth_bound_figures():
     points = " ".join(question("kv-cache", "decode-bandwidth-bound").key_points)
     weights, bandwidth = 16e9, 2e12
     assert f"at least {weights / bandwidth * 1e3:.0f} ms per step" in points
-    assert f"about {2 ** 30 / bandwidth * 1e3:.2f} ms" in points
+    assert f"about {2**30 / bandwidth * 1e3:.2f} ms" in points
 
 
 def test_gqa_cache_budget_figures():
@@ -457,25 +497,26 @@ def test_gqa_cache_budget_figures():
     per_token = 2 * 32 * 8 * 128 * 2
     assert f"= {per_token:,} bytes = {per_token // 1024} KiB" in points
     per_sequence = per_token * 8192
-    assert per_sequence == 2 ** 30 and "per 8,192-token sequence: 1 GiB; a batch of 32: 32 GiB" in points
+    assert per_sequence == 2**30 and "per 8,192-token sequence: 1 GiB; a batch of 32: 32 GiB" in points
     fits = int((80e9 - 16e9) // per_sequence)
     assert f"fits about {fits} such sequences" in points
-    assert 2 * 32 * 32 * 128 * 2 * 8192 == 4 * 2 ** 30 and "4 GiB" in points
+    assert 2 * 32 * 32 * 128 * 2 * 8192 == 4 * 2**30 and "4 GiB" in points
     assert 16 / 8 == 2 and "replicated on 16 / 8 = 2 GPUs" in " ".join(question("gqa", "gqa-tensor-parallel").key_points)
 
 
 def test_attention_matches_linear_flops_at_six_d():
     points = " ".join(question("mha-screen", "attention-vs-linear-flops").key_points)
     for D in (512, 4096):
-        linear = 4 * D * D + 2 * D * (4 * D)            # four projections + a 4×-wide MLP, multiply-adds per token
+        linear = 4 * D * D + 2 * D * (4 * D)  # four projections + a 4×-wide MLP, multiply-adds per token
         assert linear == 12 * D * D and "12·D²" in points
-        attn = lambda T, D=D: 2 * T * D                       # q·kᵀ and weights @ v over T keys  # noqa: E731
+        attn = lambda T, D=D: 2 * T * D  # q·kᵀ and weights @ v over T keys  # noqa: E731
         assert attn(6 * D) == linear and "T = 6·D" in points
-        causal = lambda T, D=D: 2 * (T / 2) * D               # on average half the keys  # noqa: E731
+        causal = lambda T, D=D: 2 * (T / 2) * D  # on average half the keys  # noqa: E731
         assert causal(12 * D) == linear and "12·D with a causal mask" in points
 
 
 # --- overflow thresholds and fill values ----------------------------------------------------------
+
 
 def all_text() -> str:
     parts = []
@@ -493,7 +534,7 @@ def test_overflow_thresholds():
         with np.errstate(over="ignore"):
             assert np.isfinite(np.exp(dtype(stated - 0.1))) and np.isinf(np.exp(dtype(stated + 0.1)))
     assert "709.8" in text and "88.7" in text and "11.1" in text
-    assert not re.search(r"past about 709(?!\.8)", text)         # the float64-only claim is qualified
+    assert not re.search(r"past about 709(?!\.8)", text)  # the float64-only claim is qualified
 
 
 def test_minus_1e9_claims_depend_on_form_and_dtype():
@@ -501,7 +542,7 @@ def test_minus_1e9_claims_depend_on_form_and_dtype():
     full = masked_softmax(scores, [True] * 3)
     with np.errstate(invalid="ignore", over="ignore"):
         for dtype, expect in ((np.float64, "unmasked"), (np.float32, "uniform"), (np.float16, "nan")):
-            s = scores.astype(dtype) + dtype(-1e9)               # an added -1e9 on a fully masked row
+            s = scores.astype(dtype) + dtype(-1e9)  # an added -1e9 on a fully masked row
             e = np.exp(s - s.max())
             got = e / e.sum()
             if expect == "unmasked":
@@ -510,7 +551,7 @@ def test_minus_1e9_claims_depend_on_form_and_dtype():
                 near(got, [1 / 3] * 3)
             else:
                 assert np.isneginf(dtype(-1e9)) and np.isnan(got).all()
-        replaced = np.full(3, -1e9)                              # masked_fill replaces: uniform in every dtype
+        replaced = np.full(3, -1e9)  # masked_fill replaces: uniform in every dtype
         near(np.exp(replaced - replaced.max()) / np.exp(replaced - replaced.max()).sum(), [1 / 3] * 3)
     point = " ".join(question("mha-screen", "blocked-rows").key_points)
     assert "float64 gives back the unmasked softmax, float32 a uniform row only while every raw score is within 32 of zero" in point
@@ -519,12 +560,14 @@ def test_minus_1e9_claims_depend_on_form_and_dtype():
 def test_minus_1e9_claims_in_torch():
     torch = need_torch()
     s = torch.tensor([1.0, 2.0, 3.0])
-    for dtype, check in ((torch.float64, lambda w: torch.allclose(w, torch.softmax(s.double(), -1))),
-                         (torch.float32, lambda w: torch.allclose(w, torch.full((3,), 1 / 3))),
-                         (torch.float16, lambda w: bool(torch.isnan(w).all()))):
+    for dtype, check in (
+        (torch.float64, lambda w: torch.allclose(w, torch.softmax(s.double(), -1))),
+        (torch.float32, lambda w: torch.allclose(w, torch.full((3,), 1 / 3))),
+        (torch.float16, lambda w: bool(torch.isnan(w).all())),
+    ):
         assert check(torch.softmax(s.to(dtype) + torch.tensor(-1e9, dtype=dtype), -1)), dtype
     m = torch.finfo(torch.float32).min
-    assert torch.isinf(torch.tensor(m) + torch.tensor(m))       # two finfo.min masks summed overflow
+    assert torch.isinf(torch.tensor(m) + torch.tensor(m))  # two finfo.min masks summed overflow
 
 
 def test_max_over_blocked_test_idea():
@@ -536,6 +579,7 @@ def test_max_over_blocked_test_idea():
 
 # --- claims about biases, gradients and PyTorch ---------------------------------------------------
 
+
 def test_bk_has_no_effect_and_bv_folds_into_bo():
     rng = np.random.default_rng(0)
     B, T, D, H = 2, 4, 8, 2
@@ -543,7 +587,7 @@ def test_bk_has_no_effect_and_bv_folds_into_bo():
     W = [rng.normal(size=(D, D)) for _ in range(4)]
     bq, bk, bv, bo = (rng.normal(size=D) for _ in range(4))
     allowed = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
-    allowed[1, 2] = False                                        # one fully blocked query
+    allowed[1, 2] = False  # one fully blocked query
 
     def layer(bq_, bk_, bv_, bo_):
         hd = D // H
@@ -553,12 +597,12 @@ def test_bk_has_no_effect_and_bv_folds_into_bo():
         return (w @ v).transpose(0, 2, 1, 3).reshape(B, T, D) @ W[3] + bo_
 
     base = layer(bq, bk, bv, bo)
-    assert np.abs(layer(bq, 0 * bk, bv, bo) - base).max() < 1e-12           # bk: no effect
+    assert np.abs(layer(bq, 0 * bk, bv, bo) - base).max() < 1e-12  # bk: no effect
     folded = layer(bq, bk, 0 * bv, bo + bv @ W[3])
     live = allowed.any(-1)
-    assert np.abs(folded - base)[live].max() < 1e-12                        # bv folds into bo ...
-    assert np.abs(folded - base)[~live].max() > 1e-3                        # ... except on blocked rows
-    assert np.abs(layer(0 * bq, bk, bv, bo) - base).max() > 1e-3            # bq matters
+    assert np.abs(folded - base)[live].max() < 1e-12  # bv folds into bo ...
+    assert np.abs(folded - base)[~live].max() > 1e-3  # ... except on blocked rows
+    assert np.abs(layer(0 * bq, bk, bv, bo) - base).max() > 1e-3  # bq matters
     bug = catalog.bugs()["biases-ignored"]
     assert "bk" not in bug.test_idea and "Dropping bk alone changes nothing" in bug.symptom
 
@@ -575,47 +619,53 @@ def test_where_leaks_nan_into_the_gradient_unless_shifted_scores_are_replaced():
         (e / e.sum())[0].backward()
         return s.grad
 
-    assert torch.isnan(grad(False)).any()                       # forward right, gradient NaN
+    assert torch.isnan(grad(False)).any()  # forward right, gradient NaN
     assert torch.isfinite(grad(True)).all()
-    hint = next(h for h in catalog.exercise("mha-masked-bias").hints
-                if h.step == "concept" and h.title == "Empty rows, forward and backward")
+    hint = next(
+        h for h in catalog.exercise("mha-masked-bias").hints if h.step == "concept" and h.title == "Empty rows, forward and backward"
+    )
     assert "0 × inf = NaN" in hint.text and "*shifted* blocked scores" in hint.text
 
 
 def test_sdpa_conventions_quoted_in_the_content():
     torch = need_torch()
     import torch.nn.functional as F
+
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(1, 1, 2, 4, generator=g), torch.randn(1, 1, 4, 4, generator=g)
     v = torch.eye(4)[None, None]
     blocked = torch.tensor([[True, True, False, False], [False, False, False, False]])
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
-    assert torch.all(out[0, 0, 1] == 0)                         # a fully masked row gives 0
+    assert torch.all(out[0, 0, 1] == 0)  # a fully masked row gives 0
     w = F.scaled_dot_product_attention(q, k, v, is_causal=True)[0, 0]
-    assert torch.all(w[0, 1:] == 0) and torch.all(w[1, 2:] == 0)   # top-left: query i sees keys 0..i
+    assert torch.all(w[0, 1:] == 0) and torch.all(w[1, 2:] == 0)  # top-left: query i sees keys 0..i
     statement = catalog.exercise("mha-masked-bias").statement
     assert "`scaled_dot_product_attention(is_causal=True)` uses when Q ≠ K" in statement
 
 
 # --- the kv-cache preallocation rule ---------------------------------------------------------------
 
+
 def test_a_preallocated_cache_counts_its_filled_rows():
     from attn_kit.checks.kv_cache import cached_numbers
+
     B, D = 2, 4
     buffers = {"k": np.zeros((B, 16, D)), "v": np.zeros((B, 16, D))}
     assert cached_numbers({**buffers, "length": 3}) == (2 * B * 3 * D, "")
-    assert cached_numbers(buffers) == (2 * B * 16 * D, "")     # no length: every number counts
-    assert cached_numbers({**buffers, "length": 3.0})[0] == 2 * B * 16 * D + 1    # a float is not a length
+    assert cached_numbers(buffers) == (2 * B * 16 * D, "")  # no length: every number counts
+    assert cached_numbers({**buffers, "length": 3.0})[0] == 2 * B * 16 * D + 1  # a float is not a length
     assert cached_numbers({"kv": (np.zeros((B, 8, D)), np.zeros((B, 8, D))), "length": 0}) == (0, "")
     assert "Preallocating is allowed" in catalog.exercise("kv-cache").statement
 
 
 # --- what the interviewer sheet and the mock report show -------------------------------------------
 
+
 def test_interviewer_sheet_shows_every_anchor_checkpoint_and_answer():
     from rich.console import Console
 
     from attn_kit.render import practice
+
     for exercise in EXERCISES:
         out = Console(record=True, width=200, color_system=None)
         practice.interviewer_sheet(exercise, out)
@@ -661,6 +711,7 @@ def test_a_hint_names_the_next_step_on_its_topic():
     from rich.console import Console
 
     from attn_kit.render import practice
+
     exercise = catalog.exercise("mha-screen")
     first = exercise.hints[0]
     following = next(n for n, h in enumerate(exercise.hints, 1) if n > 1 and h.title == first.title)
@@ -697,18 +748,17 @@ def test_claims_the_reworked_hints_make():
     """What the hints now say about integer masks, a full transpose, weak and added fills, and
     double scaling, recomputed."""
     ints = np.array([0, 1])
-    assert list(~ints) == [-1, -2] and all(bool(v) for v in ~ints)    # ~0 is -1, ~1 is -2: both truthy
-    assert np.zeros((2, 3, 4, 5)).T.shape == (5, 4, 3, 2)               # B×H×T×hd -> hd×T×H×B
-    scores = np.array([1.0, 2.0, -10.0])                                # a fill of -10 beside unit scores
+    assert list(~ints) == [-1, -2] and all(bool(v) for v in ~ints)  # ~0 is -1, ~1 is -2: both truthy
+    assert np.zeros((2, 3, 4, 5)).T.shape == (5, 4, 3, 2)  # B×H×T×hd -> hd×T×H×B
+    scores = np.array([1.0, 2.0, -10.0])  # a fill of -10 beside unit scores
     weak = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    assert 0 < weak[2] < 1e-4                                           # small, not zero: not blocked
-    added = scores[:2] - 1e9                                            # a fully blocked row, -1e9 added
-    near(np.exp(added - added.max()) / np.exp(added - added.max()).sum(), masked_softmax(scores[:2], [True, True]),
-         places=6)
-    q, k = np.array([2.0, 0.0, 0.0, 0.0]), np.eye(4)                    # hd = 4: double scaling divides by hd
+    assert 0 < weak[2] < 1e-4  # small, not zero: not blocked
+    added = scores[:2] - 1e9  # a fully blocked row, -1e9 added
+    near(np.exp(added - added.max()) / np.exp(added - added.max()).sum(), masked_softmax(scores[:2], [True, True]), places=6)
+    q, k = np.array([2.0, 0.0, 0.0, 0.0]), np.eye(4)  # hd = 4: double scaling divides by hd
     once, twice = q @ k.T / math.sqrt(4), (q / math.sqrt(4)) @ k.T / math.sqrt(4)
     near(twice, q @ k.T / 4)
-    assert np.ptp(twice) < np.ptp(once)                                 # flatter scores, flatter weights
+    assert np.ptp(twice) < np.ptp(once)  # flatter scores, flatter weights
     hints = " ".join(h.text for h in catalog.exercise("mha-screen").hints)
     assert "`~1` is -2 and `~0` is -1" in hints and "hd×T×H×B" in hints and "weak fill such as -10" in hints
 
@@ -718,6 +768,7 @@ def test_claims_the_reworked_hints_make():
 # Claims that were once wrong in prompts/ and were corrected. Each check is a plain function over the
 # text (text -> list of problems) that recomputes what it can with NumPy, so a test can feed it the
 # old wording and see it fail (test_the_corrected_claims_can_fail).
+
 
 def every_text(exercise: catalog.Exercise) -> str:
     """Everything an exercise says, as one string: statement, hints, questions, follow-ups, rubric."""
@@ -747,7 +798,7 @@ def reshape_claim_problems(symptom: str, test_idea: str) -> list[str]:
     problems = []
     for T in range(1, 6):
         for H in range(1, 6):
-            a = np.arange(2 * T * H * 3, dtype=float).reshape(2, T, H * 3)    # hd = 3, every number distinct
+            a = np.arange(2 * T * H * 3, dtype=float).reshape(2, T, H * 3)  # hd = 3, every number distinct
             wrong = not np.array_equal(split_heads(a, H, "bare"), split_heads(a, H, "correct"))
             if wrong != (T >= 2 and H >= 2):
                 problems.append(f"bare reshape at T={T}, H={H}: wrong={wrong}")
@@ -774,8 +825,11 @@ def interleaved_claim_problems(test_idea: str) -> list[str]:
     split moves the change to head 1, so the stated test catches it."""
     D, H = (int(n) for n in re.search(r"D = (\d+), H = (\d+)", test_idea).groups())
     feature = int(re.search(r"change only feature (\d+)", test_idea).group(1))
-    claim = re.search(r"head (\d+) \(columns (\d+)-(\d+)\) must see the change and head (\d+) "
-                      r"\(columns (\d+)-(\d+)\) must not, so head (\d+)'s weights stay the same", test_idea)
+    claim = re.search(
+        r"head (\d+) \(columns (\d+)-(\d+)\) must see the change and head (\d+) "
+        r"\(columns (\d+)-(\d+)\) must not, so head (\d+)'s weights stay the same",
+        test_idea,
+    )
     if not claim:
         return ["the heads-interleaved test idea no longer states which head sees the change"]
     sees, s0, s1, blind, b0, b1, same = (int(n) for n in claim.groups())
@@ -787,7 +841,7 @@ def interleaved_claim_problems(test_idea: str) -> list[str]:
         problems.append(f"the head whose weights stay the same ({same}) is not the one that must not see ({blind})")
     x = np.random.default_rng(0).normal(size=(1, 3, D))
     changed = x.copy()
-    changed[0, 1, feature] += 1.0                                     # one token, one feature
+    changed[0, 1, feature] += 1.0  # one token, one feature
     for how, want in (("correct", {sees}), ("interleaved", None)):
         moved = {h for h in range(H) if not np.allclose(head_weights(x, H, how)[0, h], head_weights(changed, H, how)[0, h])}
         if want is not None and moved != want:
@@ -827,17 +881,17 @@ def bias_scaled_claim_problems(test_idea: str) -> list[str]:
     return problems
 
 
-DECODE_COST = {   # where each exercise states the per-step decode cost, and the phrase
+DECODE_COST = {  # where each exercise states the per-step decode cost, and the phrase
     "mha-screen": "costs O(D² + t·D) per layer instead of recomputing the whole sequence",
     "kv-cache": "scores it against t cached keys (O(t·D)): O(D² + t·D) per layer",
     "tiled-softmax": "one query row per step against the cached keys: O(D² + t·D) per layer",
 }
-STALE = (   # old wrong wording (git log -p -- prompts/), each a regex that must not come back
-    r"costs? O\([tT]·D\)",                   # the per-step decode cost without the D² projections
+STALE = (  # old wrong wording (git log -p -- prompts/), each a regex that must not come back
+    r"costs? O\([tT]·D\)",  # the per-step decode cost without the D² projections
     r"per-step cost O\(t·D\)",
-    r"(?<!forward )FLOPs do not change",     # tiling keeps the forward FLOPs, the backward recomputes
-    r"T\s*≠\s*H",                            # the bare reshape is wrong at T = H too
-    r"Why does a decoding step need no causal mask",           # a *single* step; prefill needs one
+    r"(?<!forward )FLOPs do not change",  # tiling keeps the forward FLOPs, the backward recomputes
+    r"T\s*≠\s*H",  # the bare reshape is wrong at T = H too
+    r"Why does a decoding step need no causal mask",  # a *single* step; prefill needs one
     r"with unit-variance entries its variance grows like hd",  # only for independent, zero-mean entries
 )
 # the smaller wording fixes of issue 15: where each corrected sentence stands
@@ -859,11 +913,11 @@ def wording_problems(texts: dict[str, str]) -> list[str]:
     problems = [f"{k}: no longer says '{phrase}'" for k, phrase in pinned if phrase not in flat[k]]
     if "says only tiling removes the T×T buffer" not in flat["mha-screen"]:
         problems.append("mha-screen: the rubric no longer says only tiling removes the T×T buffer")
-    if "only tiling (flash-style, an online softmax over key blocks) removes the T×T buffer; a KV cache does not" \
-            not in flat["mha-screen"]:
+    if "only tiling (flash-style, an online softmax over key blocks) removes the T×T buffer; a KV cache does not" not in flat["mha-screen"]:
         problems.append("mha-screen: the cost question no longer says a KV cache does not remove the T×T buffer")
-    if ("the backward pass recomputes the scores and weights from q, k, v and one logsumexp per query: "
-            "more FLOPs, far fewer bytes moved") not in flat["tiled-softmax"]:
+    if (
+        "the backward pass recomputes the scores and weights from q, k, v and one logsumexp per query: more FLOPs, far fewer bytes moved"
+    ) not in flat["tiled-softmax"]:
         problems.append("tiled-softmax: the backward no longer recomputes S and P with more FLOPs, fewer bytes")
     for key, text in flat.items():
         for stale in STALE:
@@ -923,7 +977,7 @@ def test_decode_cost_counts():
             assert recompute == t * cached
     T = S = 4096
     d = 64
-    saved_p, saved_lse = T * S, T                      # numbers the backward reads back
+    saved_p, saved_lse = T * S, T  # numbers the backward reads back
     assert saved_p / saved_lse == S and 2 * T * S * d > 0
 
 
@@ -934,13 +988,13 @@ def test_a_fully_blocked_query_rule_is_this_exercises_convention(exercise):
 
 def test_every_blocked_row_rule_is_named_where_expected():
     named = {e.id for e in EXERCISES if "this exercise's convention" in " ".join(e.statement.split())}
-    assert named == {"mha-screen", "gqa", "cross-attention", "mha-masked-bias", "rope", "tiled-softmax",
-                     "attention-backward"}
+    assert named == {"mha-screen", "gqa", "cross-attention", "mha-masked-bias", "rope", "tiled-softmax", "attention-backward"}
 
 
 def test_the_corrected_claims_can_fail():
     """Each check above, fed the old or a deliberately wrong wording, reports it."""
     import dataclasses
+
     bug = catalog.bugs()["reshape-without-transpose"]
     old_idea = "With T ≠ H, check that head h of token t equals the projected columns h*hd:(h+1)*hd of token t."
     assert any("T ≠ H" in p for p in reshape_claim_problems(bug.symptom, old_idea))
@@ -953,34 +1007,40 @@ def test_the_corrected_claims_can_fail():
     assert any("D=1" in p for p in bias_scaled_claim_problems(idea.replace("D ≥ 2", "D ≥ 1")))
     assert any("D=2" in p for p in bias_scaled_claim_problems(idea.replace("D ≥ 2", "D ≥ 3")))
     texts = current_texts()
-    old = {   # the wording before the corrections, from git log -p -- prompts/
+    old = {  # the wording before the corrections, from git log -p -- prompts/
         "mha-screen": texts["mha-screen"].replace(
-            "costs O(D² + t·D) per layer instead of recomputing the whole sequence",
-            "costs O(T·D) instead of recomputing everything"),
+            "costs O(D² + t·D) per layer instead of recomputing the whole sequence", "costs O(T·D) instead of recomputing everything"
+        ),
         "kv-cache": texts["kv-cache"] + "\nCan state the cache size 2·B·t·D per layer and the per-step cost O(t·D)",
         "tiled-softmax": texts["tiled-softmax"].replace("more FLOPs, far fewer bytes moved", "fewer bytes")
         + "\nStates the memory O(T·(block_size + dv)) and that the FLOPs do not change",
         "bugs": old_idea,
     }
     found = wording_problems({**texts, **old})
-    for phrase in ("mha-screen: no longer says", "'costs O(T·D)' is back", "'per-step cost O(t·D)' is back",
-                   "tiled-softmax: the backward no longer", "'FLOPs do not change' is back", "'T ≠ H' is back"):
+    for phrase in (
+        "mha-screen: no longer says",
+        "'costs O(T·D)' is back",
+        "'per-step cost O(t·D)' is back",
+        "tiled-softmax: the backward no longer",
+        "'FLOPs do not change' is back",
+        "'T ≠ H' is back",
+    ):
         assert any(phrase in p for p in found), phrase
     mha = catalog.exercise("mha-screen")
     unnamed = dataclasses.replace(mha, statement=mha.statement.replace("**this exercise's convention**", "the rule"))
     assert convention_problems(unnamed)
 
 
-
 def test_softmax_wrong_axis_is_filed_under_the_softmax_axis():
-    assert catalog.bugs()["softmax-wrong-axis"].concept == "softmax-axis"      # it was filed under masking
+    assert catalog.bugs()["softmax-wrong-axis"].concept == "softmax-axis"  # it was filed under masking
 
 
 def test_the_smaller_wording_fixes_can_fail():
     """Each PINNED sentence back to what it said before (or gone) is reported, and the old wording too."""
-    olds = {"kv-cache": {PINNED[0][1]: "Why does a decoding step need no causal mask, and where would one still be needed?",
-                         PINNED[3][1]: ""},
-            "mha-screen": {PINNED[1][1]: "with unit-variance entries its variance grows like hd", PINNED[2][1]: ""}}
+    olds = {
+        "kv-cache": {PINNED[0][1]: "Why does a decoding step need no causal mask, and where would one still be needed?", PINNED[3][1]: ""},
+        "mha-screen": {PINNED[1][1]: "with unit-variance entries its variance grows like hd", PINNED[2][1]: ""},
+    }
     texts = {k: " ".join(v.split()) for k, v in current_texts().items()}
     for where, swaps in olds.items():
         for new, old in swaps.items():

@@ -35,7 +35,7 @@ def test_a_float16_score_matrix_is_over_the_bound_at_the_checks_sizes():
     q, k, v = rng.normal(size=(T, w)), rng.normal(size=(S, w)), rng.normal(size=(S, w))
     mask = tiled.random_mask(rng, T, S)
     bound = tiled.memory_bound(T, block, w)
-    assert 2 * T * S > bound                    # the float16 matrix alone does not fit
+    assert 2 * T * S > bound  # the float16 matrix alone does not fit
     _, cheat = measure(load_module(str(FLOAT16)).tiled_attention, q, k, v, mask, block)
     reference = load_module(str(solutions_dir("tiled-softmax") / "reference_numpy.py"))
     _, honest = measure(reference.tiled_attention, q, k, v, mask, block)
@@ -62,6 +62,7 @@ def test_tiled_block_size_below_one_must_raise():
 def test_masked_bias_heads_that_do_not_divide_must_raise():
     need_torch()
     from attn_kit.checks import mha_masked_bias as masked
+
     got, message = status(graded(MASKED_NO_VALUE_ERROR, seed=1), "value-error-when-heads-do-not-divide")
     assert got == "fail" and "heads=0 should raise ValueError" in message
     for path in reference_files("mha-masked-bias"):
@@ -73,6 +74,7 @@ def test_masked_bias_heads_that_do_not_divide_must_raise():
 
 # --- kv-cache: one preallocation rule everywhere --------------------------------------------------
 
+
 def test_kv_cache_preallocation_rule_is_the_same_in_checks_statement_hints_question_and_rubric():
     """Issue 15 item 2: count only the filled rows, allow a preallocated buffer with an int length.
     A solution written that way passes the cache count, and every text that states the rule
@@ -80,6 +82,7 @@ def test_kv_cache_preallocation_rule_is_the_same_in_checks_statement_hints_quest
     import re
 
     from attn_kit.load import catalog
+
     report = graded(CORPUS / "followups" / "kv_cache_preallocated.py", seed=1)
     assert report.passed and status(report, "cache-holds-2btd-numbers")[0] == "pass"
     exercise = catalog.exercise("kv-cache")
@@ -89,8 +92,7 @@ def test_kv_cache_preallocation_rule_is_the_same_in_checks_statement_hints_quest
     flat |= {f"rubric {d.dimension}": " ".join(d.anchors) for d in exercise.scoring if d.dimension == "systems"}
     flat = {k: " ".join(v.split()) for k, v in flat.items()}
     assert "The reading we chose" in flat["statement"] and "counts the *filled* rows" in flat["statement"]
-    for where in ("statement", "starter", "hint 6 (concept)", "hint 10 (code)", "question cache-layout",
-                  "rubric systems"):
-        assert re.search(r"length", flat[where]), where             # the buffer says how much is filled
+    for where in ("statement", "starter", "hint 6 (concept)", "hint 10 (code)", "question cache-layout", "rubric systems"):
+        assert re.search(r"length", flat[where]), where  # the buffer says how much is filled
     for where, text in flat.items():
         assert not re.search(r"\b(no|never|not|without)\s+(a\s+)?prealloc", text, re.IGNORECASE), where

@@ -41,7 +41,7 @@ def plain_softmax(s, axis=-1):
 
 # --- gqa: hints 9, 11 and 12 fit together ----------------------------------------------------------
 
-GQA_FRAME = '''# attn-kit: gqa
+GQA_FRAME = """# attn-kit: gqa
 import math
 
 import numpy as np
@@ -62,7 +62,7 @@ def grouped_query_attention(x, params, num_heads, num_kv_heads, mask=None, retur
 {grouped}
     out = project(heads.transpose(0, 2, 1, 3).reshape(B, T, D), "Wo", "bo")
     return (out, weights) if return_weights else out
-'''
+"""
 
 
 def assembled_gqa(softmax: str) -> str:
@@ -70,13 +70,11 @@ def assembled_gqa(softmax: str) -> str:
     hints = {h.title: h for h in catalog.exercise("gqa").hints if h.step == "code"}
     grouped = code_of(hints["Sharing without copying"])
     grouped = re.sub(r"^\.\.\..*$", lambda _: softmax.rstrip("\n"), grouped, flags=re.MULTILINE)
-    return GQA_FRAME.format(widths=textwrap.indent(code_of(hints["Count the widths"]), "    "),
-                            grouped=textwrap.indent(grouped, "    "))
+    return GQA_FRAME.format(widths=textwrap.indent(code_of(hints["Count the widths"]), "    "), grouped=textwrap.indent(grouped, "    "))
 
 
 def test_gqa_hints_assembled_as_written_pass_every_check(tmp_path):
-    softmax = code_of(next(h for h in catalog.exercise("gqa").hints
-                           if h.step == "code" and h.title == "The rest is multi-head attention"))
+    softmax = code_of(next(h for h in catalog.exercise("gqa").hints if h.step == "code" and h.title == "The rest is multi-head attention"))
     path = tmp_path / "gqa_from_hints.py"
     path.write_text(assembled_gqa(softmax), encoding="utf-8")
     report = pipeline.grade(path, pipeline.Options(seed=7))
@@ -85,8 +83,7 @@ def test_gqa_hints_assembled_as_written_pass_every_check(tmp_path):
 
 def test_the_old_hint_12_mask_fails_with_grouped_scores(tmp_path):
     """What issue 20 found: `[:, None]` lines the batch axis up with the K/V axis of B×KV×g×T×T."""
-    softmax = code_of(next(h for h in catalog.exercise("gqa").hints
-                           if h.step == "code" and h.title == "The rest is multi-head attention"))
+    softmax = code_of(next(h for h in catalog.exercise("gqa").hints if h.step == "code" and h.title == "The rest is multi-head attention"))
     old = softmax.replace("[:, None, None]", "[:, None]")
     assert old != softmax
     path = tmp_path / "gqa_old_hint.py"
@@ -96,10 +93,18 @@ def test_the_old_hint_12_mask_fails_with_grouped_scores(tmp_path):
 
 # --- sliding-window: the sinks mask stays causal -------------------------------------------------------
 
+
 def sink_mask(formula: str, T: int, w: int, n_sink: int) -> np.ndarray:
     expression = formula.replace("−", "-")
-    return np.array([[bool(eval(expression, {}, {"i": i, "j": j, "w": w, "n_sink": n_sink}))  # noqa: S307
-                      for j in range(T)] for i in range(T)])
+    return np.array(
+        [
+            [
+                bool(eval(expression, {}, {"i": i, "j": j, "w": w, "n_sink": n_sink}))  # noqa: S307
+                for j in range(T)
+            ]
+            for i in range(T)
+        ]
+    )
 
 
 def test_the_attention_sinks_mask_is_causal():
@@ -108,32 +113,32 @@ def test_the_attention_sinks_mask_is_causal():
     old = re.search(r"'(j < n_sink or i - w < j <= i)'", point).group(1)
     T, w, n_sink = 8, 3, 4
     mask = sink_mask(stated, T, w, n_sink)
-    assert not np.triu(mask, 1).any()                                          # nothing in the future
+    assert not np.triu(mask, 1).any()  # nothing in the future
     band = np.array([[i - w < j <= i for j in range(T)] for i in range(T)])
     sinks = np.tril(np.ones((T, T), bool)) & (np.arange(T) < n_sink)[None, :]
     assert (mask == (band | sinks)).all()
-    assert np.triu(sink_mask(old, T, w, n_sink), 1).any()                     # the old reading was not causal
+    assert np.triu(sink_mask(old, T, w, n_sink), 1).any()  # the old reading was not causal
 
 
 # --- mha-masked-bias: SDPA needs -inf (or a boolean mask) for zeros -------------------------------------
 
+
 def test_the_sdpa_recipe_gives_zeros_on_a_fully_masked_row():
     torch = need_torch()
     F = torch.nn.functional
-    answer = next(f.answer for f in catalog.exercise("mha-masked-bias").followups
-                  if "scaled_dot_product_attention" in f.prompt)
+    answer = next(f.answer for f in catalog.exercise("mha-masked-bias").followups if "scaled_dot_product_attention" in f.prompt)
     assert "bias.masked_fill(~allowed, float('-inf'))" in answer and "plain average of the values" in answer
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, n, 4, generator=g) for n in (2, 3, 3))
     bias = torch.randn(2, 3, generator=g)
     allowed = torch.tensor([[True, True, False], [False, False, False]])
-    recipe = bias.masked_fill(~allowed, float("-inf"))                          # as the answer writes it
+    recipe = bias.masked_fill(~allowed, float("-inf"))  # as the answer writes it
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=recipe)[0, 0]
     assert torch.all(out[1] == 0)
     weights = torch.softmax((q @ k.transpose(-1, -2))[0, 0, 0] / 2 + bias[0], -1)
     weights = torch.where(allowed[0], weights, torch.zeros(()))
     assert torch.allclose(out[0], (weights / weights.sum()) @ v[0, 0], atol=1e-6)
-    for fill in (-1e9, torch.finfo(torch.float32).min):                        # a finite fill averages
+    for fill in (-1e9, torch.finfo(torch.float32).min):  # a finite fill averages
         finite = bias.masked_fill(~allowed, fill)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=finite)[0, 0]
         assert torch.allclose(out[1], v[0, 0].mean(0), atol=1e-6)
@@ -141,6 +146,7 @@ def test_the_sdpa_recipe_gives_zeros_on_a_fully_masked_row():
 
 
 # --- rope: order is invisible only without a mask ----------------------------------------------------
+
 
 def self_attention(x, causal: bool):
     T, d = x.shape
@@ -167,6 +173,7 @@ def test_a_causal_mask_breaks_permutation_equivariance():
 
 # --- the -1e9 claims, dtype by dtype ---------------------------------------------------------------
 
+
 def added(scores, dtype):
     s = np.asarray(scores, dtype) + dtype(-1e9)
     with np.errstate(invalid="ignore"):
@@ -175,15 +182,14 @@ def added(scores, dtype):
 
 
 def test_minus_1e9_in_float32_is_uniform_only_within_32_of_zero():
-    assert np.spacing(np.float32(1e9)) == 64                                    # "64 apart"
+    assert np.spacing(np.float32(1e9)) == 64  # "64 apart"
     near_zero = [-32.0, -5.0, 0.0, 17.0, 32.0]
-    assert len(set(added(near_zero, np.float32).tolist())) == 1                 # every weight equal: uniform
-    wide = [0.0, 100.0]                                                         # beyond 32: neither
+    assert len(set(added(near_zero, np.float32).tolist())) == 1  # every weight equal: uniform
+    wide = [0.0, 100.0]  # beyond 32: neither
     got = added(wide, np.float32)
     assert not np.allclose(got, [0.5, 0.5]) and not np.allclose(got, 0) and got[1] > 0.99
-    assert not np.allclose(added([0.0, 33.0], np.float32), [0.5, 0.5])          # 33 rounds to 64
-    np.testing.assert_allclose(added([1.0, 2.0, 3.0], np.float64), plain_softmax(np.array([1.0, 2.0, 3.0])),
-                               rtol=1e-6)
+    assert not np.allclose(added([0.0, 33.0], np.float32), [0.5, 0.5])  # 33 rounds to 64
+    np.testing.assert_allclose(added([1.0, 2.0, 3.0], np.float64), plain_softmax(np.array([1.0, 2.0, 3.0])), rtol=1e-6)
     point = question("mha-screen", "blocked-rows").key_points
     assert any("within 32 of zero" in p and "64 apart" in p for p in point)
 
@@ -203,10 +209,10 @@ def test_minus_1e9_with_torch_masked_fill():
     blocked = torch.tensor([True, True, True])
     with pytest.raises(RuntimeError):
         torch.zeros(3, dtype=torch.float16).masked_fill(blocked, -1e9)
-    for dtype in (torch.float32, torch.float64):                              # replaced: uniform
+    for dtype in (torch.float32, torch.float64):  # replaced: uniform
         filled = torch.tensor([1.0, 2.0, 3.0], dtype=dtype).masked_fill(blocked, -1e9)
         assert torch.allclose(torch.softmax(filled, -1), torch.full((3,), 1 / 3, dtype=dtype))
-    assert torch.isneginf(torch.tensor(-1e9, dtype=torch.float16))             # a tensor of it: -inf
+    assert torch.isneginf(torch.tensor(-1e9, dtype=torch.float16))  # a tensor of it: -inf
 
 
 def test_the_additive_mask_symptom_names_its_dtype():
@@ -218,6 +224,7 @@ def test_the_additive_mask_symptom_names_its_dtype():
 
 
 # --- attention-backward: dk from dZ·q, and the names ---------------------------------------------------
+
 
 def test_dk_from_wrong_operand_reads_dz_with_its_axes_swapped():
     ref = load_module(str(solutions_dir("attention-backward") / "reference_numpy.py"))
@@ -234,17 +241,21 @@ def test_dk_from_wrong_operand_reads_dz_with_its_axes_swapped():
     dp = dout[0, 0] @ v[0, 0].T
     dz = p * (dp - (p * dp).sum(1, keepdims=True))
     np.testing.assert_allclose(dk[0, 0], dz.T @ q[0, 0] / math.sqrt(3), atol=1e-12)
-    np.testing.assert_allclose(bk[0, 0], dz @ q[0, 0] / math.sqrt(3), atol=1e-12)   # dZ's axes swapped
+    np.testing.assert_allclose(bk[0, 0], dz @ q[0, 0] / math.sqrt(3), atol=1e-12)  # dZ's axes swapped
     symptom = catalog.bugs()["dk-from-wrong-operand"].symptom
     assert "query and key axes swapped" in symptom and "dq and dv are right" in symptom
 
 
 def test_attention_backward_uses_s_only_for_the_key_length():
     exercise = catalog.exercise("attention-backward")
-    texts = [exercise.statement, exercise.starter, *[h.text for h in exercise.hints],
-             *[p for q in exercise.questions for p in (q.prompt, *q.key_points)],
-             *[c.expect for c in exercise.checkpoints],
-             (solutions_dir("attention-backward") / "reference_numpy.py").read_text(encoding="utf-8")]
+    texts = [
+        exercise.statement,
+        exercise.starter,
+        *[h.text for h in exercise.hints],
+        *[p for q in exercise.questions for p in (q.prompt, *q.key_points)],
+        *[c.expect for c in exercise.checkpoints],
+        (solutions_dir("attention-backward") / "reference_numpy.py").read_text(encoding="utf-8"),
+    ]
     score_as_s = re.compile(r"\bdS\b|dSᵀ|softmax\(S\)|softmax of S\b|\bS = q|\bS = scale|\(or S\)|recomputing S\b")
     assert [t[:60] for t in texts if score_as_s.search(t)] == []
     assert "`Z = q kᵀ / sqrt(d)` (the T×S scores; S is only ever the key length)" in exercise.statement
@@ -253,6 +264,7 @@ def test_attention_backward_uses_s_only_for_the_key_length():
 
 
 # --- kv-cache: what a step costs, what concatenation costs ----------------------------------------------
+
 
 def test_kv_cache_reference_docstring_and_cache_layout_agree():
     ref = load_module(str(solutions_dir("kv-cache") / "reference_numpy.py"))
@@ -265,9 +277,9 @@ def test_kv_cache_reference_docstring_and_cache_layout_agree():
     for t in range(T):
         _, cache = ref.decode_step(rng.normal(size=(B, D)), params, H, cache)
         keys, values = cache
-        assert keys.size + values.size == 2 * B * (t + 1) * D                 # exactly 2·B·t·D after t+1 calls
-        copied += 2 * B * t * D if t else 0                                    # concatenate copies the old cache
-        read += 2 * B * (t + 1) * D                                            # attention reads every key and value
+        assert keys.size + values.size == 2 * B * (t + 1) * D  # exactly 2·B·t·D after t+1 calls
+        copied += 2 * B * t * D if t else 0  # concatenate copies the old cache
+        read += 2 * B * (t + 1) * D  # attention reads every key and value
     assert copied == 2 * B * D * T * (T - 1) // 2 and copied < read <= 2 * copied + 2 * B * D * T
     point = question("kv-cache", "cache-layout").key_points[0]
     assert "O(t·D) per step, O(T²·D) over a run" in point and "same order" in point

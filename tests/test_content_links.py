@@ -33,7 +33,7 @@ def review_link_problems(bugs: dict[str, catalog.Bug]) -> list[str]:
     """Every bug of every exercise reaches review questions on its concept, one of them on the bug:
     devcheck's rule (prompts/concepts.toml's words), run with the given catalogue."""
     content = check.Content.installed()
-    content.bugs = bugs              # a cached property: the catalogue the rule reads
+    content.bugs = bugs  # a cached property: the catalogue the rule reads
     return [str(p) for p in check.run(content, [check.bugs_reach_questions_that_teach_them]).problems]
 
 
@@ -50,22 +50,25 @@ def test_causal_off_by_one_no_longer_reaches_the_empty_rows_question():
     for exercise_id in ("mha-screen", "mha-masked-bias"):
         reached = {q.id for _, q in review.concept_questions(exercise_id, catalog.bugs()["causal-off-by-one"].concept)}
         assert reached and "blocked-rows" not in reached and "masked-query-output" not in reached, reached
-        assert all("causal" in question_text(q) for _, q in review.concept_questions(
-            exercise_id, catalog.bugs()["causal-off-by-one"].concept))
+        assert all(
+            "causal" in question_text(q) for _, q in review.concept_questions(exercise_id, catalog.bugs()["causal-off-by-one"].concept)
+        )
 
 
 def test_the_review_links_can_fail():
     """The old catalogue, with one 'masking' concept for every mask bug, fails the check."""
-    old = {bug_id: dataclasses.replace(bug, concept="masking") if bug.concept in
-           ("blocking", "causal-mask", "masked-query-output") else bug for bug_id, bug in catalog.bugs().items()}
+    old = {
+        bug_id: dataclasses.replace(bug, concept="masking") if bug.concept in ("blocking", "causal-mask", "masked-query-output") else bug
+        for bug_id, bug in catalog.bugs().items()
+    }
     problems = review_link_problems(old)
-    assert any(p.startswith("mha-screen: causal-off-by-one (masking)") and "none of which mentions the bug" in p
-               for p in problems), problems
+    assert any(p.startswith("mha-screen: causal-off-by-one (masking)") and "none of which mentions the bug" in p for p in problems), (
+        problems
+    )
     assert any(p.startswith("mha-screen: blocked-row-uniform (masking)") for p in problems), problems
     unknown = dict(catalog.bugs(), **{"no-scaling": dataclasses.replace(catalog.bugs()["no-scaling"], concept="vibes")})
     assert any("'vibes' has no entry" in p for p in review_link_problems(unknown))
-    wrong = dict(catalog.bugs(), **{"causal-off-by-one": dataclasses.replace(catalog.bugs()["causal-off-by-one"],
-                                                                             concept="blocking")})
+    wrong = dict(catalog.bugs(), **{"causal-off-by-one": dataclasses.replace(catalog.bugs()["causal-off-by-one"], concept="blocking")})
     assert any("causal-off-by-one" in p and "none of which mentions the bug" in p for p in review_link_problems(wrong))
 
 
@@ -94,23 +97,26 @@ def test_the_newer_bugs_reach_a_hint_that_names_them(exercise_id):
 def test_the_hint_links_can_fail(tmp_path):
     content = check.Content.installed()
     exercise = content.exercises["mha-screen"]
-    stripped = tuple(dataclasses.replace(h, text=h.text.replace("0/1", "small").replace("0s and 1s", "numbers"))
-                     for h in exercise.hints)
+    stripped = tuple(dataclasses.replace(h, text=h.text.replace("0/1", "small").replace("0s and 1s", "numbers")) for h in exercise.hints)
     content.exercises["mha-screen"] = dataclasses.replace(exercise, hints=stripped)
     assert [p for p in hint_problems(content) if p.startswith("prompts/exercises/mha-screen.toml")] == [
         "prompts/exercises/mha-screen.toml: mask-not-boolean reaches 'Which index does each "
         "mask test?', whose question and concept do not name it (prompts/concepts.toml [hint_words]: "
-        "['0s and 1s', '0/1'])"]
+        "['0s and 1s', '0/1'])"
+    ]
     prompts = tmp_path / "prompts"
     shutil.copytree(package_dir("prompts"), prompts)
     words = prompts / "concepts.toml"
-    words.write_text(words.read_text(encoding="utf-8").replace("mask-not-boolean = ['0s and 1s', '0/1']",
-                                                               "mask-not-bool = ['0s and (1s', '0/1']"),
-                     encoding="utf-8")
+    words.write_text(
+        words.read_text(encoding="utf-8").replace("mask-not-boolean = ['0s and 1s', '0/1']", "mask-not-bool = ['0s and (1s', '0/1']"),
+        encoding="utf-8",
+    )
     found = hint_problems(check.Content(prompts, package_dir("solutions")))
     assert found[0] == "prompts/concepts.toml: [hint_words] mask-not-bool is not a bug of prompts/bugs.toml"
-    assert found[1].startswith("prompts/concepts.toml: [hint_words] mask-not-bool: '0s and (1s' is not a "
-                               "regular expression (missing )") and len(found) == 2, found
+    assert (
+        found[1].startswith("prompts/concepts.toml: [hint_words] mask-not-bool: '0s and (1s' is not a regular expression (missing )")
+        and len(found) == 2
+    ), found
 
 
 def graded_bug_points_at_its_hint(exercise_id: str, path, report) -> None:
@@ -122,13 +128,13 @@ def graded_bug_points_at_its_hint(exercise_id: str, path, report) -> None:
         return
     exercise = catalog.exercise(exercise_id)
     mine = [r for r in report.results if r.bug == bug_id]
-    if mine:                                   # named: one hint for the one mistake
+    if mine:  # named: one hint for the one mistake
         levels = {r.hint for r in mine}
         assert len(levels) == 1 and None not in levels, (path.name, {r.id: r.hint for r in mine})
         [level] = levels
         assert exercise.hints[level - 1].step == "question", path.name
         assert check.hint_teaches(exercise, level, HINT_WORDS[bug_id]), path.name
-    else:                                      # not named (its calls raised): the checks' own hints
+    else:  # not named (its calls raised): the checks' own hints
         levels = {r.hint for r in report.results if r.status in ("fail", "error") and r.hint}
         assert any(check.hint_teaches(exercise, n, HINT_WORDS[bug_id]) for n in levels), (path.name, levels)
 

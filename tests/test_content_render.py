@@ -40,8 +40,11 @@ def parse(text: str) -> SimpleNamespace:
     """What the author wrote, as Markdown: code blocks (lists of lines), headings, list items."""
     tokens = MarkdownIt().enable("strikethrough").enable("table").parse(text)
     code = [t.content.rstrip("\n").split("\n") for t in tokens if t.type in ("code_block", "fence")]
-    headings = ["".join(c.content for c in tokens[i + 1].children or [])      # the text, without the backticks
-                for i, t in enumerate(tokens) if t.type == "heading_open"]
+    headings = [
+        "".join(c.content for c in tokens[i + 1].children or [])  # the text, without the backticks
+        for i, t in enumerate(tokens)
+        if t.type == "heading_open"
+    ]
     bullets = sum(t.type == "list_item_open" and t.info == "" for t in tokens)
     numbered = [t.info for t in tokens if t.type == "list_item_open" and t.info]
     return SimpleNamespace(code=code, headings=headings, bullets=bullets, numbered=numbered)
@@ -56,10 +59,10 @@ def block_shown(block: list[str], lines: list[str]) -> bool:
         margin = line.rstrip()[: len(line.rstrip()) - len(first.rstrip())]
         if margin.strip():
             continue
-        window = lines[i:i + len(block)]
+        window = lines[i : i + len(block)]
         if len(window) == len(block) and all(
-                (got.rstrip() == (margin + want).rstrip()) if want.strip() else not got.strip()
-                for got, want in zip(window, block)):
+            (got.rstrip() == (margin + want).rstrip()) if want.strip() else not got.strip() for got, want in zip(window, block)
+        ):
             return True
     return False
 
@@ -69,14 +72,14 @@ def lost(source: str, output: str) -> list[str]:
     want = parse(source)
     lines = output.splitlines()
     flat = " ".join(output.split())
-    problems = [f"code block lost or reflowed: {block[0].strip()!r}" for block in want.code
-                if not block_shown(block, lines)]
+    problems = [f"code block lost or reflowed: {block[0].strip()!r}" for block in want.code if not block_shown(block, lines)]
     problems += [f"heading lost: {h!r}" for h in want.headings if " ".join(h.split()) not in flat]
     shown_bullets = sum(line.lstrip().startswith("• ") for line in lines)
     if shown_bullets < want.bullets:
         problems.append(f"{want.bullets} list items, {shown_bullets} bullets shown")
-    problems += [f"numbered item {n} lost" for n in want.numbered
-                 if not any(re.match(rf"\s*{n}\.? ", line) for line in lines)]     # rich drops the period
+    problems += [
+        f"numbered item {n} lost" for n in want.numbered if not any(re.match(rf"\s*{n}\.? ", line) for line in lines)
+    ]  # rich drops the period
     return problems
 
 
@@ -110,8 +113,7 @@ def test_the_last_hint_points_to_locate(exercise):
 def test_near_code_is_highlighted_as_python():
     """In colour, the keywords of a hint's code block get a style of their own; its prose does not."""
     exercise = catalog.exercise("tiled-softmax")
-    out = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="256", no_color=False,
-                  theme=render.THEME)
+    out = Console(width=80, file=io.StringIO(), force_terminal=True, color_system="256", no_color=False, theme=render.THEME)
     practice.hints(exercise, [SimpleNamespace(level=12, hint=exercise.hints[11])], 12, out)
     shown = out.file.getvalue()
     assert re.search(r"\x1b\[[0-9;]*m for\b|\x1b\[[0-9;]*mfor\x1b", shown)
@@ -133,7 +135,7 @@ def test_every_statement_keeps_its_code_and_structure(exercise, width):
     out = console(width)
     render.statement(exercise, out)
     assert lost(exercise.statement, out.file.getvalue()) == []
-    assert parse(exercise.statement).headings        # and there is structure to lose
+    assert parse(exercise.statement).headings  # and there is structure to lose
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -168,15 +170,20 @@ def test_a_review_card_shows_the_model_answer_and_its_source():
     assert "Source: DeepSeek-V2" in shown and "checked by" not in shown
     lines = shown.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("  • "))
-    assert lines[first + 1].startswith("    ")                 # a wrapped key point keeps its indent
+    assert lines[first + 1].startswith("    ")  # a wrapped key point keeps its indent
 
 
 def test_one_line_content_holds_no_code_block():
     """Follow-ups, key points and question prompts are shown as plain wrapped text, which is right
     only while none of them holds a code block (a line of code or an indented block)."""
-    texts = [(e.id, t) for e in EXERCISES
-             for t in [f.prompt for f in e.followups] + [f.answer for f in e.followups]
-             + [q.prompt for q in e.questions] + [p for q in e.questions for p in q.key_points]]
+    texts = [
+        (e.id, t)
+        for e in EXERCISES
+        for t in [f.prompt for f in e.followups]
+        + [f.answer for f in e.followups]
+        + [q.prompt for q in e.questions]
+        + [p for q in e.questions for p in q.key_points]
+    ]
     assert texts
     assert [(where, t[:50]) for where, t in texts if parse(t).code or "\n    " in t] == []
 
@@ -219,7 +226,7 @@ def test_the_check_can_fail():
     """A reflowed code block, a lost heading and a lost bullet are all reported."""
     source = "# Title\n\n- one\n- two\n\nThen:\n\n    x = 1\n    if x:\n        y = 2\n"
     out = console(80)
-    out.print(source.replace("\n    ", " "))                 # everything as prose
+    out.print(source.replace("\n    ", " "))  # everything as prose
     problems = lost(source, out.file.getvalue())
     assert any("code block" in p for p in problems) and any("list items" in p for p in problems)
     assert lost("## Gone\n", "something else\n") == ["heading lost: 'Gone'"]
@@ -227,14 +234,21 @@ def test_the_check_can_fail():
     hint = next(h for h in catalog.exercise("tiled-softmax").hints if h.step == "code")
     out = console(80)
     from rich.markdown import Markdown
+
     out.print(Markdown(hint.text.strip()))
     assert lost(hint.text, out.file.getvalue())
 
 
 def test_hint_in_a_pseudo_terminal_at_80_columns():
     """`attn-kit hint tiled-softmax --level 12` on a real 80x24 terminal shows each code line whole."""
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", "hint", "tiled-softmax", "--level", "12"],
-                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", dimensions=(24, 80), timeout=60)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit.cli", "hint", "tiled-softmax", "--level", "12"],
+        env=dict(os.environ, NO_COLOR="1"),
+        encoding="utf-8",
+        dimensions=(24, 80),
+        timeout=60,
+    )
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0

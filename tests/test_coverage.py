@@ -79,6 +79,7 @@ def test_known_gaps_name_existing_files():
 
 # --- the headline properties: every exercise names checks that exist ------------------------
 
+
 def test_every_exercise_states_the_headline_properties_with_real_checks():
     """devcheck's rule (exercises_fill_their_readme_cells): a cell per property in every exercise's
     TOML, naming checks of its suite or saying n/a; the README's tables are written from these
@@ -91,13 +92,16 @@ def test_every_exercise_states_the_headline_properties_with_real_checks():
 
 # --- bk provably changes nothing, so no check may require it ------------------------------------
 
-BK_DROPPED = {"mha-screen": ('"Wk", "bk"', '"Wk", None'), "gqa": ('"Wk", "bk"', '"Wk", None'),
-              "cross-attention": ('"Wk", "bk"', '"Wk", None'), "kv-cache": ('"Wk", "bk"', '"Wk", None'),
-              "mha-masked-bias": ('"w_k", "b_k"', '"w_k", None')}
+BK_DROPPED = {
+    "mha-screen": ('"Wk", "bk"', '"Wk", None'),
+    "gqa": ('"Wk", "bk"', '"Wk", None'),
+    "cross-attention": ('"Wk", "bk"', '"Wk", None'),
+    "kv-cache": ('"Wk", "bk"', '"Wk", None'),
+    "mha-masked-bias": ('"w_k", "b_k"', '"w_k", None'),
+}
 
 
-@pytest.mark.parametrize("exercise_id", [pytest.param(e, marks=[pytest.mark.slow] if e == "mha-masked-bias" else [])
-                                         for e in BK_DROPPED])
+@pytest.mark.parametrize("exercise_id", [pytest.param(e, marks=[pytest.mark.slow] if e == "mha-masked-bias" else []) for e in BK_DROPPED])
 def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     """q·bk is the same for every key of a query, and softmax ignores a constant: a solution that
     never adds bk is correct, so every check must pass it (issue 15, item 4)."""
@@ -105,6 +109,7 @@ def test_dropping_bk_passes_every_check(exercise_id, tmp_path):
     if not _available(exercise):
         need_extra(exercise)
     from attn_kit.base.paths import solutions_dir
+
     old, new = BK_DROPPED[exercise_id]
     text = (solutions_dir(exercise_id) / exercise.oracle).read_text()
     assert text.count(old) == 1

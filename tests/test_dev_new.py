@@ -24,14 +24,13 @@ from attn_kit.dev import check, scaffold
 from attn_kit.dev import readme as readme_tables
 
 CLI_TIMEOUT = 120
-SUITE_TIMEOUT = 900             # the content tests, in one subprocess
+SUITE_TIMEOUT = 900  # the content tests, in one subprocess
 
 
 def _scratch_kit(root: Path) -> Path:
     """A copy of the kit and its content under root/attn_kit; returns root/attn_kit."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    kit = shutil.copytree(Path(check.__file__).parents[1], root / "attn_kit", ignore=ignore,
-                          dirs_exist_ok=True)
+    kit = shutil.copytree(Path(check.__file__).parents[1], root / "attn_kit", ignore=ignore, dirs_exist_ok=True)
     for name in ("checks", "solutions", "prompts"):
         if not (kit / name).is_dir() or package_dir(name) != kit / name:
             shutil.rmtree(kit / name, ignore_errors=True)
@@ -41,24 +40,27 @@ def _scratch_kit(root: Path) -> Path:
 
 def _run(site: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(site), ATTN_KIT_HOME=str(site / "home"))
-    return subprocess.run([sys.executable, "-m", "attn_kit.cli", *args], cwd=site, env=env,
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", *args], cwd=site, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT
+    )
 
 
 def _fill(path: Path) -> None:
     """What a contributor writes in place of each placeholder: a toy exercise's own words."""
-    own = {"the title, as `attn-kit list` shows it": "Toy attention",
-           "the title": "Toy attention",
-           "one sentence saying what the candidate writes.": "Single-head attention over a few keys.",
-           # the questions are on the concept of the skeleton's bug (hygiene): they say so
-           "a question an interviewer asks about this exercise": "Why must q not be scaled in place?",
-           "a question on its cost in time and memory": "What does a copy of an argument cost?",
-           "a question on an edge case": "Which argument could the caller reuse after the call?"}
+    own = {
+        "the title, as `attn-kit list` shows it": "Toy attention",
+        "the title": "Toy attention",
+        "one sentence saying what the candidate writes.": "Single-head attention over a few keys.",
+        # the questions are on the concept of the skeleton's bug (hygiene): they say so
+        "a question an interviewer asks about this exercise": "Why must q not be scaled in place?",
+        "a question on its cost in time and memory": "What does a copy of an argument cost?",
+        "a question on an edge case": "Which argument could the caller reuse after the call?",
+    }
     marker = re.escape(scaffold.PLACEHOLDER)
 
     def words(match: re.Match) -> str:
         said = match.group(1).strip()
-        if said.startswith("the checks stating"):          # a headline property: the toy has none to break
+        if said.startswith("the checks stating"):  # a headline property: the toy has none to break
             return "the toy has no weights and no mask"
         return own.get(said, f"toy: {said}" if said else "toy")
 
@@ -73,10 +75,10 @@ def site(tmp_path) -> Path:
 
 
 def _snapshot(kit: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(kit)): p.read_bytes() for p in sorted(kit.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {str(p.relative_to(kit)): p.read_bytes() for p in sorted(kit.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
+@pytest.mark.slow
 def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     kit = site / "attn_kit"
     before = _snapshot(kit)
@@ -84,18 +86,29 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     assert made.returncode == 0, made.stdout + made.stderr
     created = {Path(line[2:]) for line in made.stdout.splitlines() if line.startswith("+ ")}
     assert {p.relative_to(kit).as_posix() for p in created} == {
-        "prompts/exercises/toy-exercise.toml", "checks/toy_exercise.py",
-        "solutions/toy-exercise/reference_numpy.py", "solutions/toy-exercise/bugs/mutates-input.py"}
+        "prompts/exercises/toy-exercise.toml",
+        "checks/toy_exercise.py",
+        "solutions/toy-exercise/reference_numpy.py",
+        "solutions/toy-exercise/bugs/mutates-input.py",
+    }
 
     # before filling in: `dev check`'s placeholder rule names every placeholder, where and what
     content = check.Content(kit / "prompts", kit / "solutions", checks_dir=kit / "checks")
     unfilled = [str(p) for p in check.run(content, [check.no_placeholders_left]).problems]
-    assert "prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title, as `attn-kit list` " \
-           "shows it" in unfilled, unfilled
-    assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed")
-               for p in unfilled), unfilled
-    assert any(re.fullmatch(r"solutions/toy-exercise/bugs/mutates-input.py: line \d+: fill in the placeholder: make "
-                            r"this file the reference .*", p) for p in unfilled), unfilled
+    assert "prompts/exercises/toy-exercise.toml: line 5: fill in the placeholder: the title, as `attn-kit list` shows it" in unfilled, (
+        unfilled
+    )
+    assert any(p.startswith("checks/toy_exercise.py: line 3: fill in the placeholder: say what the checks feed") for p in unfilled), (
+        unfilled
+    )
+    assert any(
+        re.fullmatch(
+            r"solutions/toy-exercise/bugs/mutates-input.py: line \d+: fill in the placeholder: make "
+            r"this file the reference .*",
+            p,
+        )
+        for p in unfilled
+    ), unfilled
     assert {p.split(":")[0] for p in unfilled} == {p.relative_to(kit).as_posix() for p in created}
 
     for path in created:
@@ -115,7 +128,7 @@ def test_a_new_exercise_from_dev_new_passes_dev_check_and_grades(site):
     changed = {name for name in after if before.get(name) != after[name]} | set(before) - set(after)
     assert changed == {p.relative_to(kit).as_posix() for p in created}
 
-    refused = _run(site, "dev", "update")           # an installed copy has no README to update
+    refused = _run(site, "dev", "update")  # an installed copy has no README to update
     assert refused.returncode == 2 and "an installed copy" in refused.stderr, refused.stdout + refused.stderr
 
 
@@ -127,9 +140,11 @@ def test_dev_new_refuses_a_taken_or_invalid_id(site):
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "Traceback" not in proc.stderr
     assert "exercise 'gqa' already exists" in proc.stderr
     roots = {name: kit / name for name in ("prompts", "solutions", "checks")}
-    for exercise_id, bug, said in (("Toy_Exercise", "no-scaling", "'Toy_Exercise' is not a valid exercise id"),
-                                   ("2-toy", "no-scaling", "'2-toy' is not a valid exercise id"),
-                                   ("toy", "no-such-bug", "'no-such-bug' is not a bug id")):
+    for exercise_id, bug, said in (
+        ("Toy_Exercise", "no-scaling", "'Toy_Exercise' is not a valid exercise id"),
+        ("2-toy", "no-scaling", "'2-toy' is not a valid exercise id"),
+        ("toy", "no-such-bug", "'no-such-bug' is not a bug id"),
+    ):
         with pytest.raises(UsageError, match=re.escape(said)) as raised:
             scaffold.new(exercise_id, bug=bug, roots=roots)
         assert raised.value.exit_code == 2
@@ -139,26 +154,30 @@ def test_dev_new_refuses_a_taken_or_invalid_id(site):
 ROOT = Path(__file__).resolve().parents[1]
 # Test files that iterate over every exercise: run whole (they are quick), or only their cases of
 # the new exercise (they grade every file of every exercise, which the rest of the suite does).
-WHOLE = ("test_content.py", "test_content_links.py", "test_content_questions.py", "test_content_render.py",
-         "test_devcheck.py")
-ITS_CASES = ("test_catalogue.py", "test_coverage.py", "test_diagnosis_families.py", "test_rubric.py",
-             "test_testgrade.py")
+WHOLE = ("test_content.py", "test_content_links.py", "test_content_questions.py", "test_content_render.py", "test_devcheck.py")
+ITS_CASES = ("test_catalogue.py", "test_coverage.py", "test_diagnosis_families.py", "test_rubric.py", "test_testgrade.py")
 
 
 def _pytest(site: Path, files: tuple[str, ...], *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(site), ATTN_KIT_HOME=str(site / "home"))
     tests = [str(ROOT / "tests" / name) for name in files]
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-v", *args, *tests],
-                          cwd=site, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-v", *args, *tests],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT,
+    )
 
 
-@pytest.mark.slow                       # a scratch kit, four commands and the content tests in subprocesses
+@pytest.mark.slow  # a scratch kit, four commands and the content tests in subprocesses
 def test_the_contributor_s_path_touches_only_the_new_files_and_passes_the_suite(site):
     """README's "Adding an exercise", followed in a scratch checkout: `dev new`, fill in, `dev
     update`, `dev check`. Only the new files and the README's generated tables change, and the
     tests that iterate over every exercise pass with the new one among them."""
     kit = site / "attn_kit"
-    shutil.copy(ROOT / "README.md", kit / "README.md")          # beside prompts/, as in a checkout
+    shutil.copy(ROOT / "README.md", kit / "README.md")  # beside prompts/, as in a checkout
     before = _snapshot(kit)
     made = _run(site, "dev", "new", "toy-exercise")
     assert made.returncode == 0, made.stdout + made.stderr
@@ -170,7 +189,8 @@ def test_the_contributor_s_path_touches_only_the_new_files_and_passes_the_suite(
     assert stale.returncode == 1
     assert [line for line in stale.stdout.splitlines() if line.startswith("✗")] == [
         f"✗ README.md: out of date (the '{name}' table differs): run attn-kit dev update"
-        for name in ("exercises", "follow-ups", "properties")]
+        for name in ("exercises", "follow-ups", "properties")
+    ]
     updated = _run(site, "dev", "update")
     assert updated.returncode == 0 and "rewrote the exercises, follow-ups, properties table(s)" in updated.stdout
     checked = _run(site, "dev", "check")
@@ -181,8 +201,9 @@ def test_the_contributor_s_path_touches_only_the_new_files_and_passes_the_suite(
     assert changed == {p.relative_to(kit).as_posix() for p in created} | {"README.md"}
     readme = (kit / "README.md").read_text(encoding="utf-8")
     outside = readme_tables.REGION.sub("", readme)
-    assert outside == readme_tables.REGION.sub("", before["README.md"].decode("utf-8")), \
+    assert outside == readme_tables.REGION.sub("", before["README.md"].decode("utf-8")), (
         "dev update changed the README outside its marked regions"
+    )
     assert "| `toy-exercise` | toy: what the candidate builds" in readme and "| toy-exercise |" in readme
 
     only_toy = " or ".join(name.removesuffix(".py") for name in ITS_CASES)

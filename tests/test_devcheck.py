@@ -67,8 +67,9 @@ def problems(content: devcheck.Content) -> list[str]:
 
 
 def assert_found(found: list[str], where: str, pattern: str) -> None:
-    assert any(p.startswith(where) and re.search(pattern, p) for p in found), \
+    assert any(p.startswith(where) and re.search(pattern, p) for p in found), (
         f"no problem at {where} matching {pattern!r} in:\n" + "\n".join(found)
+    )
 
 
 def test_a_broken_copy_fails_once_per_breakage(copy):
@@ -84,10 +85,9 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     edit(no_scaling, "def padding_mask(lengths, T):", "def padding_mask(lengths, T, pad=0):")
     shutil.copy(solutions / "gqa" / "reference_numpy.py", solutions / "gqa" / "bugs" / "not-a-bug.py")
     # a hint naming a check that does not exist
-    edit(exercises / "kv-cache.toml", 'checks = ["step-returns-output-and-cache"',
-         'checks = ["step-returns-output-and-cach"')
+    edit(exercises / "kv-cache.toml", 'checks = ["step-returns-output-and-cache"', 'checks = ["step-returns-output-and-cach"')
     # a bug file whose bug no check of the exercise declares
-    undeclared = solutions / "gqa" / "bugs" / "causal-off-by-one.py"       # a catalogue bug gqa's suite never declares
+    undeclared = solutions / "gqa" / "bugs" / "causal-off-by-one.py"  # a catalogue bug gqa's suite never declares
     shutil.copy(solutions / "gqa" / "bugs" / "no-scaling.py", undeclared)
     edit(undeclared, "BUG(no-scaling)", "BUG(causal-off-by-one)", count=-1)
     # a last hint that no longer points to --locate
@@ -100,8 +100,12 @@ def test_a_broken_copy_fails_once_per_breakage(copy):
     assert_found(found, "prompts/exercises/tiled-softmax.toml", "unknown key 'minutez'")
     assert_found(found, "prompts/exercises/mha-screen.toml", "main = 'multi_head_attn' is not one of its")
     assert_found(found, "prompts/bugs.toml [bugs] #", "is declared twice")
-    assert_found(found, "solutions/mha-screen/bugs/no-scaling.py", r"differs from reference_\w+\.py away from its "
-                                                                  r"BUG\(no-scaling\) marker")
+    assert_found(
+        found,
+        "solutions/mha-screen/bugs/no-scaling.py",
+        r"differs from reference_\w+\.py away from its "
+        r"BUG\(no-scaling\) marker",
+    )
     assert_found(found, "solutions/gqa/bugs/not-a-bug.py", "'not-a-bug' is not in prompts/bugs.toml")
     assert_found(found, "solutions/gqa/bugs/not-a-bug.py", r"no '# BUG\(not-a-bug\)' marker")
     assert_found(found, "prompts/exercises/kv-cache.toml", "names unknown check 'step-returns-output-and-cach'")
@@ -115,9 +119,8 @@ def test_an_exercise_without_bench_workload_or_solutions_fails(copy):
     text = (copy.prompts / "exercises" / "gqa.toml").read_text(encoding="utf-8")
     text = text.replace('id = "gqa"', 'id = "gqa-two"').replace("order = 3", "order = 99")
     assert "\n[bench]\n" in text
-    text = text[:text.index("\n[bench]\n")] + "\n"        # the [bench] table and its sub-tables end the file
-    (copy.prompts / "exercises" / "gqa-two.toml").write_text(text.replace("# attn-kit: gqa\n", "# attn-kit: gqa-two\n"),
-                                                              encoding="utf-8")
+    text = text[: text.index("\n[bench]\n")] + "\n"  # the [bench] table and its sub-tables end the file
+    (copy.prompts / "exercises" / "gqa-two.toml").write_text(text.replace("# attn-kit: gqa\n", "# attn-kit: gqa-two\n"), encoding="utf-8")
     found = problems(copy)
     assert_found(found, "prompts/exercises/gqa-two.toml", r"has no bench workload: add a \[bench\] table")
     assert_found(found, "solutions/gqa-two", "missing: every exercise has a solutions folder")
@@ -151,7 +154,7 @@ def test_the_command_exits_1_and_lists_the_problems(copy, monkeypatch):
 
 
 def test_dev_update_says_which_tables_it_rewrote(copy, tmp_path, monkeypatch):
-    (tmp_path / "README.md").write_text(README.read_text(encoding="utf-8"), encoding="utf-8")   # beside prompts/
+    (tmp_path / "README.md").write_text(README.read_text(encoding="utf-8"), encoding="utf-8")  # beside prompts/
     edit(copy.prompts / "exercises" / "paged-attention.toml", "the pool is only read", "the pool is read, never written")
     monkeypatch.setattr(devcheck.Content, "installed", classmethod(lambda cls: copy))
     result = CliRunner().invoke(cli, ["dev", "update"])
@@ -192,18 +195,26 @@ def test_the_rules_tests_used_to_restate_fail_on_a_broken_copy(copy):
     hints and questions, a bug file per exercise, unique bug titles, questions on a bug's concept
     that talk about it."""
     import dataclasses
+
     bugs = copy.prompts / "bugs.toml"
     edit(bugs, 'title = "Scores are scaled twice"', 'title = "Scores are not scaled"')
-    edit(copy.prompts / "exercises" / "paged-attention.toml", 'id = "paged-why"\nconcept = "paged-cache"',
-         'id = "paged-why"\nconcept = "scaling"')
+    edit(
+        copy.prompts / "exercises" / "paged-attention.toml",
+        'id = "paged-why"\nconcept = "paged-cache"',
+        'id = "paged-why"\nconcept = "scaling"',
+    )
     for path in copy.bug_files("sliding-window"):
         path.unlink()
     gqa = copy.exercises["gqa"]
     copy.exercises["gqa"] = dataclasses.replace(gqa, hints=gqa.hints[:2], questions=gqa.questions[:2])
     found = problems(copy)
     assert_found(found, "prompts/bugs.toml [bugs] #", r"title 'Scores are not scaled' is also no-scaling's")
-    assert_found(found, "paged-attention: no-scaling (scaling)", r"reaches paged-attention/paged-why, which is not "
-                                                                 r"about scaling")
+    assert_found(
+        found,
+        "paged-attention: no-scaling (scaling)",
+        r"reaches paged-attention/paged-why, which is not "
+        r"about scaling",
+    )
     assert_found(found, "solutions/sliding-window", r"has no bugs/<bug-id>\.py")
     assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[hints\]\]; write at least 3")
     assert_found(found, "prompts/exercises/gqa.toml", r"has 2 \[\[questions\]\]; write at least 3")
@@ -211,6 +222,7 @@ def test_the_rules_tests_used_to_restate_fail_on_a_broken_copy(copy):
 
 def test_a_suite_without_public_checks_or_with_a_later_after_fails(copy, monkeypatch):
     from attn_kit.compare.registry import Suite
+
     suite = Suite("gqa")
 
     @suite.check(after=("second",))
@@ -224,13 +236,14 @@ def test_a_suite_without_public_checks_or_with_a_later_after_fails(copy, monkeyp
     real = devcheck.Content.suite
     monkeypatch.setattr(devcheck.Content, "suite", lambda self, e: suite if e.id == "gqa" else real(self, e))
     found = [str(p) for p in devcheck.run(copy, [devcheck.suites_are_well_formed]).problems]
-    assert found == ["checks/gqa.py: no check is public=True: mark the statement's worked example as one",
-                     "checks/gqa.py: check 'first' runs after 'second', which is not an earlier check"]
+    assert found == [
+        "checks/gqa.py: no check is public=True: mark the statement's worked example as one",
+        "checks/gqa.py: check 'first' runs after 'second', which is not an earlier check",
+    ]
 
 
 def test_a_skeleton_placeholder_is_named_with_what_to_write(copy):
-    (copy.solutions / "gqa" / "reference_numpy.py").write_text(
-        "# attn-kit: gqa\n# TODO(dev new): the reference\nx = 1\n", encoding="utf-8")
+    (copy.solutions / "gqa" / "reference_numpy.py").write_text("# attn-kit: gqa\n# TODO(dev new): the reference\nx = 1\n", encoding="utf-8")
     found = [str(p) for p in devcheck.run(copy, [devcheck.no_placeholders_left]).problems]
     assert found == ["solutions/gqa/reference_numpy.py: line 2: fill in the placeholder: the reference"]
 
@@ -247,34 +260,40 @@ def test_a_stale_readme_table_is_named_and_dev_update_rewrites_it(copy, tmp_path
     shutil.copy(README, readme)
     check = [devcheck.readme_tables_are_up_to_date]
 
-    def fresh(readme: Path | None = readme) -> devcheck.Content:        # loads the content anew
+    def fresh(readme: Path | None = readme) -> devcheck.Content:  # loads the content anew
         return devcheck.Content(copy.prompts, copy.solutions, readme=readme)
 
     assert devcheck.run(fresh(), check).ok
-    edit(copy.prompts / "exercises" / "gqa.toml", "builds = \"`grouped_query_attention`:", "builds = \"`gqa`:")
-    edit(copy.prompts / "exercises" / "rope.toml", "causal = {checks = [\"causal-future-is-ignored\"]",
-         "causal = {checks = [\"causal-future-is-ignored\"], note = \"any mask\"")
+    edit(copy.prompts / "exercises" / "gqa.toml", 'builds = "`grouped_query_attention`:', 'builds = "`gqa`:')
+    edit(
+        copy.prompts / "exercises" / "rope.toml",
+        'causal = {checks = ["causal-future-is-ignored"]',
+        'causal = {checks = ["causal-future-is-ignored"], note = "any mask"',
+    )
     found = [str(p) for p in devcheck.run(fresh(), check).problems]
-    assert found == ["README.md: out of date (the 'exercises' table differs): run attn-kit dev update",
-                     "README.md: out of date (the 'properties' table differs): run attn-kit dev update"]
+    assert found == [
+        "README.md: out of date (the 'exercises' table differs): run attn-kit dev update",
+        "README.md: out of date (the 'properties' table differs): run attn-kit dev update",
+    ]
     before = readme.read_text(encoding="utf-8").splitlines()
     assert devcheck.update_readme(fresh()) == ["exercises", "properties"]
     after = readme.read_text(encoding="utf-8").splitlines()
     changed = [(a, b) for a, b in zip(before, after) if a != b]
-    assert len(before) == len(after) and [b.split(" | ")[0] for _, b in changed] == ["| `gqa`", "| causal: editing "
-                                                                                     "token t changes nothing before t"]
+    assert len(before) == len(after) and [b.split(" | ")[0] for _, b in changed] == [
+        "| `gqa`",
+        "| causal: editing token t changes nothing before t",
+    ]
     assert "| `gqa` | `gqa`: keys and values" in after[after.index(changed[0][1])]
     assert devcheck.run(fresh(), check).ok and devcheck.update_readme(fresh()) == []
 
     text = readme.read_text(encoding="utf-8")
     readme.write_text(text.replace("<!-- dev update: follow-ups -->\n", ""), encoding="utf-8")
     found = [str(p) for p in devcheck.run(fresh(), check).problems]
-    assert found == ["README.md: out of date (no '<!-- dev update: follow-ups -->' ... '<!-- end -->' region): "
-                     "run attn-kit dev update"]
+    assert found == ["README.md: out of date (no '<!-- dev update: follow-ups -->' ... '<!-- end -->' region): run attn-kit dev update"]
     with pytest.raises(UsageError, match="README.md has no '<!-- dev update: follow-ups -->'"):
         devcheck.update_readme(fresh())
 
-    result = devcheck.run(fresh(None), check)       # as installed: no README beside prompts/, nothing to check
+    result = devcheck.run(fresh(None), check)  # as installed: no README beside prompts/, nothing to check
     assert result.ok and not result.notes
     with pytest.raises(UsageError, match="an installed copy"):
         devcheck.update_readme(fresh(None))
@@ -283,11 +302,11 @@ def test_a_stale_readme_table_is_named_and_dev_update_rewrites_it(copy, tmp_path
 def test_the_readme_cells_come_from_checked_data(copy):
     """What the README's tables show of an exercise is validated where it is written: its TOML."""
     kv = copy.prompts / "exercises" / "kv-cache.toml"
-    edit(kv, "causal = {na = \"a decode step never sees later tokens\"}\n", "")
-    edit(kv, "uniform = {checks = [\"new-token-joins-the-keys\"]}", "uniform = {checks = [\"new-token-joins\"]}")
-    edit(kv, "empty-rows = {na = ", "empty-rows = {checks = [\"new-token-joins-the-keys\"], na = ")
-    edit(kv, "[properties]\n", "[properties]\nshapes = {na = \"a | pipe\"}\n")
-    edit(copy.prompts / "exercises" / "gqa.toml", "builds = \"`grouped_query_attention`: keys", "builds = \" \"\n# \"")
+    edit(kv, 'causal = {na = "a decode step never sees later tokens"}\n', "")
+    edit(kv, 'uniform = {checks = ["new-token-joins-the-keys"]}', 'uniform = {checks = ["new-token-joins"]}')
+    edit(kv, "empty-rows = {na = ", 'empty-rows = {checks = ["new-token-joins-the-keys"], na = ')
+    edit(kv, "[properties]\n", '[properties]\nshapes = {na = "a | pipe"}\n')
+    edit(copy.prompts / "exercises" / "gqa.toml", 'builds = "`grouped_query_attention`: keys', 'builds = " "\n# "')
     found = [str(p) for p in devcheck.run(copy, [devcheck.exercises_fill_their_readme_cells]).problems]
     assert_found(found, "prompts/exercises/kv-cache.toml", r"\[properties\] has no 'causal': name the checks")
     assert_found(found, "prompts/exercises/kv-cache.toml", r"'uniform' names no check of its suite: new-token-joins$")
@@ -303,8 +322,12 @@ def test_bug_files_must_match_the_coverage_table(copy):
     edit(coverage, 'paged-attention = ["scores", "softmax", "blocked-rows"]', 'paged-attention = ["softmax", "blocked-rows"]')
     (copy.solutions / "gqa" / "bugs" / "mutates-input.py").unlink()
     found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
-    assert_found(found, "solutions/paged-attention/bugs/no-scaling.py", r"cannot be made here: add the features it "
-                                                                        r"needs to \[features\] paged-attention")
+    assert_found(
+        found,
+        "solutions/paged-attention/bugs/no-scaling.py",
+        r"cannot be made here: add the features it "
+        r"needs to \[features\] paged-attention",
+    )
     assert_found(found, "solutions/gqa", r"has no bugs/mutates-input\.py, though prompts/coverage.toml says")
     coverage.write_text("format = 1\n", encoding="utf-8")
     found = [str(p) for p in devcheck.run(copy, [devcheck.bug_files_match_the_coverage_table]).problems]
@@ -325,6 +348,7 @@ def test_the_docs_properties_example_names_every_property():
     import tomllib
 
     from attn_kit.load import catalog
+
     text = (Path(__file__).resolve().parents[1] / "docs" / "adding-an-exercise.md").read_text(encoding="utf-8")
     block = next(b.split("```", 1)[0] for b in text.split("```toml")[1:] if b.lstrip().startswith("[properties]"))
     cells = catalog._load_property_cells(tomllib.loads(block)["properties"], "docs")

@@ -38,7 +38,7 @@ EXPECTED = {
     "einsum_no_output_projection.py": ["no-output-projection"],
     "einsum_softmax_wrong_axis.py": ["softmax-wrong-axis"],
     "lists_biases_ignored.py": ["biases-ignored"],
-    "lists_weights_transposed.py": ["weights-transposed"],      # in the catalogue since issue 12
+    "lists_weights_transposed.py": ["weights-transposed"],  # in the catalogue since issue 12
     # dividing the scores by the head width is 1/sqrt(hd) applied twice: double-scaling (issue 11;
     # these two were off-catalogue before that id existed)
     "lists_scaled_by_head_width.py": ["double-scaling"],
@@ -56,7 +56,7 @@ EXPECTED = {
     "einsum_doubled_output.py": [],
 }
 CORRECT = {"lists_correct.py", "einsum_correct.py"}
-MASKED = {"mb_numpy_scaled_by_d.py"}        # mha-masked-bias: needs torch, a few seconds
+MASKED = {"mb_numpy_scaled_by_d.py"}  # mha-masked-bias: needs torch, a few seconds
 
 
 def test_every_corpus_file_has_an_expectation():
@@ -76,12 +76,11 @@ def test_cli_reports_the_diagnosis_as_json():
     assert sorted(d["bug"] for d in data["diagnosis"]) == ["blocked-row-uniform", "no-scaling"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in MASKED else [])
-                                  for n in sorted(EXPECTED)])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in MASKED else []) for n in sorted(EXPECTED)])
 def test_independent_solution_is_diagnosed(name):
     if name in MASKED:
         need_torch()
-    data, code = graded_json(INDEPENDENT / name, seed=SEED)     # in-process, as `check --json` reports it
+    data, code = graded_json(INDEPENDENT / name, seed=SEED)  # in-process, as `check --json` reports it
     assert "error" not in data, data.get("error")
     named = [d["bug"] for d in data["diagnosis"]]
     expected = EXPECTED[name]

@@ -48,6 +48,7 @@ def _expected(folder: Path) -> dict:
 
 def _has_torch() -> bool:
     import importlib.util
+
     return importlib.util.find_spec("torch") is not None
 
 
@@ -63,11 +64,18 @@ def graded(path: Path, seed: int, exercise: str):
 
 # the default run grades these on the fast seed; every file on every seed runs under -m slow
 FAST_FILES = {
-    "einsum_softmax_over_heads.py", "lists_values_from_wq.py", "loops_only_first_head.py",
-    "einsum_blocked_keep_exp.py", "lists_causal_mask_upper.py", "loops_unnormalised_weights.py",
-    "einsum_model_width_and_biases.py", "lists_no_output_projection_and_biases.py",
-    "einsum_bare_reshape_and_biases.py", "loops_model_width_and_nan_rows.py",
-    "einsum_causal_padding_no_scaling.py", "lists_overflow_and_biases.py",
+    "einsum_softmax_over_heads.py",
+    "lists_values_from_wq.py",
+    "loops_only_first_head.py",
+    "einsum_blocked_keep_exp.py",
+    "lists_causal_mask_upper.py",
+    "loops_unnormalised_weights.py",
+    "einsum_model_width_and_biases.py",
+    "lists_no_output_projection_and_biases.py",
+    "einsum_bare_reshape_and_biases.py",
+    "loops_model_width_and_nan_rows.py",
+    "einsum_causal_padding_no_scaling.py",
+    "lists_overflow_and_biases.py",
 }
 
 
@@ -93,8 +101,11 @@ def test_corpora_are_complete():
     assert len(multi) >= 20 and all(2 <= len(d["bugs"]) <= 3 for d in multi.values())
     known = set(catalog.bugs())
     assert all(set(d["bugs"]) <= known for d in multi.values())
-    required = [{"scale-by-model-width", "biases-ignored"}, {"no-output-projection", "biases-ignored"},
-                {"reshape-without-transpose", "biases-ignored"}]
+    required = [
+        {"scale-by-model-width", "biases-ignored"},
+        {"no-output-projection", "biases-ignored"},
+        {"reshape-without-transpose", "biases-ignored"},
+    ]
     for combo in required:
         assert any(set(d["bugs"]) == combo for d in multi.values()), combo
 
@@ -153,8 +164,10 @@ def test_no_scaling_is_attributed_on_every_failing_check(seed):
     assert [d.bug for d in report.diagnosis] == ["no-scaling"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if d["exercise"] != "mha-screen" else [])
-                                  for n, d in sorted(_expected(PRECISION).items())])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[pytest.mark.slow] if d["exercise"] != "mha-screen" else []) for n, d in sorted(_expected(PRECISION).items())],
+)
 def test_float32_solutions(name):
     data = _expected(PRECISION)[name]
     if data["exercise"] == "mha-masked-bias" and not _has_torch():
@@ -203,8 +216,8 @@ def test_bugs_raising_the_same_exception_are_told_apart_by_its_message(exercise)
 
 # --- composition ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("exercise", ["mha-screen", "mha-masked-bias", "gqa", "kv-cache", "tiled-softmax",
-                                      "cross-attention"])
+
+@pytest.mark.parametrize("exercise", ["mha-screen", "mha-masked-bias", "gqa", "kv-cache", "tiled-softmax", "cross-attention"])
 def test_each_bug_file_is_its_reference_plus_its_hunks(exercise):
     """Reading a bug file back as hunks loses nothing: applying them to the reference gives the bug
     file's code (its docstring aside), so composed models are built from the bug files alone."""
@@ -219,11 +232,12 @@ def test_each_bug_file_is_its_reference_plus_its_hunks(exercise):
 
 def _without_docstring(source: str) -> list[str]:
     import ast
+
     tree = ast.parse(source)
     first = tree.body[0]
     lines = source.splitlines()
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-        del lines[first.lineno - 1:first.end_lineno]
+        del lines[first.lineno - 1 : first.end_lineno]
     return lines
 
 
@@ -245,7 +259,7 @@ def test_composed_models_carry_every_bug():
 
 def test_conflicting_hunks_do_not_compose():
     forms = {f.name: f for f in compose.forms("mha-screen")}
-    assert not compose.composable((forms["mask-inverted"], forms["blocked-row-uniform"]))   # same line
+    assert not compose.composable((forms["mask-inverted"], forms["blocked-row-uniform"]))  # same line
     assert not compose.composable((forms["heads-interleaved"], forms["heads-interleaved@merged-contiguous"]))
 
 
@@ -257,5 +271,4 @@ def test_search_is_bounded():
     for path in report_files:
         report = graded(path, 1, "mha-screen")
         finding = diagnose.analyse(exercise, report.results)
-        assert 0 < finding.models_tried <= len(compose.all_forms("mha-screen")) + diagnose.MAX_MODELS \
-            + diagnose.GUARD_MODELS
+        assert 0 < finding.models_tried <= len(compose.all_forms("mha-screen")) + diagnose.MAX_MODELS + diagnose.GUARD_MODELS

@@ -29,10 +29,21 @@ from helpers import CORPUS, graded
 FAMILIES = CORPUS / "families"
 SEED = 1
 FAST = {
-    "np_transposed_wq_wo.py", "np_dropped_bk_bv.py", "np_fill_m10p0_guarded.py", "np_causal_plus1_tril.py",
-    "np_nan_rows_transposed_wo.py", "lists_overflow_dropped_bo.py", "np_residual_fill_m10.py", "np_residual.py",
-    "np32_transposed_wo.py", "paged_used_sorted.py", "backward_dk_unscaled.py", "np_correct.py",
-    "np_fill_m7_guarded.py", "gqa_fill_m1_guarded_transposed_wo.py", "paged_math_exp_overflow_reversed.py",
+    "np_transposed_wq_wo.py",
+    "np_dropped_bk_bv.py",
+    "np_fill_m10p0_guarded.py",
+    "np_causal_plus1_tril.py",
+    "np_nan_rows_transposed_wo.py",
+    "lists_overflow_dropped_bo.py",
+    "np_residual_fill_m10.py",
+    "np_residual.py",
+    "np32_transposed_wo.py",
+    "paged_used_sorted.py",
+    "backward_dk_unscaled.py",
+    "np_correct.py",
+    "np_fill_m7_guarded.py",
+    "gqa_fill_m1_guarded_transposed_wo.py",
+    "paged_math_exp_overflow_reversed.py",
 }
 
 
@@ -46,8 +57,9 @@ def half(name: str) -> int:
 
 
 def cases(part: int) -> list:
-    return [pytest.param(name, marks=[] if name in FAST else [pytest.mark.slow], id=name)
-            for name in sorted(expected()) if half(name) == part]
+    return [
+        pytest.param(name, marks=[] if name in FAST else [pytest.mark.slow], id=name) for name in sorted(expected()) if half(name) == part
+    ]
 
 
 def check_file(name: str) -> None:
@@ -110,15 +122,20 @@ def test_every_family_entry_makes_forms_that_compile(exercise):
 
 def test_a_stale_family_edit_is_an_error():
     textbook = next(f for f in compose.forms("mha-screen") if f.path.stem == "weights-transposed")
-    entry = {"exercise": "mha-screen", "form": "weights-transposed", "parameter": "p", "values": ["1"],
-             "edits": [["text that is nowhere", "{choice}"]]}
+    entry = {
+        "exercise": "mha-screen",
+        "form": "weights-transposed",
+        "parameter": "p",
+        "values": ["1"],
+        "edits": [["text that is nowhere", "{choice}"]],
+    }
     with pytest.raises(compose.FamilyError, match="not in the code"):
         compose.family_forms_of(entry, textbook)
 
 
 def test_subset_families_leave_out_the_whole_set():
     forms = [f for f in compose.family_forms("mha-screen") if f.bug == "weights-transposed"]
-    assert len(forms) == 2 ** 4 - 2          # every non-empty proper subset of Wq, Wk, Wv, Wo
+    assert len(forms) == 2**4 - 2  # every non-empty proper subset of Wq, Wk, Wv, Wo
 
 
 def test_an_empty_row_guard_leaves_the_plain_bugs_named():
@@ -135,6 +152,7 @@ def test_a_key_mask_on_the_query_axis_is_named_where_the_shapes_fit(tmp_path):
     shows it: the Q = K check sees it in the values and the family form 'only where the shapes fit'
     names it (the file is the reference with that one edit)."""
     from attn_kit.base.paths import solutions_dir
+
     source = (solutions_dir("mha-masked-bias") / "reference_torch.py").read_text(encoding="utf-8")
     right = "torch.as_tensor(key_mask, dtype=torch.bool, device=device)[:, None, None, :]"
     assert source.count(right) == 1

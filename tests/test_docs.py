@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from attn_kit.cli import cli
 from attn_kit.dev import check
 from attn_kit.load import catalog
@@ -34,25 +36,30 @@ def test_quick_start_is_two_commands_that_ci_runs_verbatim():
 
 def test_readme_lists_every_exercise_and_command():
     content = check.Content.installed()
-    content.readme = ROOT / "README.md"     # its tables of exercises: devcheck.readme_tables_are_up_to_date
+    content.readme = ROOT / "README.md"  # its tables of exercises: devcheck.readme_tables_are_up_to_date
     result = check.run(content, [check.readme_tables_are_up_to_date])
     assert result.ok and not result.notes, "\n".join(map(str, result.problems))
     for name in cli.commands:
         assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
 
 
+@pytest.mark.slow
 def test_readme_memory_example_is_what_the_check_says():
     """The README's tiled-softmax memory failure quotes the check: same sizes, bound and matrix
     sizes (the measured peak varies with the machine's allocator and is not compared)."""
     from attn_kit.base.paths import solutions_dir
 
     from helpers import graded
+
     report = graded(solutions_dir("tiled-softmax") / "bugs" / "materialises-scores.py", 1)
     result = next(r for r in report.results if r.id == "memory-stays-within-bound")
     example = README.split("A tiled solution whose values are right", 1)[1].split("```text", 1)[1].split("```", 1)[0]
     flat_example, flat_message = " ".join(example.split()), " ".join(result.message.split())
-    for fact in ("at T = 1024, S = 4096, block_size=64, dv=32", "64·T·(block_size + dv) = 6.00 MiB",
-                 "8·T·S = 32 MiB in float64 and 8 MiB in float16"):
+    for fact in (
+        "at T = 1024, S = 4096, block_size=64, dv=32",
+        "64·T·(block_size + dv) = 6.00 MiB",
+        "8·T·S = 32 MiB in float64 and 8 MiB in float16",
+    ):
         assert fact in flat_example and fact in flat_message, fact
 
 
@@ -62,8 +69,7 @@ def test_practising_comes_first_and_line_2_is_for_contributors():
     first_screen = "\n".join(README.splitlines()[:50])
     assert "## Practise" in first_screen
     for command in ("start", "check", "hint", "--watch", "mock", "discuss", "bench"):
-        assert re.search(rf"^attn-kit {re.escape(command)}|^attn-kit check \S+ {re.escape(command)}", first_screen,
-                         re.M), command
+        assert re.search(rf"^attn-kit {re.escape(command)}|^attn-kit check \S+ {re.escape(command)}", first_screen, re.M), command
     quick = README.split("## Quick start", 1)[1].split("## Practise", 1)[0]
     assert "for contributors" in quick and "same activated shell" in quick
     order = [README.index(h) for h in ("## Quick start", "## Practise", "## JSON output", "## Contribute")]
@@ -87,6 +93,7 @@ def test_what_attn_kit_solution_shows_names_no_developers_file():
     """The references and bug files ship with the kit and `attn-kit solution` prints them: they
     speak of the statement, never of the developers' spec."""
     from attn_kit.base.paths import bug_files, reference_files
+
     for exercise in catalog.exercises():
         for path in [*reference_files(exercise), *bug_files(exercise)]:
             text = path.read_text(encoding="utf-8")

@@ -36,8 +36,9 @@ def test_rope_accepts_any_message_for_num_heads_below_one(tmp_path):
     results = _grade(tmp_path, "rope", text)
     check = results["odd-widths-raise-value-error"]
     assert check.status == CheckStatus.PASS, check.message
-    assert all(r.status == CheckStatus.PASS for r in results.values()), \
-        [(r.id, r.message) for r in results.values() if r.status != CheckStatus.PASS]
+    assert all(r.status == CheckStatus.PASS for r in results.values()), [
+        (r.id, r.message) for r in results.values() if r.status != CheckStatus.PASS
+    ]
 
 
 def test_mha_screen_still_asks_for_divisibility_when_num_heads_is_zero(tmp_path):
@@ -51,10 +52,16 @@ def test_mha_screen_still_asks_for_divisibility_when_num_heads_is_zero(tmp_path)
 
 
 ALL_RAISE = {
-    "mha-screen": ("stable_softmax(scores, allowed=None)", "causal_mask(B, T)", "padding_mask(lengths, T)",
-                   "multi_head_attention(x, params, num_heads, mask=None, return_weights=False)"),
-    "rope": ("apply_rope(x, positions, base=10000.0)",
-             "rope_attention(x, params, num_heads, positions=None, mask=None, return_weights=False)"),
+    "mha-screen": (
+        "stable_softmax(scores, allowed=None)",
+        "causal_mask(B, T)",
+        "padding_mask(lengths, T)",
+        "multi_head_attention(x, params, num_heads, mask=None, return_weights=False)",
+    ),
+    "rope": (
+        "apply_rope(x, positions, base=10000.0)",
+        "rope_attention(x, params, num_heads, positions=None, mask=None, return_weights=False)",
+    ),
     "attention-backward": ("attention_backward(q, k, v, dout, mask=None)",),
     "paged-attention": ("paged_attention(q, k_pool, v_pool, block_tables, context_lens)",),
 }
@@ -63,7 +70,8 @@ ALL_RAISE = {
 @pytest.mark.parametrize("exercise_id", sorted(ALL_RAISE))
 def test_inputs_left_unmodified_earns_nothing_when_every_call_raises(exercise_id, tmp_path):
     text = f"# attn-kit: {exercise_id}\n" + "".join(
-        f"\n\ndef {signature}:\n    raise RuntimeError('not today')\n" for signature in ALL_RAISE[exercise_id])
+        f"\n\ndef {signature}:\n    raise RuntimeError('not today')\n" for signature in ALL_RAISE[exercise_id]
+    )
     check = _grade(tmp_path, exercise_id, text)["inputs-left-unmodified"]
     assert check.status == CheckStatus.ERROR and check.points == 0, (check.status, check.message)
     assert "RuntimeError" in check.message
@@ -83,24 +91,24 @@ def test_checks_the_shapes_allow_still_run_after_a_failed_output_shape_check(tmp
         assert results[check_id].status == CheckStatus.PASS, (check_id, results[check_id].message)
         assert results[check_id].points == results[check_id].max_points
     assert any(r.status == CheckStatus.SKIP and r.message.startswith(pipeline.BLOCKED) for r in results.values())
-    assert not [r.id for r in results.values() if r.status in (CheckStatus.FAIL, CheckStatus.ERROR)
-                and r.id != "output-shapes"]
+    assert not [r.id for r in results.values() if r.status in (CheckStatus.FAIL, CheckStatus.ERROR) and r.id != "output-shapes"]
 
 
 def test_checks_behind_a_failed_one_are_not_run_once_a_call_has_hung():
     """Running the checks behind a failed output-shape check must not cost a hanging file one time
     limit per check: once a call hung, they are skipped unrun, as before."""
     from conftest import CORPUS
-    report = pipeline.grade(CORPUS / "mha" / "infinite_loop.py", pipeline.Options(exercise="mha-screen", seed=1,
-                                                                                   timeout=0.5))
+
+    report = pipeline.grade(CORPUS / "mha" / "infinite_loop.py", pipeline.Options(exercise="mha-screen", seed=1, timeout=0.5))
     blocked = [r for r in report.results if r.message.startswith(pipeline.BLOCKED)]
     assert blocked and all(r.status == CheckStatus.SKIP for r in blocked)
     hung = sum(c.outcome.status == "timeout" for r in report.results for c in r.calls)
     restarts = next(int(n.split("restarted ")[1].split(" ")[0]) for n in report.notes if "restarted" in n)
-    assert restarts <= hung, (restarts, hung)       # every restart follows a hang the report shows
+    assert restarts <= hung, (restarts, hung)  # every restart follows a hang the report shows
 
 
 # --- a memory check does not fail a correct solution for being slow under tracemalloc -------------
+
 
 class _RecordingSandbox:
     """Stands in for the worker: records each call's time limit and says the call hung."""
@@ -110,18 +118,21 @@ class _RecordingSandbox:
 
     def call(self, fn, args=(), kwargs=None, harness=None, timeout=None, echo=True, memory_limit=None):
         from attn_kit.base.records import CallStatus, Outcome
+
         self.limits.append((harness, self.timeout if timeout is None else timeout))
         return Outcome(CallStatus.TIMEOUT, detail="stopped")
 
 
-@pytest.mark.parametrize("exercise_id, check_id", [("tiled-softmax", "memory-stays-within-bound"),
-                                                   ("sliding-window", "memory-stays-within-bound")])
+@pytest.mark.parametrize(
+    "exercise_id, check_id", [("tiled-softmax", "memory-stays-within-bound"), ("sliding-window", "memory-stays-within-bound")]
+)
 @pytest.mark.parametrize("restarts, factor", [(0, 6), (1, 1)])
 def test_the_measured_call_gets_a_longer_time_limit(exercise_id, check_id, restarts, factor):
     """The call measured under tracemalloc may take six times the usual limit (a correct row-by-row
     loop is several times slower traced), unless a call of the file has already hung."""
     from attn_kit.compare.registry import CallFailed, CheckContext
     from attn_kit.load import catalog
+
     suite = pipeline.suite_for(catalog.exercise(exercise_id))
     check = next(c for c in suite.checks if c.id == check_id)
     sandbox = _RecordingSandbox(timeout=10.0, restarts=restarts)
@@ -135,7 +146,7 @@ def test_a_correct_row_by_row_tiled_solution_passes_the_memory_check():
     """One query row at a time, one key block at a time: O(T·S) in many small NumPy steps, slow
     under tracemalloc at T = 1024, S = 4096, and correct."""
     from conftest import CORPUS
-    report = pipeline.grade(CORPUS / "followups" / "tiled_row_by_row.py",
-                           pipeline.Options(exercise="tiled-softmax", seed=1))
+
+    report = pipeline.grade(CORPUS / "followups" / "tiled_row_by_row.py", pipeline.Options(exercise="tiled-softmax", seed=1))
     failing = [(r.id, r.message) for r in report.results if r.status != CheckStatus.PASS]
     assert report.passed and not failing, failing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 from click.testing import CliRunner
 
 from attn_kit.base.paths import solutions_dir
@@ -18,12 +19,13 @@ def invoke(*args):
     return CliRunner().invoke(cli, [*map(str, args)])
 
 
+@pytest.mark.slow
 def test_grading_the_bundled_reference_records_nothing(attn_home):
-    proc = attn_kit("check", REFERENCE)              # the quick start's command, as a user runs it
+    proc = attn_kit("check", REFERENCE)  # the quick start's command, as a user runs it
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Not saved to your history" in proc.stdout
     assert not (attn_home / "history.db").exists()
-    assert invoke("solution", "mha-screen").exit_code == 1          # still locked
+    assert invoke("solution", "mha-screen").exit_code == 1  # still locked
     progress = invoke("progress", "--json")
     assert all(row["runs"] == 0 and row["best"] is None for row in __import__("json").loads(progress.stdout))
 
@@ -35,12 +37,12 @@ def test_a_bundled_bug_file_is_not_recorded_but_a_copy_is(attn_home, tmp_path):
     mine = tmp_path / "solution.py"
     shutil.copy(bug, mine)
     first = invoke("check", mine, "--seed", "1")
-    said = " ".join(first.stderr.split())          # wrapped at spaces: the path stays whole on its line
+    said = " ".join(first.stderr.split())  # wrapped at spaces: the path stays whole on its line
     assert f"keeps your practice history in {attn_home / 'history.db'}" in said
     assert str(attn_home / "history.db") in first.stderr.split()
     assert "Not saved" not in first.stdout
     again = invoke("check", mine, "--seed", "1")
-    assert "keeps your practice history" not in again.stderr        # said once
+    assert "keeps your practice history" not in again.stderr  # said once
     assert len(__import__("json").loads(invoke("history", "--json").stdout)["checks"]) == 2
 
 

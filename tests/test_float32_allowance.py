@@ -32,7 +32,7 @@ def test_a_row_whose_float32_sample_is_exact_gets_the_calls_rounding_level():
     float32 code rounds that row as much as the others. The row keeps the call's allowance."""
     exact, sample, size = rows_with_rounding(np.random.default_rng(3))
     tol = arrays.float32_tolerance(exact, sample)
-    candidate_row0 = exact[0] + 2e-5 * size[0]          # rounded as much as the other rows, twice over
+    candidate_row0 = exact[0] + 2e-5 * size[0]  # rounded as much as the other rows, twice over
     assert np.all(np.abs(candidate_row0 - exact[0]) <= tol[0])
     # the old rule's allowance there (its floor alone) would not have held it
     assert np.any(np.abs(candidate_row0 - exact[0]) > arrays.F32_FLOOR * EPS32 * (np.abs(exact[0]) + size[0]))
@@ -42,7 +42,7 @@ def test_the_allowance_follows_each_rows_magnitude():
     exact, sample, size = rows_with_rounding(np.random.default_rng(4))
     tol = arrays.float32_tolerance(exact, sample)
     ratio = tol.max(axis=1) / size[:, 0]
-    assert np.ptp(ratio) < 0.5 * ratio.max()             # the same share of each row, large or small
+    assert np.ptp(ratio) < 0.5 * ratio.max()  # the same share of each row, large or small
     assert tol.max() < 1e-3 * size.max()
 
 
@@ -67,10 +67,15 @@ def test_rows_of_zeros_and_non_finite_samples_do_not_break_the_level():
     assert np.isfinite(tol).all() and np.all(tol[0] == 0.0) and np.all(tol[1:] > 0)
 
 
-CORRECT32 = [CORPUS / "families" / "np32_correct.py", CORPUS / "precision" / "screen_float32_einsum.py",
-             CORPUS / "precision" / "rope_float32_production.py"]
-BUGGY32 = [(CORPUS / "families" / "np32_transposed_wo.py", ["weights-transposed"]),
-           (CORPUS / "precision" / "screen_float32_model_width.py", ["scale-by-model-width"])]
+CORRECT32 = [
+    CORPUS / "families" / "np32_correct.py",
+    CORPUS / "precision" / "screen_float32_einsum.py",
+    CORPUS / "precision" / "rope_float32_production.py",
+]
+BUGGY32 = [
+    (CORPUS / "families" / "np32_transposed_wo.py", ["weights-transposed"]),
+    (CORPUS / "precision" / "screen_float32_model_width.py", ["scale-by-model-width"]),
+]
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ def as_lists(p: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def torch():
-    return need_torch()      # CI installs torch: a missing torch fails there instead of skipping
+    return need_torch()  # CI installs torch: a missing torch fails there instead of skipping
 
 
 def torch_attention(torch, x, p, num_heads, mask=None, context=None, num_kv_heads=None):
@@ -92,11 +92,12 @@ def torch_attention(torch, x, p, num_heads, mask=None, context=None, num_kv_head
 
 def random_mask(rng, B, T, S):
     mask = rng.random((B, T, S)) < 0.6
-    mask[:, 0] = False                                   # one query with no allowed key
+    mask[:, 0] = False  # one query with no allowed key
     return mask
 
 
 # --- references against independent computations ----------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["reference_numpy.py", "reference_lists.py"])
 def test_kv_cache_decoding_equals_torch_causal_attention(torch, name):
@@ -178,17 +179,17 @@ def test_tiled_reference_equals_loop_attention(block_size):
     rng = np.random.default_rng(15)
     q, k, v = rng.normal(size=(7, 5)), rng.normal(size=(10, 5)), rng.normal(size=(10, 3))
     mask = rng.random((7, 10)) < 0.5
-    mask[2] = False                      # nothing allowed
-    mask[4, :8] = False                  # only the last keys allowed
+    mask[2] = False  # nothing allowed
+    mask[4, :8] = False  # only the last keys allowed
     mask[4, 9] = True
     for m in (mask, None):
-        np.testing.assert_allclose(tiled.tiled_attention(q, k, v, m, block_size),
-                                   loop_attention(q.tolist(), k.tolist(), v.tolist(), m), rtol=1e-12, atol=1e-12)
-    big_q, big_k = q * 30, k * 30       # scores in the hundreds to thousands
+        np.testing.assert_allclose(
+            tiled.tiled_attention(q, k, v, m, block_size), loop_attention(q.tolist(), k.tolist(), v.tolist(), m), rtol=1e-12, atol=1e-12
+        )
+    big_q, big_k = q * 30, k * 30  # scores in the hundreds to thousands
     got = tiled.tiled_attention(big_q, big_k, v, mask, block_size)
     assert np.isfinite(got).all()
-    np.testing.assert_allclose(got, loop_attention(big_q.tolist(), big_k.tolist(), v.tolist(), mask),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got, loop_attention(big_q.tolist(), big_k.tolist(), v.tolist(), mask), rtol=1e-9, atol=1e-12)
 
 
 def test_tiled_checks_naive_attention_is_loop_attention():
@@ -196,8 +197,9 @@ def test_tiled_checks_naive_attention_is_loop_attention():
     q, k, v = rng.normal(size=(4, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
     mask = rng.random((4, 6)) < 0.5
     mask[1] = False
-    np.testing.assert_allclose(tiled_checks.naive_attention(q, k, v, mask),
-                               loop_attention(q.tolist(), k.tolist(), v.tolist(), mask), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        tiled_checks.naive_attention(q, k, v, mask), loop_attention(q.tolist(), k.tolist(), v.tolist(), mask), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_tiled_reference_memory_stays_within_the_bound():
@@ -210,14 +212,14 @@ def test_tiled_reference_memory_stays_within_the_bound():
     _, extra = measure(tiled.tiled_attention, q, k, v, mask, bs)
     bound = tiled_checks.memory_bound(T, bs, d)
     assert 0 < extra["peak_bytes"] <= bound, (extra["peak_bytes"], bound)
-    assert bound < 8 * T * T / 2          # a T×S float64 matrix could never fit in it
+    assert bound < 8 * T * T / 2  # a T×S float64 matrix could never fit in it
     # the diagnosis's replay of the memory check, on the reference and on the bug that builds T×S
     assert tiled_checks.replay_peak_over_bound(tiled, q, k, v, mask, bs) == [0.0]
-    assert tiled_checks.replay_peak_over_bound(solution("tiled-softmax", "bugs/materialises-scores.py"),
-                                               q, k, v, mask, bs) == [1.0]
+    assert tiled_checks.replay_peak_over_bound(solution("tiled-softmax", "bugs/materialises-scores.py"), q, k, v, mask, bs) == [1.0]
 
 
 # --- the statements' worked examples -------------------------------------------------------------------
+
 
 def statement(exercise_id: str) -> str:
     return catalog.exercise(exercise_id).statement
@@ -264,8 +266,7 @@ def test_gqa_statement_example():
     for name in ("Wk", "Wv", "bo"):
         assert given[name] == gqa_checks.PUBLIC_PARAMS[name]
     p = {k: np.array(v) for k, v in gqa_checks.PUBLIC_PARAMS.items()}
-    out, weights = solution("gqa").grouped_query_attention(np.array(given["x"]), p, 2, 1,
-                                                           np.tril(np.ones((3, 3), bool))[None], True)
+    out, weights = solution("gqa").grouped_query_attention(np.array(given["x"]), p, 2, 1, np.tril(np.ones((3, 3), bool))[None], True)
     np.testing.assert_allclose(out[0], literal_after(text, "Output:"), atol=5e-7)
     np.testing.assert_allclose(weights[0, 0], literal_after(text, "Weights, head 0:"), atol=5e-7)
     np.testing.assert_allclose(weights[0, 1], literal_after(text, "head 1:"), atol=5e-7)
@@ -275,9 +276,14 @@ def test_tiled_statement_example():
     text = statement("tiled-softmax")
     given = block_literals(text)
     assert (given["q"], given["k"], given["v"], given["mask"]) == (
-        tiled_checks.PUBLIC_Q, tiled_checks.PUBLIC_K, tiled_checks.PUBLIC_V, tiled_checks.PUBLIC_MASK)
-    out = solution("tiled-softmax").tiled_attention(np.array(given["q"]), np.array(given["k"]),
-                                                    np.array(given["v"]), np.array(given["mask"]), 2)
+        tiled_checks.PUBLIC_Q,
+        tiled_checks.PUBLIC_K,
+        tiled_checks.PUBLIC_V,
+        tiled_checks.PUBLIC_MASK,
+    )
+    out = solution("tiled-softmax").tiled_attention(
+        np.array(given["q"]), np.array(given["k"]), np.array(given["v"]), np.array(given["mask"]), 2
+    )
     np.testing.assert_allclose(out, literal_after(text, "Output:"), atol=5e-7)
     # the narrated running values for query 0
     s = np.array(given["q"][0]) @ np.array(given["k"]).T / math.sqrt(2)
@@ -293,8 +299,9 @@ def test_cross_attention_statement_example():
     assert given["x"] == cross_checks.PUBLIC_X and given["context"] == cross_checks.PUBLIC_CONTEXT
     assert given["mask"] == cross_checks.PUBLIC_MASK
     p = {k: np.array(v) for k, v in cross_checks.PUBLIC_PARAMS.items()}
-    out, weights = solution("cross-attention").cross_attention(np.array(given["x"]), np.array(given["context"]),
-                                                               p, 2, np.array(given["mask"]), True)
+    out, weights = solution("cross-attention").cross_attention(
+        np.array(given["x"]), np.array(given["context"]), p, 2, np.array(given["mask"]), True
+    )
     np.testing.assert_allclose(out[0], literal_after(text, "Output:"), atol=5e-7)
     np.testing.assert_allclose(weights[0, 0], literal_after(text, "Weights, head 0:"), atol=5e-7)
     np.testing.assert_allclose(weights[0, 1], literal_after(text, "head 1:"), atol=5e-7)
@@ -302,16 +309,20 @@ def test_cross_attention_statement_example():
 
 # --- the kv-cache counter ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cache, expected", [
-    (None, 0),
-    ((np.zeros((2, 3, 4)), np.zeros((2, 3, 4))), 48),
-    ({"k": [[[1.0, 2.0]], [[3.0, 4.0]]], "v": [[[1.0, 2.0]], [[3.0, 4.0]]]}, 8),
-    ({"k": np.zeros((1, 2, 2), dtype=np.float32), "v": [[0.5, 1.5]], "length": 2, "name": "cache"}, 6),
-    ([1, 2, True, "x", None, np.arange(6)], 0),                     # ints, bools, strings, int arrays
-    ([(np.ones(3), [1.0, [2.0, {"deep": 3.0}]])], 6),              # any nesting
-    (np.array([[1.0, 2.0], [3.0, 4.0]], dtype=object), 4),         # object arrays are walked
-    (TensorValue(np.zeros((2, 2)), "torch.float32", "cpu", (2, 2)), 4),
-])
+
+@pytest.mark.parametrize(
+    "cache, expected",
+    [
+        (None, 0),
+        ((np.zeros((2, 3, 4)), np.zeros((2, 3, 4))), 48),
+        ({"k": [[[1.0, 2.0]], [[3.0, 4.0]]], "v": [[[1.0, 2.0]], [[3.0, 4.0]]]}, 8),
+        ({"k": np.zeros((1, 2, 2), dtype=np.float32), "v": [[0.5, 1.5]], "length": 2, "name": "cache"}, 6),
+        ([1, 2, True, "x", None, np.arange(6)], 0),  # ints, bools, strings, int arrays
+        ([(np.ones(3), [1.0, [2.0, {"deep": 3.0}]])], 6),  # any nesting
+        (np.array([[1.0, 2.0], [3.0, 4.0]], dtype=object), 4),  # object arrays are walked
+        (TensorValue(np.zeros((2, 2)), "torch.float32", "cpu", (2, 2)), 4),
+    ],
+)
 def test_cached_numbers_counts_floats_only(cache, expected):
     assert kv_checks.cached_numbers(cache) == (expected, "")
 
@@ -323,7 +334,8 @@ def test_cached_numbers_names_what_it_cannot_open():
 
 def test_kv_cache_object_cache_gets_a_clear_message(tmp_path):
     path = tmp_path / "kv.py"
-    path.write_text(textwrap.dedent('''\
+    path.write_text(
+        textwrap.dedent("""\
         # attn-kit: kv-cache
         class KVCache:
             def __init__(self):
@@ -332,7 +344,8 @@ def test_kv_cache_object_cache_gets_a_clear_message(tmp_path):
         def decode_step(x_t, params, num_heads, cache=None):
             cache = cache or KVCache()
             return [[0.0] * len(row) for row in x_t], cache
-        '''))
+        """)
+    )
     data, code = check_json(path, "--seed", "3")
     assert code == 1
     first = data["checks"][0]
@@ -342,7 +355,7 @@ def test_kv_cache_object_cache_gets_a_clear_message(tmp_path):
 
 # --- the tiled-softmax memory check on candidates the kit has never seen ------------------------------
 
-NAIVE = '''\
+NAIVE = """\
 import numpy as np
 
 
@@ -357,7 +370,7 @@ def tiled_attention(q, k, v, mask=None, block_size=64):
     e = np.where(mask, np.exp(scores - top), 0.0)
     z = e.sum(axis=1, keepdims=True)
     return e @ v / np.where(z > 0, z, 1.0)
-'''
+"""
 
 QUERY_BLOCKED = '''\
 import numpy as np
@@ -409,6 +422,7 @@ def test_memory_check_passes_a_differently_written_tiled_solution(tmp_path):
 
 
 # --- wiring ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("exercise_id", FOLLOW_UPS)
 def test_exercise_detected_from_the_functions_a_file_defines(exercise_id, tmp_path):

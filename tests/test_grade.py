@@ -46,23 +46,26 @@ GRADESCOPE = {
         "stdout_visibility": VISIBILITY,
         "extra_data": {"type": "object"},
         "leaderboard": {"type": "array"},
-        "tests": {"type": "array", "items": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "score": {"type": "number"},
-                "max_score": {"type": "number"},
-                "status": {"enum": ["passed", "failed"]},
-                "name": {"type": "string"},
-                "name_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
-                "number": {"type": "string"},
-                "output": {"type": "string"},
-                "output_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "visibility": VISIBILITY,
-                "extra_data": {"type": "object"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number"},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "name_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
+                    "number": {"type": "string"},
+                    "output": {"type": "string"},
+                    "output_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": VISIBILITY,
+                    "extra_data": {"type": "object"},
+                },
             },
-        }},
+        },
     },
 }
 
@@ -81,20 +84,23 @@ PRAIRIELEARN = {
         "output": {"type": "string"},
         "format_errors": {"type": "object"},
         "images": {"type": "array"},
-        "tests": {"type": "array", "items": {
-            "type": "object",
-            "required": ["name"],
-            "additionalProperties": False,
-            "properties": {
-                "name": {"type": "string"},
-                "description": {"type": "string"},
-                "points": {"type": "number", "minimum": 0},
-                "max_points": {"type": "number", "minimum": 0},
-                "output": {"type": "string"},
-                "message": {"type": "string"},
-                "images": {"type": "array"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "points": {"type": "number", "minimum": 0},
+                    "max_points": {"type": "number", "minimum": 0},
+                    "output": {"type": "string"},
+                    "message": {"type": "string"},
+                    "images": {"type": "array"},
+                },
             },
-        }},
+        },
     },
 }
 
@@ -130,10 +136,27 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("grade")
     folder = make_folder(root)
     out = root / "plain"
-    proc = attn_kit("grade", folder, "--exercise", EXERCISE, "--seed", SEED, "--jobs", 2,
-                    "--out", f"csv={out / 'grades.csv'}", "--out", f"json={out / 'grades.json'}",
-                    "--out", f"junit={out / 'report.xml'}", "--out", f"gradescope={out / 'gradescope'}",
-                    "--out", f"prairielearn={out / 'prairielearn'}", timeout=300)
+    proc = attn_kit(
+        "grade",
+        folder,
+        "--exercise",
+        EXERCISE,
+        "--seed",
+        SEED,
+        "--jobs",
+        2,
+        "--out",
+        f"csv={out / 'grades.csv'}",
+        "--out",
+        f"json={out / 'grades.json'}",
+        "--out",
+        f"junit={out / 'report.xml'}",
+        "--out",
+        f"gradescope={out / 'gradescope'}",
+        "--out",
+        f"prairielearn={out / 'prairielearn'}",
+        timeout=300,
+    )
     details = root / "details"
     again = run.Batch.from_json(json.loads((out / "grades.json").read_text()))
     for fmt, path in (("junit", "report.xml"), ("gradescope", "gradescope"), ("prairielearn", "prairielearn")):
@@ -148,8 +171,8 @@ def test_find_submissions_follows_the_documented_rules(tmp_path):
     folder = make_folder(tmp_path)
     found = {s.name: s for s in run.find_submissions(folder)}
     assert list(found) == NAMES
-    assert found["carol"].path == folder / "carol" / "solution.py"          # solution.py beats helper.py
-    assert found["dave"].path == folder / "dave" / "attention.py"           # test_*.py does not count
+    assert found["carol"].path == folder / "carol" / "solution.py"  # solution.py beats helper.py
+    assert found["dave"].path == folder / "dave" / "attention.py"  # test_*.py does not count
     assert found["frank"].path is None and "no .py file" in found["frank"].problem
     (folder / "carol" / "solution.py").unlink()
     (folder / "carol" / "other.py").write_text("def multi_head_attention(x, params, num_heads):\n    return x\n")
@@ -166,8 +189,7 @@ def test_find_submissions_follows_the_documented_rules(tmp_path):
 
 def test_out_options_pair_formats_with_paths():
     assert parse_outputs((), ("csv=a.csv", "junit=r.xml")) == [("csv", Path("a.csv")), ("junit", Path("r.xml"))]
-    assert parse_outputs(("gradescope",), ("results.json", "b.csv")) == [("gradescope", Path("results.json")),
-                                                                         ("csv", Path("b.csv"))]
+    assert parse_outputs(("gradescope",), ("results.json", "b.csv")) == [("gradescope", Path("results.json")), ("csv", Path("b.csv"))]
     for formats, outs in (((), ("results.txt",)), (("json",), ()), ((), ("json=",))):
         with pytest.raises(UsageError):
             parse_outputs(formats, outs)
@@ -176,7 +198,7 @@ def test_out_options_pair_formats_with_paths():
 def test_the_table_and_the_exit_status(graded):
     _, runs = graded
     _, proc = runs["plain"]
-    assert proc.returncode == 1, proc.stderr             # some submissions fail
+    assert proc.returncode == 1, proc.stderr  # some submissions fail
     assert "Traceback" not in proc.stderr
     assert f"seed {SEED}" in proc.stderr
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.split()}
@@ -187,6 +209,7 @@ def test_the_table_and_the_exit_status(graded):
 
 def test_json_matches_its_schema_and_each_report_is_the_check_object(graded):
     from attn_kit.report import jsonout
+
     out, _ = graded[1]["plain"]
     data = json.loads((out / "grades.json").read_text())
     validate(data, json.loads((Path(jsonout.__file__).parents[1] / "schemas" / "grade.schema.json").read_text()))
@@ -200,6 +223,7 @@ def test_json_matches_its_schema_and_each_report_is_the_check_object(graded):
     assert by_name["erin"]["state"] == "unloadable" and "SyntaxError" in by_name["erin"]["error"]
 
 
+@pytest.mark.slow
 def test_batch_grades_equal_lone_checks(graded):
     """Same seed, same file: the batch's report is `check --json`'s, field for field."""
     folder, runs = graded
@@ -273,25 +297,36 @@ def test_hidden_cases_show_only_their_names_unless_asked(graded):
     """A failing hidden check's message (its values) is withheld by default; a public example's
     message is shown in full; --hidden-details shows both."""
     plain, details = graded[1]["plain"][0], graded[1]["details"][0]
-    report = next(s for s in json.loads((plain / "grades.json").read_text())["submissions"]
-                  if s["name"] == "bob_smith")["report"]
+    report = next(s for s in json.loads((plain / "grades.json").read_text())["submissions"] if s["name"] == "bob_smith")["report"]
     hidden = [c for c in report["checks"] if c["status"] == "fail" and not c["public"]]
     public = [c for c in report["checks"] if c["status"] == "fail" and c["public"]]
     assert hidden and public
     for folder, shown in ((plain, False), (details, True)):
-        text = (folder / "gradescope" / "bob_smith.json").read_text() + (folder / "report.xml").read_text() \
+        text = (
+            (folder / "gradescope" / "bob_smith.json").read_text()
+            + (folder / "report.xml").read_text()
             + (folder / "prairielearn" / "bob_smith.json").read_text()
+        )
         for check in hidden:
             assert (json.dumps(check["message"])[1:-1][:60] in text) == shown, check["id"]
         for check in public:
             assert json.dumps(check["message"])[1:-1][:60] in text
-        assert ("hidden case" in text)
+        assert "hidden case" in text
 
 
+@pytest.mark.slow
 def test_a_run_without_seed_prints_and_records_one(tmp_path):
     shutil.copy(SOLUTIONS / "reference_numpy.py", tmp_path / "only.py")
-    proc = attn_kit("grade", tmp_path / "only.py", "-e", EXERCISE, "--out", f"json={tmp_path / 'g.json'}",
-                    "--out", f"gradescope={tmp_path / 'results.json'}")
+    proc = attn_kit(
+        "grade",
+        tmp_path / "only.py",
+        "-e",
+        EXERCISE,
+        "--out",
+        f"json={tmp_path / 'g.json'}",
+        "--out",
+        f"gradescope={tmp_path / 'results.json'}",
+    )
     assert proc.returncode == 0, proc.stderr
     seed = json.loads((tmp_path / "g.json").read_text())["seed"]
     assert f"seed {seed} " in proc.stderr
@@ -299,8 +334,11 @@ def test_a_run_without_seed_prints_and_records_one(tmp_path):
 
 
 def test_misuse_is_exit_2_without_a_traceback(tmp_path):
-    for args in (("grade", tmp_path / "none", "-e", EXERCISE), ("grade", tmp_path, "-e", "no-such-exercise"),
-                 ("grade", tmp_path, "-e", EXERCISE, "--out", "x.txt")):
+    for args in (
+        ("grade", tmp_path / "none", "-e", EXERCISE),
+        ("grade", tmp_path, "-e", "no-such-exercise"),
+        ("grade", tmp_path, "-e", EXERCISE, "--out", "x.txt"),
+    ):
         proc = attn_kit(*args)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error" in proc.stderr, proc.stderr
 
@@ -318,6 +356,7 @@ def test_gradeout_write_rejects_unknown_formats(tmp_path):
         outputs.write(run.Batch(EXERCISE, 1, []), "yaml", tmp_path / "x")
 
 
+@pytest.mark.slow
 def test_the_terminal_shows_progress_then_a_table_that_fits_80_columns(tmp_path):
     """In a real pseudo-terminal at 80x24: the progress bar (stderr is a terminal) and then the
     table, every line within 80 columns, a long submission name folded rather than cut."""
@@ -326,20 +365,26 @@ def test_the_terminal_shows_progress_then_a_table_that_fits_80_columns(tmp_path)
     import sys
 
     import pexpect
+
     long_name = "a_candidate_with_a_remarkably_long_submission_file_name_for_this_table"
     shutil.copy(SOLUTIONS / "reference_numpy.py", tmp_path / f"{long_name}.py")
     shutil.copy(SOLUTIONS / "bugs" / "no-scaling.py", tmp_path / "bob.py")
     env = dict(os.environ, NO_COLOR="1", TERM="xterm")
     env.pop("COLUMNS", None)
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", "grade", str(tmp_path), "-e", EXERCISE,
-                                           "--seed", "3", "--jobs", "1"],
-                          env=env, encoding="utf-8", timeout=120, dimensions=(24, 80))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit.cli", "grade", str(tmp_path), "-e", EXERCISE, "--seed", "3", "--jobs", "1"],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(24, 80),
+    )
     raw = child.read()
     child.close()
     assert child.exitstatus == 1
-    assert "grading" in raw                                   # the progress bar was drawn
+    assert "grading" in raw  # the progress bar was drawn
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).replace("\r\n", "\n")
-    table = text[text.index("Submission"):]
+    table = text[text.index("Submission") :]
     lines = [line.rstrip("\r") for line in table.splitlines()]
     assert all(len(line) <= 80 for line in lines), lines
     assert any(line.startswith("bob ") and "26/47" in line and "no-scaling" in line for line in lines)

@@ -28,7 +28,7 @@ EXERCISE = "mha-screen"
 BUG = solutions_dir(EXERCISE) / "bugs" / "no-scaling.py"
 REFERENCE = solutions_dir(EXERCISE) / "reference_numpy.py"
 KIT = Path(sys.executable).parent / "attn-kit"
-slow = pytest.mark.slow        # each runs the platform's script end to end: a fresh kit grading a file
+slow = pytest.mark.slow  # each runs the platform's script end to end: a fresh kit grading a file
 
 
 def run(script: Path, env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -41,14 +41,14 @@ def test_gradescope_zip_grades_the_submission_into_results_json(tmp_path):
     # a fixed seed: which of a known-bug file's randomised checks still pass depends on the seed
     proc = attn_kit("autograder", "gradescope", "-e", EXERCISE, "-o", tmp_path / "autograder.zip", "--seed", "9")
     assert proc.returncode == 0, proc.stderr
-    root = tmp_path / "autograder"         # Gradescope unzips into /autograder/source
+    root = tmp_path / "autograder"  # Gradescope unzips into /autograder/source
     with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
         names = z.namelist()
         assert {"setup.sh", "run_autograder", autograder.wheel_name()} <= set(names)
         for name in ("setup.sh", "run_autograder"):
             assert stat.S_IMODE(z.getinfo(name).external_attr >> 16) & 0o111
         z.extractall(root / "source")
-    assert "download.pytorch.org" not in (root / "source" / "setup.sh").read_text()      # no torch needed
+    assert "download.pytorch.org" not in (root / "source" / "setup.sh").read_text()  # no torch needed
     (root / "submission").mkdir()
     shutil.copy(BUG, root / "submission" / "mha_screen.py")
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
@@ -88,7 +88,7 @@ def test_prairielearn_grader_writes_results_json(tmp_path):
     assert proc.returncode == 0, proc.stderr
     info = json.loads((tmp_path / "pl" / "info-snippet.json").read_text())["externalGradingOptions"]
     assert info["entrypoint"] == "/grade/serverFilesCourse/attn_kit/run.sh"
-    root = tmp_path / "grade"              # /grade as the external grader mounts it
+    root = tmp_path / "grade"  # /grade as the external grader mounts it
     shutil.copytree(tmp_path / "pl" / "serverFilesCourse", root / "serverFilesCourse")
     (root / "student").mkdir(parents=True)
     shutil.copy(BUG, root / "student" / "mha_screen.py")
@@ -107,8 +107,13 @@ def test_github_workflow_grades_the_file_and_writes_junit(tmp_path, solution, st
     assert proc.returncode == 0, proc.stderr
     repo = tmp_path / "repo"
     workflow = (repo / ".github" / "workflows" / "attn-kit.yml").read_text()
-    for step in ("bash .attn-kit/install.sh", "bash .attn-kit/grade.sh", "actions/upload-artifact",
-                 "path: attn-kit-report.xml", "SOLUTION: mha_screen.py"):
+    for step in (
+        "bash .attn-kit/install.sh",
+        "bash .attn-kit/grade.sh",
+        "actions/upload-artifact",
+        "path: attn-kit-report.xml",
+        "SOLUTION: mha_screen.py",
+    ):
         assert step in workflow
     shutil.copy(solution, repo / "mha_screen.py")
     (repo / "notes.py").write_text("print('a helper the student committed')\n")
@@ -126,19 +131,37 @@ def test_the_bundled_wheel_installs_and_holds_the_whole_kit(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         record = z.read(f"attn_kit-{__version__}.dist-info/RECORD").decode()
-    for name in ("attn_kit/cli/app.py", "attn_kit/checks/mha_screen.py", "attn_kit/schemas/check.schema.json",
-                 "attn_kit/solutions/mha-screen/reference_numpy.py", "attn_kit/prompts/bugs.toml",
-                 f"attn_kit-{__version__}.dist-info/entry_points.txt"):
+    for name in (
+        "attn_kit/cli/app.py",
+        "attn_kit/checks/mha_screen.py",
+        "attn_kit/schemas/check.schema.json",
+        "attn_kit/solutions/mha-screen/reference_numpy.py",
+        "attn_kit/prompts/bugs.toml",
+        f"attn_kit-{__version__}.dist-info/entry_points.txt",
+    ):
         assert name in names, name
     assert all(n in record for n in names)
     assert not any("__pycache__" in n for n in names)
     target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-                          str(target), str(wheel)], capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stderr
-    probe = subprocess.run([sys.executable, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                            "import attn_kit.base.paths as p; print(p.solutions_dir('mha-screen'))", str(target)],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import attn_kit.base.paths as p; print(p.solutions_dir('mha-screen'))",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.stdout.strip().startswith(str(target)), probe.stderr
 
 

@@ -47,6 +47,6 @@ def test_container_grades_a_folder(tmp_path):
     script = run_command().replace("podman ", f"{name} ").replace("-f Containerfile", f"-f {ROOT}/Containerfile")
     script = script.replace("$PWD", str(tmp_path))
     proc = subprocess.run(["sh", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 1, proc.stderr[-2000:]          # b.py fails some checks
+    assert proc.returncode == 1, proc.stderr[-2000:]  # b.py fails some checks
     rows = list(csv.DictReader((tmp_path / "out" / "grades.csv").open(newline="")))
     assert [(r["submission"], r["points"]) for r in rows] == [("a", "47"), ("b", "26")]

@@ -20,8 +20,7 @@ SEED = 77
 HOSTILE = CORPUS / "hostile"
 # quick ones from tests/corpus/hostile: dies at load, hangs at load, SIGKILLs every kit process
 # it can name, writes a forged pass onto the kit's stdout, allocates 20 GB, leaves a child behind
-HOSTILE_PICKS = ["exits_at_load", "hangs_at_load", "kills_its_parents", "writes_kit_stdout", "numpy_huge",
-                 "forks_sleeping_child"]
+HOSTILE_PICKS = ["exits_at_load", "hangs_at_load", "kills_its_parents", "writes_kit_stdout", "numpy_huge", "forks_sleeping_child"]
 OPTIONS = ("--timeout", "3", "--memory", "256M", "--seed", str(SEED))
 
 pytestmark = pytest.mark.slow
@@ -29,8 +28,11 @@ pytestmark = pytest.mark.slow
 
 def _honest(folder: Path) -> list[str]:
     names = []
-    sources = [solutions_dir(EXERCISE) / "reference_numpy.py", solutions_dir(EXERCISE) / "reference_lists.py",
-               *sorted((solutions_dir(EXERCISE) / "bugs").glob("*.py"))[::8]]
+    sources = [
+        solutions_dir(EXERCISE) / "reference_numpy.py",
+        solutions_dir(EXERCISE) / "reference_lists.py",
+        *sorted((solutions_dir(EXERCISE) / "bugs").glob("*.py"))[::8],
+    ]
     for n, src in enumerate(sources):
         name = f"honest_{n:02d}"
         shutil.copy(src, folder / f"{name}.py")
@@ -42,7 +44,7 @@ def test_hostile_files_cost_only_themselves(tmp_path):
     folder = tmp_path / "cohort"
     folder.mkdir()
     honest = _honest(folder)
-    for name in HOSTILE_PICKS:          # one folder each: the file as solution.py beside its helpers
+    for name in HOSTILE_PICKS:  # one folder each: the file as solution.py beside its helpers
         sub = folder / f"zz_{name}"
         sub.mkdir()
         shutil.copy(HOSTILE / f"{name}.py", sub / "solution.py")
@@ -51,10 +53,23 @@ def test_hostile_files_cost_only_themselves(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     env = {"ATTN_MARKER_DIR": str(markers), "NO_COLOR": "1"}
-    proc = attn_kit("grade", folder, "-e", EXERCISE, *OPTIONS, "--jobs", "2", "--limit", "60",
-                    "--out", f"json={tmp_path / 'g.json'}", env=env, timeout=400)
+    proc = attn_kit(
+        "grade",
+        folder,
+        "-e",
+        EXERCISE,
+        *OPTIONS,
+        "--jobs",
+        "2",
+        "--limit",
+        "60",
+        "--out",
+        f"json={tmp_path / 'g.json'}",
+        env=env,
+        timeout=400,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "✓ All 26 checks passed" not in proc.stdout          # the forged line never reaches the kit
+    assert "✓ All 26 checks passed" not in proc.stdout  # the forged line never reaches the kit
     data = {s["name"]: s for s in json.loads((tmp_path / "g.json").read_text())["submissions"]}
     assert set(data) == set(honest) | {f"zz_{n}" for n in HOSTILE_PICKS}
     for name in honest:
@@ -67,7 +82,7 @@ def test_hostile_files_cost_only_themselves(tmp_path):
     assert not any(str(os.getpid()) == p.read_text().split()[0] for p in markers.iterdir())
 
 
-SLEEPER = '''# attn-kit: mha-screen
+SLEEPER = """# attn-kit: mha-screen
 import time
 
 
@@ -85,7 +100,7 @@ def padding_mask(lengths, T):
 
 def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
     time.sleep(30)
-'''
+"""
 
 
 def test_a_submission_over_the_limit_is_stopped_and_the_next_is_graded(tmp_path):

@@ -14,10 +14,10 @@ def test_a_file_is_graded_once_and_again_after_it_changes(tmp_path):
     path = tmp_path / "solution.py"
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", path)
     first = graded(path, seed=1)
-    assert graded(path, seed=1) is first                       # cached
+    assert graded(path, seed=1) is first  # cached
     assert not first.passed and first.diagnosis[0].bug == "no-scaling"
     shutil.copy(solutions_dir("mha-screen") / "reference_numpy.py", path)
     later = path.stat().st_mtime_ns + 10**9
-    os.utime(path, ns=(later, later))                          # as a later save would
+    os.utime(path, ns=(later, later))  # as a later save would
     data, code = graded_json(path, seed=1)
     assert code == 0 and data["passed"] and data["diagnosis"] == []

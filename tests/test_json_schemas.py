@@ -57,7 +57,7 @@ def test_check_output_matches_its_schema():
     assert data["diagnosis"] and any(c["bug"] == "no-scaling" for c in data["checks"])
 
 
-@pytest.mark.slow         # 21 implementations under pytest: a few seconds
+@pytest.mark.slow  # 21 implementations under pytest: a few seconds
 def test_test_tests_output_matches_its_schema():
     grade = testgrade.grade_tests(TESTS / "wrong_expectation.py", "mha-screen", timeout=10)
     data = json.loads(json.dumps(grade.to_json()))
@@ -66,8 +66,7 @@ def test_test_tests_output_matches_its_schema():
 
 
 def test_bench_output_matches_its_schema():
-    result = bench.run(solutions_dir("mha-screen") / "reference_lists.py",
-                       bench.Options(sizes=(8, 16), repeats=1, budget=10))
+    result = bench.run(solutions_dir("mha-screen") / "reference_lists.py", bench.Options(sizes=(8, 16), repeats=1, budget=10))
     data = json.loads(json.dumps(result.to_json()))
     valid("bench", data)
     assert data["sizes"] == [8, 16]
@@ -79,9 +78,9 @@ def test_error_objects_keep_the_success_shape(broken, command):
     data, code = run_json(command, broken, "--json", *extra)
     assert code == 1
     assert "SyntaxError" in data["error"]
-    valid(command, data)          # the command's own shape, with nothing in it
+    valid(command, data)  # the command's own shape, with nothing in it
     valid("error", data)
-    assert data["exercise"] == "mha-screen"          # the header names it
+    assert data["exercise"] == "mha-screen"  # the header names it
     assert data["path"] == str(broken)
     if command == "check":
         assert data["seed"] == 7 and data["score"]["points"] == 0 and data["score"]["max_points"] == 0
@@ -98,6 +97,7 @@ def test_check_statuses_are_the_schemas_strings():
     """CheckStatus is a StrEnum whose values are exactly the schema's status strings, and a result
     built with it serialises to them (the JSON and the stored history keep the same strings)."""
     from attn_kit.report.results import CheckResult, CheckStatus
+
     items = jsonout.schema("check")["properties"]["checks"]["items"]["properties"]
     assert [s.value for s in CheckStatus] == items["status"]["enum"]
     for status in CheckStatus:
@@ -115,8 +115,9 @@ def test_non_finite_numbers_are_null_in_every_json_output():
 
 def test_one_error_builder():
     """jsonout.error_json is the one builder of the JSON error object; no other module defines one."""
-    builders = [path.name for path in sorted((ROOT / "kit").rglob("*.py"))
-                if re.search(r"def \w*error_json", path.read_text(encoding="utf-8"))]
+    builders = [
+        path.name for path in sorted((ROOT / "kit").rglob("*.py")) if re.search(r"def \w*error_json", path.read_text(encoding="utf-8"))
+    ]
     assert builders == ["jsonout.py"]
 
 
@@ -134,6 +135,7 @@ def test_a_bad_option_value_under_json_is_the_commands_error_object(broken, comm
     """Option parsing fails in attn-kit's main(), before the command runs: still one JSON object,
     in the command's shape, exit 2 (a usage error), and no traceback."""
     from helpers import attn_kit
+
     proc = attn_kit(command, broken, "--json", *option)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -146,5 +148,6 @@ def test_a_bad_option_value_under_json_is_the_commands_error_object(broken, comm
 def test_a_device_under_json_is_an_error_object_without_reading_it():
     """The error object looks for the file's `# attn-kit:` header: never in a device or a FIFO."""
     from helpers import attn_kit
+
     proc = attn_kit("check", "/dev/zero", "--json", timeout=30)
     assert proc.returncode == 2 and "a device" in json.loads(proc.stdout)["error"]

@@ -38,18 +38,21 @@ def offending_lines(text: str, names: set[str]) -> list[tuple[int, str, str]]:
 def test_kit_names_no_exercise():
     names = exercise_names()
     assert "mha-screen" in names and "kv_cache" in names and len(names) > len(list((ROOT / "prompts" / "exercises").glob("*.toml")))
-    problems = [f"kit/{path.name}:{number}: '{name}' in: {line}"
-                for path in sorted((ROOT / "kit").rglob("*.py"))
-                for number, name, line in offending_lines(path.read_text(encoding="utf-8"), names)]
-    assert not problems, "kit/ names an exercise (move it to the exercise's TOML or checks module):\n" + \
-        "\n".join(problems)
+    problems = [
+        f"kit/{path.name}:{number}: '{name}' in: {line}"
+        for path in sorted((ROOT / "kit").rglob("*.py"))
+        for number, name, line in offending_lines(path.read_text(encoding="utf-8"), names)
+    ]
+    assert not problems, "kit/ names an exercise (move it to the exercise's TOML or checks module):\n" + "\n".join(problems)
 
 
 def test_the_scan_finds_an_id_in_code_and_allows_only_help_examples():
     names = {"mha-screen", "kv-cache", "kv_cache", "rope"}
-    text = ('WORKLOADS = {"kv-cache": 1}\n'
-            "from attn_kit.checks import kv_cache\n"
-            "# the rope exercise\n"
-            "    attn-kit start mha-screen solution.py\n"
-            "a property of the mha-screens and kv-caches, kv_caches\n")
+    text = (
+        'WORKLOADS = {"kv-cache": 1}\n'
+        "from attn_kit.checks import kv_cache\n"
+        "# the rope exercise\n"
+        "    attn-kit start mha-screen solution.py\n"
+        "a property of the mha-screens and kv-caches, kv_caches\n"
+    )
     assert [(n, name) for n, name, _ in offending_lines(text, names)] == [(1, "kv-cache"), (2, "kv_cache"), (3, "rope")]

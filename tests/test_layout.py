@@ -37,9 +37,9 @@ def test_no_module_is_left_flat_in_kit():
 
 def test_the_readme_module_map_names_every_package_in_ten_lines_or_fewer():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text[text.index("### Layout"):]
-    block = block[block.index("```") + 3:]
-    block = block[:block.index("```")].strip("\n")
+    block = text[text.index("### Layout") :]
+    block = block[block.index("```") + 3 :]
+    block = block[: block.index("```")].strip("\n")
     assert len(block.splitlines()) <= 10, block
     for name in PACKAGES:
         assert re.search(rf"(^|\s){name}/", block, re.M), f"the README's module map does not name {name}/"
@@ -58,8 +58,7 @@ def test_every_module_of_a_package_sits_in_a_layer_of_its_contract(package):
     contracts = [c for c in CONTRACTS if c.get("containers") == [f"attn_kit.{package}"]]
     assert len(contracts) == 1, f"attn_kit.{package} needs one layers contract of its own"
     placed = set().union(*(_layer_names(layer) for layer in contracts[0]["layers"]))
-    assert placed == modules, f"attn_kit.{package}: not in a layer {sorted(modules - placed)}, " \
-                              f"no such module {sorted(placed - modules)}"
+    assert placed == modules, f"attn_kit.{package}: not in a layer {sorted(modules - placed)}, no such module {sorted(placed - modules)}"
 
 
 def test_only_the_sandbox_imports_the_runtime():

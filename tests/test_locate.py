@@ -40,20 +40,22 @@ def test_an_edit_rewrites_only_its_expression_and_keeps_the_rest_of_the_line():
 
 
 def test_operators_propose_the_classic_fixes():
-    text = ("import numpy as np\n"
-            "def attn(q, k, v, allowed, hd, D):\n"
-            "    s = q @ k.T / np.sqrt(D)\n"
-            "    s = np.where(allowed, s, -1e9)\n"
-            "    m = s.max(axis=0, keepdims=True)\n"
-            "    e = np.exp(s - m)\n"
-            "    return e / e.sum(axis=-1, keepdims=True) @ v\n")
+    text = (
+        "import numpy as np\n"
+        "def attn(q, k, v, allowed, hd, D):\n"
+        "    s = q @ k.T / np.sqrt(D)\n"
+        "    s = np.where(allowed, s, -1e9)\n"
+        "    m = s.max(axis=0, keepdims=True)\n"
+        "    e = np.exp(s - m)\n"
+        "    return e / e.sum(axis=-1, keepdims=True) @ v\n"
+    )
     changed = {locate.apply(text, [e]).splitlines()[e.start[0] - 1].strip() for e in edits_of(text)}
-    assert "s = q @ k.T / np.sqrt(hd)" in changed                     # the width under the root
-    assert "s = np.where(allowed, s, float('-inf'))" in changed       # -1e9 -> -inf
-    assert "m = s.max(axis=-1, keepdims=True)" in changed             # the axis of a reduction
-    assert "s = np.where(~allowed, s, -1e9)" in changed               # the mask negated
-    assert "s = k.T @ q / np.sqrt(D)" in changed                      # swapped operands
-    assert "s = q @ k / np.sqrt(D)" in changed                        # a transpose removed
+    assert "s = q @ k.T / np.sqrt(hd)" in changed  # the width under the root
+    assert "s = np.where(allowed, s, float('-inf'))" in changed  # -1e9 -> -inf
+    assert "m = s.max(axis=-1, keepdims=True)" in changed  # the axis of a reduction
+    assert "s = np.where(~allowed, s, -1e9)" in changed  # the mask negated
+    assert "s = k.T @ q / np.sqrt(D)" in changed  # swapped operands
+    assert "s = q @ k / np.sqrt(D)" in changed  # a transpose removed
 
 
 def test_edits_matching_the_diagnosed_bug_come_first():
@@ -64,13 +66,15 @@ def test_edits_matching_the_diagnosed_bug_come_first():
 
 
 def test_the_output_projection_is_proposed_the_way_the_queries_are_projected():
-    text = ("def lin(t, w, b):\n    return t\n"
-            "def f(x, params):\n    q = lin(x, params['Wq'], params.get('bq'))\n    out = []\n"
-            "    out.append(q * 2)\n    return out\n")
+    text = (
+        "def lin(t, w, b):\n    return t\n"
+        "def f(x, params):\n    q = lin(x, params['Wq'], params.get('bq'))\n    out = []\n"
+        "    out.append(q * 2)\n    return out\n"
+    )
     texts = {e.text for e in edits_of(text) if e.operator == "term"}
     assert "lin(q * 2, params['Wo'], params.get('bo'))" in texts
     with_wo = text.replace("return out", "return out, params['Wo']")
-    assert not any("'Wo'" in e.text for e in edits_of(with_wo))      # it projects already
+    assert not any("'Wo'" in e.text for e in edits_of(with_wo))  # it projects already
 
 
 def test_a_permutation_of_the_keys_may_become_the_usual_transpose():
@@ -84,44 +88,48 @@ def test_overlapping_edits_are_never_paired():
     inner = next(e for e in edits if e.text == "a <= b")
     outer = next(e for e in edits if e.start == (2, 11) and e is not inner and e.end[1] > inner.end[1])
     assert inner.overlaps(outer)
-    partial = [locate.Partial(inner, frozenset({"x"}), frozenset({"y"}), 0.5),
-               locate.Partial(outer, frozenset({"y"}), frozenset({"x"}), 0.5)]
+    partial = [
+        locate.Partial(inner, frozenset({"x"}), frozenset({"y"}), 0.5),
+        locate.Partial(outer, frozenset({"y"}), frozenset({"x"}), 0.5),
+    ]
     assert all(not a.overlaps(b) for a, b in locate._pairs(partial, edits))
 
 
 def mismatch(wrong: int, max_abs: float, nan: int = 0, shape=(2, 4)):
     from attn_kit.report.results import Mismatch
+
     return Mismatch("output", shape, max_abs, 1.0, (0, 0), "", "", (), (), 0, nan, 0, wrong, 8, 1e-6, 1e-8)
 
 
 def test_closer_measures_progress_on_a_check_that_still_fails():
     fail, error = CheckStatus.FAIL, CheckStatus.ERROR
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 2.0)) == 0.0       # no change
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(9, 3.0)) == 0.0       # further
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(2, 2.0)) == 0.75      # fewer wrong entries
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 0.2)) == 0.45      # much nearer
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 1.5)) == 0.0       # not much nearer
-    assert locate._closer(fail, mismatch(8, float("nan"), nan=3), fail, mismatch(8, 2.0)) == 0.5   # NaN gone
-    assert locate._closer(error, None, fail, mismatch(8, 2.0)) == 0.3                  # values, not an exception
-    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(1, 0.1, shape=(4, 2))) == 0.0     # not comparable
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 2.0)) == 0.0  # no change
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(9, 3.0)) == 0.0  # further
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(2, 2.0)) == 0.75  # fewer wrong entries
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 0.2)) == 0.45  # much nearer
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(8, 1.5)) == 0.0  # not much nearer
+    assert locate._closer(fail, mismatch(8, float("nan"), nan=3), fail, mismatch(8, 2.0)) == 0.5  # NaN gone
+    assert locate._closer(error, None, fail, mismatch(8, 2.0)) == 0.3  # values, not an exception
+    assert locate._closer(fail, mismatch(8, 2.0), fail, mismatch(1, 0.1, shape=(4, 2))) == 0.0  # not comparable
 
 
 def test_pairs_are_guided_by_what_each_edit_left_failing():
     """An edit that came closer but left a check failing is paired first with an edit whose kind
     repairs a bug that check catches, before edits ranked above that one; two edits that each
     came closer are paired too."""
-    text = ("import math\ndef f(s, m, hd, allowed, v, w):\n    x = math.exp(s - m) if not allowed else 0.0\n"
-            "    return (x * v + w) / math.sqrt(hd)\n")
+    text = (
+        "import math\ndef f(s, m, hd, allowed, v, w):\n    x = math.exp(s - m) if not allowed else 0.0\n"
+        "    return (x * v + w) / math.sqrt(hd)\n"
+    )
     edits = edits_of(text)
     negate = next(e for e in edits if e.operator == "negate")
     wanted = {"biases-ignored"}
     partner = next(e for e in edits if set(e.bugs) & wanted and not e.overlaps(negate))
-    assert next(e for e in edits if e is not negate and not e.overlaps(negate)) is not partner   # not first anyway
+    assert next(e for e in edits if e is not negate and not e.overlaps(negate)) is not partner  # not first anyway
     partial = [locate.Partial(negate, frozenset(), frozenset({"scaled"}), 0.4)]
-    assert locate._pairs(partial, edits, any_two=False,
-                         catches=lambda ids: wanted if "scaled" in ids else set())[0] == (negate, partner)
-    assert locate._pairs(partial, edits, any_two=False) == []      # nothing repaired, nothing to guide it
-    other = next(e for e in edits[::-1] if not e.overlaps(negate))          # ranked last
+    assert locate._pairs(partial, edits, any_two=False, catches=lambda ids: wanted if "scaled" in ids else set())[0] == (negate, partner)
+    assert locate._pairs(partial, edits, any_two=False) == []  # nothing repaired, nothing to guide it
+    other = next(e for e in edits[::-1] if not e.overlaps(negate))  # ranked last
     both = [locate.Partial(negate, frozenset(), frozenset(), 0.4), locate.Partial(other, frozenset(), frozenset(), 0.2)]
     assert locate._pairs(both, edits, any_two=False) == [(negate, other)]
 
@@ -131,9 +139,14 @@ def graded(name: str):
     return path, pipeline.grade(path, pipeline.Options(seed=SEED))
 
 
-@pytest.mark.parametrize("name", ["lists_compact__causal-off-by-one.py",
-                                  pytest.param("numpy_heads_loop__mask-inverted.py", marks=pytest.mark.slow),
-                                  pytest.param("einsum__scale-by-model-width.py", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lists_compact__causal-off-by-one.py",
+        pytest.param("numpy_heads_loop__mask-inverted.py", marks=pytest.mark.slow),
+        pytest.param("einsum__scale-by-model-width.py", marks=pytest.mark.slow),
+    ],
+)
 def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alone(name):
     path, report = graded(name)
     assert not report.passed
@@ -143,7 +156,7 @@ def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alon
     assert found.found is not None, found
     assert set(found.found.lines) & set(EXPECTED[name]["lines"])
     assert set(found.found.repairs) == {r.id for r in report.results if r.status in FAILED}
-    tmp = Path(os.environ["ATTN_KIT_HOME"]) / name     # grade the edited text ourselves: every check passes
+    tmp = Path(os.environ["ATTN_KIT_HOME"]) / name  # grade the edited text ourselves: every check passes
     tmp.write_text(locate.apply(path.read_text(), found.found.edits))
     for seed in (SEED, SEED + 1):
         assert pipeline.grade(tmp, pipeline.Options(seed=seed)).passed
@@ -169,6 +182,7 @@ def test_a_passing_file_is_not_searched():
     assert locate.locate(path, report, pipeline.Options(seed=SEED)).stopped == "passed"
 
 
+@pytest.mark.slow
 def test_json_carries_locate_under_its_documented_key(tmp_path):
     target = tmp_path / "solution.py"
     target.write_text((CORPUS / "lists_compact__mask-inverted.py").read_text())
@@ -188,11 +202,23 @@ def test_a_mock_report_records_locate_runs():
 
     from attn_kit.practice import mock
     from attn_kit.practice.store import now
+
     store = open_store()
     start = now()
     assert mock.locate_count(store, "mha-screen", start, start + timedelta(minutes=1)) == 0
-    fields = dict(file="s.py", seed=1, passed=False, checks_passed=0, checks_total=1, points=0, max_points=1,
-                  public_only=False, failing=["x"], bugs=[], concepts_failed=[])
+    fields = dict(
+        file="s.py",
+        seed=1,
+        passed=False,
+        checks_passed=0,
+        checks_total=1,
+        points=0,
+        max_points=1,
+        public_only=False,
+        failing=["x"],
+        bugs=[],
+        concepts_failed=[],
+    )
     store.add_check(exercise="mha-screen", source="locate", at=start + timedelta(seconds=5), **fields)
     store.add_check(exercise="mha-screen", source="check", at=start + timedelta(seconds=6), **fields)
     store.add_check(exercise="gqa", source="locate", at=start + timedelta(seconds=7), **fields)
@@ -217,14 +243,17 @@ def test_mock_report_data_has_the_locate_field(tmp_path):
     from attn_kit.load import catalog
     from attn_kit.practice import mock
     from attn_kit.practice.store import now
+
     session = mock.Session(catalog.exercise("mha-screen"), tmp_path, tmp_path / "s.py", 30, 1, now())
     data = mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now(), locate_runs=2)
     assert data["locate"] == {"used_during_session": True, "runs": 2}
     assert mock.report_data(session, mock.MockStatus.SUBMITTED, 1.0, now())["locate"]["used_during_session"] is False
 
 
+@pytest.mark.slow
 def test_plain_check_mentions_locate_once_and_locate_refuses_watch(tmp_path):
     from helpers import attn_kit
+
     target = tmp_path / "solution.py"
     target.write_text((CORPUS / "lists_compact__causal-off-by-one.py").read_text())
     proc = attn_kit("check", target, "--seed", "7")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-pytestmark = pytest.mark.slow          # three runs of the real CLI, one of them searching
+pytestmark = pytest.mark.slow  # three runs of the real CLI, one of them searching
 
 SOURCE = Path(__file__).parent / "corpus" / "locate" / "lists_compact__causal-off-by-one.py"
 WRONG = "    return [[[j < i for j in range(T)] for i in range(T)] for _ in range(B)]"
@@ -21,8 +21,9 @@ RIGHT = "    return [[[j <= i for j in range(T)] for i in range(T)] for _ in ran
 
 
 def run(*args) -> tuple[str, int]:
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=dict(os.environ),
-                          encoding="utf-8", dimensions=(24, 80), timeout=120)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=dict(os.environ), encoding="utf-8", dimensions=(24, 80), timeout=120
+    )
     child.expect(pexpect.EOF)
     child.close()
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before).replace("\r", "")
@@ -52,9 +53,10 @@ def test_three_levels(solution):
     located, code = run("check", solution, "--seed", "7", "--locate")
     assert code == 1
     assert f"Look at line {line}." in located
-    assert f"line {line}: this comparison is the wrong one" in located or \
-        f"line {line}: the bound of this comparison is off by one" in located
-    assert f"+ {line} |" not in located and "add --fix" in located     # the words, not the edit
+    assert (
+        f"line {line}: this comparison is the wrong one" in located or f"line {line}: the bound of this comparison is off by one" in located
+    )
+    assert f"+ {line} |" not in located and "add --fix" in located  # the words, not the edit
 
     fixed, code = run("check", solution, "--seed", "7", "--locate", "--fix")
     assert code == 1

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import need_torch  # noqa: E402
 
-torch = need_torch()       # CI installs torch; a missing torch fails there instead of skipping
+torch = need_torch()  # CI installs torch; a missing torch fails there instead of skipping
 F = torch.nn.functional
 
 from attn_kit.base.errors import INSTALL  # noqa: E402
@@ -39,20 +39,23 @@ GRADIENT_CHECKS = {"gradients-match-reference", "gradients-finite-on-masked-rows
 
 # --- an independent computation -------------------------------------------------------------
 
+
 def random_case(rng, B=None, Q=None, K=None, H=None, D=None, Dv=None, empty_rows=True):
-    B, Q, K, H = (B or int(rng.integers(1, 4)), Q or int(rng.integers(1, 6)), K or int(rng.integers(1, 6)),
-                  H or int(rng.integers(1, 4)))
+    B, Q, K, H = (B or int(rng.integers(1, 4)), Q or int(rng.integers(1, 6)), K or int(rng.integers(1, 6)), H or int(rng.integers(1, 4)))
     D, Dv = D or int(rng.integers(1, 5)), Dv or int(rng.integers(1, 5))
     Cq, Cctx, Cout = (int(n) for n in rng.integers(1, 6, size=3))
     acts = {"query": rng.normal(size=(B, Q, Cq)), "context": rng.normal(size=(B, K, Cctx))}
     bias_shape = [None, (Q, K), (H, 1, K), (B, H, Q, K), (B, 1, Q, K)][int(rng.integers(5))]
     if bias_shape:
         acts["bias"] = rng.normal(size=bias_shape)
-    params = {"w_q": rng.normal(size=(Cq, H * D)), "w_k": rng.normal(size=(Cctx, H * D)),
-              "w_v": rng.normal(size=(Cctx, H * Dv)), "w_o": rng.normal(size=(H * Dv, Cout))}
+    params = {
+        "w_q": rng.normal(size=(Cq, H * D)),
+        "w_k": rng.normal(size=(Cctx, H * D)),
+        "w_v": rng.normal(size=(Cctx, H * Dv)),
+        "w_o": rng.normal(size=(H * Dv, Cout)),
+    }
     if rng.random() < 0.7:
-        params.update(b_q=rng.normal(size=H * D), b_k=rng.normal(size=H * D), b_v=rng.normal(size=H * Dv),
-                      b_o=rng.normal(size=Cout))
+        params.update(b_q=rng.normal(size=H * D), b_k=rng.normal(size=H * D), b_v=rng.normal(size=H * Dv), b_o=rng.normal(size=Cout))
     p_allow = 0.6 if empty_rows else 1.0
     masks = {}
     if rng.random() < 0.7:
@@ -79,12 +82,11 @@ def independent(acts, params, masks, heads, causal, causal_offset):
         y = inputs @ t[w][:, cols]
         return y + t[b][cols] if b in t else y
 
-    q = torch.stack([head(x, "w_q", "b_q", h, D) for h in range(H)], dim=1)        # B,H,Q,D
+    q = torch.stack([head(x, "w_q", "b_q", h, D) for h in range(H)], dim=1)  # B,H,Q,D
     k = torch.stack([head(ctx, "w_k", "b_k", h, D) for h in range(H)], dim=1)
     v = torch.stack([head(ctx, "w_v", "b_v", h, Dv) for h in range(H)], dim=1)
     allowed = torch.ones(B, H, Q, K, dtype=torch.bool)
-    for name, index in (("key_mask", (slice(None), None, None, slice(None))),
-                        ("query_mask", (slice(None), None, slice(None), None))):
+    for name, index in (("key_mask", (slice(None), None, None, slice(None))), ("query_mask", (slice(None), None, slice(None), None))):
         if masks.get(name) is not None:
             allowed &= torch.as_tensor(masks[name])[index]
     if masks.get("attention_mask") is not None:
@@ -92,29 +94,28 @@ def independent(acts, params, masks, heads, causal, causal_offset):
     if causal:
         allowed &= torch.ones(Q, K, dtype=torch.bool).tril(causal_offset)
     empty = ~allowed.any(-1, keepdim=True)
-    safe = allowed | empty                                  # SDPA would give NaN on empty rows
+    safe = allowed | empty  # SDPA would give NaN on empty rows
     additive = torch.zeros(B, H, Q, K, dtype=torch.float64).masked_fill(~safe, float("-inf"))
     if "bias" in t:
         additive = additive + t["bias"]
-    summary = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)      # scale 1/sqrt(D)
-    weights = F.scaled_dot_product_attention(q, k, torch.eye(K, dtype=torch.float64).expand(B, H, K, K),
-                                             attn_mask=additive)
+    summary = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)  # scale 1/sqrt(D)
+    weights = F.scaled_dot_product_attention(q, k, torch.eye(K, dtype=torch.float64).expand(B, H, K, K), attn_mask=additive)
     summary = summary.masked_fill(empty, 0.0)
     weights = weights.masked_fill(empty, 0.0)
     out = torch.cat(summary.unbind(1), dim=-1) @ t["w_o"]
     if "b_o" in t:
         out = out + t["b_o"]
-    dead = empty.all(dim=1)                                  # B,Q,1: no key in any head
+    dead = empty.all(dim=1)  # B,Q,1: no key in any head
     return out.masked_fill(dead, 0.0), weights
 
 
 def as_tensors(acts, params, masks, dtype=torch.float64):
     floats = {k: torch.tensor(v, dtype=dtype) for k, v in {**acts, **params}.items()}
-    return ({k: floats[k] for k in acts}, {k: floats[k] for k in params},
-            {k: torch.tensor(v) for k, v in masks.items()})
+    return ({k: floats[k] for k in acts}, {k: floats[k] for k in params}, {k: torch.tensor(v) for k, v in masks.items()})
 
 
 # --- the references -------------------------------------------------------------------------
+
 
 def test_references_match_scaled_dot_product_attention_on_random_cases():
     rng = np.random.default_rng(404)
@@ -133,21 +134,37 @@ def test_references_match_scaled_dot_product_attention_on_random_cases():
 def test_reference_matches_multi_head_attention_forward_whose_masks_mean_ignore():
     rng = np.random.default_rng(5)
     B, Q, K, H, D = 2, 3, 4, 2, 3
-    E = H * D                                                # the model width torch needs
+    E = H * D  # the model width torch needs
     acts = {"query": rng.normal(size=(B, Q, E)), "context": rng.normal(size=(B, K, E))}
     params = {n: rng.normal(size=(E, E)) / 2 for n in ("w_q", "w_k", "w_v", "w_o")}
     params.update({n: rng.normal(size=E) for n in ("b_q", "b_k", "b_v", "b_o")})
     key_mask = np.array([[True, True, False, True], [False, True, True, True]])
     t = {k: torch.tensor(v) for k, v in params.items()}
-    query = torch.tensor(acts["query"]).transpose(0, 1)     # torch wants [T, B, E]
+    query = torch.tensor(acts["query"]).transpose(0, 1)  # torch wants [T, B, E]
     context = torch.tensor(acts["context"]).transpose(0, 1)
     out, w = F.multi_head_attention_forward(
-        query, context, context, E, H, in_proj_weight=None,
-        in_proj_bias=torch.cat([t["b_q"], t["b_k"], t["b_v"]]), bias_k=None, bias_v=None,
-        add_zero_attn=False, dropout_p=0.0, out_proj_weight=t["w_o"].T, out_proj_bias=t["b_o"],
-        training=False, key_padding_mask=torch.tensor(~key_mask),           # True = ignore there
-        need_weights=True, use_separate_proj_weight=True, q_proj_weight=t["w_q"].T,
-        k_proj_weight=t["w_k"].T, v_proj_weight=t["w_v"].T, average_attn_weights=False)
+        query,
+        context,
+        context,
+        E,
+        H,
+        in_proj_weight=None,
+        in_proj_bias=torch.cat([t["b_q"], t["b_k"], t["b_v"]]),
+        bias_k=None,
+        bias_v=None,
+        add_zero_attn=False,
+        dropout_p=0.0,
+        out_proj_weight=t["w_o"].T,
+        out_proj_bias=t["b_o"],
+        training=False,
+        key_padding_mask=torch.tensor(~key_mask),  # True = ignore there
+        need_weights=True,
+        use_separate_proj_weight=True,
+        q_proj_weight=t["w_q"].T,
+        k_proj_weight=t["w_k"].T,
+        v_proj_weight=t["w_v"].T,
+        average_attn_weights=False,
+    )
     ours, our_w = REF_TORCH.multihead_attention(*as_tensors(acts, params, {"key_mask": key_mask}), heads=H)
     np.testing.assert_allclose(ours.numpy(), out.transpose(0, 1).numpy(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(our_w.numpy(), w.numpy(), rtol=1e-9, atol=1e-12)
@@ -155,11 +172,18 @@ def test_reference_matches_multi_head_attention_forward_whose_masks_mean_ignore(
 
 def worked_example(dtype=torch.float64):
     acts = {"query": [[[1, 1], [1, 1]]], "context": [[[0, 1, 2, 1], [1, 0, 4, 4], [100, 100, 99, 99]]]}
-    params = {"w_q": [[1, 0], [0, 1]], "w_k": [[1, 0], [0, 1], [0, 0], [0, 0]],
-              "w_v": [[0, 0], [0, 0], [1, 0], [0, 1]], "w_o": [[1, 2], [3, -1]], "b_o": [1, 2]}
-    masks = {"key_mask": [[True, True, False]], "query_mask": [[True, False]],
-             "attention_mask": [[[[True, True, True], [True, True, True]],
-                                 [[False, True, True], [False, True, True]]]]}
+    params = {
+        "w_q": [[1, 0], [0, 1]],
+        "w_k": [[1, 0], [0, 1], [0, 0], [0, 0]],
+        "w_v": [[0, 0], [0, 0], [1, 0], [0, 1]],
+        "w_o": [[1, 2], [3, -1]],
+        "b_o": [1, 2],
+    }
+    masks = {
+        "key_mask": [[True, True, False]],
+        "query_mask": [[True, False]],
+        "attention_mask": [[[[True, True, True], [True, True, True]], [[False, True, True], [False, True, True]]]],
+    }
     return as_tensors(acts, params, masks, dtype)
 
 
@@ -168,14 +192,17 @@ def test_worked_example_numbers(dtype):
     out, w = REF_TORCH.multihead_attention(*worked_example(dtype), heads=2)
     assert out.dtype == w.dtype == dtype
     np.testing.assert_allclose(out[0, 0].double().numpy(), [16.462117, 4.924234], atol=1e-5)
-    assert out[0, 1].tolist() == [0.0, 0.0]                                    # b_o suppressed
+    assert out[0, 1].tolist() == [0.0, 0.0]  # b_o suppressed
     np.testing.assert_allclose(w[0, 0, 0].double().numpy(), [0.268941, 0.731059, 0.0], atol=1e-6)
     assert w[0, 1, 0].tolist() == [0.0, 1.0, 0.0]
     assert w[0, :, 1].abs().sum().item() == 0.0
     acts, params, masks = worked_example()
-    out_np, _ = REF_NUMPY.multihead_attention({k: v.numpy() for k, v in acts.items()},
-                                              {k: v.numpy() for k, v in params.items()},
-                                              {k: v.numpy() for k, v in masks.items()}, heads=2)
+    out_np, _ = REF_NUMPY.multihead_attention(
+        {k: v.numpy() for k, v in acts.items()},
+        {k: v.numpy() for k, v in params.items()},
+        {k: v.numpy() for k, v in masks.items()},
+        heads=2,
+    )
     np.testing.assert_allclose(out_np, out.double().numpy(), atol=1e-5)
 
 
@@ -183,11 +210,17 @@ def test_reference_keeps_dtype_and_the_meta_device():
     acts, params, masks = worked_example(torch.float32)
     meta = [{k: v.to("meta") for k, v in d.items()} for d in (acts, params, masks)]
     out, w = REF_TORCH.multihead_attention(*meta, heads=2, causal=True, causal_offset=1)
-    assert (out.device.type, w.device.type, out.dtype, tuple(out.shape), tuple(w.shape)) == \
-        ("meta", "meta", torch.float32, (1, 2, 2), (1, 2, 2, 3))
+    assert (out.device.type, w.device.type, out.dtype, tuple(out.shape), tuple(w.shape)) == (
+        "meta",
+        "meta",
+        torch.float32,
+        (1, 2, 2),
+        (1, 2, 2, 3),
+    )
 
 
 # --- gradients ------------------------------------------------------------------------------
+
 
 def test_reference_gradients_match_the_independent_computation():
     rng = np.random.default_rng(11)
@@ -198,15 +231,16 @@ def test_reference_gradients_match_the_independent_computation():
         _, theirs = grads(lambda a, p, m, **k: independent(a, p, m, **k), *inputs, **kw)
         assert ours["grads"].keys() == theirs["grads"].keys() and not ours["disconnected"]
         for name in ours["grads"]:
-            np.testing.assert_allclose(ours["grads"][name], theirs["grads"][name], rtol=1e-7, atol=1e-9,
-                                       err_msg=name)
+            np.testing.assert_allclose(ours["grads"][name], theirs["grads"][name], rtol=1e-7, atol=1e-9, err_msg=name)
 
 
 def test_reference_gradients_are_finite_and_pass_gradcheck_with_fully_masked_rows():
     rng = np.random.default_rng(3)
     acts, params, masks, kw = random_case(rng, B=2, Q=3, K=3, H=2, D=2, Dv=2)
-    masks = {"query_mask": np.array([[True, False, True], [True, True, True]]),
-             "key_mask": np.array([[True, True, False], [False, False, False]])}     # batch 1: nothing
+    masks = {
+        "query_mask": np.array([[True, False, True], [True, True, True]]),
+        "key_mask": np.array([[True, True, False], [False, False, False]]),
+    }  # batch 1: nothing
     acts["bias"] = rng.normal(size=(2, 1, 3))
     a, p, m = as_tensors(acts, params, masks)
     names = list(a) + list(p)
@@ -234,13 +268,14 @@ def test_harness_reports_a_graph_cut_instead_of_crashing():
 
 # --- graded (in-process, cached), and once through the CLI ---------------------------------
 
+
 def statuses(data) -> dict:
     return {c["id"]: c["status"] for c in data["checks"]}
 
 
 @pytest.mark.slow
 def test_nan_gradient_variant_passes_every_value_check_and_fails_the_gradient_check():
-    data, code = graded_json(SOLUTIONS / "bugs" / "nan-gradient-masked-rows.py", seed=1)   # shared with test_catalogue
+    data, code = graded_json(SOLUTIONS / "bugs" / "nan-gradient-masked-rows.py", seed=1)  # shared with test_catalogue
     status = statuses(data)
     assert code == 1 and not data["passed"]
     assert status["gradients-finite-on-masked-rows"] == "fail"
@@ -250,7 +285,7 @@ def test_nan_gradient_variant_passes_every_value_check_and_fails_the_gradient_ch
 
 @pytest.mark.slow
 def test_numpy_solution_passes_with_gradient_checks_skipped_and_says_so():
-    data, code = graded_json(SOLUTIONS / "reference_numpy.py", seed=1)   # shared with test_catalogue
+    data, code = graded_json(SOLUTIONS / "reference_numpy.py", seed=1)  # shared with test_catalogue
     status = statuses(data)
     assert code == 0 and data["passed"]
     assert {c for c, s in status.items() if s == "skip"} == GRADIENT_CHECKS | {"device-preserved"}
@@ -260,8 +295,9 @@ def test_numpy_solution_passes_with_gradient_checks_skipped_and_says_so():
     assert data["score"]["points"] < data["score"]["max_points"]
     assert any("gradients" in n and "not checked" in n for n in data["notes"])
     text = attn_kit("check", SOLUTIONS / "reference_numpy.py", "--seed", "4")
-    assert text.returncode == 0 and "gradients-match-reference, gradients-finite-on-masked-rows not checked" \
-        in " ".join(text.stdout.split())
+    assert text.returncode == 0 and "gradients-match-reference, gradients-finite-on-masked-rows not checked" in " ".join(
+        text.stdout.split()
+    )
 
 
 def variant(tmp_path, name, old, new) -> Path:
@@ -273,9 +309,11 @@ def variant(tmp_path, name, old, new) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_device_check_runs_on_meta(tmp_path):
-    on_cpu = variant(tmp_path, "on_cpu", "torch.ones((B, H, Q, K), dtype=torch.bool, device=device)",
-                     "torch.ones((B, H, Q, K), dtype=torch.bool)")
+    on_cpu = variant(
+        tmp_path, "on_cpu", "torch.ones((B, H, Q, K), dtype=torch.bool, device=device)", "torch.ones((B, H, Q, K), dtype=torch.bool)"
+    )
     report = pipeline.grade(on_cpu, pipeline.Options(seed=1))
     device = next(r for r in report.results if r.id == "device-preserved")
     assert device.status == "fail" and "device=query.device" in device.message
@@ -288,8 +326,7 @@ def test_device_check_runs_on_meta(tmp_path):
 
 
 def test_returning_float64_for_float32_inputs_fails_only_the_dtype_check(tmp_path):
-    upcast = variant(tmp_path, "upcast", "    return output, attention\n",
-                     "    return output.double(), attention.double()\n")
+    upcast = variant(tmp_path, "upcast", "    return output, attention\n", "    return output.double(), attention.double()\n")
     report = pipeline.grade(upcast, pipeline.Options(seed=2))
     failing = {r.id: r.message for r in report.results if r.status != "pass"}
     assert list(failing) == ["dtype-preserved"] and "torch.float32" in failing["dtype-preserved"]
@@ -323,38 +360,50 @@ def test_plain_tensors_cross_by_value_and_views_keep_their_storage(tmp_path):
     meta = torch.empty(2, 5, dtype=torch.float16, device="meta")
     args = (x, base, base.view(2, 2), meta, torch.tensor([True, False]))
     plain = torch_support.plain_tensors(args)
-    assert set(plain) == {id(x), id(meta), id(args[4])}          # base and its view share storage
+    assert set(plain) == {id(x), id(meta), id(args[4])}  # base and its view share storage
     path = tmp_path / "receives.py"
-    path.write_text("def look(x, base, view, meta, flags):\n"
-                    "    view.add_(1)\n"
-                    "    return [str(x.dtype), x.requires_grad, x.is_leaf, x.tolist(), view.tolist(), str(meta.device),\n"
-                    "            tuple(meta.shape), str(meta.dtype), flags.tolist()]\n")
+    path.write_text(
+        "def look(x, base, view, meta, flags):\n"
+        "    view.add_(1)\n"
+        "    return [str(x.dtype), x.requires_grad, x.is_leaf, x.tolist(), view.tolist(), str(meta.device),\n"
+        "            tuple(meta.shape), str(meta.dtype), flags.tolist()]\n"
+    )
     with Sandbox(str(path)) as sandbox:
         sandbox.start()
         outcome = sandbox.call("look", args)
     assert outcome.ok, outcome.detail or outcome.error
-    assert outcome.value == ["torch.float32", True, True, [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[1.0, 1.0], [1.0, 1.0]],
-                             "meta", (2, 5), "torch.float16", [True, False]]
-    assert float(base.sum()) == 0.0 and "view" in outcome.mutated       # by value: the kit's own stays zero
+    assert outcome.value == [
+        "torch.float32",
+        True,
+        True,
+        [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]],
+        [[1.0, 1.0], [1.0, 1.0]],
+        "meta",
+        (2, 5),
+        "torch.float16",
+        [True, False],
+    ]
+    assert float(base.sum()) == 0.0 and "view" in outcome.mutated  # by value: the kit's own stays zero
     copied = diagnose.deep_copy(args)
     assert copied[0] is not x and torch.equal(copied[0], x) and copied[0].requires_grad
     copied[2].add_(1)
-    assert float(copied[1].sum()) == 4.0 and float(base.sum()) == 0.0    # the copied view still shares
+    assert float(copied[1].sum()) == 4.0 and float(base.sum()) == 0.0  # the copied view still shares
 
 
 # --- without torch ----------------------------------------------------------------------------
 
+
 def run_without_torch(code: str) -> subprocess.CompletedProcess:
     """Python with torch hidden (sys.modules['torch'] = None: find_spec says absent, import fails)."""
     prelude = "import sys\nsys.modules['torch'] = None\n"
-    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, NO_COLOR="1"))
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120, env=dict(os.environ, NO_COLOR="1")
+    )
 
 
 @pytest.mark.parametrize("solution", ["reference_torch.py", "reference_numpy.py"])
 def test_without_torch_check_says_how_to_install_it(solution):
-    proc = run_without_torch("from attn_kit.cli import main\n"
-                             f"sys.argv = ['attn-kit', 'check', {str(SOLUTIONS / solution)!r}]\nmain()\n")
+    proc = run_without_torch(f"from attn_kit.cli import main\nsys.argv = ['attn-kit', 'check', {str(SOLUTIONS / solution)!r}]\nmain()\n")
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     said = " ".join(proc.stderr.split())
@@ -364,8 +413,10 @@ def test_without_torch_check_says_how_to_install_it(solution):
 
 def test_checking_an_mha_screen_file_never_imports_torch():
     reference = solutions_dir("mha-screen") / "reference_numpy.py"
-    code = (f"import sys\nfrom attn_kit.grading import pipeline as grading\nreport = grading.grade({str(reference)!r})\n"
-            "assert report.passed\nprint('torch' in sys.modules)\n")
+    code = (
+        f"import sys\nfrom attn_kit.grading import pipeline as grading\nreport = grading.grade({str(reference)!r})\n"
+        "assert report.passed\nprint('torch' in sys.modules)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"

@@ -30,7 +30,7 @@ def session_file(parent: Path, timeout: float = 10) -> Path:
 
 
 def save(path: Path, source: Path) -> None:
-    time.sleep(0.3)                 # a later mtime than the previous save, as an editor would give
+    time.sleep(0.3)  # a later mtime than the previous save, as an editor would give
     path.write_text(source.read_text())
 
 
@@ -58,19 +58,19 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     child = spawn("mock", "mha-screen", "--minutes", "10", "--dir", tmp_path, timeout=40)
     child.expect("Mock screen")
     child.expect(PUBLIC)
-    assert child.match.group(1) == "0"                # the starter raises NotImplementedError
+    assert child.match.group(1) == "0"  # the starter raises NotImplementedError
     total = child.match.group(2)
     sol = session_file(tmp_path)
     assert sol.read_text() == STARTER and (sol.parent / "statement.md").exists()
 
-    save(sol, NO_SCALING)                             # a save updates the status line
+    save(sol, NO_SCALING)  # a save updates the status line
     child.expect(r"saves 1")
     child.expect(rf"public checks {int(total) - 1}/{total}")
     child.expect("public-attention-example")
-    assert attn_kit("hint", "mha-screen").returncode == 0     # a hint taken in another terminal
+    assert attn_kit("hint", "mha-screen").returncode == 0  # a hint taken in another terminal
     save(sol, REFERENCE)
     child.expect(rf"public checks {total}/{total}")
-    assert f"All {CHECKS}" not in plain(child.before)        # the full suite is not revealed before the end
+    assert f"All {CHECKS}" not in plain(child.before)  # the full suite is not revealed before the end
     child.send("s")
     child.expect("Submitted after")
     child.expect("The full graded suite")
@@ -97,7 +97,7 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert "def multi_head_attention" in markdown and "## Follow-up prompts" in markdown
     scoring = {row["dimension"]: row for row in data["scoring"]}
     assert list(scoring) == [d.dimension for d in EXERCISE.scoring]
-    capped = EXERCISE.hints[0].dimension                         # hint 1 was used during the session
+    capped = EXERCISE.hints[0].dimension  # hint 1 was used during the session
     assert scoring[capped]["cap"] == 3 and scoring[capped]["capped_by"] == [1]
     assert scoring["correctness"]["score"] == (3 if capped == "correctness" else 4)
     assert "## Scores (1-4 per dimension)" in markdown and "| correctness |" in markdown
@@ -107,14 +107,13 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert mock["status"] == "submitted" and mock["passed"] is True and mock["report"] == str(folder / "report.md")
     assert mock["hints_used"] == 1 and len(mock["discussion"]) == asked
     assert history["checks"][0]["source"] == "mock" and history["checks"][0]["passed"] is True
-    assert {r["source"] for r in history["reviews"]} >= {"mock"}      # self-scores rated the cards
+    assert {r["source"] for r in history["reviews"]} >= {"mock"}  # self-scores rated the cards
 
 
 @pytest.mark.slow
 def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     # mock time runs 30x faster: one mock minute is two real seconds
-    child = spawn("mock", "mha-screen", "--minutes", "1", "--dir", tmp_path,
-                  env={"ATTN_KIT_CLOCK_SCALE": "30"}, timeout=40)
+    child = spawn("mock", "mha-screen", "--minutes", "1", "--dir", tmp_path, env={"ATTN_KIT_CLOCK_SCALE": "30"}, timeout=40)
     child.expect(PUBLIC)
     sol = session_file(tmp_path)
     save(sol, MASK_INVERTED)
@@ -129,13 +128,13 @@ def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     assert data["diagnosis"][0]["bug"] == "mask-inverted"
     assert data["seconds_used"] == 60
     masking = {q.id for q in EXERCISE.questions if q.concept == "masking"}
-    assert data["discussion"][0]["question"] in masking     # questions on the failed concept come first
+    assert data["discussion"][0]["question"] in masking  # questions on the failed concept come first
     assert "mask-inverted" in (sol.parent / "report.md").read_text()
 
 
 @pytest.mark.slow
 def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
-    child = spawn("mock", "--dir", tmp_path, "--minutes", "30")      # no exercise: the first not yet passed
+    child = spawn("mock", "--dir", tmp_path, "--minutes", "30")  # no exercise: the first not yet passed
     child.expect(PUBLIC)
     sol = session_file(tmp_path)
     save(sol, NO_SCALING)
@@ -148,7 +147,7 @@ def test_ctrl_c_then_abandon_is_recorded_as_abandoned(tmp_path):
     assert finish(child) == 130
     data = json.loads((sol.parent / "report.json").read_text())
     assert data["status"] == "abandoned" and data["score"] is None
-    assert data["solution"] == NO_SCALING.read_text()            # the work is kept
+    assert data["solution"] == NO_SCALING.read_text()  # the work is kept
     [mock] = history_json()["mocks"]
     assert mock["status"] == "abandoned" and mock["ended_at"]
 
@@ -162,7 +161,7 @@ def test_ctrl_c_then_submit_grades(tmp_path):
     child.expect(r"saves 1")
     child.sendintr()
     child.expect(r"\[submit\]")
-    child.sendline("")                                           # the default is submit
+    child.sendline("")  # the default is submit
     child.expect(f"All {CHECKS} checks passed")
     answer_questions(child)
     assert finish(child) == 0
@@ -175,7 +174,7 @@ def test_interviewer_sheet(tmp_path):
     out = proc.stdout
     flat = " ".join(out.split())
     assert "Interviewer sheet" in out and "Scoring: 1 to 4 per dimension" in out
-    for item in EXERCISE.scoring:                                # six dimensions, four anchors each
+    for item in EXERCISE.scoring:  # six dimensions, four anchors each
         assert item.dimension in out
         for anchor in item.anchors:
             assert anchor[:40] in flat
@@ -187,9 +186,10 @@ def test_interviewer_sheet(tmp_path):
     for item in EXERCISE.followups:
         if item.answer:
             assert item.answer[:40] in flat
-    assert list(tmp_path.iterdir()) == []                        # no session is started
+    assert list(tmp_path.iterdir()) == []  # no session is started
 
 
+@pytest.mark.slow
 def test_mock_misuse(tmp_path):
     proc = attn_kit("mock", "no-such-exercise", "--dir", tmp_path)
     assert proc.returncode == 2 and "mha-screen" in proc.stderr

@@ -32,6 +32,7 @@ class ScriptedTerminal:
         class Keys:
             def read(self):
                 return "s"
+
         yield Keys()
 
     @contextlib.contextmanager
@@ -79,10 +80,10 @@ def test_a_scripted_terminal_runs_a_whole_session(tmp_path, monkeypatch):
     data = json.loads((path.parent / "report.json").read_text())
     assert data["status"] == "submitted" and data["passed"] is True
     assert [d["covered"] for d in data["discussion"]] == [data["discussion"][0]["total"]]
-    assert ui.shown and ui.shown[0].running                         # the first draw: public checks running
+    assert ui.shown and ui.shown[0].running  # the first draw: public checks running
     events = [e[0] if e[0] in ("heading", "ask") else e for e in ui.events]
     asked = [e for e in ui.events if e[0] == "ask"]
-    assert len(asked) == 2 and asked[0][2] >= 2                      # cut short at the second question
+    assert len(asked) == 2 and asked[0][2] >= 2  # cut short at the second question
     assert events[:3] == [("intro", "mha-screen", 5), ("ended", "submitted"), "heading"]
     assert ("graded", True) in events
     assert ("warning", "discussion cut short; the report keeps the answers given so far.") in events
@@ -94,4 +95,4 @@ def test_a_scripted_terminal_runs_a_whole_session(tmp_path, monkeypatch):
 def test_without_a_terminal_a_session_needs_unattended(tmp_path):
     with pytest.raises(UsageError, match="--unattended"):
         mock.run("mha-screen", 5, tmp_path, None, ScriptedTerminal(), terminal=False)
-    assert not list(tmp_path.iterdir())                               # nothing created
+    assert not list(tmp_path.iterdir())  # nothing created

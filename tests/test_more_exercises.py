@@ -14,8 +14,7 @@ from attn_kit.load import catalog
 from conftest import attn_kit
 
 NEW = {"rope": 7, "sliding-window": 8, "attention-backward": 9, "paged-attention": 10}
-LINKS = {"kv-cache": "paged-attention", "mha-screen": "rope", "tiled-softmax": "sliding-window",
-         "mha-masked-bias": "attention-backward"}
+LINKS = {"kv-cache": "paged-attention", "mha-screen": "rope", "tiled-softmax": "sliding-window", "mha-masked-bias": "attention-backward"}
 
 
 @pytest.mark.parametrize("exercise_id", NEW)
@@ -29,7 +28,7 @@ def test_teaching_material_is_complete(exercise_id):
     assert len(ex.questions) >= 5
     assert all(len(q.key_points) >= 3 for q in ex.questions)
     assert [m for q in ex.questions for m in check.question_rule_problems(q)] == []
-    assert check.scoring_problems(ex) == [] and check.screen_problems(ex) == []   # [[scoring]] only
+    assert check.scoring_problems(ex) == [] and check.screen_problems(ex) == []  # [[scoring]] only
     assert "## Worked example" in ex.statement and "## How you are graded" in ex.statement
 
 
@@ -46,12 +45,14 @@ def test_list_shows_every_exercise():
         assert exercise_id in proc.stdout
 
 
-INDEPENDENT = {"indep_window_symmetric.py": ("sliding-window", "window-not-causal"),
-               "indep_window_plus_one.py": ("sliding-window", "window-off-by-one"),
-               "indep_window_no_self_zero_rows.py": ("sliding-window", "window-excludes-self"),
-               "indep_paged_whole_blocks.py": ("paged-attention", "reads-past-context"),
-               "indep_rope_interleaved_lists.py": ("rope", "rope-pairs-interleaved"),
-               "indep_backward_diag_einsum.py": ("attention-backward", "softmax-jacobian-diagonal")}
+INDEPENDENT = {
+    "indep_window_symmetric.py": ("sliding-window", "window-not-causal"),
+    "indep_window_plus_one.py": ("sliding-window", "window-off-by-one"),
+    "indep_window_no_self_zero_rows.py": ("sliding-window", "window-excludes-self"),
+    "indep_paged_whole_blocks.py": ("paged-attention", "reads-past-context"),
+    "indep_rope_interleaved_lists.py": ("rope", "rope-pairs-interleaved"),
+    "indep_backward_diag_einsum.py": ("attention-backward", "softmax-jacobian-diagonal"),
+}
 
 
 @pytest.mark.parametrize("name", INDEPENDENT)
@@ -61,6 +62,7 @@ def test_independently_written_mistakes_are_named_first(name):
     from attn_kit.grading import pipeline
 
     from conftest import CORPUS
+
     exercise_id, bug = INDEPENDENT[name]
     report = pipeline.grade(CORPUS / "more" / name, pipeline.Options(seed=2))
     assert report.exercise == exercise_id and not report.passed

@@ -20,14 +20,30 @@ from conftest import CORPUS
 
 # exercise -> (correct online-softmax file, its running-max initialisation, the same started at 0, the check)
 ONLINE = {
-    "tiled-softmax": (solutions_dir("tiled-softmax") / "reference_numpy.py", "m = np.full(T, -np.inf)",
-                      "m = np.zeros(T)", "stable-when-every-score-is-far-below-zero"),
-    "sliding-window": (CORPUS / "more" / "window_online_softmax.py", "m = np.full((B, H, T), -np.inf)",
-                       "m = np.zeros((B, H, T))", "stable-when-every-score-is-far-below-zero"),
-    "paged-attention": (CORPUS / "more" / "paged_online_blocks.py", "m = np.full(H, -np.inf)",
-                        "m = np.zeros(H)", "stable-when-every-score-is-far-below-zero"),
-    "attention-backward": (CORPUS / "more" / "backward_online_forward.py", "m = np.full((B, H, T), -np.inf)",
-                           "m = np.zeros((B, H, T))", "finite-when-every-score-is-far-below-zero"),
+    "tiled-softmax": (
+        solutions_dir("tiled-softmax") / "reference_numpy.py",
+        "m = np.full(T, -np.inf)",
+        "m = np.zeros(T)",
+        "stable-when-every-score-is-far-below-zero",
+    ),
+    "sliding-window": (
+        CORPUS / "more" / "window_online_softmax.py",
+        "m = np.full((B, H, T), -np.inf)",
+        "m = np.zeros((B, H, T))",
+        "stable-when-every-score-is-far-below-zero",
+    ),
+    "paged-attention": (
+        CORPUS / "more" / "paged_online_blocks.py",
+        "m = np.full(H, -np.inf)",
+        "m = np.zeros(H)",
+        "stable-when-every-score-is-far-below-zero",
+    ),
+    "attention-backward": (
+        CORPUS / "more" / "backward_online_forward.py",
+        "m = np.full((B, H, T), -np.inf)",
+        "m = np.zeros((B, H, T))",
+        "finite-when-every-score-is-far-below-zero",
+    ),
 }
 
 

@@ -38,9 +38,9 @@ def test_no_unused_dev_or_build_requirements():
     tests = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("*.py"))
     for requirement in PYPROJECT["project"]["optional-dependencies"]["dev"]:
         module = re.split(r"[<>=!~ \[]", requirement)[0].replace("-", "_")
-        if module.startswith("pytest_"):      # a pytest plugin works without an import
+        if module.startswith("pytest_"):  # a pytest plugin works without an import
             continue
-        used = f"import {module}" in tests or f"from {module}" in tests or f"importorskip(\"{module}\"" in tests
+        used = f"import {module}" in tests or f"from {module}" in tests or f'importorskip("{module}"' in tests
         assert used, f"dev extra {requirement} is unused"
     assert "pytest-benchmark" not in dev
     assert PYPROJECT["build-system"]["requires"] == ["setuptools>=77"]
@@ -52,8 +52,8 @@ def test_every_kit_error_is_declared_in_errors_py():
     import ast
 
     from attn_kit.base import errors
-    declared = {name for name, value in vars(errors).items()
-                if isinstance(value, type) and issubclass(value, BaseException)}
+
+    declared = {name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, BaseException)}
     assert {"StoreError", "SolutionLocked", "BenchError", "CheckFailed", "WireError"} <= declared
     declared |= {"Exception", "BaseException", "ValueError", "RuntimeError", "TypeError", "KeyError", "OSError"}
     for path in sorted((ROOT / "kit").rglob("*.py")) + sorted((ROOT / "checks").glob("*.py")):

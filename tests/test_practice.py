@@ -31,8 +31,15 @@ CHECKS = check_count("mha-screen")
 
 def spawn(*args, env=None, cwd=None, timeout=30) -> pexpect.spawn:
     """The real CLI in a pseudo-terminal (os.environ carries the test's ATTN_KIT_HOME)."""
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=dict(os.environ, **(env or {})),
-                          cwd=cwd, encoding="utf-8", dimensions=(60, 160), timeout=timeout)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit.cli", *map(str, args)],
+        env=dict(os.environ, **(env or {})),
+        cwd=cwd,
+        encoding="utf-8",
+        dimensions=(60, 160),
+        timeout=timeout,
+    )
     return child
 
 
@@ -59,6 +66,7 @@ def parse(text: str) -> datetime:
 
 # --- every command has help ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("command", ["hint", "solution", "reset", "mock", "discuss", "history", "progress"])
 def test_command_has_help_with_an_example(command):
     proc = attn_kit(command, "--help")
@@ -66,6 +74,7 @@ def test_command_has_help_with_an_example(command):
 
 
 # --- hints ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_hints_go_one_level_at_a_time_and_are_recorded(tmp_path):
@@ -78,7 +87,7 @@ def test_hints_go_one_level_at_a_time_and_are_recorded(tmp_path):
     assert f"2 of {HINTS}" in second.stdout
     level = attn_kit("hint", "mha-screen", "--level", "5")
     assert f"Hint 5/{HINTS}" in level.stdout and hints[4].title in level.stdout and f"3 of {HINTS}" in level.stdout
-    third = attn_kit("hint", "mha-screen")          # the next unseen level, skipping 5
+    third = attn_kit("hint", "mha-screen")  # the next unseen level, skipping 5
     assert f"Hint 3/{HINTS}" in third.stdout
     levels = sorted(h["level"] for h in history_json()["hints"])
     assert levels == [1, 2, 3, 5]
@@ -89,6 +98,7 @@ def test_hints_go_one_level_at_a_time_and_are_recorded(tmp_path):
     assert proc.returncode == 1 and f"Hints used: 4 of {HINTS}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_all_hints_and_bad_levels(attn_home):
     proc = attn_kit("hint", "mha-screen", "--all")
     assert proc.returncode == 0
@@ -102,6 +112,7 @@ def test_all_hints_and_bad_levels(attn_home):
 
 
 # --- solution ------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_solution_is_locked_until_pass_or_every_hint(tmp_path):
@@ -120,8 +131,8 @@ def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
     assert forced.returncode == 0 and "def multi_head_attention" in forced.stdout and "--force" in forced.stdout
     assert history_json()["solution_views"][0]["forced"] is True
     mine = tmp_path / "solution.py"
-    shutil.copy(REFERENCE, mine)                                # the user's own file (the bundled one is never recorded)
-    public = attn_kit("check", mine, "--public")               # public examples only: not a pass
+    shutil.copy(REFERENCE, mine)  # the user's own file (the bundled one is never recorded)
+    public = attn_kit("check", mine, "--public")  # public examples only: not a pass
     assert public.returncode == 0
     assert attn_kit("solution", "mha-screen").returncode == 1
     assert attn_kit("check", mine).returncode == 0
@@ -131,6 +142,7 @@ def test_solution_opens_after_a_passing_check_and_force_is_recorded(tmp_path):
 
 
 # --- reset ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_reset_asks_first_and_keeps_a_backup(tmp_path, attn_home):
@@ -153,9 +165,10 @@ def test_reset_asks_first_and_keeps_a_backup(tmp_path, attn_home):
     assert backup.read_text() == "# my work in progress\n"
 
 
+@pytest.mark.slow
 def test_reset_yes_and_new_file(tmp_path):
     fresh = tmp_path / "new.py"
-    proc = attn_kit("reset", "mha-screen", fresh)          # nothing to overwrite: no question
+    proc = attn_kit("reset", "mha-screen", fresh)  # nothing to overwrite: no question
     assert proc.returncode == 0 and fresh.read_text() == STARTER
     fresh.write_text("changed\n")
     proc = attn_kit("reset", "mha-screen", fresh, "--yes")
@@ -165,10 +178,12 @@ def test_reset_yes_and_new_file(tmp_path):
 
 # --- history of checks and the kit's own card ratings ------------------------------------------
 
+
 @pytest.mark.slow
 def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
     from attn_kit.practice import review
     from attn_kit.practice.store import open_store
+
     sol = tmp_path / "sol.py"
     shutil.copy(NO_SCALING, sol)
     proc = attn_kit("check", sol)
@@ -176,25 +191,26 @@ def test_check_runs_are_recorded_and_rate_concept_cards(tmp_path):
     data = history_json()
     [run] = data["checks"]
     assert run["bugs"] == ["no-scaling"] and run["passed"] is False and "scaling" in run["concepts_failed"]
-    assert data["reviews"] == [] and "attn-kit discuss" not in proc.stdout    # cards never seen: not rated
+    assert data["reviews"] == [] and "attn-kit discuss" not in proc.stdout  # cards never seen: not rated
     scaling = [q for q in catalog.exercise("mha-screen").questions if q.concept == "scaling"]
-    with open_store() as store:                                                # the user reviews them
+    with open_store() as store:  # the user reviews them
         for question in scaling:
             review.review(store, "mha-screen", question, review.RATINGS["good"])
     proc = attn_kit("check", sol)
     said = " ".join(proc.stdout.split())
     assert "1 card you reviewed before came back" in said and "attn-kit discuss" in said
     again = {r["question"] for r in history_json()["reviews"] if r["rating"] == 1 and r["source"] == "check"}
-    assert again == {q.id for q in scaling}      # only the diagnosed concept, not every failing check's
-    attn_kit("check", sol)                       # the same day: no second automatic rating
+    assert again == {q.id for q in scaling}  # only the diagnosed concept, not every failing check's
+    attn_kit("check", sol)  # the same day: no second automatic rating
     assert len(history_json()["reviews"]) == 2 * len(scaling)
     shutil.copy(REFERENCE, sol)
     assert attn_kit("check", sol).returncode == 0
     data = history_json()
-    assert len(data["reviews"]) == 2 * len(scaling)        # a fix does not rate
+    assert len(data["reviews"]) == 2 * len(scaling)  # a fix does not rate
     assert [r["passed"] for r in data["checks"]] == [True, False, False, False]
 
 
+@pytest.mark.slow
 def test_json_check_is_one_object_and_not_recorded():
     proc = attn_kit("check", NO_SCALING, "--json")
     assert proc.returncode == 1 and len(proc.stdout.strip().splitlines()) == 1
@@ -220,7 +236,7 @@ def test_history_and_progress_tables(tmp_path):
     assert progress.returncode == 0
     row = next(line for line in progress.stdout.splitlines() if line.startswith("mha-screen"))
     assert f"{CHECKS}/{CHECKS}" in row and f"1/{HINTS}" in row
-    assert "bugs seen in mha-screen: mask-inverted" in progress.stdout      # ids below the table, never cut
+    assert "bugs seen in mha-screen: mask-inverted" in progress.stdout  # ids below the table, never cut
     data = json.loads(attn_kit("progress", "--json").stdout)
     mine = next(p for p in data if p["exercise"] == "mha-screen")
     assert mine["best"] == [CHECKS, CHECKS] and mine["passed"] and mine["bugs_seen"] == ["mask-inverted"]
@@ -228,6 +244,7 @@ def test_history_and_progress_tables(tmp_path):
 
 
 # --- watch mode ----------------------------------------------------------------------------------
+
 
 def _processes_mentioning(marker: str) -> list[int]:
     found = []
@@ -261,7 +278,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     child.expect(f"All {CHECKS} checks passed")
     child.expect(r"run 3 · watching")
     if poll == "1":
-        child.sendintr()                    # Ctrl-C
+        child.sendintr()  # Ctrl-C
     else:
         child.send("q")
     assert finish(child) == 0
@@ -289,11 +306,12 @@ def test_watch_shows_a_syntax_error_and_keeps_watching(tmp_path):
 def test_watch_misuse():
     proc = attn_kit("check", "missing.py", "--watch")
     assert proc.returncode == 2 and "no such file" in proc.stderr
-    proc = attn_kit("check", REFERENCE, "--watch", "--json")      # --json errors are a JSON object
+    proc = attn_kit("check", REFERENCE, "--watch", "--json")  # --json errors are a JSON object
     assert proc.returncode == 2 and "--json" in json.loads(proc.stdout)["error"]
 
 
 # --- discuss -------------------------------------------------------------------------------------
+
 
 def _review_due(key: str) -> datetime:
     rows = [r for r in history_json()["reviews"] if r["key"] == key]
@@ -307,20 +325,20 @@ def test_discuss_ratings_change_due_dates():
     child.expect(r"Card 1/2")
     child.expect(r"Your answer")
     child.sendline("variance grows with the width")
-    child.sendline("so the softmax saturates")      # answers take several lines, as in a mock
+    child.sendline("so the softmax saturates")  # answers take several lines, as in a mock
     child.sendline("")
     child.expect("Key points")
     child.expect(r"Rate it")
-    child.sendline("4")                             # easy
+    child.sendline("4")  # easy
     child.expect(r"next due in (\d+) day")
     child.expect(r"Card 2/2")
     child.expect(r"Your answer")
     child.sendline("")
     child.expect(r"Rate it")
-    child.sendline("1")                             # again
+    child.sendline("1")  # again
     child.expect(r"next due in \d+ minute")
     child.expect(r"Reviewed 2 cards")
-    child.expect(r"due by tomorrow: 1 ")            # the 'again' card; the 'easy' one is days away
+    child.expect(r"due by tomorrow: 1 ")  # the 'again' card; the 'easy' one is days away
     assert finish(child) == 0
     start = datetime.now(timezone.utc)
     reviews = history_json()["reviews"]
@@ -354,7 +372,7 @@ def test_discuss_quit_and_bad_rating_keep_what_was_saved():
     child.expect(r"Card 1/3")
     child.sendline("")
     child.expect("Rate it")
-    child.sendline("meh")                          # not a rating: asked again
+    child.sendline("meh")  # not a rating: asked again
     child.expect("Rate it")
     child.sendline("3")
     child.expect(r"Card 2/3")

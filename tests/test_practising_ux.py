@@ -28,10 +28,12 @@ def graded(tmp_path_factory):
     starter = folder / "solution.py"
     starter.write_text(MHA.starter, encoding="utf-8")
     reference = solutions_dir("mha-screen") / "reference_lists.py"
-    return {"starter": pipeline.grade(starter, pipeline.Options(seed=5)),
-            "pass": pipeline.grade(reference, pipeline.Options(seed=5)),
-            "public": pipeline.grade(reference, pipeline.Options(seed=5, public_only=True)),
-            "bug": pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=5))}
+    return {
+        "starter": pipeline.grade(starter, pipeline.Options(seed=5)),
+        "pass": pipeline.grade(reference, pipeline.Options(seed=5)),
+        "public": pipeline.grade(reference, pipeline.Options(seed=5, public_only=True)),
+        "bug": pipeline.grade(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", pipeline.Options(seed=5)),
+    }
 
 
 def text(report, width=100, **kw) -> str:
@@ -54,10 +56,11 @@ def test_the_untouched_starter_earns_no_points(graded):
 def test_many_failures_are_compact_by_default_and_first_or_full_choose(graded):
     def blocks(out):
         return sum(1 for line in out.splitlines() if line.startswith(("! ", "✗ ")) and " — " in line)
+
     default = text(graded["starter"])
     assert blocks(default) == 1 and "the first failure in full" in default
     assert blocks(text(graded["starter"], first=False)) > 5
-    bug = text(graded["bug"])                           # few distinct failures: every one in full
+    bug = text(graded["bug"])  # few distinct failures: every one in full
     assert "the first failure in full" not in bug
     assert blocks(text(graded["bug"], first=True)) == 1
 
@@ -81,7 +84,7 @@ def test_a_full_pass_is_short_and_the_readme_says_so(graded):
     out = text(graded["pass"])
     line = "✓ All 26 checks passed — 47/47 points."
     assert line in out and "public-softmax-example" not in out and "points\n" not in out
-    header, verdict = out.splitlines()[:2]        # the header on one line (a long path is shortened), then the line
+    header, verdict = out.splitlines()[:2]  # the header on one line (a long path is shortened), then the line
     assert header.startswith("attn-kit check mha-screen") and header.endswith(f"seed {graded['pass'].seed}")
     assert verdict == line
     assert f"`{line}`" in README
@@ -100,8 +103,11 @@ def test_a_wrong_exercise_names_what_the_functions_look_like(tmp_path):
     headed = tmp_path / "solution.py"
     body = (solutions_dir("kv-cache") / "reference_numpy.py").read_text(encoding="utf-8").split("\n", 1)[1]
     headed.write_text("# attn-kit: mha-screen\n" + body, encoding="utf-8")
-    with pytest.raises(LoadError, match=r"looks like a kv-cache solution .*its header `# attn-kit: mha-screen`.*"
-                                        r"--exercise kv-cache"):
+    with pytest.raises(
+        LoadError,
+        match=r"looks like a kv-cache solution .*its header `# attn-kit: mha-screen`.*"
+        r"--exercise kv-cache",
+    ):
         pipeline.grade(headed, pipeline.Options())
 
 
@@ -117,9 +123,20 @@ def test_plain_attn_kit_points_to_the_next_step(attn_home, tmp_path):
     assert "Next: attn-kit start mha-screen mha_screen.py" in fresh.stdout
     assert not (attn_home / "history.db").exists()
     with open_store() as store:
-        store.add_check(exercise="kv-cache", file="decode.py", seed=1, passed=False, checks_passed=3,
-                        checks_total=9, points=4, max_points=20, public_only=False, failing=[], bugs=[],
-                        concepts_failed=[])
+        store.add_check(
+            exercise="kv-cache",
+            file="decode.py",
+            seed=1,
+            passed=False,
+            checks_passed=3,
+            checks_total=9,
+            points=4,
+            max_points=20,
+            public_only=False,
+            failing=[],
+            bugs=[],
+            concepts_failed=[],
+        )
     later = invoke()
     assert "Current exercise: kv-cache (attempted · best 3/9)" in later.stdout
     assert "Next: attn-kit check decode.py" in later.stdout
@@ -127,9 +144,20 @@ def test_plain_attn_kit_points_to_the_next_step(attn_home, tmp_path):
 
 def test_list_shows_status_and_best_score():
     with open_store() as store:
-        store.add_check(exercise="mha-screen", file="s.py", seed=1, passed=True, checks_passed=26,
-                        checks_total=26, points=47, max_points=47, public_only=False, failing=[], bugs=[],
-                        concepts_failed=[])
+        store.add_check(
+            exercise="mha-screen",
+            file="s.py",
+            seed=1,
+            passed=True,
+            checks_passed=26,
+            checks_total=26,
+            points=47,
+            max_points=47,
+            public_only=False,
+            failing=[],
+            bugs=[],
+            concepts_failed=[],
+        )
     out = invoke("list").stdout
     rows = {line.split()[0]: line for line in out.splitlines() if line and line.split()[0] in catalog.exercises()}
     assert "passed · best 26/26" in rows["mha-screen"] and "not started" in rows["gqa"]

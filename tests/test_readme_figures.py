@@ -49,7 +49,7 @@ def in_order(shown: list[str], real: list[str]) -> list[str]:
 
 
 def _bug_id(path: Path) -> str:
-    return path.stem.split("@", 1)[0]         # a second form of a bug: <id>@<form>.py
+    return path.stem.split("@", 1)[0]  # a second form of a bug: <id>@<form>.py
 
 
 def points(exercise_id: str) -> int:
@@ -60,39 +60,41 @@ def test_the_check_example_is_a_real_report(tmp_path):
     mine = tmp_path / "solution.py"
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
     report = grading.grade(mine, grading.Options(seed=7))
-    report.path = "solution.py"                    # as `attn-kit check solution.py` run in its folder shows it
+    report.path = "solution.py"  # as `attn-kit check solution.py` run in its folder shows it
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
     render.report(report, MHA, out)
     real = [line.rstrip() for line in out.file.getvalue().split("\n")]
     shown = block_after("A solution with heads taking interleaved columns")
     assert shown[0] == "$ attn-kit check solution.py --seed 7"
     missing = in_order(shown[1:], real)
-    assert not missing, "README lines not in the real report:\n" + "\n".join(missing) + \
-        "\n\nThe real report:\n" + "\n".join(real)
+    assert not missing, "README lines not in the real report:\n" + "\n".join(missing) + "\n\nThe real report:\n" + "\n".join(real)
 
 
 def test_the_all_pass_line_and_mock_figures_follow_the_suite():
     total, most = check_count("mha-screen"), points("mha-screen")
     assert f"`✓ All {total} checks passed — {most}/{most} points.`" in README
     assert f"Mock submitted: {total}/{total} checks, {most}/{most} points, passed." in README
-    questions = sum(len(e.questions) for e in catalog.exercises().values())      # plain `discuss`: every exercise's
+    questions = sum(len(e.questions) for e in catalog.exercises().values())  # plain `discuss`: every exercise's
     assert f"new questions: {questions - 1} of {questions}." in README
 
 
 def test_each_exercise_check_count_in_the_readme_is_its_suite_s():
-    need_torch()                                   # mha-masked-bias's suite imports torch
+    need_torch()  # mha-masked-bias's suite imports torch
     said = re.search(r"Its (\d+) checks cover dtypes", README)
     assert said and int(said.group(1)) == check_count("mha-masked-bias")
 
 
-@pytest.mark.slow                      # runs the tests against every implementation of the exercise
+@pytest.mark.slow  # runs the tests against every implementation of the exercise
 def test_the_test_tests_example_is_a_real_run():
     grade = graded_tests(CORPUS / "candidate_tests" / "readme_example.py", "mha-screen")
     shown = block_after("It still counts, but only")
     header = shown[1]
     references, bugs = len(reference_files("mha-screen")), len(bug_files("mha-screen"))
-    assert re.match(rf"{len(grade.tests)} tests run against {references} reference and {bugs} known-bug "
-                    r"implementations in [\d.]+ s$", header), header
+    assert re.match(
+        rf"{len(grade.tests)} tests run against {references} reference and {bugs} known-bug "
+        r"implementations in [\d.]+ s$",
+        header,
+    ), header
     data = grade.to_json()
     caught, known = len(data["caught"]), len(data["caught"]) + len(data["missed"])
     assert known == len({bug_id for bug_id in map(_bug_id, bug_files("mha-screen"))})
@@ -101,8 +103,9 @@ def test_the_test_tests_example_is_a_real_run():
     out = Console(width=80, height=24, file=io.StringIO(), color_system=None, theme=render.THEME)
     render.test_grade(grade, out)
     real = [line.rstrip().replace("readme_example.py", "my_tests.py") for line in out.file.getvalue().split("\n")]
-    assert shown[2:] == real[2:len(shown)] and not "".join(real[len(shown):]), \
+    assert shown[2:] == real[2 : len(shown)] and not "".join(real[len(shown) :]), (
         "The README's example is not the real run (after the header and its timing):\n" + "\n".join(real)
+    )
     assert len(shown) <= 23, "the example fits an 80×24 screen, with the prompt after it"
 
 
@@ -119,8 +122,7 @@ def test_the_torch_command_is_the_kit_s():
 
 
 def test_the_stuck_line_and_the_mock_status_examples_follow_the_content():
-    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)” \(([^)]+)\)\.",
-                     " ".join(README.split()))
+    said = re.search(r"Stuck\? attn-kit hint mha-screen shows hint (\d+), “([^”]+)” \(([^)]+)\)\.", " ".join(README.split()))
     hint = MHA.hints[int(said.group(1)) - 1] if said else None
     assert hint and hint.title == said.group(2) and practice.STEPS[hint.step] == said.group(3)
     public = sum(c.public for c in grading.suite_for(MHA).checks)
@@ -134,7 +136,10 @@ def test_the_bench_examples_state_each_exercise_s_expectation():
     expects and why comes from the exercise's [bench] table."""
     said = re.findall(r"^(time|memory)\s+≈ T\^[\d.]+\s+[✓▲▼] expected T\^([\d.]+): (.+)$", README, re.M)
     assert len(said) >= 3
-    expectations = {(kind, float(getattr(e.bench, kind).exponent), getattr(e.bench, kind).why)
-                    for e in catalog.exercises().values() for kind in ("time", "memory")}
+    expectations = {
+        (kind, float(getattr(e.bench, kind).exponent), getattr(e.bench, kind).why)
+        for e in catalog.exercises().values()
+        for kind in ("time", "memory")
+    }
     for kind, exponent, why in said:
         assert (kind, float(exponent), why.strip()) in expectations, (kind, exponent, why)

@@ -15,7 +15,7 @@ from attn_kit.diagnosis.diagnose import load_module
 
 from conftest import need_torch
 
-torch = need_torch()       # CI installs torch; a missing torch fails there instead of skipping
+torch = need_torch()  # CI installs torch; a missing torch fails there instead of skipping
 F = torch.nn.functional
 
 REFS = {name: load_module(str(solutions_dir("mha-screen") / f"reference_{name}.py")) for name in ("lists", "numpy")}
@@ -36,11 +36,11 @@ def torch_attention(x, p, H, mask):
 
     q, k, v = heads(proj("Wq", "bq")), heads(proj("Wk", "bk")), heads(proj("Wv", "bv"))
     allowed = torch.ones(B, 1, T, T, dtype=torch.bool) if mask is None else torch.tensor(mask)[:, None]
-    empty = ~allowed.any(-1, keepdim=True)                      # B×1×T×1
-    safe = allowed | empty                                      # give empty rows something to attend to
+    empty = ~allowed.any(-1, keepdim=True)  # B×1×T×1
+    safe = allowed | empty  # give empty rows something to attend to
     ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=safe)
     ctx = torch.where(empty, torch.zeros_like(ctx), ctx)
-    scores = (q @ k.transpose(-1, -2)) / hd ** 0.5
+    scores = (q @ k.transpose(-1, -2)) / hd**0.5
     weights = torch.softmax(scores.masked_fill(~safe, float("-inf")), dim=-1)
     weights = torch.where(empty, torch.zeros_like(weights), weights)
     out = ctx.transpose(1, 2).reshape(B, T, D) @ torch.tensor(p["Wo"], dtype=torch.float64)
@@ -67,7 +67,7 @@ def random_case(rng):
         mask = (np.arange(T)[None, None, :] < lengths[:, None, None]).repeat(T, 1)
     else:
         mask = rng.random((B, T, T)) < 0.5
-        mask[:, 0, :] = False                                  # at least one fully blocked row
+        mask[:, 0, :] = False  # at least one fully blocked row
     return x, p, int(H), mask
 
 
@@ -77,8 +77,11 @@ def test_reference_matches_torch_on_random_cases(name):
     rng = np.random.default_rng(2024)
     for _ in range(40):
         x, p, H, mask = random_case(rng)
-        args = (x, p, H, mask) if name == "numpy" else (x.tolist(), {k: v.tolist() for k, v in p.items()}, H,
-                                                        None if mask is None else mask.tolist())
+        args = (
+            (x, p, H, mask)
+            if name == "numpy"
+            else (x.tolist(), {k: v.tolist() for k, v in p.items()}, H, None if mask is None else mask.tolist())
+        )
         out, weights = ref.multi_head_attention(*args, return_weights=True)
         t_out, t_weights = torch_attention(x, p, H, mask)
         np.testing.assert_allclose(np.asarray(out), t_out, rtol=1e-9, atol=1e-9)
@@ -101,20 +104,23 @@ def test_reference_softmax_matches_torch(name):
 @pytest.mark.parametrize("name", sorted(REFS))
 def test_reference_matches_the_statement_examples(name):
     ref = REFS[name]
-    np.testing.assert_allclose(ref.stable_softmax([1000.0, 999.0, -5.0], allowed=[True, True, False]),
-                               [0.7310585786300049, 0.2689414213699951, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(
+        ref.stable_softmax([1000.0, 999.0, -5.0], allowed=[True, True, False]), [0.7310585786300049, 0.2689414213699951, 0.0], rtol=1e-15
+    )
     assert list(ref.stable_softmax([3.0, 4.0], allowed=[False, False])) == [0.0, 0.0]
     assert np.asarray(ref.causal_mask(1, 3)).tolist() == [[[True, False, False], [True, True, False], [True, True, True]]]
     assert np.asarray(ref.padding_mask([2, 3], 3)).tolist() == [[[True, True, False]] * 3, [[True, True, True]] * 3]
     x = [[[1, 0, 1, 0], [0, 2, 0, 1], [1, 1, -1, 2]]]
     eye = np.eye(4).tolist()
-    p = {"Wq": eye, "Wo": eye, "bo": [0.5, 0, 0, -0.5],
-         "Wk": [[1, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 1]],
-         "Wv": [[1, 2, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 3, 1]]}
+    p = {
+        "Wq": eye,
+        "Wo": eye,
+        "bo": [0.5, 0, 0, -0.5],
+        "Wk": [[1, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 1]],
+        "Wv": [[1, 2, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 3, 1]],
+    }
     out, w = ref.multi_head_attention(x, p, 2, ref.causal_mask(1, 3), return_weights=True)
-    np.testing.assert_allclose(out, [[[1.5, 2, 1, -0.5], [0.555807, 2, 2, 0],
-                                      [1.194305, 2.619985, 4.889062, 1.444531]]], atol=1e-6)
+    np.testing.assert_allclose(out, [[[1.5, 2, 1, -0.5], [0.555807, 2, 2, 0], [1.194305, 2.619985, 4.889062, 1.444531]]], atol=1e-6)
     np.testing.assert_allclose(w[0][1][2], [0.013770, 0.027928, 0.958302], atol=1e-6)
-    t_out, _ = torch_attention(np.array(x, float), {k: np.array(v, float) for k, v in p.items()}, 2,
-                               np.asarray(ref.causal_mask(1, 3)))
+    t_out, _ = torch_attention(np.array(x, float), {k: np.array(v, float) for k, v in p.items()}, 2, np.asarray(ref.causal_mask(1, 3)))
     np.testing.assert_allclose(out, t_out, atol=1e-12)

@@ -22,7 +22,7 @@ from attn_kit.practice.store import iso, open_store
 from conftest import CORPUS, attn_kit
 
 MHA = catalog.exercise("mha-screen")
-START = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)          # a Monday
+START = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)  # a Monday
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,7 @@ def reports(tmp_path_factory):
     (folder / "starter.py").write_text(MHA.starter, encoding="utf-8")
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "no-scaling.py", folder / "attempt.py")
     shutil.copy(solutions_dir("mha-screen") / "reference_lists.py", folder / "solution.py")
-    graded = {name: pipeline.grade(folder / f"{name}.py", pipeline.Options(seed=11))
-              for name in ("starter", "attempt", "solution")}
+    graded = {name: pipeline.grade(folder / f"{name}.py", pipeline.Options(seed=11)) for name in ("starter", "attempt", "solution")}
     assert [d.bug for d in graded["attempt"].diagnosis] == ["no-scaling"]
     assert graded["starter"].diagnosis == [] and graded["solution"].passed
     return graded
@@ -77,16 +76,16 @@ def test_a_week_of_practice(monkeypatch, reports):
     week.at(0, 0)
     assert week.check(reports["starter"], 3) == [[], [], []]
     week.at(0, 0.5)
-    assert week.check(reports["attempt"], 2) == [[], []]           # new cards are the user's to introduce
+    assert week.check(reports["attempt"], 2) == [[], []]  # new cards are the user's to introduce
     assert week.store.cards() == [] and review.outlook(week.store).new == len(review.questions())
     # discuss 1: the current exercise's questions come first
     first = week.discuss(new=len(MHA.questions))
     assert {e.exercise.id for e in first} == {MHA.id} and all(e.is_new for e in first)
     week.at(0, 1)
     ratings = week.check(reports["attempt"], 3)
-    assert {r.key for r in ratings[0]} == scaling and ratings[1:] == [[], []]   # once a day, only scaling
-    assert all(r.due > START + timedelta(hours=1) for r in ratings[0])         # "due again in …", not now
-    assert not scaling & week.due_keys()                                      # not due yet: true when printed
+    assert {r.key for r in ratings[0]} == scaling and ratings[1:] == [[], []]  # once a day, only scaling
+    assert all(r.due > START + timedelta(hours=1) for r in ratings[0])  # "due again in …", not now
+    assert not scaling & week.due_keys()  # not due yet: true when printed
     week.at(0, 1.5)
     assert scaling <= week.due_keys()
 
@@ -94,7 +93,7 @@ def test_a_week_of_practice(monkeypatch, reports):
     week.at(1, 1.5)
     assert [len(r) for r in week.check(reports["attempt"], 5)] == [len(scaling), 0, 0, 0, 0]
     week.at(1, 5)
-    assert week.check(reports["solution"], 5) == [[]] * 5                      # a fix does not rate
+    assert week.check(reports["solution"], 5) == [[]] * 5  # a fix does not rate
 
     # Wednesday: a mock that timed out on the starter, then discuss 2
     week.at(2, 0)
@@ -132,9 +131,9 @@ def test_a_week_of_practice(monkeypatch, reports):
 
     checks = week.store.checks()
     assert sum(c["source"] == "check" for c in checks) == 30
-    assert sum(c["source"] == "mock" for c in checks) == 2       # the two mocks' graded runs
+    assert sum(c["source"] == "mock" for c in checks) == 2  # the two mocks' graded runs
     automatic = week.automatic()
-    assert len(automatic) == 3 * len(scaling)                    # Monday, Tuesday, Thursday
+    assert len(automatic) == 3 * len(scaling)  # Monday, Tuesday, Thursday
     assert {r["key"] for r in automatic} == scaling
     user = [r for r in week.store.reviews() if r["source"] != review.AUTOMATIC]
     assert len(user) == week.user_ratings
@@ -149,27 +148,42 @@ def test_a_week_of_practice(monkeypatch, reports):
 
 def test_plain_discuss_puts_the_current_exercise_first(monkeypatch):
     with open_store() as store:
-        store.add_check(exercise="kv-cache", file="decode.py", seed=1, passed=False, checks_passed=0,
-                        checks_total=1, points=0, max_points=1, public_only=False, failing=[], bugs=[],
-                        concepts_failed=[])
+        store.add_check(
+            exercise="kv-cache",
+            file="decode.py",
+            seed=1,
+            passed=False,
+            checks_passed=0,
+            checks_total=1,
+            points=0,
+            max_points=1,
+            public_only=False,
+            failing=[],
+            bugs=[],
+            concepts_failed=[],
+        )
         entries = review.queue(store, None, new=3, first=store.current_exercise())
     assert [e.exercise.id for e in entries] == ["kv-cache"] * 3
 
 
 # --- interrupting discuss, in a real terminal ----------------------------------------------------
 
+
 def _spawn_discuss(*args):
     import os
     import sys
 
     import pexpect
-    return pexpect.spawn(sys.executable, ["-m", "attn_kit", "discuss", *args], env=dict(os.environ),
-                         encoding="utf-8", dimensions=(40, 120), timeout=30)
+
+    return pexpect.spawn(
+        sys.executable, ["-m", "attn_kit", "discuss", *args], env=dict(os.environ), encoding="utf-8", dimensions=(40, 120), timeout=30
+    )
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "eof"])
 def test_interrupted_discuss_ends_with_a_summary(how):
     import pexpect
+
     child = _spawn_discuss("mha-screen", "--new", "3")
     child.expect(r"Card 1/3")
     child.expect("Your answer")
@@ -210,7 +224,7 @@ def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
     card alone, even cards the user has reviewed, while a diagnosed bug does rate them."""
     week = Week(monkeypatch)
     week.at(0, 0)
-    week.discuss(new=len(MHA.questions))                  # every mha-screen card is the user's now
+    week.discuss(new=len(MHA.questions))  # every mha-screen card is the user's now
     reviews = len(week.store.reviews())
     week.at(1, 0)
     hang = tmp_path / "hangs.py"
@@ -225,7 +239,7 @@ def test_timeouts_and_load_errors_never_rate(monkeypatch, tmp_path):
     proc = attn_kit("check", broken, env={"ATTN_KIT_NOW": iso(START + timedelta(days=1, hours=1))})
     assert proc.returncode != 0 and "SyntaxError" in proc.stdout + proc.stderr
     store = open_store()
-    assert len(store.reviews()) == reviews and len(store.checks()) == 1     # only the hung run's record
+    assert len(store.reviews()) == reviews and len(store.checks()) == 1  # only the hung run's record
     # the rule can fail: a diagnosed bug on the same reviewed cards does rate
     week.store = store
     week.at(1, 2)

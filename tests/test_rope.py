@@ -29,6 +29,7 @@ REFS = {name: load_module(str(solutions_dir("rope") / f"reference_{name}.py")) f
 def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
+
         return module
     return pytest.importorskip("torch", reason=TORCH_MISSING)
 
@@ -47,7 +48,7 @@ def rotation_matrix(torch, p: int, hd: int, base: float):
 def torch_rope(torch, x, positions, base=10000.0):
     x = torch.tensor(np.asarray(x, dtype=np.float64))
     hd = x.shape[-1]
-    R = torch.stack([rotation_matrix(torch, int(p), hd, base) for p in positions])     # T×hd×hd
+    R = torch.stack([rotation_matrix(torch, int(p), hd, base) for p in positions])  # T×hd×hd
     return torch.einsum("tij,bhtj->bhti", R, x)
 
 
@@ -97,14 +98,18 @@ def test_apply_rope_matches_an_explicit_rotation(torch, name):
 @pytest.mark.parametrize("name", sorted(REFS))
 def test_rope_attention_matches_torch(torch, name):
     rng = np.random.default_rng(32)
-    for B, T, D, H, big, kind in ((2, 4, 8, 2, False, "random"), (1, 5, 12, 3, False, "causal"),
-                                  (1, 3, 4, 1, True, None), (2, 6, 16, 4, False, "random")):
+    for B, T, D, H, big, kind in (
+        (2, 4, 8, 2, False, "random"),
+        (1, 5, 12, 3, False, "causal"),
+        (1, 3, 4, 1, True, None),
+        (2, 6, 16, 4, False, "random"),
+    ):
         x = tokens(rng, B, T, D, scale=20.0 if big else 1.0)
         p = params(rng, D, biases=not big, scale=3.0 if big else 1.0)
         positions = None if kind == "causal" else rng.integers(-20, 200, size=T).tolist()
         if kind == "random":
             mask = rng.random((B, T, T)) < 0.6
-            mask[:, 0] = False                        # a fully blocked query
+            mask[:, 0] = False  # a fully blocked query
         else:
             mask = None if kind is None else np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
         args = (x, p) if name == "numpy" else (x.tolist(), as_lists(p))
@@ -124,16 +129,19 @@ def test_references_have_the_rotation_properties(name):
     rot = np.asarray(ref.apply_rope(x.tolist(), p))
     np.testing.assert_allclose(np.linalg.norm(rot, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(ref.apply_rope(x.tolist(), [0] * 4)), x, atol=0)
-    np.testing.assert_allclose(np.asarray(ref.apply_rope(rot.tolist(), q)),
-                               np.asarray(ref.apply_rope(x.tolist(), [a + b for a, b in zip(p, q)])), atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(ref.apply_rope(rot.tolist(), q)), np.asarray(ref.apply_rope(x.tolist(), [a + b for a, b in zip(p, q)])), atol=1e-12
+    )
     with pytest.raises(ValueError, match="even"):
         ref.apply_rope(rng.normal(size=(1, 1, 2, 5)).tolist(), [0, 1])
 
 
 # --- the statement's numbers -------------------------------------------------------------------
 
+
 def literal_after(text: str, label: str):
     import ast
+
     match = re.search(re.escape(label) + r"\s*`(\[[^`]*\])`", text)
     assert match, f"no `{label}` literal in the statement"
     return ast.literal_eval(match.group(1))
@@ -141,6 +149,7 @@ def literal_after(text: str, label: str):
 
 def block_literal(text: str, name: str, after: str = ""):
     import ast
+
     text = text.split(after, 1)[1] if after else text
     match = re.search(r"^\s{4}" + name + r"\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)
     return ast.literal_eval(match.group(1))
@@ -152,8 +161,7 @@ def test_statement_numbers_are_what_the_reference_computes():
     x = block_literal(text, "x")
     positions = block_literal(text, "positions")
     assert x == rope_checks.PUBLIC_ROPE_X and positions == rope_checks.PUBLIC_ROPE_POSITIONS
-    np.testing.assert_allclose(ref.apply_rope(x, positions), literal_after(text, "`apply_rope(x, positions)`:"),
-                               atol=5e-7)
+    np.testing.assert_allclose(ref.apply_rope(x, positions), literal_after(text, "`apply_rope(x, positions)`:"), atol=5e-7)
     assert "θ = [1, 0.01]" in text and ref._angles([1], 4, 10000.0).round(12).tolist() == [[1.0, 0.01]]
     x2 = block_literal(text, "x", after="Then `rope_attention`")
     assert x2 == rope_checks.PUBLIC_X
@@ -170,13 +178,15 @@ def test_statement_numbers_are_what_the_reference_computes():
 
 def test_cli_grades_the_lists_reference():
     data, code = check_json(solutions_dir("rope") / "reference_lists.py", "--seed", "3")
-    assert code == 0 and data["exercise"] == "rope" and data["passed"], \
-        [(c["id"], c["message"]) for c in data["checks"] if c["status"] != "pass"]
+    assert code == 0 and data["exercise"] == "rope" and data["passed"], [
+        (c["id"], c["message"]) for c in data["checks"] if c["status"] != "pass"
+    ]
 
 
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
     from attn_kit.practice import testgrade
+
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_strong.py")
     assert strong.exercise == "rope" and strong.wrong_tests == [] and strong.missed == [] and strong.score == 1.0
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "rope_weak.py")
@@ -186,10 +196,10 @@ def test_test_tests_scores_the_strong_and_weak_files():
 
 def test_a_differently_written_correct_solution_passes_and_is_detected_by_its_functions():
     from attn_kit.grading import pipeline
+
     report = pipeline.grade(CORPUS_MORE / "rope_correct_complex.py", pipeline.Options(seed=4))
     assert report.exercise == "rope"
-    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
-                                                             if r.status != "pass"]
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results if r.status != "pass"]
 
 
 def test_the_hints_theta_figure():

@@ -35,20 +35,26 @@ def bug_file(exercise_id: str, bug_id: str):
 
 def first_of(exercise: catalog.Exercise, severity: str) -> str | None:
     """The exercise's first catalogued bug (plain form) of this severity."""
-    return next((b for b in exercise.bug_ids if catalog.bugs()[b].severity == severity
-                 and b != "mutates-input" and any(p.stem == b for p in bug_files(exercise.id))), None)
+    return next(
+        (
+            b
+            for b in exercise.bug_ids
+            if catalog.bugs()[b].severity == severity and b != "mutates-input" and any(p.stem == b for p in bug_files(exercise.id))
+        ),
+        None,
+    )
 
 
 def anchor_cases():
     """(exercise, expected score, a way to get the file, what it is) for every correctness anchor."""
-    crashes = set()          # each crash-severity bug once, in the first exercise that has it
+    crashes = set()  # each crash-severity bug once, in the first exercise that has it
     for exercise in EXERCISES:
         yield pytest.param(exercise.id, 1, "starter", id=f"{exercise.id}-1-starter")
         for bug in exercise.bug_ids:
             if catalog.bugs()[bug].severity == "crash" and bug not in crashes:
                 crashes.add(bug)
                 yield pytest.param(exercise.id, 1, bug, id=f"{exercise.id}-1-{bug}")
-        for level, severity in ((2, "wrong"), (3, "edge")):     # when it has a bug file of that kind
+        for level, severity in ((2, "wrong"), (3, "edge")):  # when it has a bug file of that kind
             example = first_of(exercise, severity)
             if example is not None:
                 yield pytest.param(exercise.id, level, example, id=f"{exercise.id}-{level}")
@@ -58,7 +64,7 @@ def anchor_cases():
 @pytest.mark.parametrize("exercise_id, level, which", list(anchor_cases()))
 def test_each_correctness_anchor_is_what_a_file_of_that_kind_scores(exercise_id, level, which, tmp_path):
     exercise = catalog.exercise(exercise_id)
-    if which == "starter":                   # raises NotImplementedError: does not run
+    if which == "starter":  # raises NotImplementedError: does not run
         path = tmp_path / "solution.py"
         path.write_text(exercise.starter, encoding="utf-8")
     elif which == "reference":
@@ -70,7 +76,7 @@ def test_each_correctness_anchor_is_what_a_file_of_that_kind_scores(exercise_id,
     assert mock.scores(exercise, report)[0]["score"] == level
     anchor = exercise.scoring[0].anchors[level - 1]
     assert exercise.scoring[0].dimension == "correctness" and anchor.startswith(rubric.CORRECTNESS_LEADS[level - 1])
-    if which not in ("starter", "reference"):     # the anchor names this exercise's example of the level
+    if which not in ("starter", "reference"):  # the anchor names this exercise's example of the level
         assert catalog.bugs()[which].severity == ("crash", "wrong", "edge")[level - 1]
 
 
@@ -79,9 +85,13 @@ def test_the_cases_the_issue_names(tmp_path):
     blocked entries; a correct sliding window built from the T×T mask scores what its anchor says, 2."""
     starter = tmp_path / "solution.py"
     starter.write_text(catalog.exercise("mha-screen").starter, encoding="utf-8")
-    score = {name: rubric.correctness(grade(path, "mha-screen")) for name, path in
-             [("starter", starter), *((b, bug_file("mha-screen", b)) for b in
-                                      ("no-scaling", "softmax-across-batch", "max-over-blocked"))]}
+    score = {
+        name: rubric.correctness(grade(path, "mha-screen"))
+        for name, path in [
+            ("starter", starter),
+            *((b, bug_file("mha-screen", b)) for b in ("no-scaling", "softmax-across-batch", "max-over-blocked")),
+        ]
+    }
     assert score == {"starter": 1, "no-scaling": 2, "softmax-across-batch": 2, "max-over-blocked": 3}
     window = grade(bug_file("sliding-window", "materialises-scores"), "sliding-window")
     assert [c.bug for c in rubric.causes(window)] == ["materialises-scores"]
@@ -98,13 +108,16 @@ def _composed(exercise_id: str, bugs: tuple[str, ...], tmp_path):
     return grade(path, exercise_id)
 
 
-@pytest.mark.parametrize("exercise_id, bugs, level", [
-    ("mha-screen", ("biases-ignored", "causal-off-by-one", "double-scaling"), 1),          # three ordinary causes
-    ("tiled-softmax", ("blocked-row-nan", "partial-block-dropped", "softmax-overflow"), 2),  # three edge-only causes
-    ("mha-masked-bias", ("b-o-not-suppressed", "max-over-blocked", "mutates-input"), 2),
-    ("tiled-softmax", ("partial-block-dropped", "softmax-overflow"), 3),                    # two edge-only causes
-    ("mha-screen", ("no-scaling", "max-over-blocked"), 2),                                 # the worst cause decides
-])
+@pytest.mark.parametrize(
+    "exercise_id, bugs, level",
+    [
+        ("mha-screen", ("biases-ignored", "causal-off-by-one", "double-scaling"), 1),  # three ordinary causes
+        ("tiled-softmax", ("blocked-row-nan", "partial-block-dropped", "softmax-overflow"), 2),  # three edge-only causes
+        ("mha-masked-bias", ("b-o-not-suppressed", "max-over-blocked", "mutates-input"), 2),
+        ("tiled-softmax", ("partial-block-dropped", "softmax-overflow"), 3),  # two edge-only causes
+        ("mha-screen", ("no-scaling", "max-over-blocked"), 2),  # the worst cause decides
+    ],
+)
 def test_the_number_of_distinct_causes_counts(exercise_id, bugs, level, tmp_path):
     report = _composed(exercise_id, bugs, tmp_path)
     assert sorted(str(c.bug) for c in rubric.causes(report)) == sorted(bugs)
@@ -116,20 +129,25 @@ def test_an_unexplained_failure_is_one_cause_and_a_public_error_means_it_does_no
     source = reference_files("sliding-window")[0].read_text(encoding="utf-8")
     # an off-catalogue mistake: the output is off by a small constant everywhere
     wrong = tmp_path / "offset.py"
-    wrong.write_text(source + "\n\n_right = sliding_window_attention\n\n"
-                     "def sliding_window_attention(q, k, v, window):\n"
-                     "    return _right(q, k, v, window) + 0.5\n", encoding="utf-8")
+    wrong.write_text(
+        source + "\n\n_right = sliding_window_attention\n\n"
+        "def sliding_window_attention(q, k, v, window):\n"
+        "    return _right(q, k, v, window) + 0.5\n",
+        encoding="utf-8",
+    )
     report = grade(wrong, exercise.id)
     found = rubric.causes(report)
     assert [c.bug for c in found if c.bug is None] == [None] and rubric.correctness(report) <= 2
     raises = tmp_path / "raises.py"
-    raises.write_text(source + "\n\ndef sliding_window_attention(q, k, v, window):\n"
-                      "    raise RuntimeError('not today')\n", encoding="utf-8")
+    raises.write_text(
+        source + "\n\ndef sliding_window_attention(q, k, v, window):\n    raise RuntimeError('not today')\n", encoding="utf-8"
+    )
     assert rubric.correctness(grade(raises, exercise.id)) == 1
     assert mock.correctness_score(None) == 1 and mock.correctness_score(None, graded=False) is None
 
 
 # --- the data dev check validates -------------------------------------------------------------------
+
 
 def test_every_bundled_rubric_and_severity_passes_dev_check():
     content = check.Content.installed()
@@ -139,27 +157,27 @@ def test_every_bundled_rubric_and_severity_passes_dev_check():
 
 def test_dev_check_rejects_a_missing_severity_and_misordered_anchors(tmp_path):
     import shutil
+
     root = tmp_path / "content"
     base = check.Content.installed()
     shutil.copytree(base.prompts, root / "prompts")
     bugs = root / "prompts" / "bugs.toml"
     text = bugs.read_text(encoding="utf-8")
-    bugs.write_text(text.replace('severity = "wrong"\n', "", 1).replace('severity = "edge"', 'severity = "mild"', 1),
-                    encoding="utf-8")
+    bugs.write_text(text.replace('severity = "wrong"\n', "", 1).replace('severity = "edge"', 'severity = "mild"', 1), encoding="utf-8")
     content = dataclasses.replace(base, prompts=root / "prompts")
     problems = [p.message for p in check.run(content, [check.bug_catalogue_ids]).problems]
     assert len([m for m in problems if "severity" in m]) == 2, problems
     exercise = catalog.exercise("rope")
     correctness = exercise.scoring[0]
-    swapped = dataclasses.replace(correctness, anchors=(correctness.anchors[1], correctness.anchors[0],
-                                                        *correctness.anchors[2:]))
+    swapped = dataclasses.replace(correctness, anchors=(correctness.anchors[1], correctness.anchors[0], *correctness.anchors[2:]))
     broken = dataclasses.replace(exercise, scoring=(swapped, *exercise.scoring[2:], exercise.scoring[1]))
     messages = check.scoring_problems(broken)
     assert any("in that order" in m for m in messages)
     assert sum("must start with" in m for m in messages) == 2
     same = dataclasses.replace(exercise.scoring[1], anchors=(exercise.scoring[1].anchors[0],) * 4)
-    assert any("differ" in m for m in check.scoring_problems(
-        dataclasses.replace(exercise, scoring=(correctness, same, *exercise.scoring[2:]))))
+    assert any(
+        "differ" in m for m in check.scoring_problems(dataclasses.replace(exercise, scoring=(correctness, same, *exercise.scoring[2:])))
+    )
 
 
 def test_every_catalogue_bug_has_a_known_severity():
@@ -170,32 +188,39 @@ def test_every_catalogue_bug_has_a_known_severity():
 
 # --- the recommendation ------------------------------------------------------------------------------
 
+
 def six(*values):
     return dict(zip(catalog.DIMENSIONS, values))
 
 
-@pytest.mark.parametrize("scores, verdict", [
-    (six(4, 4, 4, 3, 3, 3), "strong hire"),
-    (six(4, 4, 4, 4, 4, 2), "hire"),           # one dimension at 2 keeps it from strong hire
-    (six(3, 3, 3, 3, 3, 2), "hire"),
-    (six(2, 4, 4, 4, 4, 4), "lean no"),        # correctness 2 caps it at lean no
-    (six(3, 1, 3, 3, 3, 3), "lean no"),        # a 1 anywhere keeps it from hire
-    (six(3, 2, 2, 2, 2, 2), "lean no"),        # total 13
-    (six(2, 2, 2, 2, 2, 1), "no"),             # total 11
-    (six(1, 4, 4, 4, 4, 4), "no"),             # does not run
-])
+@pytest.mark.parametrize(
+    "scores, verdict",
+    [
+        (six(4, 4, 4, 3, 3, 3), "strong hire"),
+        (six(4, 4, 4, 4, 4, 2), "hire"),  # one dimension at 2 keeps it from strong hire
+        (six(3, 3, 3, 3, 3, 2), "hire"),
+        (six(2, 4, 4, 4, 4, 4), "lean no"),  # correctness 2 caps it at lean no
+        (six(3, 1, 3, 3, 3, 3), "lean no"),  # a 1 anywhere keeps it from hire
+        (six(3, 2, 2, 2, 2, 2), "lean no"),  # total 13
+        (six(2, 2, 2, 2, 2, 1), "no"),  # total 11
+        (six(1, 4, 4, 4, 4, 4), "no"),  # does not run
+    ],
+)
 def test_the_rule_combines_six_scores_with_reasons(scores, verdict):
     got, reasons = rubric.recommend(scores)
     assert got == verdict
-    better = [v.name for v in rubric.VERDICTS][:[v.name for v in rubric.VERDICTS].index(verdict)]
+    better = [v.name for v in rubric.VERDICTS][: [v.name for v in rubric.VERDICTS].index(verdict)]
     assert [r.split(":")[0] for r in reasons] == [f"not {b}" for b in better] + [verdict]
 
 
 def test_the_range_before_every_score_is_given():
     rows = [{"dimension": d, "score": None} for d in catalog.DIMENSIONS]
     rows[0]["score"] = 1
-    assert mock.recommendation(rows) == {"verdict": None, "range": ["no", "no"],
-                                         "reasons": ["still to score: " + ", ".join(catalog.DIMENSIONS[1:])]}
+    assert mock.recommendation(rows) == {
+        "verdict": None,
+        "range": ["no", "no"],
+        "reasons": ["still to score: " + ", ".join(catalog.DIMENSIONS[1:])],
+    }
     rows[0]["score"] = 4
     assert mock.recommendation(rows)["range"] == ["no", "strong hire"]
     lines = practice.recommendation_lines(mock.recommendation(rows))
@@ -206,11 +231,25 @@ def test_the_report_shows_the_recommendation_and_why_correctness_scored(tmp_path
     exercise = catalog.exercise("sliding-window")
     report = grade(bug_file("sliding-window", "materialises-scores"), exercise.id)
     rows = mock.scores(exercise, report)
-    data = {"title": exercise.title, "exercise": exercise.id, "status": "submitted", "started_at": "t",
-            "seconds_used": 60.0, "minutes": 40, "seed": SEED, "score": None, "passed": False,
-            "hints": {"used_during_session": [], "used_in_total": 0, "available": 5},
-            "scoring": rows, "recommendation": mock.recommendation(rows), "checks": [], "diagnosis": [],
-            "discussion": [], "followups": [], "solution": None}
+    data = {
+        "title": exercise.title,
+        "exercise": exercise.id,
+        "status": "submitted",
+        "started_at": "t",
+        "seconds_used": 60.0,
+        "minutes": 40,
+        "seed": SEED,
+        "score": None,
+        "passed": False,
+        "hints": {"used_during_session": [], "used_in_total": 0, "available": 5},
+        "scoring": rows,
+        "recommendation": mock.recommendation(rows),
+        "checks": [],
+        "diagnosis": [],
+        "discussion": [],
+        "followups": [],
+        "solution": None,
+    }
     text = practice.mock_report_markdown(data)
     assert "Correctness: 1 cause: materialises-scores (wrong)." in text
     assert "- Recommendation: between **no** and **lean no**, depending on the scores still to give" in text
@@ -238,8 +277,14 @@ def test_the_sheet_states_the_rule_and_the_reasons_at_80_columns():
 def test_the_interviewer_sheet_in_a_real_terminal_shows_the_rule():
     pexpect = pytest.importorskip("pexpect")
     env = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm", NO_COLOR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit", "mock", "rope", "--interviewer", "--scores", "3,4,3,1,3,4"],
-                          env=env, dimensions=(24, 80), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit", "mock", "rope", "--interviewer", "--scores", "3,4,3,1,3,4"],
+        env=env,
+        dimensions=(24, 80),
+        encoding="utf-8",
+        timeout=60,
+    )
     child.expect(pexpect.EOF)
     child.close()
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before).replace("\r", "")
@@ -249,31 +294,36 @@ def test_the_interviewer_sheet_in_a_real_terminal_shows_the_rule():
     flat = " ".join(text.split())
     for anchor in catalog.exercise("rope").scoring[0].anchors:
         assert " ".join(anchor.split())[:60] in flat
-    assert "  correctness 3, robustness 4, shapes 3, tests 1, systems 3, communication 4" in [
-        line.rstrip() for line in text.splitlines()]
+    assert "  correctness 3, robustness 4, shapes 3, tests 1, systems 3, communication 4" in [line.rstrip() for line in text.splitlines()]
     assert "Recommendation: lean no" in text and "– not hire: tests 1 is below 2" in text
 
 
-@pytest.mark.parametrize("text, scores", [
-    ("3,2,3,3,2,3", (3, 2, 3, 3, 2, 3)),
-    ("systems=2, correctness=4,robustness=4,shapes=4,tests=4,communication=1", (4, 4, 4, 4, 2, 1)),
-])
+@pytest.mark.parametrize(
+    "text, scores",
+    [
+        ("3,2,3,3,2,3", (3, 2, 3, 3, 2, 3)),
+        ("systems=2, correctness=4,robustness=4,shapes=4,tests=4,communication=1", (4, 4, 4, 4, 2, 1)),
+    ],
+)
 def test_scores_are_read_in_order_or_by_name(text, scores):
     assert rubric.parse_scores(text) == six(*scores)
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--interviewer", "--scores", "3,2,3"], "got '3,2,3'"),
-    (["--interviewer", "--scores", "3,2,3,3,2,5"], "communication = '5' is not 1, 2, 3 or 4"),
-    (["--interviewer", "--scores", "correctness=3,style=2"], "'style' is not a dimension"),
-    (["--interviewer", "--scores", "correctness=3,correctness=2,shapes=1,tests=1,systems=1,communication=1"],
-     "missing: robustness"),
-    (["--scores", "3,2,3,3,2,3"], "--scores goes with --interviewer"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--interviewer", "--scores", "3,2,3"], "got '3,2,3'"),
+        (["--interviewer", "--scores", "3,2,3,3,2,5"], "communication = '5' is not 1, 2, 3 or 4"),
+        (["--interviewer", "--scores", "correctness=3,style=2"], "'style' is not a dimension"),
+        (["--interviewer", "--scores", "correctness=3,correctness=2,shapes=1,tests=1,systems=1,communication=1"], "missing: robustness"),
+        (["--scores", "3,2,3,3,2,3"], "--scores goes with --interviewer"),
+    ],
+)
 def test_bad_scores_are_a_usage_error_not_a_traceback(args, says):
     from click.testing import CliRunner
 
     from attn_kit.cli import cli
+
     result = CliRunner().invoke(cli, ["mock", "rope", *args])
     assert result.exit_code == 2 and says in " ".join(result.output.split())
     assert "Traceback" not in result.output
@@ -282,16 +332,17 @@ def test_bad_scores_are_a_usage_error_not_a_traceback(args, says):
 def test_every_exercise_has_cases_for_all_four_levels():
     levels = {(p.values[0], p.values[1]) for p in anchor_cases()}
     assert levels == {(e.id, n) for e, n in itertools.product(EXERCISES, (1, 2, 3, 4))}
-    assert all(p.values[2] for p in anchor_cases())     # an example of every level exists in each catalogue
+    assert all(p.values[2] for p in anchor_cases())  # an example of every level exists in each catalogue
     assert bug_id_of(bug_file("mha-screen", "no-scaling")) == "no-scaling"
 
 
 def test_an_abandoned_session_gets_no_scores_and_no_recommendation(tmp_path):
     from attn_kit.practice.store import now
+
     session = mock.create_session(catalog.exercise("sliding-window"), 40, tmp_path)
     abandoned = mock.report_data(session, mock.MockStatus.ABANDONED, 10.0, now())
     assert abandoned["recommendation"] is None and abandoned["scoring"][0]["score"] is None
     assert "## Recommendation" not in practice.mock_report_markdown(abandoned)
-    ungraded = mock.report_data(session, mock.MockStatus.SUBMITTED, 10.0, now())    # could not be graded
+    ungraded = mock.report_data(session, mock.MockStatus.SUBMITTED, 10.0, now())  # could not be graded
     assert ungraded["scoring"][0]["score"] == 1 and ungraded["recommendation"]["range"] == ["no", "no"]
     assert "the file could not be graded" in ungraded["scoring"][0]["why"]

@@ -38,10 +38,13 @@ def test_correct_independent_solution_passes():
     assert data["score"]["passed"] == data["score"]["total"] > 20
 
 
-@pytest.mark.parametrize("name, line, fragment", [
-    ("syntax_error.py", 3, "'[' was never closed"),
-    ("syntax_error_no_header.py", 3, "expected ':'"),
-])
+@pytest.mark.parametrize(
+    "name, line, fragment",
+    [
+        ("syntax_error.py", 3, "'[' was never closed"),
+        ("syntax_error_no_header.py", 3, "expected ':'"),
+    ],
+)
 def test_syntax_error_shows_file_line_and_caret(name, line, fragment):
     proc = attn_kit("check", MHA / name)
     assert proc.returncode == 1
@@ -64,6 +67,7 @@ def test_empty_file_names_the_exercises():
     no_kit_traceback(proc)
 
 
+@pytest.mark.slow
 def test_empty_file_with_exercise_lists_missing_function():
     proc = attn_kit("check", MHA / "empty.py", "--exercise", "mha-screen")
     assert proc.returncode == 1
@@ -77,6 +81,7 @@ def test_missing_function_suggests_closest_name():
     assert "Did you mean `causal_msk`?" in proc.stderr
 
 
+@pytest.mark.slow
 def test_wrong_signature_shows_expected_one():
     proc = attn_kit("check", MHA / "wrong_signature.py")
     assert proc.returncode == 1
@@ -86,10 +91,13 @@ def test_wrong_signature_shows_expected_one():
     assert "yours is `multi_head_attention(x, params)`" in text
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("import_error.py", "ModuleNotFoundError: No module named 'attention_helpers_that_do_not_exist'"),
-    ("module_raises.py", "RuntimeError: oops at import time"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("import_error.py", "ModuleNotFoundError: No module named 'attention_helpers_that_do_not_exist'"),
+        ("module_raises.py", "RuntimeError: oops at import time"),
+    ],
+)
 def test_import_time_errors(name, fragment):
     proc = attn_kit("check", MHA / name)
     assert proc.returncode == 1
@@ -97,12 +105,14 @@ def test_import_time_errors(name, fragment):
     no_kit_traceback(proc)
 
 
+@pytest.mark.slow
 def test_loop_at_import_time_is_stopped():
     proc = attn_kit("check", MHA / "top_level_loop.py", "--timeout", "1")
     assert proc.returncode == 1
     assert "did not finish loading within 1 s" in proc.stderr
 
 
+@pytest.mark.slow
 def test_stub_reports_not_implemented(tmp_path):
     starter = tmp_path / "stub.py"
     assert attn_kit("start", "mha-screen", starter).returncode == 0
@@ -113,12 +123,15 @@ def test_stub_reports_not_implemented(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, fragment", [
-    ("infinite_loop.py", "did not return within 0.5 s"),      # each hanging call waits out the timeout
-    ("segfault.py", "SIGSEGV"),
-    ("sys_exit.py", "sys.exit(3)"),
-    ("os_exit.py", "exited with status 7"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("infinite_loop.py", "did not return within 0.5 s"),  # each hanging call waits out the timeout
+        ("segfault.py", "SIGSEGV"),
+        ("sys_exit.py", "sys.exit(3)"),
+        ("os_exit.py", "exited with status 7"),
+    ],
+)
 def test_call_failures_are_reported_and_other_checks_still_run(name, fragment):
     data, code = check_json(MHA / name, "--timeout", "0.5", "--seed", "1")
     assert code == 1
@@ -132,6 +145,7 @@ def test_call_failures_are_reported_and_other_checks_still_run(name, fragment):
     assert st["randomised-agreement"] == "skip"
 
 
+@pytest.mark.slow
 def test_memory_blowup_hits_the_cap():
     data, code = check_json(MHA / "memory_blowup.py", "--memory", "300M", *FAST)
     assert code == 1
@@ -140,16 +154,20 @@ def test_memory_blowup_hits_the_cap():
     assert statuses(data)["causal-mask-values"] == "pass"
 
 
+@pytest.mark.slow
 def test_megabyte_of_prints_is_captured_not_shown():
     proc = attn_kit("check", MHA / "prints_a_lot.py", "--seed", "1")
     assert proc.returncode == 0
     assert len(proc.stdout) < 20_000 and "xxxxxxxxxx" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_prints_are_truncated_with_a_notice_when_a_check_fails(tmp_path):
-    source = (MHA / "prints_a_lot.py").read_text().replace(
-        "    return (outs, weights) if return_weights else outs\n",
-        "    return (outs, outs) if return_weights else outs\n")
+    source = (
+        (MHA / "prints_a_lot.py")
+        .read_text()
+        .replace("    return (outs, weights) if return_weights else outs\n", "    return (outs, outs) if return_weights else outs\n")
+    )
     path = tmp_path / "prints_and_fails.py"
     path.write_text(source)
     proc = attn_kit("check", path, "--seed", "1")
@@ -158,6 +176,7 @@ def test_prints_are_truncated_with_a_notice_when_a_check_fails(tmp_path):
     assert len(proc.stdout) < 200_000
 
 
+@pytest.mark.slow
 def test_nan_output_is_counted():
     data, code = check_json(MHA / "nan_output.py", "--seed", "1")
     assert code == 1
@@ -165,6 +184,7 @@ def test_nan_output_is_counted():
     assert "12 NaN" in message
 
 
+@pytest.mark.slow
 def test_wrong_shape_shows_both_shapes():
     data, code = check_json(MHA / "wrong_shape.py", "--seed", "1")
     assert code == 1
@@ -172,10 +192,14 @@ def test_wrong_shape_shows_both_shapes():
     assert "shape (3, 8), expected (2, 3, 8)" in message
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("returns_none.py", "is None"),
-    ("ragged.py", "ragged list: row [1][2] has 7 entries where [1][0] has 8"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("returns_none.py", "is None"),
+        ("ragged.py", "ragged list: row [1][2] has 7 entries where [1][0] has 8"),
+    ],
+)
+@pytest.mark.slow
 def test_unreadable_return_values(name, fragment):
     data, code = check_json(MHA / name, "--seed", "1")
     assert code == 1
@@ -198,6 +222,7 @@ def test_unknown_exercise_and_bad_option_are_misuse():
     assert proc.returncode == 2
 
 
+@pytest.mark.slow
 def test_pure_flag_fails_numpy_and_passes_lists(tmp_path):
     data, code = check_json(MHA / "correct.py", "--pure", "--seed", "1")
     assert code == 0 and statuses(data)["standard-library-only"] == "pass"
@@ -212,7 +237,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:   # a zombie still answers kill(0); read its state
+    try:  # a zombie still answers kill(0); read its state
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return True
@@ -223,15 +248,20 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):
     pid_file = tmp_path / "pids"
-    tmp_path.chmod(0o777)       # run as root, the candidate's code runs as an unprivileged uid
-    proc = subprocess.Popen([sys.executable, "-m", "attn_kit.cli", "check", str(MHA / "records_pids.py"),
-                             "--timeout", "60"], env=dict(os.environ, ATTN_PID_FILE=str(pid_file)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tmp_path.chmod(0o777)  # run as root, the candidate's code runs as an unprivileged uid
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attn_kit.cli", "check", str(MHA / "records_pids.py"), "--timeout", "60"],
+        env=dict(os.environ, ATTN_PID_FILE=str(pid_file)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
     from attn_kit.sandbox.proctree import descendants
-    below = descendants(proc.pid)           # zygote, keeper, nsinit, worker (pids as /proc shows them)
+
+    below = descendants(proc.pid)  # zygote, keeper, nsinit, worker (pids as /proc shows them)
     assert len(below) >= 3 and all(_alive(p) for p in below)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)

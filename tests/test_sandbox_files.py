@@ -25,7 +25,7 @@ def test_a_planted_symlink_is_replaced_not_followed(tmp_path):
     safefile.write_text(folder / "repro_x.py", "script\n")
     assert oracle.read_text() == "ORACLE\n"
     assert not (folder / "repro_x.py").is_symlink() and (folder / "repro_x.py").read_text() == "script\n"
-    assert sorted(p.name for p in folder.iterdir()) == ["repro_x.py"]      # no temporary file left
+    assert sorted(p.name for p in folder.iterdir()) == ["repro_x.py"]  # no temporary file left
 
 
 def test_a_symlinked_folder_is_refused(tmp_path):
@@ -79,8 +79,14 @@ def test_history_database_behind_a_symlink_is_refused(tmp_path):
 
 def test_python_m_attn_kit_does_not_import_from_the_current_folder(tmp_path):
     (tmp_path / "click.py").write_text("print('HIJACKED')\nraise SystemExit(0)\n")
-    proc = subprocess.run([sys.executable, "-m", "attn_kit", "--help"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "attn_kit", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert proc.returncode == 0 and "HIJACKED" not in proc.stdout and "Usage" in proc.stdout
 
 
@@ -90,10 +96,12 @@ def test_as_root_the_candidate_runs_as_an_unprivileged_uid(tmp_path):
     from attn_kit.sandbox.session import Sandbox
 
     solution = tmp_path / "who.py"
-    solution.write_text("import os, resource\n\ndef who():\n    return [os.getuid(), os.geteuid(), os.getgid(), "
-                        "len(os.getgroups()), resource.getrlimit(resource.RLIMIT_NPROC)[1]]\n\n"
-                        "def write(path):\n    open(path, 'w').close()\n")
-    solution.chmod(0o600)                 # readable by root only: the worker still reads it
+    solution.write_text(
+        "import os, resource\n\ndef who():\n    return [os.getuid(), os.geteuid(), os.getgid(), "
+        "len(os.getgroups()), resource.getrlimit(resource.RLIMIT_NPROC)[1]]\n\n"
+        "def write(path):\n    open(path, 'w').close()\n"
+    )
+    solution.chmod(0o600)  # readable by root only: the worker still reads it
     with Sandbox(str(solution), timeout=20) as box:
         who = box.call("who", echo=False).value
         assert who[:4] == [WORKER_UID, WORKER_UID, WORKER_UID, 0]

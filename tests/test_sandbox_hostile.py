@@ -32,8 +32,7 @@ HELPERS = ("honest_numpy.py", "hostile_util.py", "known_bug_no_scaling.py")
 DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
 THREADS = 4
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc; Linux process controls")]
 
 
 @dataclass
@@ -43,10 +42,10 @@ class Run:
     stderr: str
     seconds: float
     kit_pid: int
-    markers: dict[str, str] = field(default_factory=dict)     # marker file name -> content
-    left: list[str] = field(default_factory=list)             # processes of the run still alive
-    then: Run | None = None           # a persistence chain's second run, in the same folder
-    sentinel: str | None = None       # the sentinel file's content after both runs
+    markers: dict[str, str] = field(default_factory=dict)  # marker file name -> content
+    left: list[str] = field(default_factory=list)  # processes of the run still alive
+    then: Run | None = None  # a persistence chain's second run, in the same folder
+    sentinel: str | None = None  # the sentinel file's content after both runs
 
 
 def case_spec(name: str) -> dict:
@@ -90,8 +89,8 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
     folder = root / token
     markers = folder / "markers"
     markers.mkdir(parents=True)
-    markers.chmod(0o777)        # run as root, the candidate's code runs as an unprivileged uid
-    if spec.get("writable"):    # a folder the candidate's code can write in, as a user's own folder
+    markers.chmod(0o777)  # run as root, the candidate's code runs as an unprivileged uid
+    if spec.get("writable"):  # a folder the candidate's code can write in, as a user's own folder
         folder.chmod(0o777)
     if "sentinel" in spec:
         (folder / spec["sentinel"]).write_text("sentinel\n")
@@ -106,12 +105,18 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
     else:
         path = folder / file
         shutil.copy(HOSTILE / file, path)
-    env = dict(os.environ, ATTN_KIT_HOME=str(folder / "home"), ATTN_MARKER_DIR=str(markers),
-               ATTN_CASE_TOKEN=token, NO_COLOR="1", PYTHONPATH=os.pathsep.join(sys.path), **spec.get("env", {}))
-    argv = [sys.executable, "-m", "attn_kit.cli", "check", str(path), "--json",
-            *spec.get("args", DEFAULT_ARGS)]
+    env = dict(
+        os.environ,
+        ATTN_KIT_HOME=str(folder / "home"),
+        ATTN_MARKER_DIR=str(markers),
+        ATTN_CASE_TOKEN=token,
+        NO_COLOR="1",
+        PYTHONPATH=os.pathsep.join(sys.path),
+        **spec.get("env", {}),
+    )
+    argv = [sys.executable, "-m", "attn_kit.cli", "check", str(path), "--json", *spec.get("args", DEFAULT_ARGS)]
     run = _run(argv, spec, env, folder, markers, token)
-    if "then" in spec:          # a persistence chain: the same folder, the same data folder, a known bug
+    if "then" in spec:  # a persistence chain: the same folder, the same data folder, a known bug
         then = [sys.executable, "-m", "attn_kit", "check", spec["then"], "--json", *DEFAULT_ARGS]
         run.then = _run(then, {}, env, folder, markers, token)
     if "sentinel" in spec:
@@ -122,8 +127,7 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
 
 def _run(argv: list[str], spec: dict, env: dict, folder: Path, markers: Path, token: str) -> Run:
     started = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env, cwd=folder, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=folder, text=True)
     if "signal" in spec:
         deadline = time.monotonic() + 30
         while not any(m.name.startswith("ready") for m in markers.iterdir()) and time.monotonic() < deadline:
@@ -136,13 +140,13 @@ def _run(argv: list[str], spec: dict, env: dict, folder: Path, markers: Path, to
         out, err = proc.communicate()
     seconds = time.monotonic() - started
     left: list[str] = []
-    deadline = time.monotonic() + 5          # the kernel takes a moment to empty a PID namespace
+    deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
     while time.monotonic() < deadline:
         left = _processes_with(token)
         if not left:
             break
         time.sleep(0.05)
-    for line in left:                        # clean up, so one failure does not leak into others
+    for line in left:  # clean up, so one failure does not leak into others
         try:
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
         except OSError:
@@ -153,8 +157,15 @@ def _run(argv: list[str], spec: dict, env: dict, folder: Path, markers: Path, to
 def _remove_interpreter_markers() -> None:
     """writes_interpreter's files, should a regression let it write them (they are empty)."""
     import sysconfig
-    places = {sys.prefix, os.path.join(sys.prefix, "bin"), os.path.dirname(os.path.realpath(sys.executable)),
-              sys.base_prefix, os.path.join(sys.base_prefix, "lib"), sysconfig.get_paths()["purelib"]}
+
+    places = {
+        sys.prefix,
+        os.path.join(sys.prefix, "bin"),
+        os.path.dirname(os.path.realpath(sys.executable)),
+        sys.base_prefix,
+        os.path.join(sys.base_prefix, "lib"),
+        sysconfig.get_paths()["purelib"],
+    }
     for folder in places:
         for path in Path(folder).glob("attn-kit-hostile-*"):
             path.unlink(missing_ok=True)
@@ -193,6 +204,7 @@ def test_hostile_file(hostile_runs, name):
     assert "Traceback (most recent call last)" not in run.stderr, context
     if "signal" not in spec:
         import json
+
         assert run.stdout.count("\n") == 1 and run.stdout.endswith("\n"), context
         data = json.loads(run.stdout)
         if "passed" in spec:
@@ -215,11 +227,12 @@ def test_hostile_file(hostile_runs, name):
     assert not missing, f"{name}: the attack did not happen (no marker {missing}): {run.markers}"
     if "sentinel" in spec:
         assert run.sentinel == "sentinel\n", f"{name}: the kit wrote through a planted symlink: {run.sentinel!r}"
-    if "then" in spec:          # the second run of the chain still fails the known-bug file
+    if "then" in spec:  # the second run of the chain still fails the known-bug file
         second = run.then
         context = f"{name}, second run: exit {second.code}\nstdout: {second.stdout[:1500]}\nstderr: {second.stderr[-1500:]}"
         assert second.code == 1 and "Traceback (most recent call last)" not in second.stderr, context
         import json
+
         data = json.loads(second.stdout)
         assert data["passed"] is False and "no-scaling" in [d["bug"] for d in data["diagnosis"]], context
         assert not second.left, f"{name}: processes left behind by the second run: {second.left}"

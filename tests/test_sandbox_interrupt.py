@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")]
 
-DEADLINE = 10.0            # seconds from SIGINT to the kit's exit
+DEADLINE = 10.0  # seconds from SIGINT to the kit's exit
 
 HANGS = """
     import time
@@ -84,18 +83,21 @@ def _left(token: str) -> list[str]:
 
 @pytest.mark.parametrize("body", [HANGS, LARGE_REPLIES], ids=["hanging-call", "largest-replies"])
 def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record_property):
-    tmp_path.chmod(0o777)       # run as root, the candidate's code runs as an unprivileged uid
+    tmp_path.chmod(0o777)  # run as root, the candidate's code runs as an unprivileged uid
     ready = tmp_path / "ready"
-    (tmp_path / "honest_numpy.py").write_bytes(
-        (Path(__file__).parent / "corpus" / "hostile" / "honest_numpy.py").read_bytes())
+    (tmp_path / "honest_numpy.py").write_bytes((Path(__file__).parent / "corpus" / "hostile" / "honest_numpy.py").read_bytes())
     solution = tmp_path / "solution.py"
-    solution.write_text(f"# attn-kit: mha-screen\nREADY = {str(ready)!r}\n" + textwrap.dedent(body),
-                        encoding="utf-8")
+    solution.write_text(f"# attn-kit: mha-screen\nREADY = {str(ready)!r}\n" + textwrap.dedent(body), encoding="utf-8")
     token = f"attn-kit-interrupt-{uuid.uuid4().hex}"
     env = dict(os.environ, ATTN_KIT_HOME=str(tmp_path / "home"), NO_COLOR="1", ATTN_INTERRUPT_TOKEN=token)
-    proc = subprocess.Popen([sys.executable, "-m", "attn_kit.cli", "check", str(solution), "--timeout", "60",
-                             "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attn_kit.cli", "check", str(solution), "--timeout", "60", "--seed", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -110,12 +112,12 @@ def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record
             proc.kill()
             proc.communicate()
     record_property("seconds_from_sigint_to_exit", round(seconds, 3))
-    print(f"exit {seconds:.3f} s after SIGINT")      # noqa: T201 - reported (-s), never asserted tight
+    print(f"exit {seconds:.3f} s after SIGINT")  # noqa: T201 - reported (-s), never asserted tight
     assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
     assert "Interrupted." in err and "Traceback" not in out + err, err[-2000:]
     assert seconds < DEADLINE, f"the kit took {seconds:.1f} s to stop after Ctrl-C"
     left = []
-    deadline = time.monotonic() + 5          # the kernel takes a moment to empty a PID namespace
+    deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
     while time.monotonic() < deadline:
         left = _left(token)
         if not left:

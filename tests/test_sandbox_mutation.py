@@ -64,9 +64,11 @@ def test_a_write_after_the_next_call_is_seen_at_a_later_call_once(tmp_path):
         found = _calls(box, [("keep", ({"a": 1}, [1, 2])), ("nothing", ()), ("nothing", (1,)), ("spoil", (0,))])
         found += _calls(box, [("nothing", ())] * 4)
         late = box.finish()
-    assert [part for _, part in found] == ["d['k'] (added) of an earlier `keep` call (written after it returned)",
-                                           "xs of an earlier `keep` call (written after it returned)"], found
-    assert late == []                    # each write is reported once, by the call that saw it
+    assert [part for _, part in found] == [
+        "d['k'] (added) of an earlier `keep` call (written after it returned)",
+        "xs of an earlier `keep` call (written after it returned)",
+    ], found
+    assert late == []  # each write is reported once, by the call that saw it
 
 
 def test_a_write_no_later_call_compares_is_seen_at_the_end(tmp_path):
@@ -77,7 +79,7 @@ def test_a_write_no_later_call_compares_is_seen_at_the_end(tmp_path):
         found = _calls(box, [("keep", ({"a": 1}, [1, 2]))] + [("nothing", (i,)) for i in range(6)])
         assert found == []
         assert box.call("later", (0,)).mutated == ()
-        time.sleep(0.5)                  # the thread writes between calls, after the last one
+        time.sleep(0.5)  # the thread writes between calls, after the last one
         late = box.finish()
     assert late == [("keep", "d['late'] (added)")], late
 
@@ -99,13 +101,17 @@ def test_a_raising_call_or_a_new_worker_keeps_calls_and_their_arguments_in_step(
     with session.Sandbox(str(path), timeout=2) as box:
         box.start()
         box.call("keep", ({"a": 1}, [1]))
-        assert box.call("raises", ({"c": 3}, [4])).status == "raised"      # kept by the worker too
+        assert box.call("raises", ({"c": 3}, [4])).status == "raised"  # kept by the worker too
         found = _calls(box, [("spoil", (0,)), ("nothing", ())])
-        assert found == [("spoil", "d['k'] (added) of an earlier `keep` call (written after it returned)"),
-                         ("spoil", "xs of an earlier `keep` call (written after it returned)")], found
-        assert box.call("hang").status == "timeout"                          # a new worker from here
+        assert found == [
+            ("spoil", "d['k'] (added) of an earlier `keep` call (written after it returned)"),
+            ("spoil", "xs of an earlier `keep` call (written after it returned)"),
+        ], found
+        assert box.call("hang").status == "timeout"  # a new worker from here
         box.call("keep", ({"b": 2}, [3]))
         found = _calls(box, [("nothing", ()), ("spoil", (0,)), ("nothing", ())])
-        assert [part for _, part in found] == ["d['k'] (added) of an earlier `keep` call (written after it returned)",
-                                               "xs of an earlier `keep` call (written after it returned)"]
+        assert [part for _, part in found] == [
+            "d['k'] (added) of an earlier `keep` call (written after it returned)",
+            "xs of an earlier `keep` call (written after it returned)",
+        ]
         assert box.finish() == []

@@ -52,14 +52,13 @@ def test_a_planted_numpy_py_is_never_imported(tmp_path, entry):
     argv, status = ENTRIES[entry]
     if not Path(argv[0]).exists():
         pytest.skip(f"{argv[0]} is not installed beside this interpreter")
-    tmp_path.chmod(0o777)       # the candidate's own folder: run as root, its code is another uid
+    tmp_path.chmod(0o777)  # the candidate's own folder: run as root, its code is another uid
     shutil.copy(CORPUS / "hostile" / "honest_numpy.py", tmp_path / "solution.py")
     (tmp_path / "numpy.py").write_text(PLANTED, encoding="utf-8")
     (tmp_path / "test_solution.py").write_text(TESTS, encoding="utf-8")
     env = dict(os.environ, ATTN_KIT_HOME=str(tmp_path / "home"), NO_COLOR="1")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     ran = sorted(p.name for p in tmp_path.glob("planted-ran-*"))
     context = f"{entry}: exit {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
     assert not ran, f"the planted numpy.py ran ({ran}): {context}"

@@ -30,29 +30,34 @@ HONEST = CORPUS / "hostile" / "honest_numpy.py"
 
 def roundtrip(message: dict) -> dict:
     data = wire.encode(message)
-    total, text = wire.read_header(data[:wire.HEADER.size])
+    total, text = wire.read_header(data[: wire.HEADER.size])
     assert total == len(data) - wire.HEADER.size
-    return wire.decode(bytearray(data[wire.HEADER.size:]), text)
+    return wire.decode(bytearray(data[wire.HEADER.size :]), text)
 
 
 def test_wire_round_trip_keeps_types_values_and_array_bytes():
-    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([True, False]), np.zeros((0, 4)),
-              np.array([[1 + 2j]]), np.array(7, dtype=np.int16)]
-    value = {"a": arrays, 3: (1.5, float("nan"), None, "s"), (1, "k"): [True, -2**70]}
+    arrays = [
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.array([True, False]),
+        np.zeros((0, 4)),
+        np.array([[1 + 2j]]),
+        np.array(7, dtype=np.int16),
+    ]
+    value = {"a": arrays, 3: (1.5, float("nan"), None, "s"), (1, "k"): [True, -(2**70)]}
     got = roundtrip({"kind": "x", "value": wire.to_plain(value)})["value"]
     assert set(got) == {"a", 3, (1, "k")}
     for sent, back in zip(arrays, got["a"]):
         assert back.dtype == sent.dtype and back.shape == sent.shape and np.array_equal(back, sent)
         assert back.flags.writeable
     assert got[3][0] == 1.5 and got[3][1] != got[3][1] and got[3][2:] == (None, "s")
-    assert got[(1, "k")] == [True, -2**70]
+    assert got[(1, "k")] == [True, -(2**70)]
 
 
 def test_a_masked_array_is_graded_on_its_data_only_when_nothing_is_masked():
     """The worker sends a numpy.ma array's data and mask; the kit counts the masked entries from
     the mask itself: none, and the data is the value; any, and it is no value the checks read."""
     data = np.arange(6.0).reshape(2, 3)
-    none = np.ma.masked_array(data.T)                         # not contiguous, nothing masked
+    none = np.ma.masked_array(data.T)  # not contiguous, nothing masked
     some = np.ma.masked_where(data > 3, data)
     got = roundtrip({"value": wire.to_plain((none, some, np.ma.masked_invalid([1.0, 2.0])))})["value"]
     assert type(got[0]) is np.ndarray and np.array_equal(got[0], data.T)
@@ -64,9 +69,12 @@ def test_a_masked_array_is_graded_on_its_data_only_when_nothing_is_masked():
 
 def test_the_kit_counts_masked_entries_whatever_the_worker_says():
     """A reply whose mask does not fit its data is malformed; a mask of all False is plain data."""
+
     def reply(mask_shape: list[int], mask: bytes):
-        text = ('{"value": {"$": "masked", "a": {"$": "nd", "o": 0, "dtype": "<f8", "shape": [2]}, '
-                f'"m": {{"$": "nd", "o": 16, "dtype": "|b1", "shape": {mask_shape}}}}}}}').encode()
+        text = (
+            '{"value": {"$": "masked", "a": {"$": "nd", "o": 0, "dtype": "<f8", "shape": [2]}, '
+            f'"m": {{"$": "nd", "o": 16, "dtype": "|b1", "shape": {mask_shape}}}}}}}'
+        ).encode()
         body = text + np.ones(2).tobytes() + mask
         return wire.decode(bytearray(body), len(text))["value"]
 
@@ -114,17 +122,20 @@ def test_to_plain_describes_what_it_cannot_send():
     assert isinstance(level, Opaque)
 
 
-@pytest.mark.parametrize("body", [
-    b"not json",
-    b'{"$": "nd", "o": 0, "dtype": "|O8", "shape": [1]}',             # object arrays never decode
-    b'{"$": "nd", "o": 0, "dtype": "<f8", "shape": [4]}',             # bytes missing
-    b'{"$": "nd", "o": 8, "dtype": "<f8", "shape": [0]}',             # offset out of order
-    b'{"$": "pickle", "v": "gASV"}',                                  # unknown tag
-    b'[1, 2]',                                                        # not a record
-    b'{"$": "dict", "v": [[[1], 2]]}',                                # unhashable key
-    b'{"$": "dict", "v": [["k", 1]]}extra',
-    b'{"$": "masked", "a": [1.0], "m": [true]}',                      # a masked array not of arrays
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b'{"$": "nd", "o": 0, "dtype": "|O8", "shape": [1]}',  # object arrays never decode
+        b'{"$": "nd", "o": 0, "dtype": "<f8", "shape": [4]}',  # bytes missing
+        b'{"$": "nd", "o": 8, "dtype": "<f8", "shape": [0]}',  # offset out of order
+        b'{"$": "pickle", "v": "gASV"}',  # unknown tag
+        b"[1, 2]",  # not a record
+        b'{"$": "dict", "v": [[[1], 2]]}',  # unhashable key
+        b'{"$": "dict", "v": [["k", 1]]}extra',
+        b'{"$": "masked", "a": [1.0], "m": [true]}',  # a masked array not of arrays
+    ],
+)
 def test_wire_rejects_malformed_replies(body):
     with pytest.raises(wire.WireError):
         wire.decode(bytearray(body), len(body) - (5 if body.endswith(b"extra") else 0))
@@ -146,7 +157,7 @@ def test_read_outcome_checks_every_field():
             wire.read_outcome(dict(message, **bad))
 
 
-@pytest.mark.slow          # imports torch
+@pytest.mark.slow  # imports torch
 def test_tensors_travel_as_arrays_with_their_attributes():
     torch = pytest.importorskip("torch", reason=TORCH_MISSING)
     t = torch.ones(2, 3, dtype=torch.float32, requires_grad=True) * 2
@@ -159,8 +170,7 @@ def test_tensors_travel_as_arrays_with_their_attributes():
 def test_mutation_names_written_parts_and_dict_keys_added_or_removed():
     before = [np.ones(2), {"Wq": [[1.0]], "bq": None, "gone": 1}, [float("nan")]]
     after = [np.array([1.0, 2.0]), {"Wq": [[1.0]], "bq": None, "new": 0}, [float("nan")]]
-    assert mutation.written(["x", "params", "s"], before, after) == (
-        "x", "params['gone'] (removed)", "params['new'] (added)")
+    assert mutation.written(["x", "params", "s"], before, after) == ("x", "params['gone'] (removed)", "params['new'] (added)")
     assert mutation.written(["x"], [np.ones(2)], [np.ones(2)]) == ()
     assert mutation.same(np.ones(2, np.float32), np.ones(2, np.float32))
     assert not mutation.same(np.ones(2, np.float32), np.ones(2, np.float64))
@@ -179,33 +189,40 @@ def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
 def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values():
     x = np.arange(6.0).reshape(2, 3)
     value = [x, {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5], [[0.5, float("nan")], (1.5,)]]
-    copy = [x.copy(), {"Wq": np.ascontiguousarray(x.T), "bq": None}, (1, "s", float("nan")), [True, 2.5],
-            [[0.5, float("nan")], (1.5,)]]
+    copy = [x.copy(), {"Wq": np.ascontiguousarray(x.T), "bq": None}, (1, "s", float("nan")), [True, 2.5], [[0.5, float("nan")], (1.5,)]]
     assert wire.digest(wire.to_plain(value)) == wire.digest(wire.to_plain(copy))
     written = [x + np.eye(2, 3), {"Wq": x.T, "bq": None}, (1, "s", float("nan")), [True, 2.5]]
-    for other in (written, [x.astype(np.float32), *value[1:]], [x.reshape(3, 2), *value[1:]],
-                  [x, {"bq": None, "Wq": x.T}, *value[2:]], [x, value[1], [1, "s", float("nan")], *value[3:]],
-                  [*value[:4], [[0.5, 0.25], (1.5,)]], [*value[:4], [[0.5, float("nan")], [1.5]]]):
+    for other in (
+        written,
+        [x.astype(np.float32), *value[1:]],
+        [x.reshape(3, 2), *value[1:]],
+        [x, {"bq": None, "Wq": x.T}, *value[2:]],
+        [x, value[1], [1, "s", float("nan")], *value[3:]],
+        [*value[:4], [[0.5, 0.25], (1.5,)]],
+        [*value[:4], [[0.5, float("nan")], [1.5]]],
+    ):
         assert wire.digest(wire.to_plain(other)) != wire.digest(wire.to_plain(value))
-    assert wire.digest([object()]) is None                   # not plain data: no fingerprint at all
-    assert wire.digest([10 ** 5000]) is None                 # an int too long to print: none either
+    assert wire.digest([object()]) is None  # not plain data: no fingerprint at all
+    assert wire.digest([10**5000]) is None  # an int too long to print: none either
     on = {d: [TensorValue(np.full(2, v), "torch.float32", d, (2,)) for v in (0.0, 1.0)] for d in ("cpu", "meta")}
     assert wire.digest(on["cpu"][0]) != wire.digest(on["cpu"][1])
-    assert wire.digest(on["meta"][0]) == wire.digest(on["meta"][1])      # a meta tensor has no values
+    assert wire.digest(on["meta"][0]) == wire.digest(on["meta"][1])  # a meta tensor has no values
     # the same values with different fingerprints: the kit asks for the arguments and compares them
     assert wire.digest([1, 0.0]) != wire.digest([1.0, -0.0]) and mutation.same([1, 0.0], [1.0, -0.0])
 
 
 def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path):
     path = tmp_path / "rewrites.py"
-    path.write_text("def same_values(xs):\n    xs[0] = float(xs[0])\n    xs[1] = -xs[1]\n    return 0\n\n"
-                    "def writes(xs):\n    xs[0] += 1\n    return 0\n\n"
-                    "def writes_a_huge_int(xs):\n    xs[0] = 10 ** 5000\n    return 0\n")
+    path.write_text(
+        "def same_values(xs):\n    xs[0] = float(xs[0])\n    xs[1] = -xs[1]\n    return 0\n\n"
+        "def writes(xs):\n    xs[0] += 1\n    return 0\n\n"
+        "def writes_a_huge_int(xs):\n    xs[0] = 10 ** 5000\n    return 0\n"
+    )
     with session.Sandbox(str(path), timeout=5) as box:
         box.start()
-        assert box.call("same_values", ([1, 0.0],)).mutated == ()       # 1 -> 1.0, 0.0 -> -0.0: equal values
+        assert box.call("same_values", ([1, 0.0],)).mutated == ()  # 1 -> 1.0, 0.0 -> -0.0: equal values
         assert box.call("writes", ([1, 0.0],)).mutated == ("xs",)
-        huge = box.call("writes_a_huge_int", ([1, 0.0],))      # no fingerprint, then arguments JSON cannot carry
+        huge = box.call("writes_a_huge_int", ([1, 0.0],))  # no fingerprint, then arguments JSON cannot carry
         assert huge.status == "crashed" and "the arguments were not sent back" in huge.detail
 
 
@@ -235,6 +252,7 @@ def f(xs):
 def kill_zygote(box) -> None:
     """SIGKILL the zygote and wait until the worker has died with it (PR_SET_PDEATHSIG chain)."""
     import time
+
     tree = [box.pid] + sandbox_proctree.descendants(box.pid)
     os.kill(box.launcher.zygote.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
@@ -250,7 +268,7 @@ def test_a_dead_zygote_is_replaced_and_the_next_call_works():
         assert box.call("causal_mask", (1, 2)).ok
         first, replaced = box.launcher.zygote.pid, box.launcher.replacements
         kill_zygote(box)
-        outcome = box.call("causal_mask", (1, 2))         # the worker died with its zygote
+        outcome = box.call("causal_mask", (1, 2))  # the worker died with its zygote
         assert outcome.status == "crashed"
         assert box.call("causal_mask", (1, 2)).ok
         assert box.launcher.zygote.pid != first and box.launcher.replacements == replaced + 1
@@ -263,7 +281,7 @@ def test_a_stopped_zygote_is_replaced_within_the_deadline(monkeypatch):
         box.start()
         replaced = box.launcher.replacements
         os.kill(box.launcher.zygote.pid, signal.SIGSTOP)
-        box._drop_worker()                       # asks the stopped zygote: no answer, replaced
+        box._drop_worker()  # asks the stopped zygote: no answer, replaced
         assert box.call("causal_mask", (1, 2)).ok
         assert box.launcher.replacements == replaced + 1
 
@@ -275,6 +293,7 @@ def test_when_no_zygote_can_start_the_remaining_calls_are_errors(monkeypatch):
 
         def broken(*args, **kwargs):
             raise OSError("cannot start")
+
         monkeypatch.setattr(sandbox_zygote, "_Zygote", broken)
         kill_zygote(box)
         outcomes = [box.call("causal_mask", (1, 2)) for _ in range(3)]
@@ -320,11 +339,13 @@ def test_finite_differences_catch_gradients_that_are_not_the_outputs():
     pytest.importorskip("torch", reason=TORCH_MISSING)
     from attn_kit.base.torch_support import finite_difference
 
-    def forward(acts, params):      # output = x @ w, attention = x (a smooth toy)
+    def forward(acts, params):  # output = x @ w, attention = x (a smooth toy)
         return np.asarray(acts["x"]) @ np.asarray(params["w"]), np.asarray(acts["x"])
+
     import torch
 
     from attn_kit.base.torch_support import probe
+
     x, w = np.random.default_rng(0).normal(size=(2, 3)), np.random.default_rng(1).normal(size=(3, 2))
     p1 = probe((2, 2), 1, torch.zeros((), dtype=torch.float64)).numpy()
     p2 = probe((2, 3), 2, torch.zeros((), dtype=torch.float64)).numpy()
@@ -341,19 +362,22 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
     """The fallback where the kernel allows no namespaces (forced with ATTN_KIT_NO_NAMESPACES):
     a double-forked daemon that cleared its death signal is killed when the worker is stopped."""
     import time
+
     monkeypatch.setenv("ATTN_KIT_NO_NAMESPACES", "1")
     path = tmp_path / "daemon.py"
-    path.write_text("import ctypes, os, time\n"
-                    "def start():\n"
-                    "    if os.fork() == 0:\n"
-                    "        os.setsid()\n"
-                    "        if os.fork() == 0:\n"
-                    "            ctypes.CDLL(None).prctl(1, 0)\n"
-                    "            time.sleep(600)\n"
-                    "        os._exit(0)\n"
-                    "    time.sleep(0.3)\n"
-                    "    return os.getpid()\n")
-    sandbox_zygote.taint()                                   # a fresh zygote that reads the variable
+    path.write_text(
+        "import ctypes, os, time\n"
+        "def start():\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            ctypes.CDLL(None).prctl(1, 0)\n"
+        "            time.sleep(600)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.3)\n"
+        "    return os.getpid()\n"
+    )
+    sandbox_zygote.taint()  # a fresh zygote that reads the variable
     launcher = sandbox_zygote.make_launcher()
     try:
         with session.Sandbox(str(path), timeout=5, launcher=launcher) as box:
@@ -362,7 +386,7 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
             outcome = box.call("start")
             assert outcome.ok
             tree = [box.pid] + sandbox_proctree.descendants(box.pid)
-            assert len(tree) >= 4            # keeper, nsinit, worker, the daemon (orphaned to nsinit)
+            assert len(tree) >= 4  # keeper, nsinit, worker, the daemon (orphaned to nsinit)
         deadline = time.monotonic() + 5
         while any(sandbox_proctree.alive_worker(p) for p in tree) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -373,7 +397,7 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
 
 def test_a_reply_too_large_is_a_crashed_call_with_the_bound_named(tmp_path):
     path = tmp_path / "big.py"
-    path.write_text("def f():\n    return \"x\" * (40 << 20)\n\ndef g():\n    return 1\n")
+    path.write_text('def f():\n    return "x" * (40 << 20)\n\ndef g():\n    return 1\n')
     with session.Sandbox(str(path), timeout=30) as box:
         box.start()
         outcome = box.call("f")
@@ -388,8 +412,7 @@ def test_reply_text_is_bounded_by_the_call_arguments():
 
     small = wire.text_limit(((1.0, 2.0), {}))
     assert small == wire.TEXT_FLOOR + 2 * wire.TEXT_PER_ENTRY
-    assert wire.text_limit(((np.zeros((4, 8)), [1, 2]), {"mask": None})) == \
-        wire.TEXT_FLOOR + (32 + 2 + 1) * wire.TEXT_PER_ENTRY
+    assert wire.text_limit(((np.zeros((4, 8)), [1, 2]), {"mask": None})) == wire.TEXT_FLOOR + (32 + 2 + 1) * wire.TEXT_PER_ENTRY
     assert wire.text_limit(((np.zeros((4096, 4096)),), {})) == wire.MAX_TEXT
     header = wire.HEADER.pack(small + 1, small + 1)
     with pytest.raises(wire.WireError, match="for this call"):

@@ -42,7 +42,7 @@ HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
 HELPERS = ("honest_numpy.py", "hostile_util.py", "known_bug_no_scaling.py")
 DEFAULT_ARGS = ["--timeout", "1", "--seed", "1"]
-UNPRIVILEGED = 61234           # a uid of no other process here
+UNPRIVILEGED = 61234  # a uid of no other process here
 THREADS = 2
 
 # The cases whose path differs without root, each with why.
@@ -101,25 +101,26 @@ def _chown_tree(path: Path) -> None:
 @dataclass
 class Setup:
     """Where the unprivileged runs find Python and the kit, and how they are started."""
+
     root: Path
-    prefix: list[str]           # unshare ... setpriv ... env -i
+    prefix: list[str]  # unshare ... setpriv ... env -i
     python: str
     pythonpath: str
 
     def argv(self, env: dict[str, str], *args: str) -> list[str]:
-        base = {"HOME": str(self.root / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-                "PYTHONPATH": self.pythonpath}
+        base = {"HOME": str(self.root / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": self.pythonpath}
         return [*self.prefix, *(f"{k}={v}" for k, v in {**base, **env}.items()), self.python, *args]
 
 
 def _copy_kit(site: Path) -> None:
     """The kit as a user's own install: attn_kit with checks, solutions and prompts nested."""
     import attn_kit
+
     dest = site / "attn_kit"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(Path(attn_kit.__file__).parent, dest, ignore=ignore)
     for sub in ("checks", "solutions", "prompts"):
-        if not (dest / sub).exists():      # an editable install keeps them beside the package
+        if not (dest / sub).exists():  # an editable install keeps them beside the package
             source = next(iter(importlib.import_module(f"attn_kit.{sub}").__path__))
             shutil.copytree(source, dest / sub, ignore=ignore)
 
@@ -141,16 +142,25 @@ def _setup(root: Path) -> Setup:
         if not os.path.isdir(entry):
             continue
         if entry.startswith(base + os.sep):
-            path.append(str(root / "python") + entry[len(base):])
+            path.append(str(root / "python") + entry[len(base) :])
         else:
             binds.append((entry, root / f"path{i}"))
             path.append(str(root / f"path{i}"))
     for _, target in binds:
         target.mkdir()
     mounts = "".join(f"mount --bind '{a}' '{b}' && " for a, b in binds)
-    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-              mounts + f'exec setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} --clear-groups "$@"', "sh",
-              "env", "-i"]
+    prefix = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        mounts + f'exec setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} --clear-groups "$@"',
+        "sh",
+        "env",
+        "-i",
+    ]
     python = str(root / "python" / os.path.relpath(os.path.realpath(sys.executable), base))
     return Setup(root, prefix, python, os.pathsep.join(path))
 
@@ -160,8 +170,7 @@ def _why_not() -> str:
     if not sys.platform.startswith("linux"):
         return "Linux only (user and mount namespaces, /proc)"
     if os.geteuid() != 0:
-        return (f"the tests already run as an unprivileged user (uid {os.geteuid()}): "
-                "test_sandbox_hostile.py runs these cases on this path")
+        return f"the tests already run as an unprivileged user (uid {os.geteuid()}): test_sandbox_hostile.py runs these cases on this path"
     missing = [tool for tool in ("setpriv", "unshare", "mount") if shutil.which(tool) is None]
     if missing:
         return f"cannot switch users: {', '.join(missing)} not installed"
@@ -176,8 +185,9 @@ def setup():
     root = Path(tempfile.mkdtemp(prefix="attn-kit-unprivileged-"))
     try:
         made = _setup(root)
-        probe = subprocess.run(made.argv({}, "-c", "import os, attn_kit; print(os.getuid(), attn_kit.__file__)"),
-                               capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            made.argv({}, "-c", "import os, attn_kit; print(os.getuid(), attn_kit.__file__)"), capture_output=True, text=True, timeout=60
+        )
         if probe.returncode != 0 or not probe.stdout.startswith(f"{UNPRIVILEGED} {root}"):
             pytest.skip(f"cannot run the kit as uid {UNPRIVILEGED}: {(probe.stderr or probe.stdout).strip()[-300:]}")
         yield made
@@ -213,8 +223,9 @@ def _processes_with(token: str) -> list[str]:
 
 def _run(setup: Setup, args: list[str], spec: dict, env: dict, folder: Path, markers: Path, token: str) -> Run:
     started = time.monotonic()
-    proc = subprocess.Popen(setup.argv(env, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=folder, text=True)
+    proc = subprocess.Popen(
+        setup.argv(env, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=folder, text=True
+    )
     if "signal" in spec:
         deadline = time.monotonic() + 30
         while not any(m.name.startswith("ready") for m in markers.iterdir()) and time.monotonic() < deadline:
@@ -252,14 +263,25 @@ def _run_case(setup: Setup, name: str, spec: dict) -> Run:
         shutil.copy(HOSTILE / helper, folder / helper)
     file = spec.get("file", f"{name}.py")
     shutil.copy(HOSTILE / file, folder / file)
-    _chown_tree(folder)              # the user's own folder, as where a user keeps a solution
-    env = {"ATTN_KIT_HOME": str(folder / "home"), "ATTN_MARKER_DIR": str(markers), "ATTN_CASE_TOKEN": token,
-           "NO_COLOR": "1", **spec.get("env", {})}
-    run = _run(setup, ["-m", "attn_kit.cli", "check", str(folder / file), "--json",
-                       *spec.get("args", DEFAULT_ARGS)], spec, env, folder, markers, token)
+    _chown_tree(folder)  # the user's own folder, as where a user keeps a solution
+    env = {
+        "ATTN_KIT_HOME": str(folder / "home"),
+        "ATTN_MARKER_DIR": str(markers),
+        "ATTN_CASE_TOKEN": token,
+        "NO_COLOR": "1",
+        **spec.get("env", {}),
+    }
+    run = _run(
+        setup,
+        ["-m", "attn_kit.cli", "check", str(folder / file), "--json", *spec.get("args", DEFAULT_ARGS)],
+        spec,
+        env,
+        folder,
+        markers,
+        token,
+    )
     if "then" in spec:
-        run.then = _run(setup, ["-m", "attn_kit", "check", spec["then"], "--json", *DEFAULT_ARGS], {}, env,
-                        folder, markers, token)
+        run.then = _run(setup, ["-m", "attn_kit", "check", spec["then"], "--json", *DEFAULT_ARGS], {}, env, folder, markers, token)
     if "sentinel" in spec:
         run.sentinel = (folder / spec["sentinel"]).read_text(errors="replace")
     run.markers = {m.name: m.read_text(errors="replace") for m in markers.iterdir()}
@@ -288,8 +310,10 @@ def test_every_case_is_in_the_corpus():
 def test_the_kit_runs_as_the_unprivileged_user(setup):
     """The runs below really are unprivileged: uid, no capability, a user namespace available
     (or not: then the kit uses its fallback, which the fallback_* cases take on purpose)."""
-    code = ("import os; s = open('/proc/self/status').read();"
-            "print(os.getuid(), os.geteuid(), [l.split()[1] for l in s.splitlines() if l.startswith('CapEff')][0])")
+    code = (
+        "import os; s = open('/proc/self/status').read();"
+        "print(os.getuid(), os.geteuid(), [l.split()[1] for l in s.splitlines() if l.startswith('CapEff')][0])"
+    )
     proc = subprocess.run(setup.argv({}, "-c", code), capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == [str(UNPRIVILEGED), str(UNPRIVILEGED), "0000000000000000"], proc.stderr
 
@@ -342,9 +366,10 @@ def test_the_process_count_counts_threads_and_descendants():
     import threading
 
     from attn_kit.sandbox.proctree import task_count as _task_count
+
     ready, go = os.pipe()
     pid = os.fork()
-    if pid == 0:                        # two more threads and a child of its own, then wait
+    if pid == 0:  # two more threads and a child of its own, then wait
         for _ in range(2):
             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
         if os.fork() == 0:
@@ -361,5 +386,6 @@ def test_the_process_count_counts_threads_and_descendants():
         assert _task_count(os.getuid()) >= 4 + threading.active_count()
     finally:
         from attn_kit.sandbox.proctree import kill_tree
+
         kill_tree(pid)
         os.waitpid(pid, 0)

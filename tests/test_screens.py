@@ -27,9 +27,10 @@ SIZES = [(24, 80), (24, 60)]
 
 def spawn(*args, size, cwd, timeout=60) -> pexpect.spawn:
     env = dict(os.environ, TERM="xterm-256color")
-    child = pexpect.spawn(sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=env, cwd=str(cwd),
-                          encoding="utf-8", dimensions=size, timeout=timeout)
-    child.logfile_read = io.StringIO()          # everything the terminal was sent
+    child = pexpect.spawn(
+        sys.executable, ["-m", "attn_kit.cli", *map(str, args)], env=env, cwd=str(cwd), encoding="utf-8", dimensions=size, timeout=timeout
+    )
+    child.logfile_read = io.StringIO()  # everything the terminal was sent
     return child
 
 
@@ -51,7 +52,7 @@ def test_list_is_one_line_per_exercise(tmp_path, size):
     lines = [line for line in lines_of(child.logfile_read.getvalue()) if line.strip()]
     assert_fits(lines, size[1])
     exercises = list(catalog.exercises())
-    assert len(lines) == len(exercises) + 2, lines          # the header, one per exercise, "Start one with"
+    assert len(lines) == len(exercises) + 2, lines  # the header, one per exercise, "Start one with"
     for line, exercise_id in zip(lines[1:], exercises):
         assert line.split()[0] == exercise_id and "not started" in line
     if size[1] == 80:
@@ -68,7 +69,7 @@ def test_watch_shows_the_first_failure_on_one_screen(tmp_path, size):
     child.send("q")
     child.expect(pexpect.EOF)
     child.close()
-    screen = lines_of(child.logfile_read.getvalue().rsplit("\x1b[2J", 1)[-1])     # since the last clear
+    screen = lines_of(child.logfile_read.getvalue().rsplit("\x1b[2J", 1)[-1])  # since the last clear
     while screen and not screen[-1].strip():
         screen.pop()
     assert len(screen) <= size[0], "\n".join(screen)
@@ -83,14 +84,14 @@ def test_watch_shows_the_first_failure_on_one_screen(tmp_path, size):
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
 def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     child = spawn("mock", "mha-screen", "--minutes", "5", "--dir", ".", size=size, cwd=tmp_path)
-    child.expect(r"(?<!\d)0/4(?!\d)")             # the starter graded: every public check failing
+    child.expect(r"(?<!\d)0/4(?!\d)")  # the starter graded: every public check failing
     [session] = Path(tmp_path).glob("mock-mha-screen-*/solution.py")
     time.sleep(0.3)
     session.write_text(NO_SCALING.read_text())
-    child.expect(r"(?<!\d)3/4(?!\d)")             # the save was graded
+    child.expect(r"(?<!\d)3/4(?!\d)")  # the save was graded
     child.send("s")
     child.expect("Question 1/")
-    child.sendeof()                                    # cut the discussion short
+    child.sendeof()  # cut the discussion short
     child.expect(r"Report: ")
     child.expect(pexpect.EOF)
     child.close()
@@ -101,7 +102,7 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     assert len(graded) <= size[0], "\n".join(graded)
     joined = "\n".join(graded)
     assert re.search(r"^\s+expected \[", joined, re.M) and re.search(r"^\s+yours\s+\[", joined, re.M), joined
-    lines = [line for line in text.split("\n") if "⏱" not in line]     # the live line redraws in place
+    lines = [line for line in text.split("\n") if "⏱" not in line]  # the live line redraws in place
     assert_fits(lines, size[1])
     statuses = re.findall(r"⏱[^⏱\n]*?s submit", text)
     assert statuses and all(len(status) < size[1] for status in statuses), statuses
@@ -110,9 +111,9 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     assert starter and saved, statuses
     shown = re.search(r"(?:failing: |✗ )([a-z, -]+?)(?: \+(\d+) more)? │", starter[-1])
     assert shown, starter[-1]
-    names = shown.group(1).split(", ")                # as many as fit, then how many more
+    names = shown.group(1).split(", ")  # as many as fit, then how many more
     public = [c.id for c in pipeline.suite_for(catalog.exercise("mha-screen")).checks if c.public]
-    assert names == public[:len(names)] and len(names) + int(shown.group(2) or 0) == len(public), starter[-1]
+    assert names == public[: len(names)] and len(names) + int(shown.group(2) or 0) == len(public), starter[-1]
     assert len(names) >= (2 if size[1] == 80 else 1), starter[-1]
     assert re.search(r"(failing: |✗ )public-attention-example │", saved[-1]), saved[-1]
     session_path = str(session.relative_to(tmp_path))
@@ -121,8 +122,10 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
 
 # --- the check header: one line, the seed always on it ---------------------------------------------
 
+
 def test_a_long_path_is_shortened_between_folders(tmp_path, monkeypatch):
     from attn_kit.render.check import short_path
+
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     deep = "/opt/venv/lib/python3.12/site-packages/attn_kit/solutions/mha-screen/reference_lists.py"
@@ -131,9 +134,9 @@ def test_a_long_path_is_shortened_between_folders(tmp_path, monkeypatch):
         shown = short_path(deep, room)
         assert len(shown) <= room and shown.startswith(("/opt/…/", "…/")), shown
         assert deep.endswith(shown.split("…", 1)[1]), "only whole folders are left out"
-    assert short_path(deep, 5) == "…/reference_lists.py"            # the file's name, whatever the room
+    assert short_path(deep, 5) == "…/reference_lists.py"  # the file's name, whatever the room
     mine = tmp_path / "a" / "much" / "deeper" / "folder" / "solution.py"
-    assert short_path(str(mine), 40) == "a/much/deeper/folder/solution.py"   # relative to the current folder
+    assert short_path(str(mine), 40) == "a/much/deeper/folder/solution.py"  # relative to the current folder
     monkeypatch.chdir("/")
     home = tmp_path / "home" / "projects" / "practice" / "solution.py"
     assert short_path(str(home), len(str(home)) - 1) == "~/projects/practice/solution.py"
@@ -153,20 +156,21 @@ def test_the_check_header_keeps_the_seed_on_its_line(tmp_path, size):
     child.expect(pexpect.EOF)
     child.close()
     drawn = child.logfile_read.getvalue().replace("\r\n", "\n")
-    lines = [ESCAPES.sub("", line.rsplit("\r", 1)[-1]) for line in drawn.split("\n")]   # as each line ends up
+    lines = [ESCAPES.sub("", line.rsplit("\r", 1)[-1]) for line in drawn.split("\n")]  # as each line ends up
     at = next(i for i, line in enumerate(lines) if line.startswith("attn-kit check"))
     header = lines[at]
-    assert_fits(lines[at:at + 2], size[1])
+    assert_fits(lines[at : at + 2], size[1])
     assert header.endswith(" · seed 12345"), lines
-    if size[1] == 80:                                  # path and seed on one line
+    if size[1] == 80:  # path and seed on one line
         shown = header.split(" · ")[1]
-    else:                                              # too narrow for both: the path on the next line
+    else:  # too narrow for both: the path on the next line
         assert header == "attn-kit check mha-screen · seed 12345", header
         shown = lines[at + 1].strip()
-    assert shown.endswith("/reference_lists.py") and "…/" in shown, lines[at:at + 2]
+    assert shown.endswith("/reference_lists.py") and "…/" in shown, lines[at : at + 2]
     assert str(mine).endswith(shown.split("…", 1)[1]), "only whole folders are left out"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "60x24"])
 def test_error_messages_wrap_between_words(tmp_path, size):
     """An error's prose wraps at spaces on a terminal (the terminal's own wrap would cut words);
@@ -181,14 +185,14 @@ def test_error_messages_wrap_between_words(tmp_path, size):
     at = next(i for i, line in enumerate(lines) if line.startswith("Error: "))
     shown = [line for line in lines[at:] if line]
     assert len(shown) >= 2 and all(len(line) <= size[1] for line in shown), shown
-    piped = subprocess.run([sys.executable, "-m", "attn_kit.cli", "test-tests", notests.name], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)
+    piped = subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", "test-tests", notests.name], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert piped.returncode == child.exitstatus == 1
     [whole] = [line for line in piped.stderr.splitlines() if line.startswith("Error: ")]
     assert " ".join(shown) == whole, "the same words, broken only between them"
     bad = tmp_path / "broken.py"
-    bad.write_text("# attn-kit: mha-screen\ndef multi_head_attention(x, params, num_heads, mask=None:\n"
-                   "    return x\n")
+    bad.write_text("# attn-kit: mha-screen\ndef multi_head_attention(x, params, num_heads, mask=None:\n    return x\n")
     child = spawn("check", bad.name, size=size, cwd=tmp_path)
     child.expect(pexpect.EOF)
     child.close()

@@ -28,6 +28,7 @@ REF = load_module(str(solutions_dir("sliding-window") / "reference_numpy.py"))
 def torch():
     if os.environ.get("CI"):
         import torch as module  # CI installs torch: a missing torch must fail there, not skip
+
         return module
     return pytest.importorskip("torch", reason=TORCH_MISSING)
 
@@ -45,9 +46,8 @@ def torch_window(torch, q, k, v, window):
 def test_reference_matches_torch_with_a_band_mask(torch, T, window):
     rng = np.random.default_rng(T * 100 + window)
     q, k, v = (rng.normal(size=(2, 3, T, 5)) for _ in range(3))
-    np.testing.assert_allclose(REF.sliding_window_attention(q, k, v, window), torch_window(torch, q, k, v, window),
-                               rtol=1e-9, atol=1e-12)
-    big = q * 40, k * 40                       # scores in the thousands
+    np.testing.assert_allclose(REF.sliding_window_attention(q, k, v, window), torch_window(torch, q, k, v, window), rtol=1e-9, atol=1e-12)
+    big = q * 40, k * 40  # scores in the thousands
     got = REF.sliding_window_attention(*big, v, window)
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, torch_window(torch, *big, v, window), rtol=1e-7, atol=1e-9)
@@ -73,7 +73,7 @@ def test_reference_memory_stays_within_the_bound():
     _, extra = measure(REF.sliding_window_attention, q, k, v, m["window"])
     bound = sw_checks.memory_bound(m["B"], m["H"], m["T"], m["window"], m["d"])
     assert 0 < extra["peak_bytes"] <= bound, (extra["peak_bytes"], bound)
-    assert bound < 8 * m["B"] * m["H"] * m["T"] ** 2 / 4      # the B×H×T×T scores could never fit
+    assert bound < 8 * m["B"] * m["H"] * m["T"] ** 2 / 4  # the B×H×T×T scores could never fit
     # the diagnosis's replay of the memory check, on the reference and on the bug that builds T×T
     assert sw_checks.replay_peak_over_bound(REF, q, k, v, m["window"]) == [0.0]
     bug = load_module(str(solutions_dir("sliding-window") / "bugs" / "materialises-scores.py"))
@@ -82,10 +82,10 @@ def test_reference_memory_stays_within_the_bound():
 
 # --- the statement's numbers -------------------------------------------------------------------
 
+
 def test_statement_numbers_are_what_the_reference_computes():
     text = catalog.exercise("sliding-window").statement
-    given = {m.group(1): ast.literal_eval(m.group(2))
-             for m in re.finditer(r"^\s{4}(\w+)\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)}
+    given = {m.group(1): ast.literal_eval(m.group(2)) for m in re.finditer(r"^\s{4}(\w+)\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)}
     assert (given["q"], given["k"], given["v"]) == (sw_checks.PUBLIC_Q, sw_checks.PUBLIC_K, sw_checks.PUBLIC_V)
     assert "`window=2`" in text and sw_checks.PUBLIC_WINDOW == 2
     q, k, v = (np.array(given[n], float) for n in "qkv")
@@ -101,7 +101,7 @@ def test_statement_numbers_are_what_the_reference_computes():
     w1 = np.exp(s[1, 0:2] - s[1, 0:2].max())
     assert "scores [0, 0.707107]" in text and f"{s[1, 1]:.6f}" == "0.707107"
     np.testing.assert_allclose(w1 / w1.sum(), literal("scores [0, 0.707107], weights"), atol=5e-7)
-    assert s[2, 1] == s[2, 2]                                  # "query 2 scores keys 1 and 2 equally"
+    assert s[2, 1] == s[2, 2]  # "query 2 scores keys 1 and 2 equally"
     np.testing.assert_allclose(REF.sliding_window_attention(q, k, v, 4)[0, 0, 3], literal("and output"), atol=5e-7)
     assert "12 MiB" in text and "64 MiB" in text
     m = sw_checks.MEMORY
@@ -111,7 +111,7 @@ def test_statement_numbers_are_what_the_reference_computes():
 
 # --- the memory check on candidates the kit has never seen --------------------------------------
 
-NAIVE = '''\
+NAIVE = """\
 import numpy as np
 
 
@@ -124,7 +124,7 @@ def sliding_window_attention(q, k, v, window):
     scores = np.where((j <= i) & (i - j < window), scores, -np.inf)
     w = np.exp(scores - scores.max(-1, keepdims=True))
     return np.einsum("bhij,bhjd->bhid", w / w.sum(-1, keepdims=True), v)
-'''
+"""
 
 PER_QUERY = '''\
 import numpy as np
@@ -158,8 +158,7 @@ def test_memory_check_passes_a_differently_written_solution(tmp_path):
     path = tmp_path / "per_query.py"
     path.write_text(PER_QUERY)
     report = pipeline.grade(path, pipeline.Options(exercise="sliding-window", seed=5))
-    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results
-                                                             if r.status != "pass"]
+    assert all(r.status == "pass" for r in report.results), [(r.id, r.message) for r in report.results if r.status != "pass"]
 
 
 def test_cli_grades_the_reference():
@@ -170,13 +169,18 @@ def test_cli_grades_the_reference():
 @pytest.mark.slow
 def test_test_tests_scores_the_strong_and_weak_files():
     from attn_kit.practice import testgrade
+
     strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_strong.py")
     assert strong.exercise == "sliding-window" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_weak.py")
     # window = 1 returning v also catches a weak fill value (the blocked keys keep some weight) and a
     # scale applied after the softmax (v comes back times 1/sqrt(d))
-    assert weak.wrong_tests == [] and set(weak.caught) == {"window-excludes-self", "window-off-by-one",
-                                                           "fill-value-too-weak", "scale-after-softmax"}
+    assert weak.wrong_tests == [] and set(weak.caught) == {
+        "window-excludes-self",
+        "window-off-by-one",
+        "fill-value-too-weak",
+        "scale-after-softmax",
+    }
     assert weak.score < 0.5
 
 
@@ -194,9 +198,9 @@ def test_the_tile_saving_figure_of_window_kernels():
     n = T // tile
     causal = band_tiles = 0
     for qi in range(n):
-        for kj in range(qi + 1):                      # tiles touching the causal triangle
+        for kj in range(qi + 1):  # tiles touching the causal triangle
             causal += 1
             lo_q, hi_q, lo_k, hi_k = qi * tile, qi * tile + tile - 1, kj * tile, kj * tile + tile - 1
-            band_tiles += hi_k > lo_q - w and lo_k <= hi_q          # some (i, j) in it has i - w < j <= i
+            band_tiles += hi_k > lo_q - w and lo_k <= hi_q  # some (i, j) in it has i - w < j <= i
     skipped = 1 - band_tiles / causal
     assert 1 - 2 * w / T - 0.05 < skipped < 1 - 2 * w / T

@@ -21,9 +21,20 @@ from conftest import attn_kit, solutions_dir
 
 
 def _check_fields(n: int) -> dict:
-    return dict(exercise="mha-screen", file=f"f{n}.py", seed=n, passed=bool(n % 2), checks_passed=n % 26,
-                checks_total=26, points=n % 47, max_points=47, public_only=False, failing=["output-shapes"],
-                bugs=["no-scaling"], concepts_failed=["scaling"])
+    return dict(
+        exercise="mha-screen",
+        file=f"f{n}.py",
+        seed=n,
+        passed=bool(n % 2),
+        checks_passed=n % 26,
+        checks_total=26,
+        points=n % 47,
+        max_points=47,
+        public_only=False,
+        failing=["output-shapes"],
+        bugs=["no-scaling"],
+        concepts_failed=["scaling"],
+    )
 
 
 def test_home_comes_from_attn_kit_home(attn_home):
@@ -58,7 +69,7 @@ def test_interrupted_transaction_is_rolled_back(attn_home):
                 st.add_hint("mha-screen", 1)
                 raise KeyboardInterrupt
         assert st.checks() == [] and st.hint_levels("mha-screen") == set()
-        st.add_hint("mha-screen", 1)          # still usable afterwards
+        st.add_hint("mha-screen", 1)  # still usable afterwards
         assert st.hint_levels("mha-screen") == {1}
 
 
@@ -78,8 +89,9 @@ WRITER = textwrap.dedent("""
 
 
 def _writer(count: int, tag: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(count), tag], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(count), tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
 
 
 @pytest.mark.slow
@@ -100,19 +112,19 @@ def test_two_writers_at_once_lose_nothing(attn_home):
 def test_killed_writer_leaves_every_committed_row(attn_home):
     writer = _writer(100_000, "k")
     committed = -1
-    while committed < 60:                 # let it commit a good number of transactions first
+    while committed < 60:  # let it commit a good number of transactions first
         line = writer.stdout.readline()
         assert line, writer.stderr.read()
         committed = int(line)
-    os.kill(writer.pid, signal.SIGKILL)   # mid-write: it commits continuously
+    os.kill(writer.pid, signal.SIGKILL)  # mid-write: it commits continuously
     writer.wait(timeout=10)
     assert writer.returncode == -signal.SIGKILL
-    with open_store() as st:              # opens cleanly, no corruption warning
+    with open_store() as st:  # opens cleanly, no corruption warning
         assert st.warnings == []
         checks = st.query("SELECT COUNT(*) AS n FROM checks")[0]["n"]
         hints = st.hint_levels("k")
-    assert checks >= committed + 1        # everything it reported committed is there
-    assert len(hints) == checks           # and no transaction is half-written
+    assert checks >= committed + 1  # everything it reported committed is there
+    assert len(hints) == checks  # and no transaction is half-written
     assert hints == set(range(checks))
 
 
@@ -138,7 +150,7 @@ def test_damaged_page_is_detected_and_moved_aside(attn_home):
     data = bytearray(path.read_bytes())
     page = 4096
     assert len(data) > 6 * page
-    data[3 * page:5 * page] = os.urandom(2 * page)     # scribble over two b-tree pages
+    data[3 * page : 5 * page] = os.urandom(2 * page)  # scribble over two b-tree pages
     path.write_bytes(bytes(data))
     with open_store() as st:
         assert st.warnings and "damaged" in st.warnings[0]
@@ -165,10 +177,11 @@ def test_newer_schema_is_refused_not_overwritten(attn_home):
     assert not list(attn_home.glob("history.db.corrupt-*"))
 
 
+@pytest.mark.slow
 def test_unwritable_home_does_not_break_check(attn_home, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the data folder should be")
-    reference = tmp_path / "solution.py"          # the user's file: the bundled one is never recorded
+    reference = tmp_path / "solution.py"  # the user's file: the bundled one is never recorded
     shutil.copy(solutions_dir("mha-screen") / "reference_lists.py", reference)
     env = {"ATTN_KIT_HOME": str(blocker)}
     proc = attn_kit("check", reference, env=env)

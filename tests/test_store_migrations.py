@@ -101,20 +101,28 @@ def write_version_1_database(path) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(SCHEMA_V1)
     conn.execute("PRAGMA user_version = 1")
-    conn.execute("INSERT INTO checks (at, exercise, file, seed, passed, checks_passed, checks_total, points, "
-                 "max_points, public_only, failing, bugs, concepts_failed, source) "
-                 "VALUES (?, 'mha-screen', 'sol.py', 7, 0, 20, 26, 30, 47, 0, ?, ?, ?, 'watch')",
-                 (AT, json.dumps(["output-shapes"]), json.dumps(["no-scaling"]), json.dumps(["scaling"])))
+    conn.execute(
+        "INSERT INTO checks (at, exercise, file, seed, passed, checks_passed, checks_total, points, "
+        "max_points, public_only, failing, bugs, concepts_failed, source) "
+        "VALUES (?, 'mha-screen', 'sol.py', 7, 0, 20, 26, 30, 47, 0, ?, ?, ?, 'watch')",
+        (AT, json.dumps(["output-shapes"]), json.dumps(["no-scaling"]), json.dumps(["scaling"])),
+    )
     conn.execute("INSERT INTO hints (at, exercise, level) VALUES (?, 'mha-screen', 2)", (AT,))
     conn.execute("INSERT INTO solution_views (at, exercise, forced) VALUES (?, 'gqa', 1)", (AT,))
-    conn.execute("INSERT INTO mocks (started_at, ended_at, exercise, folder, minutes, status, seconds_used, passed, "
-                 "checks_passed, checks_total, points, max_points, hints_used, discussion, report) "
-                 "VALUES (?, ?, 'mha-screen', '/tmp/m', 45, 'submitted', 1200.5, 1, 26, 26, 47, 47, 1, ?, '/tmp/m/report.md')",
-                 (AT, LATER, json.dumps([{"question": "scaling", "covered": 1, "total": 2}])))
-    conn.execute("INSERT INTO cards VALUES ('mha-screen/why-scale', 'mha-screen', 'why-scale', 'scaling', "
-                 "'{\"card_id\": 1}', ?, ?)", (LATER, AT))
-    conn.execute("INSERT INTO reviews (at, key, exercise, question, rating, source, due, log) "
-                 "VALUES (?, 'mha-screen/why-scale', 'mha-screen', 'why-scale', 3, 'discuss', ?, '{}')", (AT, LATER))
+    conn.execute(
+        "INSERT INTO mocks (started_at, ended_at, exercise, folder, minutes, status, seconds_used, passed, "
+        "checks_passed, checks_total, points, max_points, hints_used, discussion, report) "
+        "VALUES (?, ?, 'mha-screen', '/tmp/m', 45, 'submitted', 1200.5, 1, 26, 26, 47, 47, 1, ?, '/tmp/m/report.md')",
+        (AT, LATER, json.dumps([{"question": "scaling", "covered": 1, "total": 2}])),
+    )
+    conn.execute(
+        "INSERT INTO cards VALUES ('mha-screen/why-scale', 'mha-screen', 'why-scale', 'scaling', '{\"card_id\": 1}', ?, ?)", (LATER, AT)
+    )
+    conn.execute(
+        "INSERT INTO reviews (at, key, exercise, question, rating, source, due, log) "
+        "VALUES (?, 'mha-screen/why-scale', 'mha-screen', 'why-scale', 3, 'discuss', ?, '{}')",
+        (AT, LATER),
+    )
     conn.execute("INSERT INTO concepts VALUES ('mha-screen', 'scaling', 1, ?)", (AT,))
     conn.commit()
     conn.close()
@@ -150,10 +158,10 @@ def test_a_database_written_by_todays_schema_opens_with_nothing_lost(attn_home):
         assert mock["status"] == "submitted" and mock["discussion"][0]["question"] == "scaling"
         assert st.card("mha-screen/why-scale")["concept"] == "scaling"
         assert st.reviews()[0]["rating"] == 3
-        st.add_hint("mha-screen", 3)                       # and it is still writable
+        st.add_hint("mha-screen", 3)  # and it is still writable
     after = dump(path)
     assert after["hints"][:1] == before["hints"]
-    assert after["concepts"] == before["concepts"] != []     # 0.1.0's rows, no longer read, kept as they were
+    assert after["concepts"] == before["concepts"] != []  # 0.1.0's rows, no longer read, kept as they were
     assert {t: r for t, r in after.items() if t != "hints"} == {t: r for t, r in before.items() if t != "hints"}
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == store_module.SCHEMA_VERSION
@@ -166,7 +174,7 @@ def test_migrations_build_todays_schema_from_nothing(attn_home, tmp_path):
     frozen = tmp_path / "frozen.db"
     write_version_1_database(frozen)
     fresh = schema_of(attn_home / "history.db")
-    if store_module.SCHEMA_VERSION == 1:      # later migrations may change tables; version 1's must not change
+    if store_module.SCHEMA_VERSION == 1:  # later migrations may change tables; version 1's must not change
         assert fresh == schema_of(frozen)
     assert set(schema_of(frozen)) <= set(fresh)
 
@@ -185,7 +193,7 @@ def test_a_new_migration_upgrades_an_existing_database_in_place(attn_home, monke
     with open_store() as st:
         [run] = st.checks()
         assert run["seconds"] is None and run["bugs"] == ["no-scaling"]
-    assert applied == [1]                        # only the missing migration ran, once
+    assert applied == [1]  # only the missing migration ran, once
     with open_store():
         pass
     assert applied == [1]

@@ -29,8 +29,7 @@ BUGS = catalog.exercise("mha-screen").bug_ids
 # what tests/corpus/candidate_tests/other_module.py catches: mutates-input through its scaled-weights
 # form (it changes the parameters the next call reuses), transpose-reverses-all-axes because its
 # batch-of-two inputs have distinct batch entries
-OTHER_MODULE_CATCHES = ["no-output-projection", "padding-masks-queries", "mutates-input",
-                        "transpose-reverses-all-axes"]
+OTHER_MODULE_CATCHES = ["no-output-projection", "padding-masks-queries", "mutates-input", "transpose-reverses-all-axes"]
 
 
 def test_tests_json(path, *extra, cwd=None) -> tuple[dict, int]:
@@ -73,7 +72,7 @@ def test_shapes_only_file_catches_only_what_raises_or_changes_a_shape():
 
 @pytest.mark.slow
 def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
-    data, code = graded_tests_json(TESTS / "wrong_expectation.py")          # shared with the rendering test
+    data, code = graded_tests_json(TESTS / "wrong_expectation.py")  # shared with the rendering test
     assert code == 1
     assert data["wrong_tests"] == ["test_causal_mask_excludes_diagonal"]
     wrong = data["wrong"][0]
@@ -90,7 +89,7 @@ def test_wrong_expectation_is_reported_with_its_message_and_catches_nothing():
 def test_rich_output_shows_wrong_tests_table_and_ideas():
     grade = graded_tests(TESTS / "wrong_expectation.py")
     buffer = io.StringIO()
-    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)   # --all
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)  # --all
     out = buffer.getvalue()
     assert "✗ 1 wrong test: it fails on correct code" in out and "test_causal_mask_excludes_diagonal wrong_expectation.py:13" in out
     assert "a token must not attend to itself" in out
@@ -115,7 +114,7 @@ def test_hanging_test_is_wrong_on_references_and_never_catches():
 
 @pytest.mark.slow
 def test_functions_imported_from_another_module_name_with_a_helper():
-    data, code = graded_tests_json(TESTS / "other_module.py")               # shared with test_render_to_text
+    data, code = graded_tests_json(TESTS / "other_module.py")  # shared with test_render_to_text
     assert code == 0, "missed bugs alone do not fail the command"
     assert data["wrong_tests"] == []
     assert data["caught"] == OTHER_MODULE_CATCHES
@@ -124,7 +123,9 @@ def test_functions_imported_from_another_module_name_with_a_helper():
 @pytest.mark.slow
 def test_tests_inside_the_solution_file(tmp_path):
     solution = tmp_path / "solution.py"
-    solution.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text() + '''
+    solution.write_text(
+        (solutions_dir("mha-screen") / "reference_lists.py").read_text()
+        + """
 
 def test_blocked_softmax_is_zero():
     assert stable_softmax([3.0, 4.0], [False, False]) == [0.0, 0.0]
@@ -137,7 +138,8 @@ def test_padding_mask():
 
 def test_softmax_length():
     assert len(stable_softmax([1.0, 2.0])) == 3
-''')
+"""
+    )
     proc = attn_kit("check", solution, "--tests", solution, "--json")
     data = json.loads(proc.stdout)
     assert data["passed"] is True
@@ -161,15 +163,15 @@ def test_check_with_tests_passes_when_solution_and_tests_are_good(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # nothing is written beside the candidate's files: no __pycache__, no .pytest_cache
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
-    assert "checks passed" in proc.stdout            # the check report, then the test report
+    assert "checks passed" in proc.stdout  # the check report, then the test report
     assert proc.stdout.index("checks passed") < proc.stdout.index(f"Score: {len(OTHER_MODULE_CATCHES)}/{len(BUGS)} known bugs caught")
-    assert "Add --full for every bug, the tests that caught it" in " ".join(proc.stdout.split())   # check's option
+    assert "Add --full for every bug, the tests that caught it" in " ".join(proc.stdout.split())  # check's option
 
 
 @pytest.mark.slow
 def test_a_crashing_test_is_wrong_and_the_rest_still_run(tmp_path):
     tests = tmp_path / "crash_tests.py"
-    tests.write_text('''import os
+    tests.write_text("""import os
 from solution import causal_mask
 
 def test_exits():
@@ -180,7 +182,7 @@ def test_interrupts():
 
 def test_after_the_crash():
     assert causal_mask(1, 2)[0][0][0] and not causal_mask(1, 2)[0][0][1]
-''')
+""")
     grade = testgrade.grade_tests(tests)
     assert grade.wrong_tests == ["test_exits", "test_interrupts"]
     assert grade.wrong[0].outcome == "crashed" and "status 3" in grade.wrong[0].message
@@ -189,20 +191,27 @@ def test_after_the_crash():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text, needle", [
-    ("from solution import multi_head_attention\n\ndef helper():\n    pass\n", "no test functions"),
-    ("import numpy as np\n\ndef test_x():\n    assert np.ones(1)[0] == 1\n", "neither import nor define"),
-    ("from solution import causal_mask\n\ndef test_x(:\n    pass\n", "SyntaxError"),
-    ("import sys\nfrom solution import causal_mask\nsys.exit(0)\n\ndef test_x():\n    pass\n",
-     "pytest stopped: SystemExit: 0 at my_tests.py:3"),
-    ("from solution import causal_mask\nwhile True:\n    pass\n\ndef test_x():\n    pass\n",
-     "did not finish within 1 s: is there a loop"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("from solution import multi_head_attention\n\ndef helper():\n    pass\n", "no test functions"),
+        ("import numpy as np\n\ndef test_x():\n    assert np.ones(1)[0] == 1\n", "neither import nor define"),
+        ("from solution import causal_mask\n\ndef test_x(:\n    pass\n", "SyntaxError"),
+        (
+            "import sys\nfrom solution import causal_mask\nsys.exit(0)\n\ndef test_x():\n    pass\n",
+            "pytest stopped: SystemExit: 0 at my_tests.py:3",
+        ),
+        (
+            "from solution import causal_mask\nwhile True:\n    pass\n\ndef test_x():\n    pass\n",
+            "did not finish within 1 s: is there a loop",
+        ),
+    ],
+)
 def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
     path = tmp_path / "my_tests.py"
     path.write_text(text)
     args = ("--exercise", "mha-screen") if "neither" in needle else ("--timeout", "1")
-    with ThreadPoolExecutor(2) as pool:         # side by side: the loop case waits out its timeout twice
+    with ThreadPoolExecutor(2) as pool:  # side by side: the loop case waits out its timeout twice
         as_json = pool.submit(test_tests_json, path, *args)
         plain = pool.submit(attn_kit, "test-tests", path, *args)
         (data, code), proc = as_json.result(), plain.result()
@@ -214,8 +223,9 @@ def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
 
 def test_collection_error_on_correct_code_is_reported(tmp_path):
     path = tmp_path / "my_tests.py"
-    path.write_text("from solution import multi_head_attention, helper_that_does_not_exist\n\n"
-                    "def test_x():\n    assert multi_head_attention\n")
+    path.write_text(
+        "from solution import multi_head_attention, helper_that_does_not_exist\n\ndef test_x():\n    assert multi_head_attention\n"
+    )
     data, code = test_tests_json(path)
     assert code == 1
     assert "helper_that_does_not_exist" in data["error"]
@@ -231,12 +241,12 @@ def test_misuse_exits_2(tmp_path):
 def test_render_to_text():
     grade = graded_tests(TESTS / "other_module.py")
     buffer = io.StringIO()
-    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)   # --all
+    render.test_grade(grade, Console(file=buffer, width=100, theme=render.THEME), full=True)  # --all
     text = buffer.getvalue()
     assert "✓ Every test passes on the correct implementations (reference_lists.py, reference_numpy.py)." in text
     assert "no-output-projection" in text and "test_output_projection_matters" in text
     assert "Tests that would catch what you missed" in text
-    flat = " ".join(text.split())          # rich wraps long test ideas at the console's width
+    flat = " ".join(text.split())  # rich wraps long test ideas at the console's width
     for bug in set(BUGS) - set(OTHER_MODULE_CATCHES):
         assert " ".join(catalog.bugs()[bug].test_idea.split()) in flat, bug
     n = len(OTHER_MODULE_CATCHES)
@@ -266,10 +276,10 @@ def test_torch_tests_are_judged_on_the_torch_reference():
     data, code = test_tests_json(TESTS / "torch_worked_example.py")
     assert code == 0
     assert data["exercise"] == "mha-masked-bias"
-    assert data["references"] == ["reference_torch.py"]     # torch.allclose would fail on NumPy arrays
+    assert data["references"] == ["reference_torch.py"]  # torch.allclose would fail on NumPy arrays
     assert data["wrong_tests"] == []
     assert "b-o-not-suppressed" in data["caught"] and "mask-inverted" in data["caught"]
-    assert "no-scaling" in data["missed"]          # D = 1 in the worked example: sqrt(1) hides it
+    assert "no-scaling" in data["missed"]  # D = 1 in the worked example: sqrt(1) hides it
 
 
 @pytest.mark.slow
@@ -277,12 +287,12 @@ def test_helpers_come_from_the_checked_solution_in_another_folder(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "tests").mkdir()
     solution = tmp_path / "src" / "solution.py"
-    solution.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text()
-                        + "\n\ndef make_lengths():\n    return [1, 3]\n")
+    solution.write_text((solutions_dir("mha-screen") / "reference_lists.py").read_text() + "\n\ndef make_lengths():\n    return [1, 3]\n")
     (tmp_path / "tests" / "my_tests.py").write_text(
         "from solution import make_lengths, padding_mask\n\n\ndef test_padding():\n"
         "    m = padding_mask(make_lengths(), 3)\n"
-        "    assert [[bool(v) for v in row] for row in m[0]] == [[True, False, False]] * 3\n")
+        "    assert [[bool(v) for v in row] for row in m[0]] == [[True, False, False]] * 3\n"
+    )
     proc = attn_kit("check", "src/solution.py", "--tests", "tests/my_tests.py", "--json", cwd=tmp_path / "tests" / "..")
     data = json.loads(proc.stdout)
     assert data["tests"]["wrong_tests"] == [], data["tests"]["wrong"]
@@ -292,15 +302,18 @@ def test_helpers_come_from_the_checked_solution_in_another_folder(tmp_path):
 
 # --- the report fits one 80×24 screen; --all and --json have everything ----------------------------
 
+
 def _grade_missing(caught: int, wrong: int = 0) -> testgrade.TestGrade:
     """A grade of mha-screen's known bugs with the first `caught` caught (no tests run)."""
     bugs = [catalog.bugs()[bug] for bug in BUGS]
-    coverage = [testgrade.BugCoverage(b.id, b.title, b.test_idea, {"": ("test_a",) if i < caught else ()})
-                for i, b in enumerate(bugs)]
-    wrongs = [testgrade.WrongTest(f"test_wrong_{i}", "reference_lists.py", "failed", "AssertionError: no\n" * 9,
-                                  where=f"my_tests.py:{i}") for i in range(wrong)]
-    return testgrade.TestGrade("mha-screen", "some/deep/folder/my_tests.py", ["test_a"], wrongs, coverage,
-                               judged_on=["reference_lists.py", "reference_numpy.py"])
+    coverage = [testgrade.BugCoverage(b.id, b.title, b.test_idea, {"": ("test_a",) if i < caught else ()}) for i, b in enumerate(bugs)]
+    wrongs = [
+        testgrade.WrongTest(f"test_wrong_{i}", "reference_lists.py", "failed", "AssertionError: no\n" * 9, where=f"my_tests.py:{i}")
+        for i in range(wrong)
+    ]
+    return testgrade.TestGrade(
+        "mha-screen", "some/deep/folder/my_tests.py", ["test_a"], wrongs, coverage, judged_on=["reference_lists.py", "reference_numpy.py"]
+    )
 
 
 @pytest.mark.parametrize("caught,wrong", [(0, 0), (2, 0), (10, 1), (len(BUGS), 0)])
@@ -313,7 +326,7 @@ def test_the_report_fits_a_screen_most_useful_first(caught, wrong, width):
     assert len(lines) <= 23 and all(len(line) <= width for line in lines), "\n".join(lines)
     text = "\n".join(lines)
     flat = " ".join(text.split())
-    score = next(i for i, line in enumerate(lines) if line.startswith("Score: "))   # after the header and the run
+    score = next(i for i, line in enumerate(lines) if line.startswith("Score: "))  # after the header and the run
     assert lines[score].startswith(f"Score: {caught}/{len(BUGS)} known bugs caught") and score <= 4
     assert not any(line.startswith(("✓", "✗", "Missed", "  ●")) for line in lines[:score])
     missed = [bug for bug in BUGS[caught:]]
@@ -321,16 +334,19 @@ def test_the_report_fits_a_screen_most_useful_first(caught, wrong, width):
         assert "Add --all for every bug and the tests that caught it." in flat and "Missed" not in text
         return
     ideas = [bug for bug in missed if " ".join(catalog.bugs()[bug].test_idea.split()) in flat]
-    assert ideas and ideas == missed[:len(ideas)], "the first missed bugs, each with its test idea"
-    said = re.search(r"Missed (\d+)\. (?:A test that would catch the first|Tests that would catch the first "
-                     r"(\d+)):", text)
+    assert ideas and ideas == missed[: len(ideas)], "the first missed bugs, each with its test idea"
+    said = re.search(
+        r"Missed (\d+)\. (?:A test that would catch the first|Tests that would catch the first "
+        r"(\d+)):",
+        text,
+    )
     assert said and int(said.group(1)) == len(missed) and int(said.group(2) or 1) == len(ideas), text
     at = next(i for i, line in enumerate(lines) if line.startswith("  and "))
-    follow = [line.strip() for line in lines[at + 1:] if line.startswith("      ")]
+    follow = [line.strip() for line in lines[at + 1 :] if line.startswith("      ")]
     others = re.fullmatch(r"and ([a-z, -]+?)(?: \+(\d+) more)?", " ".join([lines[at].strip(), *follow]))
     assert others, text
     named = others.group(1).split(", ")
-    assert named == missed[len(ideas):len(ideas) + len(named)]
+    assert named == missed[len(ideas) : len(ideas) + len(named)]
     assert len(ideas) + len(named) + int(others.group(2) or 0) == len(missed), "every miss counted once"
     assert "Add --all for every bug, the tests that caught it and each test idea." in flat
     if caught:

@@ -16,7 +16,7 @@ from attn_kit.render import check
 from attn_kit.report import jsonout
 
 TESTS = Path(__file__).parent / "corpus" / "candidate_tests"
-pytestmark = pytest.mark.slow       # 21 implementations under pytest: several seconds
+pytestmark = pytest.mark.slow  # 21 implementations under pytest: several seconds
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,8 @@ def test_a_list_comparison_is_type_sensitive_not_wrong(grade):
 def test_it_counts_only_against_bugs_returning_lists(grade):
     lists_bugs = {p.name for p in bug_files("mha-screen") if testgrade.returns(p) == "lists"}
     ran = {run.implementation.split("/")[-1] for run in grade.runs if run.bug}
-    eligible = {run.implementation.split("/")[-1] for run in grade.runs
-                if run.bug and "test_all_blocked_is_zero" in run.tests}
-    assert eligible <= lists_bugs and ran                     # never run against NumPy bugs
+    eligible = {run.implementation.split("/")[-1] for run in grade.runs if run.bug and "test_all_blocked_is_zero" in run.tests}
+    assert eligible <= lists_bugs and ran  # never run against NumPy bugs
     assert any("not counted against" in note and "NumPy arrays" in note for note in grade.notes)
 
 

@@ -34,5 +34,5 @@ def test_the_sandbox_settles_torch_not_the_checks_module():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
-    assert lines["after-import"] != "1 0"          # importing the suite changes nothing process-wide
-    assert lines["after-launcher"] == "1 0"         # starting a zygote with torch does
+    assert lines["after-import"] != "1 0"  # importing the suite changes nothing process-wide
+    assert lines["after-launcher"] == "1 0"  # starting a zygote with torch does
