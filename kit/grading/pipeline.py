@@ -5,6 +5,7 @@ Rendering is not done here; cli/app.py hands the Report to render/check.py or pr
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import importlib.util
@@ -267,21 +268,34 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             f"{float32:.2g} are within float32 rounding and were accepted (compute in float64 to "
             "match the reference exactly)"
         )
-    report = Report(exercise.id, str(source.path), seed, results, public_only=options.public_only, notes=notes)
     if progress is not None and any(r.status in FAILED for r in results):
         progress(f"{source.path.name}: matching the failures against the known bugs")
     finding = diagnose.analyse(exercise, results)
-    report.diagnosis = finding.diagnoses
-    report.near_misses = finding.near_misses
-    if written and not any(d.bug == MUTATION_BUG for d in report.diagnosis):
-        report.diagnosis.append(_mutation_diagnosis(written, results))
-        finding.check_bug.update({d: MUTATION_BUG for d in report.diagnosis[-1].checks if d not in finding.check_bug})
-    for result in results:
-        result.bug = finding.check_bug.get(result.id) if result.status in FAILED else None
-        if result.bug:  # point at the hint about the diagnosed mistake
-            result.hint = hint_for_bug(exercise, suite.checks, result.bug) or result.hint
-    report.seconds = time.perf_counter() - started
-    return report
+    diagnoses = list(finding.diagnoses)
+    if written and not any(d.bug == MUTATION_BUG for d in diagnoses):
+        diagnoses.append(_mutation_diagnosis(written, results))
+        finding.check_bug.update({d: MUTATION_BUG for d in diagnoses[-1].checks if d not in finding.check_bug})
+    # the report is built once, from settled results: each failed check with the bug the
+    # diagnosis attributes it to, and the hint about that bug
+    attributed = [_attributed(r, finding.check_bug, exercise, suite.checks) for r in results]
+    return Report(
+        exercise.id,
+        str(source.path),
+        seed,
+        attributed,
+        public_only=options.public_only,
+        notes=notes,
+        diagnosis=diagnoses,
+        near_misses=finding.near_misses,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _attributed(result: CheckResult, check_bug: dict[str, str], exercise: catalog.Exercise, checks: Sequence[Check]) -> CheckResult:
+    """The result with the bug its failure is attributed to, and the hint that points at that bug."""
+    bug = check_bug.get(result.id) if result.status in FAILED else None
+    hint = (hint_for_bug(exercise, checks, bug) or result.hint) if bug else result.hint
+    return dataclasses.replace(result, bug=bug, hint=hint)
 
 
 def _another_exercise(source: preflight.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise, options: Options) -> LoadError:
