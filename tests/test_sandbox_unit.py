@@ -172,8 +172,8 @@ def test_mutation_names_written_parts_and_dict_keys_added_or_removed():
     after = [np.array([1.0, 2.0]), {"Wq": [[1.0]], "bq": None, "new": 0}, [float("nan")]]
     assert mutation.written(["x", "params", "s"], before, after) == ("x", "params['gone'] (removed)", "params['new'] (added)")
     assert mutation.written(["x"], [np.ones(2)], [np.ones(2)]) == ()
-    assert mutation.same(np.ones(2, np.float32), np.ones(2, np.float32))
-    assert not mutation.same(np.ones(2, np.float32), np.ones(2, np.float64))
+    assert mutation.values_equal(np.ones(2, np.float32), np.ones(2, np.float32))
+    assert not mutation.values_equal(np.ones(2, np.float32), np.ones(2, np.float64))
 
 
 def test_sandbox_reports_mutation_found_in_the_kit(tmp_path):
@@ -208,7 +208,7 @@ def test_equal_fingerprints_mean_equal_values_and_others_are_compared_as_values(
     assert wire.digest(on["cpu"][0]) != wire.digest(on["cpu"][1])
     assert wire.digest(on["meta"][0]) == wire.digest(on["meta"][1])  # a meta tensor has no values
     # the same values with different fingerprints: the kit asks for the arguments and compares them
-    assert wire.digest([1, 0.0]) != wire.digest([1.0, -0.0]) and mutation.same([1, 0.0], [1.0, -0.0])
+    assert wire.digest([1, 0.0]) != wire.digest([1.0, -0.0]) and mutation.values_equal([1, 0.0], [1.0, -0.0])
 
 
 def test_a_differing_fingerprint_is_settled_by_comparing_the_arguments(tmp_path):
@@ -377,7 +377,7 @@ def test_without_namespaces_the_process_tree_is_still_killed(tmp_path, monkeypat
         "    time.sleep(0.3)\n"
         "    return os.getpid()\n"
     )
-    sandbox_zygote.taint()  # a fresh zygote that reads the variable
+    sandbox_zygote.expected_values_loaded()  # a fresh zygote that reads the variable
     launcher = sandbox_zygote.make_launcher()
     try:
         with session.Sandbox(str(path), timeout=5, launcher=launcher) as box:

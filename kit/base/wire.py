@@ -500,7 +500,7 @@ def _nd(v: dict, blobs: bytearray, cursor: list[int]) -> Any:
 
 def digest(value: object) -> str | None:
     """A fingerprint of a plain value (what to_plain returns), or None for a value holding any
-    other type. Equal fingerprints mean the values are equal as mutation.same sees them: same
+    other type. Equal fingerprints mean the values are equal as mutation.values_equal sees them: same
     types, same keys in the same order, arrays of the same dtype, shape and bytes. Different
     fingerprints prove nothing (1 and 1.0, -0.0 and 0.0, a reordered dict): the kit then compares
     the values themselves."""
@@ -535,7 +535,7 @@ def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
         add(f"{'[' if kind is list else '(' if kind is tuple else '{'}{len(value)};".encode())
         items = value if kind is not dict else (x for pair in value.items() for x in pair)
         return depth < MAX_DEPTH and all(_feed(add, item, depth + 1) for item in items)
-    if kind is TensorValue:  # a meta tensor has no values (mutation.same ignores its array)
+    if kind is TensorValue:  # a meta tensor has no values (mutation.values_equal ignores its array)
         add(f"t{(value.dtype, value.device, tuple(value.shape), value.requires_grad)!r};".encode())
         return value.device == "meta" or _feed(add, value.array, depth + 1)
     if getattr(kind, "__module__", None) == "numpy" and kind.__name__ == "ndarray":

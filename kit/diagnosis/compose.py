@@ -125,7 +125,7 @@ def compose_source(group: tuple[BugForm, ...]) -> str:
 def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
     """A module built from the composed source (cached per group). It computes expected values:
     from now on a new zygote is a fresh interpreter, not a fork of this process."""
-    sandbox_zygote.taint()
+    sandbox_zygote.expected_values_loaded()
     name = "attn_kit_composed_" + "__".join(re.sub(r"\W", "_", f.name) for f in group)
     module = types.ModuleType(name)
     module.__file__ = f"<{' + '.join(f.name for f in group)} composed on {group[0].base.name}>"

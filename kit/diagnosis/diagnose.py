@@ -90,7 +90,7 @@ GUARD_MODELS = 100  # composed models, besides, for the search with empty rows g
 def load_module(path: str):
     """Import one of the kit's own solution files (reference or bug) in the kit's process. From
     now on this process holds expected values: a new zygote is a fresh interpreter, not a fork."""
-    sandbox_zygote.taint()
+    sandbox_zygote.expected_values_loaded()
     name = (
         "attn_kit_solution_" + Path(path).stem.replace("-", "_").replace("@", "__") + "_" + Path(path).parent.parent.name.replace("-", "_")
     )

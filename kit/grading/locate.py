@@ -1147,7 +1147,7 @@ def prepare(path: str | Path, exercise: str | None = None) -> None:
         return  # grading reports it
     preload = preload_for(Path(path), ex)
     if preload and preload != ((ex.needs,) if ex.needs else ()):
-        sandbox_zygote.taint()  # the new zygote is a fresh interpreter, never a fork of the kit
+        sandbox_zygote.expected_values_loaded()  # the new zygote is a fresh interpreter, never a fork of the kit
         sandbox_zygote.shared_launcher(preload)
 
 

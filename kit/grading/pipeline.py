@@ -242,7 +242,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         # the zygote is setting up its first worker now; meanwhile this process loads the rest
         from attn_kit.diagnosis import diagnose
 
-        sandbox_zygote.taint()  # also done by whatever first loads a kit solution (diagnose, compose)
+        sandbox_zygote.expected_values_loaded()  # also done by whatever first loads a kit solution (diagnose, compose)
         suite = suite_for(exercise)
         oracle = diagnose.oracle_for(exercise)
         diagnose.preload(exercise)  # the bug files, read before the first worker starts

@@ -535,7 +535,7 @@ def grade_tests(
     # interpreter when this process already holds expected values: check --tests, watch, mock); it
     # imports NumPy, pytest's plugins and the exercise's dependency first, so every worker has them
     launcher = make_launcher(sandbox_zygote.pytest_modules() + ((exercise.needs,) if exercise.needs else ()))
-    sandbox_zygote.taint()
+    sandbox_zygote.expected_values_loaded()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:
         with tempfile.TemporaryDirectory(prefix="attn-kit-tests-") as tmp:

@@ -14,12 +14,12 @@ from typing import Any
 from attn_kit.base.records import Opaque, TensorValue
 
 
-def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain value, most specific first)
+def values_equal(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain value, most specific first)
     """Deep equality of plain values: NaN equals NaN, arrays by dtype, shape and value."""
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         if (a.dtype, a.device, tuple(a.shape)) != (b.dtype, b.device, tuple(b.shape)):
             return False
-        return a.device == "meta" or same(a.array, b.array)
+        return a.device == "meta" or values_equal(a.array, b.array)
     if type(a) is not type(b):
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
             return a == b
@@ -30,9 +30,9 @@ def same(a: Any, b: Any) -> bool:  # noqa: C901 (one branch per kind of plain va
                 return True
         except (ValueError, TypeError, RuntimeError):
             pass
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(values_equal(a[k], b[k]) for k in a)
     if hasattr(a, "shape") and hasattr(a, "dtype"):
         import numpy as np
 
@@ -72,7 +72,7 @@ def changed(before: Any, after: Any, name: str) -> list[str]:
                 found.extend(changed(before[k], after[k], f"{name}[{k!r}]"))
         found.extend(f"{name}[{k!r}] (added)" for k in after if k not in before)
         return found
-    return [] if same(before, after) else [name]
+    return [] if values_equal(before, after) else [name]
 
 
 def written(names: list[str], before: list[Any], after: object) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ STARTUP_DEADLINE = 120.0  # ... and its first one (a fresh interpreter importing
 _CLEAN = [True]  # no expected value, check or kit solution exists in this process yet
 
 
-def taint() -> None:
+def expected_values_loaded() -> None:
     """Called before the kit computes expected values or loads its own solutions: from now on a
     new zygote is a fresh interpreter (exec), never a fork of this process."""
     _CLEAN[0] = False
