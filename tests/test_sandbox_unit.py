@@ -294,6 +294,14 @@ def test_a_worker_lost_while_its_memory_is_limited_is_a_crashed_call(monkeypatch
         assert box.call("causal_mask", (1, 2)).ok  # the next call gets a new worker
 
 
+def test_a_file_python_has_no_loader_for_is_a_clear_load_error(tmp_path):
+    text = tmp_path / "solution.txt"
+    text.write_text(HONEST.read_text())
+    with session.Sandbox(str(text), timeout=5) as box:
+        with pytest.raises(LoadError, match=r"ImportError: .*solution\.txt is not a Python source file"):
+            box.start()
+
+
 def test_sources_are_read_as_python_reads_them(tmp_path):
     body = "# attn-kit: mha-screen\ndef f():\n    return 'café'\n"
     bom = tmp_path / "bom.py"
