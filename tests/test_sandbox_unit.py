@@ -301,6 +301,26 @@ def test_when_no_zygote_can_start_the_remaining_calls_are_errors(monkeypatch):
         assert "could not be restarted" in outcomes[-1].detail
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured calls are Linux-only")
+def test_a_worker_lost_while_its_memory_is_limited_is_a_crashed_call(monkeypatch):
+    def lost(box, extra, deadline):  # as when the worker never answers the kit's request for a limit
+        box._drop_worker()
+        return "the worker did not answer"
+    monkeypatch.setattr(session.Sandbox, "_limit_data", lost)
+    with session.Sandbox(str(HONEST), timeout=5) as box:
+        outcome = box.call("causal_mask", (1, 2), harness="attn_kit.runtime.bench_harness:measure_rss", memory_limit=64 << 20)
+        assert outcome.status == "crashed" and "stopped" in outcome.detail
+        assert box.call("causal_mask", (1, 2)).ok  # the next call gets a new worker
+
+
+def test_a_file_python_has_no_loader_for_is_a_clear_load_error(tmp_path):
+    text = tmp_path / "solution.txt"
+    text.write_text(HONEST.read_text())
+    with session.Sandbox(str(text), timeout=5) as box:
+        with pytest.raises(LoadError, match=r"ImportError: .*solution\.txt is not a Python source file"):
+            box.start()
+
+
 def test_sources_are_read_as_python_reads_them(tmp_path):
     body = "# attn-kit: mha-screen\ndef f():\n    return 'café'\n"
     bom = tmp_path / "bom.py"

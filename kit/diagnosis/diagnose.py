@@ -62,8 +62,10 @@ import sys
 import time
 import types
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -95,6 +97,8 @@ def load_module(path: str):
         "attn_kit_solution_" + Path(path).stem.replace("-", "_").replace("@", "__") + "_" + Path(path).parent.parent.name.replace("-", "_")
     )
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # the kit's solution files are all .py files
+        raise ImportError(f"cannot import {path}: not a Python source file")
     module = importlib.util.module_from_spec(spec)
     if path in _SOURCES:  # read before the first worker started: what the candidate cannot change
         exec(compile(_SOURCES[path], path, "exec"), module.__dict__)
@@ -163,6 +167,7 @@ def run_local(module, call: Call, float32: bool = False, inputs: tuple | None = 
     (read-only: only implementations that never write into their arguments may use them)."""
     if float32:
         module = float32_twin(module)
+    fn: Callable[..., Any] | None
     if call.replay is not None:  # a summary the check recorded: rerun through the kit's replay
         fn = functools.partial(call.replay, module)
     else:
@@ -287,7 +292,7 @@ def _with_extra(value, extra: dict) -> tuple:
 
 def _candidate(call: Call) -> Local:
     outcome = call.outcome
-    if outcome.status == "raised":
+    if outcome.status == "raised" and outcome.error is not None:  # a raised outcome carries its error
         return Local(raised=outcome.error.type, message=outcome.error.message)
     if outcome.status != "ok":
         return Local(raised=outcome.status)
@@ -329,7 +334,7 @@ def _close(a: np.ndarray, b: np.ndarray, rtol, atol) -> np.ndarray:
 class _Part:
     rows: np.ndarray | None  # the candidate's rows (None: unreadable or wrong shape)
     ref: np.ndarray  # the reference's rows
-    atol: object  # scalar or per-element array (float32 envelope)
+    atol: float | np.ndarray  # scalar or per-element array (float32 envelope)
     rtol: float
     start: int  # index of this part's first unit in the call's units
     size: int

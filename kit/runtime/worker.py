@@ -205,7 +205,7 @@ class Worker:
         self.conn = conn
         self.module = None
         self.path = ""
-        self.capture = None
+        self.capture: _Capture | None = None
         self.guard: _ImportGuard | None = None
         self.after = None  # the last call's arguments as it left them, for an "echo" request
         self.refused = ""  # why the candidate's code must not run here (still root)
@@ -224,33 +224,35 @@ class Worker:
             }
         note = apply_limits(memory_bytes)
         _detach_stdin()  # input() must not read (or steal) the user's keystrokes
-        self.capture = _Capture()
+        self.capture = capture = _Capture()
         self.path = path
         wire._np()  # the encoder keeps its own NumPy, whatever --pure hides
-        self.guard = _ImportGuard(pure)
-        sys.meta_path.insert(0, self.guard)
+        self.guard = guard = _ImportGuard(pure)
+        sys.meta_path.insert(0, guard)
         folder = str(Path(path).resolve().parent)
         sys.path.insert(0, folder)
         stem = Path(path).stem
         name = stem if stem.isidentifier() else "solution"
         try:
             spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:  # no loader for the file's suffix
+                raise ImportError(f"{path} is not a Python source file (name it with .py)")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
-            self.guard.recording = True
+            guard.recording = True
             spec.loader.exec_module(module)
         except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
-            self.guard.recording = False
+            guard.recording = False
             return {
                 "kind": "load",
                 "status": CallStatus.RAISED,
                 "error": error_info(exc, path),
-                "output": self.capture.take(),
+                "output": capture.take(),
                 "note": note,
                 "functions": {},
                 "pure": self._violations(),
             }
-        self.guard.recording = False
+        guard.recording = False
         self.module = module
         functions = {}
         for attr, obj in list(vars(module).items()):
@@ -266,7 +268,7 @@ class Worker:
             "kind": "load",
             "status": CallStatus.OK,
             "functions": functions,
-            "output": self.capture.take(),
+            "output": capture.take(),
             "note": note,
             "error": None,
             "pure": self._violations(),
@@ -301,6 +303,9 @@ class Worker:
         earlier calls (their order since the load) whose arguments are fingerprinted again after
         this call: a write made after such a call returned, through a reference the code kept,
         changes its fingerprint."""
+        guard, capture = self.guard, self.capture
+        if guard is None or capture is None:
+            raise RuntimeError("the kit asked for a call before a load")
         fn = getattr(self.module, fn_name, None)
         start = time.perf_counter()
         extra = {}
@@ -309,7 +314,7 @@ class Worker:
         else:
             if measure:
                 self._sync()
-            self.guard.recording = True
+            guard.recording = True
             try:
                 if harness:
                     module_name, _, func = harness.partition(":")
@@ -319,13 +324,13 @@ class Worker:
                 status, error = CallStatus.OK, None
             except BaseException as exc:  # noqa: BLE001 - the worker's one top-level handler
                 status, value, error = CallStatus.RAISED, None, error_info(exc, self.path)
-            self.guard.recording = False
+            guard.recording = False
             if measure:
                 self._sync()
         seconds = time.perf_counter() - start
-        output = self.capture.take()
+        output = capture.take()
         detail = ""
-        if status == CallStatus.RAISED and error.type == "MemoryError":
+        if status == CallStatus.RAISED and error is not None and error.type == "MemoryError":
             status, detail = CallStatus.MEMORY, "ran out of memory (MemoryError under the kit's memory cap)"
         self.after = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
         outcome = Outcome(

@@ -73,8 +73,8 @@ class Sandbox:
         shared = None if launcher is not None else _zygote.shared_launcher(preload)
         self.owns_launcher = launcher is None and shared is None
         self.launcher = launcher or shared or _zygote.make_launcher(preload)
-        self.pid = None
-        self.conn = None
+        self.pid: int | None = None  # the worker's keeper, and the channel to the worker: both set by
+        self.conn: _channel.Channel | None = None  # start(), both None again after _drop_worker()
         self.info: LoadInfo | None = None
         self.restarts = 0
         self.pure_seen: list[str] = []
@@ -97,6 +97,12 @@ class Sandbox:
     def __exit__(self, *exc):
         self.close()
 
+    def _live(self) -> _channel.Channel:
+        """The worker's channel; OSError, as from a closed channel, when the worker was dropped."""
+        if self.conn is None:
+            raise OSError("the worker's channel is closed")
+        return self.conn
+
     def _drop_worker(self, kill: bool = True) -> int | None:
         """Kill (or just reap) the worker and everything it started; its exit status."""
         self._kept, self._sent = {}, 0
@@ -106,7 +112,8 @@ class Sandbox:
         if kill:
             self.launcher.kill(pid)
         status = self.launcher.status(pid, kill=kill)
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
         self.conn = None
         return status
 
@@ -125,7 +132,7 @@ class Sandbox:
     def _read(self, deadline: float, what: str) -> tuple[dict | None, str, str]:
         """(reply, status, detail): status is '' on success, else timeout/crashed/memory."""
         try:
-            return self.conn.recv_reply(deadline, self.timeout, self.text_limit), "", ""
+            return self._live().recv_reply(deadline, self.timeout, self.text_limit), "", ""
         except ChannelTimeout as exc:
             self._drop_worker()
             return None, CallStatus.CRASHED, f"its {what} was cut short: it {exc} (the process was stopped)"
@@ -159,7 +166,7 @@ class Sandbox:
         self.memory_note = ""
         self.oom_kills = _proctree._oom_kills() if _limits.LINUX else 0
         try:
-            self.conn.send(("load", self.path, self.memory, self.pure), timeout=_zygote.CONTROL_DEADLINE)
+            self._live().send(("load", self.path, self.memory, self.pure), timeout=_zygote.CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             raise LoadError(f"loading {self.path}: the process {self._ended()}.") from None
         deadline = time.monotonic() + load_timeout
@@ -196,6 +203,8 @@ class Sandbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
+            if self.conn is None:  # the worker was dropped: the read reports it
+                return True
             if self.conn.poll(min(left, MEMORY_POLL) if (self.memory and _limits.LINUX) else left):
                 return True
             if self.memory and _limits.LINUX and not first and self._over_memory():
@@ -221,6 +230,8 @@ class Sandbox:
         The sum reads every process's smaps_rollup, so it is taken at most every MEMORY_POLL
         seconds or four times as long as the last one took, whichever is longer: a file holding a
         hundred processes between its calls cannot make the kit spend its time summing them."""
+        if self.pid is None or not self.memory:
+            return False
         tree = _proctree.children_tree(self.pid)
         if len(tree) <= 1:  # nsinit and the worker alone: RLIMIT_AS covers it
             return False
@@ -267,7 +278,7 @@ class Sandbox:
             self.restarts += 1
         limit = self.timeout if timeout is None else timeout
         self.text_limit = wire.text_limit((args, kwargs))
-        before = wire.to_plain(list(args) + list(kwargs.values())) if echo else None
+        before: list = wire.to_plain(list(args) + list(kwargs.values())) if echo else []  # used only with echo
         measure = bool(harness and "measure" in harness and _limits.LINUX)
         unlimited = ""  # why memory_limit could not be applied
         kernel, peak = None, None
@@ -279,7 +290,7 @@ class Sandbox:
         recheck = self._recheck() if echo else ()
         serial = self._sent
         try:
-            self.conn.send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck), timeout=limit + _zygote.CONTROL_DEADLINE)
+            self._live().send(("call", fn, tuple(args), kwargs, harness, echo, measure, recheck), timeout=limit + _zygote.CONTROL_DEADLINE)
             self._sent += int(echo)
         except (OSError, ChannelTimeout):  # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
@@ -307,7 +318,7 @@ class Sandbox:
                 peak = _proctree.status_field(kernel[0], "VmHWM")
             syncs += 1
             try:
-                self.conn.send(("go",), timeout=_zygote.CONTROL_DEADLINE)
+                self._live().send(("go",), timeout=_zygote.CONTROL_DEADLINE)
             except (OSError, ChannelTimeout):
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
@@ -417,7 +428,7 @@ class Sandbox:
             return []
         end = time.monotonic() + SWEEP_DEADLINE
         try:
-            self.conn.send(("sweep",), timeout=_zygote.CONTROL_DEADLINE)
+            self._live().send(("sweep",), timeout=_zygote.CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             return []
         deadline = time.monotonic() + _channel.REPLY_GRACE
@@ -456,7 +467,7 @@ class Sandbox:
         """(the `count` arguments of the last call as the worker holds them, or of the earlier call
         `index` as they are now, '') or ([], why they are missing)."""
         try:
-            self.conn.send(("echo",) if index is None else ("echo", index), timeout=_zygote.CONTROL_DEADLINE)
+            self._live().send(("echo",) if index is None else ("echo", index), timeout=_zygote.CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             return [], f"the process {self._ended()}"
         deadline = time.monotonic() + _channel.REPLY_GRACE
@@ -515,7 +526,7 @@ class Sandbox:
             pass
         except PermissionError:  # another uid and no CAP_SYS_RESOURCE: the worker sets its own
             try:
-                self.conn.send(("limit", extra), timeout=_zygote.CONTROL_DEADLINE)
+                self._live().send(("limit", extra), timeout=_zygote.CONTROL_DEADLINE)
                 reply, _, detail = self._read(deadline, "answer")
             except (OSError, ChannelTimeout):
                 return "the worker did not answer"
@@ -570,16 +581,19 @@ def _names(value) -> tuple[str, ...]:
 
 
 def _read_load(reply: dict) -> LoadInfo:
-    def want(cond, what):
-        if not cond:
-            raise wire.WireError(f"its answer to loading the file was malformed ({what})")
+    def malformed(what: str) -> wire.WireError:
+        return wire.WireError(f"its answer to loading the file was malformed ({what})")
 
-    want(reply.get("kind") == "load" and reply.get("status") in (CallStatus.OK, CallStatus.RAISED), "status")
+    if not (reply.get("kind") == "load" and reply.get("status") in (CallStatus.OK, CallStatus.RAISED)):
+        raise malformed("status")
     functions = reply.get("functions")
-    want(isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in functions.items()), "functions")
-    want(reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo), "error")
+    if not (isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in functions.items())):
+        raise malformed("functions")
+    if not (reply["status"] == CallStatus.OK or isinstance(reply.get("error"), ErrorInfo)):
+        raise malformed("error")
     output, note = reply.get("output"), reply.get("note")
-    want(isinstance(output, str) and isinstance(note, str), "output")
+    if not (isinstance(output, str) and isinstance(note, str)):
+        raise malformed("output")
     return LoadInfo(
         {wire.visible(k[:200]): wire.visible(v[:2000]) for k, v in functions.items()},
         wire.visible(output[:100_000]),
