@@ -306,6 +306,7 @@ def test_a_worker_lost_while_its_memory_is_limited_is_a_crashed_call(monkeypatch
     def lost(box, extra, deadline):  # as when the worker never answers the kit's request for a limit
         box._drop_worker()
         return "the worker did not answer"
+
     monkeypatch.setattr(session.Sandbox, "_limit_data", lost)
     with session.Sandbox(str(HONEST), timeout=5) as box:
         outcome = box.call("causal_mask", (1, 2), harness="attn_kit.runtime.bench_harness:measure_rss", memory_limit=64 << 20)
