@@ -880,7 +880,7 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     Single forms first: most files have one bug, which one form reproduces on every call, and
     trying each form on the calls the candidate gets wrong first rules most forms out on their
     first call (ranking every form needs every wrong call). Then combinations of two and three,
-    of one size tried most promising first (`_promise`), at most MAX_MODELS composed models in all."""
+    of one size tried most promising first (`_most_promising_first`), at most MAX_MODELS composed models in all."""
     wrong_first = sorted(evs, key=lambda ev: not ev.wrong.any())
     exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in wrong_first) and _relevant(s, evs)]
     if exact:
@@ -896,7 +896,7 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     for size in range(2, MAX_BUGS + 1):
         found = []
         combos = [c for c in itertools.combinations(relevant, size) if len({s.form.bug for s in c}) == size]
-        combos.sort(key=lambda c: _promise(c, wrong, differs, matches))
+        combos.sort(key=lambda c: _most_promising_first(c, wrong, differs, matches))
         for combo in combos:
             if budget <= 0:
                 break
@@ -954,7 +954,7 @@ def _model_known(group: tuple) -> bool:
     return len(group) == 1 or compose.composable(group) or group in _OVERLAYS
 
 
-def _promise(combo, wrong, differs, matches) -> tuple:
+def _most_promising_first(combo, wrong, differs, matches) -> tuple:
     """Sort key: combinations that change every unit the candidate gets wrong come first (a unit no
     member changes alone is rarely changed by them together), then those whose members match the
     most wrong units on their own."""
