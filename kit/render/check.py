@@ -387,7 +387,7 @@ def check_header(rep: Report, width: int) -> Text:
     return _titled("attn-kit check ", rep.exercise, rep.path, tail, width)
 
 
-def report(  # noqa: C901 (one screen of branches; split with the report flow)
+def report(
     rep: Report,
     exercise=None,
     out: Console | None = None,
@@ -402,34 +402,59 @@ def report(  # noqa: C901 (one screen of branches; split with the report flow)
     `brief` (watch, the mock's final grading) fits one 80×24 screen: one line naming the failing
     checks instead of the table, the first failure in full (expected next to yours), the
     diagnosis's bug and fix, the score."""
-    if brief and not rep.passed:
-        _brief_report(rep, out or console())
-        return
     out = out or console()
+    if brief and not rep.passed:
+        _brief_report(rep, out)
+        return
     out.print(check_header(rep, out.width))
     if not rep.passed:
-        table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
-        table.add_column("", width=1)
-        table.add_column("check", no_wrap=True)
-        table.add_column("points", justify="right")
-        for r in rep.results:
-            style = f"check.{r.status}"
-            table.add_row(
-                Text(MARK[r.status], style=style),
-                Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
-                Text(f"{r.points}/{r.max_points}", style="muted"),
-            )
-        out.print(table)
-        key = legend(rep.results)
-        if key is not None:
-            out.print(key)
-    for r in rep.results:  # measured figures of passing checks (peak memory, cache saving, ...)
-        if r.status == CheckStatus.PASS:
-            for note in r.notes:
-                out.print(Text(f"{r.id}: ", style="muted") + Text(note))
+        _check_table(rep, out)
+    _measured_figures(rep, out)
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"))
     failures = [r for r in rep.results if r.status in FAILED]
+    rows_shown = _failures(rep, failures, first, out)
+    if failures:
+        out.print()
+        _diagnosis(rep, rows_shown, out)
+    if rep.passed:
+        _passed(rep, exercise, out)
+    else:
+        out.print()
+        _score(rep, out)
+
+
+def _check_table(rep: Report, out: Console) -> None:
+    """Every check with its mark and points, and a legend for the marks other than ✓."""
+    table = Table(show_header=True, header_style="label", box=None, pad_edge=False, expand=False)
+    table.add_column("", width=1)
+    table.add_column("check", no_wrap=True)
+    table.add_column("points", justify="right")
+    for r in rep.results:
+        style = f"check.{r.status}"
+        table.add_row(
+            Text(MARK[r.status], style=style),
+            Text(r.id, style=style if r.status != CheckStatus.PASS else ""),
+            Text(f"{r.points}/{r.max_points}", style="muted"),
+        )
+    out.print(table)
+    key = legend(rep.results)
+    if key is not None:
+        out.print(key)
+
+
+def _measured_figures(rep: Report, out: Console) -> None:
+    """The notes of passing checks: what they measured (peak memory, cache saving, ...)."""
+    for r in rep.results:
+        if r.status == CheckStatus.PASS:
+            for note in r.notes:
+                out.print(Text(f"{r.id}: ", style="muted") + Text(note))
+
+
+def _failures(rep: Report, failures: list[CheckResult], first: bool | None, out: Console) -> bool:
+    """Each failure in full, except: a failure whose bug a failure above already matched takes one
+    line, and a compact report (`first`, or past COMPACT_AFTER) gives every failure after the first
+    one line. True when a failure shown in full has a worst row (the diagnosis points at it)."""
     in_full = [r for i, r in enumerate(failures) if not (r.bug and r.bug in {f.bug for f in failures[:i]})]
     compact = first if first is not None else len(in_full) > COMPACT_AFTER
     shown_bugs: set[str] = set()
@@ -437,85 +462,100 @@ def report(  # noqa: C901 (one screen of branches; split with the report flow)
     full_count = 0
     for r in failures:
         if r.bug and r.bug in shown_bugs:
-            # the same root cause as a failure shown in full above: one line is enough
-            out.print(
-                hanging(
-                    Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
-                    Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted") + Text(r.bug, style="bug.id"),
-                )
-            )
-            continue
-        if compact and full_count >= 1:
-            line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
-            line += Text(r.message.splitlines()[0] if r.message else r.title, style="muted")
-            out.print(line, overflow="ellipsis", no_wrap=True)
-            if r.bug:
-                shown_bugs.add(r.bug)
-            continue
-        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
-        out.print()
+            out.print(_same_cause(r))
+        elif compact and full_count >= 1:
+            out.print(_one_line(r), overflow="ellipsis", no_wrap=True)
+        else:
+            out.print()
+            out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), _failure_head(r)))
+            out.print(Padding(_failure(r, rep.exercise, rep.public_only), (0, 0, 0, 2), expand=False))
+            rows_shown = rows_shown or r.mismatch is not None
+            full_count += 1
         if r.bug:
-            head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
             shown_bugs.add(r.bug)
-        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
-        out.print(Padding(_failure(r, rep.exercise, rep.public_only), (0, 0, 0, 2), expand=False))
-        rows_shown = rows_shown or r.mismatch is not None
-        full_count += 1
     if compact and len(in_full) > 1:
         out.print(
             Text(f"(the first failure in full, the other {len(in_full) - 1} in one line each; --full shows every one)", style="muted")
         )
-    if failures:
-        out.print()
-        if rep.diagnosis:
-            out.print(Text("Diagnosis", style="label"))
-            for d in rep.diagnosis:
-                out.print(
-                    hanging(
-                        Text("  ● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id") + Text(f" — {d.title}.")
-                    )
-                )
-                out.print(
-                    Padding(
-                        Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"), Text(d.evidence, style="muted")),
-                        (0, 0, 0, 4),
-                        expand=False,
-                    )
-                )
-        else:
-            advice = "read the worst rows above." if rows_shown else "read the messages above."
-            out.print(Text("Diagnosis: ", style="label") + Text(f"no known bug matches these failures; {advice}"))
-            for near_miss in rep.near_misses:
-                out.print(Padding(Text(near_miss, style="muted"), (0, 0, 0, 2), expand=False))
-    passed, total = rep.score
-    got, most = rep.points
-    if not rep.passed:
-        out.print()
-    if rep.passed:
-        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
-        verdict = (
-            f"✓ All {total} checks passed" if not skipped else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)"
+    return rows_shown
+
+
+def _failure_head(r: CheckResult) -> Text:
+    """`ID — TITLE  matches BUG`: the first line of a failure shown in full."""
+    head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
+    if r.bug:
+        head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
+    return head
+
+
+def _same_cause(r: CheckResult) -> Table:
+    """A failure with the same root cause as one shown in full above: one line is enough."""
+    return hanging(
+        Text(f"{MARK[r.status]} ", style=f"check.{r.status}"),
+        Text(r.id, style=f"check.{r.status}") + Text("  same cause: ", style="muted") + Text(r.bug or "", style="bug.id"),
+    )
+
+
+def _one_line(r: CheckResult) -> Text:
+    """A failure in a compact report after the first: its mark, id and the message's first line."""
+    line = Text(f"{MARK[r.status]} {r.id}", style=f"check.{r.status}") + Text("  ")
+    line += Text(r.message.splitlines()[0] if r.message else r.title, style="muted")
+    return line
+
+
+def _diagnosis(rep: Report, rows_shown: bool, out: Console) -> None:
+    """Each known bug the output matches, with what goes wrong, the fix and the evidence; else
+    that none matches, where to look instead, and the known bugs that came closest."""
+    if not rep.diagnosis:
+        advice = "read the worst rows above." if rows_shown else "read the messages above."
+        out.print(Text("Diagnosis: ", style="label") + Text(f"no known bug matches these failures; {advice}"))
+        for near_miss in rep.near_misses:
+            out.print(Padding(Text(near_miss, style="muted"), (0, 0, 0, 2), expand=False))
+        return
+    out.print(Text("Diagnosis", style="label"))
+    for d in rep.diagnosis:
+        out.print(
+            hanging(Text("  ● ", style="bug.id"), Text("Your output matches ") + Text(d.bug, style="bug.id") + Text(f" — {d.title}."))
         )
         out.print(
-            Text(verdict, style="score.good")
-            + Text(
-                f" — {got}/{most} points."
-                + (" (public examples only: run without --public for the full graded suite)" if rep.public_only else "")
+            Padding(
+                Group(Text(d.explanation), Text("Fix: " + d.fix, style="hint"), Text(d.evidence, style="muted")),
+                (0, 0, 0, 4),
+                expand=False,
             )
         )
-        if exercise is not None and not rep.public_only:
-            _followups(exercise, out)
-    else:
-        skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
-        tail = f", {skipped} not checked" if skipped else ""  # the legend's word for –
-        score = Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
-        rerun = "" if rep.public_only else f"Rerun the same cases with --seed {rep.seed}."
-        if rerun and score.cell_len + 2 + len(rerun) <= out.width:
-            score += Text("  " + rerun, style="muted")
-            rerun = ""
-        out.print(score)
-        if rerun:  # on its own line rather than split between --seed and its value
-            out.print(Text(rerun, style="muted"))
+
+
+def _skipped(rep: Report) -> int:
+    return sum(r.status == CheckStatus.SKIP for r in rep.results)
+
+
+def _passed(rep: Report, exercise, out: Console) -> None:
+    """The line of a report that passed, and the follow-ups an interviewer may ask next."""
+    total, skipped = len(rep.results), _skipped(rep)
+    got, most = rep.points
+    verdict = f"✓ All {total} checks passed" if not skipped else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)"
+    public = " (public examples only: run without --public for the full graded suite)" if rep.public_only else ""
+    out.print(Text(verdict, style="score.good") + Text(f" — {got}/{most} points." + public))
+    if exercise is not None and not rep.public_only:
+        _followups(exercise, out)
+
+
+def _score(rep: Report, out: Console) -> None:
+    """The score of a report that failed, and how to rerun the same cases: on the score's line if
+    it fits, else on its own line rather than split between --seed and its value."""
+    passed, total = rep.score
+    got, most = rep.points
+    skipped = _skipped(rep)
+    tail = f", {skipped} not checked" if skipped else ""  # the legend's word for –
+    score = Text(f"Score: {passed}/{total} checks passed{tail} — {got}/{most} points.", style="score.bad")
+    rerun = "" if rep.public_only else f"Rerun the same cases with --seed {rep.seed}."
+    if rerun and score.cell_len + 2 + len(rerun) <= out.width:
+        score += Text("  " + rerun, style="muted")
+        rerun = ""
+    out.print(score)
+    if rerun:
+        out.print(Text(rerun, style="muted"))
 
 
 def _brief_report(rep: Report, out: Console) -> None:
@@ -529,10 +569,7 @@ def _brief_report(rep: Report, out: Console) -> None:
             overflow="ellipsis",
         )
         r = failures[0]
-        head = Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
-        if r.bug:
-            head += Text("  matches ", style="muted") + Text(r.bug, style="bug.id")
-        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), head))
+        out.print(hanging(Text(f"{MARK[r.status]} ", style=f"check.{r.status}"), _failure_head(r)))
         out.print(Padding(_failure(r, rep.exercise, rep.public_only, brief=True), (0, 0, 0, 2), expand=False))
     for note in rep.notes:
         out.print(Text(f"note: {note}", style="warning"), no_wrap=True, overflow="ellipsis")

@@ -248,7 +248,7 @@ class Sandbox:
             return True
         return False
 
-    def call(  # noqa: C901 (to split with the sandbox package)
+    def call(
         self,
         fn: str,
         args=(),
@@ -270,18 +270,13 @@ class Sandbox:
         cannot be applied the call is reported as crashed, saying why. The worker is replaced after
         the call, since its limit cannot be raised again."""
         kwargs = dict(kwargs or {})
-        if self.conn is None:
-            try:
-                self.start()
-            except LoadError as exc:
-                return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
-            self.restarts += 1
+        failed = self._ready()
+        if failed is not None:
+            return failed
         limit = self.timeout if timeout is None else timeout
         self.text_limit = wire.text_limit((args, kwargs))
         before: list = wire.to_plain(list(args) + list(kwargs.values())) if echo else []  # used only with echo
         measure = bool(harness and "measure" in harness and _limits.LINUX)
-        unlimited = ""  # why memory_limit could not be applied
-        kernel, peak = None, None
         started = time.perf_counter()
         self.memory_note = ""
         if self._held_too_much():  # processes started by earlier calls, holding memory between them
@@ -296,6 +291,45 @@ class Sandbox:
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
         mine = wire.digest(before) if echo else None  # while the worker runs the call
+        answered = self._answer(deadline, limit, measure, memory_limit, started)
+        if isinstance(answered, Outcome):
+            return answered
+        reply, status, detail, syncs, peak_bytes, unlimited = answered
+        seconds = time.perf_counter() - started
+        try:  # a worker under a data limit stays until its arguments have been compared
+            refused = self._unmeasured(reply, measure, syncs, memory_limit, unlimited, seconds)
+            if refused is not None:
+                return refused
+            outcome, after, final = self._received(reply, status, detail, peak_bytes, seconds)
+            if final or not echo or outcome.status == CallStatus.CRASHED:  # crashed: the worker's result was too large
+                return outcome
+            signature = (fn, len(args), list(kwargs))
+            return self._written(outcome, after, signature, before, mine, recheck, reply.get("earlier"), serial, memory_limit, seconds)
+        finally:
+            if memory_limit is not None and self.conn is not None:
+                self.late.extend(self._sweep())  # before the worker goes: its calls' arguments, written late
+                self._drop_worker()  # its data limit cannot be raised again: the next call gets a new one
+
+    def _ready(self) -> Outcome | None:
+        """Start a worker for a call if the last one was stopped; the call's Outcome if none starts."""
+        if self.conn is not None:
+            return None
+        try:
+            self.start()
+        except LoadError as exc:
+            return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
+        self.restarts += 1
+        return None
+
+    def _answer(self, deadline: float, limit: float, measure: bool, memory_limit: int | None, started: float):
+        """Wait for the call's reply: (reply, status, detail, syncs, peak bytes, why memory_limit
+        could not be applied) as _read gives the first three, or the Outcome of a call that timed out.
+
+        A measured call: the worker stops just before and just after it (a "sync" each time); at the
+        first the kit resets the worker's peak resident memory (VmHWM) and applies `memory_limit`,
+        at the second it reads the peak from the kernel."""
+        unlimited = ""  # why memory_limit could not be applied
+        kernel, peak = None, None
         syncs = 0
         while True:
             if not self._wait(deadline):
@@ -308,8 +342,6 @@ class Sandbox:
             reply, status, detail = self._read(deadline + min(_channel.REPLY_GRACE, limit), "reply")
             if reply is None or not (measure and syncs < 2 and reply.get("kind") == "sync"):
                 break
-            # a measured call: the worker stops just before and just after it, and the kit resets
-            # and then reads the worker's peak resident memory (VmHWM) from the kernel
             if syncs == 0:
                 kernel = self._reset_peak()
                 if memory_limit is not None:
@@ -322,65 +354,81 @@ class Sandbox:
             except (OSError, ChannelTimeout):
                 reply, status, detail = None, CallStatus.CRASHED, f"the process {self._ended()}"
                 break
-        seconds = time.perf_counter() - started
-        try:  # a worker under a data limit stays until its arguments have been compared
-            if memory_limit is not None and (unlimited or not measure) and reply is not None:
-                why = unlimited or ("the kit measures memory only on Linux" if not _limits.LINUX else "the call was not measured")
-                return Outcome(
-                    CallStatus.CRASHED,
-                    detail=f"the kit could not limit the memory of this call ({why}), so the memory property is not measured",
-                    seconds=seconds,
-                )
-            if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
-                # a measured call that returned without stopping before and after it: the kernel's
-                # reading of its memory is missing, and only the candidate's process could have skipped it
-                self._drop_worker()
-                return Outcome(
-                    CallStatus.CRASHED,
-                    detail="its reply was malformed (the measured call skipped the kit's memory reading); the process was stopped",
-                    seconds=seconds,
-                )
-            if reply is None:
-                if self.memory_note:
-                    status, detail = CallStatus.MEMORY, self.memory_note
-                return Outcome(status, detail=detail, seconds=seconds)
-            if self._held_too_much():  # a call too short for the polling in _wait
-                return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds)
-            try:
-                outcome, after = wire.read_outcome(reply)
-            except wire.WireError as exc:
-                self._drop_worker()
-                return Outcome(CallStatus.CRASHED, detail=f"{exc}; the process was stopped", seconds=seconds)
-            self._note_pure(_names(reply.get("pure")))
-            if kernel is not None and peak is not None:
-                outcome.extra["kernel_peak_bytes"] = max(peak - kernel[1], 0)
-            if echo and outcome.status != CallStatus.CRASHED:  # crashed: the worker's result was too large
-                if not isinstance(after, str):
-                    self._drop_worker()
-                    return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
-                names = self._argument_names(fn, len(args), list(kwargs))
-                if mine is None or after != mine:  # maybe written: compare the arguments themselves
-                    view, problem = self._echo(len(before))
-                    if problem and memory_limit:
-                        # under the call's data limit the worker may have no room to send its
-                        # arguments back: their fingerprint changed, which is the evidence
-                        return _replace(outcome, mutated=(UNREAD_WRITE,))
-                    if problem:
-                        return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
-                    outcome = _replace(outcome, mutated=mutation.written(names, before, view))
-                    before = view
-                earlier, problem = self._earlier_written(recheck, reply.get("earlier"))
-                if problem:
-                    return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
-                if earlier:
-                    outcome = _replace(outcome, mutated=(*outcome.mutated, *earlier))
-                if isinstance(after, str) and self.conn is not None:
-                    self._kept[serial] = [fn, names, before, after]
-            return outcome
-        finally:
-            if memory_limit is not None and self.conn is not None:
-                self.late.extend(self._sweep())  # before the worker goes: its calls' arguments, written late
-                self._drop_worker()  # its data limit cannot be raised again: the next call gets a new one
+        peak_bytes = max(peak - kernel[1], 0) if kernel is not None and peak is not None else None
+        return reply, status, detail, syncs, peak_bytes, unlimited
+
+    def _unmeasured(
+        self, reply: dict | None, measure: bool, syncs: int, memory_limit: int | None, unlimited: str, seconds: float
+    ) -> Outcome | None:
+        """The Outcome of a call that answered but whose memory was not limited or measured as
+        asked, or None."""
+        if memory_limit is not None and (unlimited or not measure) and reply is not None:
+            why = unlimited or ("the kit measures memory only on Linux" if not _limits.LINUX else "the call was not measured")
+            return Outcome(
+                CallStatus.CRASHED,
+                detail=f"the kit could not limit the memory of this call ({why}), so the memory property is not measured",
+                seconds=seconds,
+            )
+        if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
+            # a measured call that returned without stopping before and after it: the kernel's
+            # reading of its memory is missing, and only the candidate's process could have skipped it
+            self._drop_worker()
+            return Outcome(
+                CallStatus.CRASHED,
+                detail="its reply was malformed (the measured call skipped the kit's memory reading); the process was stopped",
+                seconds=seconds,
+            )
+        return None
+
+    def _received(self, reply: dict | None, status: str, detail: str, peak_bytes: int | None, seconds: float):
+        """(outcome, the fingerprint of the arguments the worker sent, whether the outcome is final)
+        for the reply _answer waited for, or its (status, detail) when there was none."""
+        if reply is None:
+            if self.memory_note:
+                status, detail = CallStatus.MEMORY, self.memory_note
+            return Outcome(status, detail=detail, seconds=seconds), None, True
+        if self._held_too_much():  # a call too short for the polling in _wait
+            return Outcome(CallStatus.MEMORY, detail=self.memory_note, seconds=seconds), None, True
+        try:
+            outcome, after = wire.read_outcome(reply)
+        except wire.WireError as exc:
+            self._drop_worker()
+            return Outcome(CallStatus.CRASHED, detail=f"{exc}; the process was stopped", seconds=seconds), None, True
+        self._note_pure(_names(reply.get("pure")))
+        if peak_bytes is not None:
+            outcome.extra["kernel_peak_bytes"] = peak_bytes
+        return outcome, after, False
+
+    def _written(
+        self, outcome: Outcome, after, signature, before, mine, recheck, reported, serial: int, memory_limit, seconds: float
+    ) -> Outcome:
+        """`outcome` with the parts of the arguments this call (and earlier calls, late) wrote. The
+        worker sent a fingerprint of the arguments as the call left them (`after`); when it differs
+        from the kit's own (`mine`), the kit asks for the arguments themselves and compares.
+        `signature` is (fn, number of positional arguments, keyword names)."""
+        if not isinstance(after, str):
+            self._drop_worker()
+            return Outcome(CallStatus.CRASHED, detail=MISSING_ARGUMENTS, seconds=seconds)
+        fn = signature[0]
+        names = self._argument_names(*signature)
+        if mine is None or after != mine:  # maybe written: compare the arguments themselves
+            view, problem = self._echo(len(before))
+            if problem and memory_limit:
+                # under the call's data limit the worker may have no room to send its
+                # arguments back: their fingerprint changed, which is the evidence
+                return _replace(outcome, mutated=(UNREAD_WRITE,))
+            if problem:
+                return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+            outcome = _replace(outcome, mutated=mutation.written(names, before, view))
+            before = view
+        earlier, problem = self._earlier_written(recheck, reported)
+        if problem:
+            return Outcome(CallStatus.CRASHED, detail=problem, seconds=seconds)
+        if earlier:
+            outcome = _replace(outcome, mutated=(*outcome.mutated, *earlier))
+        if isinstance(after, str) and self.conn is not None:
+            self._kept[serial] = [fn, names, before, after]
+        return outcome
 
     def _recheck(self) -> tuple[int, ...]:
         """The earlier calls whose arguments the worker fingerprints again after the next call: the
