@@ -44,8 +44,7 @@ def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
     return _whole(x, params, num_heads, mask, return_weights)
 """
 
-FILES = {"pass": "reference_lists.py", "bug": "bugs/no-scaling.py", "mask": "bugs/mask-ignored.py",
-         "crash": None, "starter": None}
+FILES = {"pass": "reference_lists.py", "bug": "bugs/no-scaling.py", "mask": "bugs/mask-ignored.py", "crash": None, "starter": None}
 
 # (case, the file, public examples only, report()'s keyword arguments)
 CASES = [
@@ -85,29 +84,39 @@ def reports(tmp_path_factory):
             # a fixed path in the header: the same text wherever the repository or tmp folder is;
             # and no note of the platform's (off Linux, the worker's memory cap is not applied)
             out[name, public] = dataclasses.replace(
-                rep, path=f"solutions/mha-screen/{FILES[name] or name + '.py'}",
-                notes=[n for n in rep.notes if not n.startswith("memory cap not applied")])
+                rep,
+                path=f"solutions/mha-screen/{FILES[name] or name + '.py'}",
+                notes=[n for n in rep.notes if not n.startswith("memory cap not applied")],
+            )
     # a skipped check: the legend's "not checked", in a pass and in a failure
-    skip = {"biases-absent-or-none": dataclasses.replace(
-        next(r for r in out["pass", False].results if r.id == "biases-absent-or-none"), status=CheckStatus.SKIP, points=0)}
-    out["pass-skipped", False] = dataclasses.replace(
-        out["pass", False], results=[skip.get(r.id, r) for r in out["pass", False].results])
+    skip = {
+        "biases-absent-or-none": dataclasses.replace(
+            next(r for r in out["pass", False].results if r.id == "biases-absent-or-none"), status=CheckStatus.SKIP, points=0
+        )
+    }
+    out["pass-skipped", False] = dataclasses.replace(out["pass", False], results=[skip.get(r.id, r) for r in out["pass", False].results])
     # no diagnosis (the bug report with its diagnosis taken away), near misses, a run note and a
     # passing check's measured figure: the branches no real mha-screen report reaches on every machine
     bug = out["bug", False]
-    results = [dataclasses.replace(r, notes=("peak memory 1.2 MiB",)) if r.id == "output-shapes" else r
-               for r in bug.results]
-    results = [dataclasses.replace(r, status=CheckStatus.SKIP, points=0) if r.id == "batches-are-independent" else r
-               for r in results]
+    results = [dataclasses.replace(r, notes=("peak memory 1.2 MiB",)) if r.id == "output-shapes" else r for r in bug.results]
+    results = [dataclasses.replace(r, status=CheckStatus.SKIP, points=0) if r.id == "batches-are-independent" else r for r in results]
     out["no-diagnosis", False] = dataclasses.replace(
-        bug, results=results, diagnosis=[], notes=["memory cap not applied: a test note"],
-        near_misses=["closest known bug: double-scaling (a test near miss)"])
+        bug,
+        results=results,
+        diagnosis=[],
+        notes=["memory cap not applied: a test note"],
+        near_misses=["closest known bug: double-scaling (a test near miss)"],
+    )
     return out
 
 
 def rendered(rep, width: int, colour: bool, **kw) -> str:
-    out = Console(width=width, file=io.StringIO(), theme=check.THEME,
-                  **({"force_terminal": True, "color_system": "standard"} if colour else {"color_system": None}))
+    out = Console(
+        width=width,
+        file=io.StringIO(),
+        theme=check.THEME,
+        **({"force_terminal": True, "color_system": "standard"} if colour else {"color_system": None}),
+    )
     check.report(rep, **{"exercise": MHA, **kw}, out=out)
     return out.file.getvalue()
 
@@ -126,9 +135,25 @@ def test_report_matches_the_stored_text(reports, case, name, public, kw, width, 
 def test_the_cases_reach_every_part_of_the_report(reports):
     """The stored texts are worth comparing: between them they show each part of a report."""
     texts = "".join(rendered(reports[name, public], 80, False, **kw) for _, name, public, kw in CASES)
-    for part in ("✓ All", "Follow-ups", "public examples only", "matches no-scaling", "same cause:",
-                 "Diagnosis\n", "no known bug matches", "crashed", "restarted", "the first failure in full",
-                 "checks failing:", "note: memory cap", "output-shapes: peak memory", "a test near miss",
-                 "checks that ran passed (1 not checked)", "– not checked", "1 not checked —",
-                 "Rerun the same cases with --seed 3", "Fix: "):
+    for part in (
+        "✓ All",
+        "Follow-ups",
+        "public examples only",
+        "matches no-scaling",
+        "same cause:",
+        "Diagnosis\n",
+        "no known bug matches",
+        "crashed",
+        "restarted",
+        "the first failure in full",
+        "checks failing:",
+        "note: memory cap",
+        "output-shapes: peak memory",
+        "a test near miss",
+        "checks that ran passed (1 not checked)",
+        "– not checked",
+        "1 not checked —",
+        "Rerun the same cases with --seed 3",
+        "Fix: ",
+    ):
         assert part in texts, part
