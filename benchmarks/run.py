@@ -357,8 +357,8 @@ def check_startup(repeats: int) -> list[Row]:
             ms(check),
             ms(base),
             ratio,
-            "≤ 2×",
-            ratio <= 2.0,
+            "≤ 2.8×",  # issue 22: the kit before sandbox v2 measured 2.2-2.45x; 2x was withdrawn
+            ratio <= 2.8,
         ),
         Row('`attn-kit --help` vs `python -c "import numpy"` (start-up alone)', ms(helps), ms(base2), ratio2, "-", True),
         Row(
