@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
+from helpers import judge_run
 
 HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
@@ -199,41 +200,4 @@ def test_corpus_is_large_and_every_file_has_an_outcome():
 @pytest.mark.parametrize("name", sorted(OUTCOMES))
 def test_hostile_file(hostile_runs, name):
     spec, run = case_spec(name), hostile_runs[name]
-    context = f"{name}: exit {run.code}\nstdout: {run.stdout[:1500]}\nstderr: {run.stderr[-1500:]}"
-    assert run.code == spec["exit"], context
-    assert "Traceback (most recent call last)" not in run.stderr, context
-    if "signal" not in spec:
-        import json
-
-        assert run.stdout.count("\n") == 1 and run.stdout.endswith("\n"), context
-        data = json.loads(run.stdout)
-        if "passed" in spec:
-            assert data["passed"] is spec["passed"], context
-        if "error" in spec:
-            assert spec["error"] in data.get("error", ""), context
-        statuses = {c["id"]: c["status"] for c in data["checks"]}
-        for check_id, status in spec.get("checks", {}).items():
-            assert statuses.get(check_id) == status, context
-        if "message" in spec:
-            assert any(spec["message"] in c["message"] for c in data["checks"]), context
-        if "bug" in spec:
-            assert spec["bug"] in [d["bug"] for d in data["diagnosis"]], context
-    assert not run.left, f"{name}: processes left behind: {run.left}"
-    from_kit = [m for m, text in run.markers.items() if text.split("\n")[0] == str(run.kit_pid)]
-    assert not from_kit, f"{name}: markers written from the kit's process: {from_kit}"
-    forbidden = [m for m in run.markers if m.rsplit("-", 1)[0] in spec.get("forbidden", ())]
-    assert not forbidden, f"{name}: {forbidden}: {[run.markers[m] for m in forbidden]}"
-    missing = [r for r in spec.get("required", ()) if not any(m.rsplit("-", 1)[0] == r for m in run.markers)]
-    assert not missing, f"{name}: the attack did not happen (no marker {missing}): {run.markers}"
-    if "sentinel" in spec:
-        assert run.sentinel == "sentinel\n", f"{name}: the kit wrote through a planted symlink: {run.sentinel!r}"
-    if "then" in spec:  # the second run of the chain still fails the known-bug file
-        second = run.then
-        context = f"{name}, second run: exit {second.code}\nstdout: {second.stdout[:1500]}\nstderr: {second.stderr[-1500:]}"
-        assert second.code == 1 and "Traceback (most recent call last)" not in second.stderr, context
-        import json
-
-        data = json.loads(second.stdout)
-        assert data["passed"] is False and "no-scaling" in [d["bug"] for d in data["diagnosis"]], context
-        assert not second.left, f"{name}: processes left behind by the second run: {second.left}"
-    assert run.seconds < spec.get("seconds", 20), f"{name} took {run.seconds:.1f} s"
+    judge_run(name, spec, run)
