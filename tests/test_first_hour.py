@@ -324,7 +324,9 @@ def test_test_tests_shows_how_many_implementations_have_run(tmp_path):
 
 
 def test_the_live_line_draws_nothing_when_disabled_or_piped(capsys):
-    with check.working("busy", enabled=False) as update:
+    from attn_kit.cli import app
+
+    with app._progress(Path("solution.py"), as_json=True) as update:  # --json
         update("still busy")
     with check.working("busy") as update:  # stderr is captured here: not a terminal
         update("still busy")

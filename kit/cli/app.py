@@ -231,13 +231,7 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
         from attn_kit.grading import locate as locate_module
 
         locate_module.prepare(file, exercise)
-    if as_json:  # draws nothing: rich's renderers need not load (a quarter of a --json run's start-up)
-        working: contextlib.AbstractContextManager = contextlib.nullcontext(lambda text: None)
-    else:
-        from attn_kit.render import check as render
-
-        working = render.working(f"{Path(file).name}: starting")
-    with working as status:
+    with _progress(file, as_json) as status:
         report = pipeline.grade(file, options, progress=status)
         tests = None
         if tests_file:  # --tests: the candidate's own tests, against references and known bugs
@@ -260,6 +254,16 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     else:
         _show_check(file, report, options, tests, written, first, (locate, fix, locate_budget))
     sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
+
+
+def _progress(file: Path, as_json: bool) -> contextlib.AbstractContextManager:
+    """The live progress line on stderr; under --json nothing is drawn, and rich's renderers need
+    not load (a quarter of a --json run's start-up)."""
+    if as_json:
+        return contextlib.nullcontext(lambda text: None)
+    from attn_kit.render import check as render
+
+    return render.working(f"{Path(file).name}: starting")
 
 
 def _show_check(file, report, options, tests, written, first, locating) -> None:
@@ -366,13 +370,7 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
     """
     from attn_kit.practice import testgrade
 
-    if as_json:  # draws nothing: rich's renderers need not load (a quarter of a --json run's start-up)
-        working: contextlib.AbstractContextManager = contextlib.nullcontext(lambda text: None)
-    else:
-        from attn_kit.render import check as render
-
-        working = render.working(f"{Path(file).name}: starting")
-    with working as status:
+    with _progress(file, as_json) as status:
         grade = testgrade.grade_tests(file, exercise, timeout, parse_size(memory), progress=status)
     with reader_may_stop():
         if as_json:

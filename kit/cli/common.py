@@ -16,20 +16,9 @@ import click
 
 from attn_kit.base.errors import KitError
 from attn_kit.report import jsonout
+from attn_kit.sandbox.zygote import one_blas_thread as one_blas_thread  # the commands call it first
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def one_blas_thread() -> None:
-    """Ask BLAS for one thread unless the user chose otherwise. The kit and candidates multiply
-    small matrices, where thread pools only add start-up cost, oversubscribe small machines and
-    make timings jump. Only effective before NumPy is first imported."""
-    if "numpy" in sys.modules:
-        return
-    for name in BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(name, "1")
-
 
 DAY = 86_400.0
 MIN_MEMORY = 16 << 20

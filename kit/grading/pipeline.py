@@ -253,13 +253,12 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         if other is not None:
             raise _another_exercise(source, exercise, other, options)
         preflight.check_functions(exercise, info.functions, source.path)
-        results = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
+        results, late = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
         notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:
             results.insert(0, pure_check(source, tuple(sandbox.pure_seen)))
-        late = sandbox.finish()  # arguments written after their call returned, seen at the end
     written = mutation_found(results, getattr(suite, "mutable", ()), late)
     float32 = max((r.float32 for r in results), default=0.0)
     if float32:
@@ -324,10 +323,11 @@ def _run_checks(
     source: preflight.SourceFile,
     options: Options,
     progress: Callable[[str], None] | None,
-) -> list[CheckResult]:
+) -> tuple[list[CheckResult], list[tuple[str, str]]]:
     """Run the suite's checks (the public ones with --public-only) in order, each told which of
     its prerequisites failed; once a call hung or crashed, checks behind a failed one are skipped
-    unrun."""
+    unrun. Returns the results in suite order and the late writes (Sandbox.finish): (fn, part)
+    written after their call had returned, found by comparing every call's arguments at the end."""
     results: list[CheckResult] = []
     statuses: dict[str, CheckStatus] = {}
     planned = [c for c in suite.checks if c.public or not options.public_only]
@@ -335,19 +335,21 @@ def _run_checks(
     # verdict is settled when it runs, from all the evidence, never changed afterwards.
     last = [c for c in planned if MUTATION_BUG in c.catches][:1]
     hung = False
+    late: list[tuple[str, str]] = []
     for check in [c for c in planned if c not in last] + last:
         if progress is not None:
             progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
         result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
-        if check in last:
-            late = sandbox.finish()  # arguments written after their call returned, seen now
-            sandbox.late.extend(late)  # ... and kept for the report's evidence
+        if check in last:  # no call comes after it: the end-of-run comparison is made now, once
+            late = sandbox.finish()
             _mutation_verdict(result, mutation_found(results + [result], getattr(suite, "mutable", ()), late))
         hung = hung or any(c.outcome.status in STOPPED for c in result.calls)
         statuses[check.id] = result.status
         results.append(result)
+    if not last:
+        late = sandbox.finish()
     order = {c.id: i for i, c in enumerate(planned)}
-    return sorted(results, key=lambda r: order[r.id])  # shown in the suite's order
+    return sorted(results, key=lambda r: order[r.id]), late  # shown in the suite's order
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

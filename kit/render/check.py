@@ -139,11 +139,11 @@ def info(message: str) -> None:
 
 
 @contextlib.contextmanager
-def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+def working(text: str) -> Iterator[Callable[[str], None]]:
     """A live line on stderr while slow work runs: a spinner, `text` and the seconds so far; it is
     removed when the work ends. Yields `update(text)` to change the text (any thread may call it).
-    Nothing at all is drawn when stderr is not a terminal, under CI, or when `enabled` is False
-    (--json), so piped and JSON output are unchanged.
+    Nothing at all is drawn when stderr is not a terminal or under CI, so piped output is
+    unchanged (--json runs do not call it: cli.app._progress).
 
     It redraws only when `update` is called, from the caller's thread, never from a timer thread
     of its own: check forks its sandbox's zygote while this line is up, and a fork must not copy a
@@ -151,7 +151,7 @@ def working(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     err = error_console()
-    if not enabled or not err.is_terminal or os.environ.get("CI"):
+    if not err.is_terminal or os.environ.get("CI"):
         yield lambda text: None
         return
     line = Progress(

@@ -377,9 +377,11 @@ BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THR
 
 def one_blas_thread() -> None:
     """One BLAS thread unless the user chose otherwise, set before NumPy is first imported (no
-    effect after). A worker's measured call runs under a data limit where OpenBLAS cannot start
-    its thread pool and waits for it until the call times out; the CLI sets this at start-up, and
-    a zygote sets it for programs that grade through the library."""
+    effect after). The kit and candidates multiply small matrices, where thread pools only add
+    start-up cost, oversubscribe small machines and make timings jump; and a worker's measured
+    call runs under a data limit where OpenBLAS cannot start its pool and waits for it until the
+    call times out. The CLI sets this at start-up, a zygote for programs that grade through the
+    library."""
     if "numpy" in sys.modules:
         return
     for name in BLAS_THREAD_VARIABLES:
