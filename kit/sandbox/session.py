@@ -227,9 +227,10 @@ class Sandbox:
 
     def _over_memory(self) -> bool:
         """Whether the worker's processes together hold more than the cap (then they are killed).
-        The sum reads every process's smaps_rollup, so it is taken at most every MEMORY_POLL
-        seconds or four times as long as the last one took, whichever is longer: a file holding a
-        hundred processes between its calls cannot make the kit spend its time summing them."""
+        The sum reads every process's smaps_rollup, so after one that took t seconds the next is
+        taken no sooner than 4t later: a file holding a hundred processes between its calls cannot
+        make the kit spend more than a fifth of its time summing them, and a few processes are
+        still summed at nearly every call boundary of a short run."""
         if self.pid is None or not self.memory:
             return False
         tree = _proctree.children_tree(self.pid)
@@ -239,7 +240,7 @@ class Sandbox:
         if started < self._next_sum:
             return False
         used = _proctree.resident_bytes(tree)
-        self._next_sum = time.monotonic() + max(MEMORY_POLL, 4 * (time.monotonic() - started))
+        self._next_sum = time.monotonic() + 4 * (time.monotonic() - started)
         if used > self.memory:
             self.memory_note = (
                 f"the processes it started used {used / 2**20:,.0f} MiB together, over the memory cap of {self.memory / 2**20:,.0f} MiB"
