@@ -357,7 +357,7 @@ class Worker:
         """The fingerprint of an earlier call's arguments as they are now ('' when there is none)."""
         if not 0 <= index < len(self.kept):
             return ""
-        return wire.digest(wire.to_plain(self.kept[index])) or ""
+        return wire.fingerprint(self.kept[index]) or ""
 
     def _reply(self, kind: str, arguments) -> bytes:
         """The encoded answer to a load or call request, within the kit's bounds."""

@@ -165,12 +165,11 @@ def _oom_kills() -> int:
     """The kernel's count of out-of-memory kills since boot (/proc/vmstat), or 0."""
     try:
         with open("/proc/vmstat", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+            data = fh.read()  # one read: this runs before every call
+        at = data.find(b"\noom_kill ")
+        return int(data[at + 10 : data.index(b"\n", at + 1)]) if at >= 0 else 0
+    except (OSError, ValueError):
+        return 0
 
 
 def data_limit(pid: int) -> int | None:
