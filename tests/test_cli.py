@@ -153,6 +153,26 @@ def test_importing_the_cli_imports_neither_numpy_nor_rich():
     assert proc.returncode == 0 and proc.stdout.strip() == ""
 
 
+@pytest.mark.parametrize(
+    "ending, code, stderr",
+    [("sys.exit(3)", 3, ""), ("sys.exit('no such exercise')", 1, "no such exercise"), ("pass", 0, "")],
+    ids=["status", "message", "return"],
+)
+def test_main_ends_with_the_status_after_exit_handlers_and_buffered_output(ending, code, stderr):
+    """main() ends the process with os._exit: the exit handlers must still run (they stop the
+    zygote) and output still in buffers must still arrive, with the status the command gave."""
+    script = (
+        "import atexit, sys\nimport attn_kit.cli.app as app\n"
+        "atexit.register(lambda: print('handler ran'))\n"
+        "def run():\n    sys.stdout.write('buffered, no newline')\n    " + ending + "\n"
+        "app._run = run\napp.main()\nprint('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == "buffered, no newlinehandler ran\n"
+    assert proc.stderr.strip() == stderr
+
+
 def test_checking_mha_screen_does_not_import_torch_or_rich_in_json_mode():
     code = (
         "import sys\nfrom attn_kit.grading import pipeline as grading\n"

@@ -8,9 +8,12 @@ statuses. numpy and rich are imported inside commands, so `attn-kit --help` and 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -389,6 +392,32 @@ cli.add_command(autograder)
 
 
 def main():
+    """The `attn-kit` command. It ends the process itself once the command is done: exit handlers
+    run (the zygote is stopped, as at any exit) and the output is flushed, and then os._exit skips
+    the interpreter's own teardown, which frees every module one object at a time (about 25 ms of
+    each `check`, a tenth of its time). A command that raises anything but SystemExit ends as
+    Python ends it, traceback and all."""
+    try:
+        _run()
+    except SystemExit as exc:
+        _exit_now(exc.code)
+    _exit_now(0)
+
+
+def _exit_now(code: object) -> NoReturn:
+    if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python reports it
+        click.echo(str(code), err=True)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) or a closed stream: nothing to add
+            pass
+    os._exit(code or 0)
+
+
+def _run() -> None:
     one_blas_thread()  # before anything imports NumPy
     stop_on_sigterm()  # SIGTERM unwinds like Ctrl-C: workers and their processes are stopped
     try:
