@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,13 @@ def schema(name: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one --json output: check, test-tests, bench or error."""
     if name not in SCHEMAS:
         raise KeyError(f"no schema named {name!r}; there are {', '.join(SCHEMAS)}")
-    return json.loads(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json").read_text(encoding="utf-8"))
+    return json.loads(schema_path(name).read_text(encoding="utf-8"))
 
 
 def schema_path(name: str) -> Path:
-    return Path(str(resources.files("attn_kit").joinpath("schemas", f"{name}.schema.json")))
+    """The schema's file: package data beside the code (the wheel is never zipped; importlib.resources
+    would cost every command a few milliseconds of start-up for this one path)."""
+    return Path(__file__).resolve().parents[1] / "schemas" / f"{name}.schema.json"
 
 
 def finite(value: Any) -> Any:
