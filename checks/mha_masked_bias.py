@@ -5,9 +5,10 @@ arrays and checked for values only (the device and gradient checks are skipped w
 and the report says so). Expected values come from reference_torch.py in the kit's process, in
 float64. Gradients are taken in the candidate's process by kit/base/torch_support.py.
 
-Importing this module imports torch in the kit's process before the sandbox forks its zygote
-(grading imports the checks first); the sandbox then makes two process-wide settings
-(kit/harness_torch.settle_process):
+torch is imported by the functions that use it, so reading the suite (`dev check`, the check
+list) does not load it. Grading a torch exercise imports it in the kit's process before the sandbox
+forks its zygote (the zygote's preload); the sandbox then makes two process-wide settings
+(kit/base/torch_support.settle_process):
 - torch.set_num_threads(1): the tensors here are tiny, and a process forked after torch's OpenMP
   pool has started hangs at its first parallel op (reproduced: a matmul in the kit, then a fork,
   then a matmul in the worker never returns). Workers inherit the setting.
@@ -21,15 +22,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from attn_kit.base.records import TensorValue
 from attn_kit.compare.registry import CheckSkipped, Suite
 
 from .cases import hot_blocked_tokens
 from .verdicts import expect_causal_invariance
+
+if TYPE_CHECKING:
+    import torch
 
 SUITE = Suite("mha-masked-bias")
 check = SUITE.check
@@ -144,8 +148,12 @@ def uses_torch(ctx) -> bool:
     return ctx.source is None or any(name == "torch" for name, _ in ctx.source.imports())
 
 
-def to_torch(value, dtype=torch.float64, device="cpu"):
-    """NumPy arrays (also inside dicts) -> tensors; floats in dtype, booleans stay boolean."""
+def to_torch(value, dtype=None, device="cpu"):
+    """NumPy arrays (also inside dicts) -> tensors; floats in dtype (float64 by default), booleans
+    stay boolean."""
+    import torch  # here, not at the top: reading the suite does not load torch
+
+    dtype = torch.float64 if dtype is None else dtype
     if isinstance(value, dict):
         return {k: to_torch(v, dtype, device) for k, v in value.items()}
     if value is None:
@@ -165,7 +173,7 @@ def to_numpy(value):
     return arr.copy() if arr.dtype == bool else arr.astype(np.float64)
 
 
-def send(ctx, case: Case, dtype=torch.float64, device="cpu") -> tuple[dict, dict, dict]:
+def send(ctx, case: Case, dtype=None, device="cpu") -> tuple[dict, dict, dict]:
     """The three dicts as this solution receives them: tensors, or float64 NumPy arrays."""
     parts = (case.activations, case.parameters, case.masks)
     if uses_torch(ctx):
@@ -173,7 +181,7 @@ def send(ctx, case: Case, dtype=torch.float64, device="cpu") -> tuple[dict, dict
     return tuple(to_numpy(p) for p in parts)
 
 
-def reference(ctx, case: Case, dtype=torch.float64) -> tuple[np.ndarray, np.ndarray]:
+def reference(ctx, case: Case, dtype=None) -> tuple[np.ndarray, np.ndarray]:
     """The oracle's (output, attention) in float64, on the inputs rounded to `dtype` as sent."""
     acts, params, masks = (to_torch(p, dtype) for p in (case.activations, case.parameters, case.masks))
     acts, params = ({k: None if v is None else v.double() for k, v in d.items()} for d in (acts, params))
@@ -188,8 +196,11 @@ def pair(ctx, value) -> tuple:
     return value[0], value[1]
 
 
-def compare_case(ctx, case: Case, what: str = "", dtype=torch.float64, **facts):
-    """Call the candidate on the case and compare attention, then output, with the reference."""
+def compare_case(ctx, case: Case, what: str = "", dtype=None, **facts):
+    """Call the candidate on the case and compare attention, then output, with the reference
+    (inputs in `dtype`, float64 by default)."""
+    import torch  # here, not at the top: reading the suite does not load torch
+
     acts, params, masks = send(ctx, case, dtype)
     ctx.describe(**case.describe(), **facts)
     value = ctx.call(FN, acts, params, masks, **case.kwargs)
@@ -238,6 +249,8 @@ def dtype_preserved(ctx):
     PyTorch solutions are called with float32 and float64 tensors and must return tensors;
     NumPy solutions get float64 arrays and must return float64 arrays.
     """
+    import torch  # here, not at the top: reading the suite does not load torch
+
     case = make_case(ctx.rng, B=1, Q=2, K=3, H=2, D=2)
     torch_solution = uses_torch(ctx)
     for dtype in (torch.float32, torch.float64) if torch_solution else (torch.float64,):
@@ -299,6 +312,8 @@ def device_preserved(ctx):
     Checked on PyTorch's `meta` device (tensors with shapes but no data), which any CPU/GPU
     mix-up turns into an error or a CPU result.
     """
+    import torch  # here, not at the top: reading the suite does not load torch
+
     if not uses_torch(ctx):
         raise CheckSkipped("NumPy arrays have no device (device placement is checked for PyTorch solutions)")
     case = make_case(ctx.rng, bias=(2, 1, 4), causal=True, causal_offset=1)
@@ -334,6 +349,8 @@ def device_preserved(ctx):
 
 def scattered(value: torch.Tensor, how: str) -> torch.Tensor:
     """The same values in a non-contiguous layout."""
+    import torch  # here, not at the top: reading the suite does not load torch
+
     if how == "strided":  # every other element of a buffer twice as wide
         wide = torch.zeros(*value.shape[:-1], 2 * value.shape[-1], dtype=value.dtype)
         wide[..., ::2] = value
@@ -576,6 +593,8 @@ def empty_head_rows_are_zero(ctx):
 def stable_at_large_scores(ctx):
     """Scores of ±2000 (float64) and ±300 (float32) neither overflow nor give NaN: exp(710) and
     exp(89) are already inf in those types, so the row max has to come off first."""
+    import torch  # here, not at the top: reading the suite does not load torch
+
     for dtype, peak in ((torch.float64, 2000.0), (torch.float32, 300.0)):
         if dtype == torch.float32 and not uses_torch(ctx):
             continue

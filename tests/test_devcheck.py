@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from attn_kit.base.errors import UsageError
 from attn_kit.base.paths import package_dir
 from attn_kit.cli import cli
 from attn_kit.dev import check as devcheck
+from attn_kit.load import catalog
 
 from helpers import attn_kit
 
@@ -34,6 +37,20 @@ def test_the_command_passes_on_the_bundled_content():
     proc = attn_kit("dev", "check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "✓ content is consistent" in proc.stdout and "✗" not in proc.stdout
+
+
+def test_reading_every_suite_leaves_torch_unloaded():
+    """`dev check` reads every exercise's suite; only grading a torch exercise needs torch, whose
+    import costs more than a second (the torch suite imports it in the functions that use it)."""
+    code = (
+        "import sys\nfrom attn_kit.grading import pipeline\nfrom attn_kit.load import catalog\n"
+        "suites = [pipeline.suite_for(e) for e in catalog.exercises().values()]\n"
+        "print(len(suites), sum(len(s.checks) for s in suites), 'torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    count, checks, torch_loaded = proc.stdout.split()
+    assert (int(count), torch_loaded) == (len(catalog.exercises()), "False"), proc.stderr
+    assert int(checks) > 0
 
 
 def _copy_content(folder) -> devcheck.Content:
