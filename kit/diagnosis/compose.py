@@ -57,6 +57,11 @@ class BugForm:
     def name(self) -> str:
         return self.path.stem + (f"~{self.variant}" if self.variant else "")
 
+    def __hash__(self) -> int:
+        # a form is a cache key of the search many times a second: hashed by what names it (equal
+        # forms share these), not through every line of every hunk
+        return hash((self.bug, str(self.path), self.variant))
+
 
 @functools.lru_cache(maxsize=512)
 def docstring_span(text: str) -> tuple[int, int]:
@@ -190,8 +195,10 @@ def affected(form: BugForm) -> frozenset[str] | None:
     return frozenset(changed)
 
 
+@functools.cache
 def can_change(group: tuple[BugForm, ...], fn: str) -> bool:
-    """Whether a model built from `group` may answer a call of `fn` differently from the reference."""
+    """Whether a model built from `group` may answer a call of `fn` differently from the reference
+    (cached: the search asks it of every form on every call)."""
     return any((a := affected(f)) is None or fn in a for f in group)
 
 

@@ -320,10 +320,10 @@ def _rows(arr: np.ndarray) -> np.ndarray:
 
 
 def _close(a: np.ndarray, b: np.ndarray, rtol, atol) -> np.ndarray:
-    """Row-wise closeness (NaN matches NaN, inf matches the same inf)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(a - b)
-        close = (diff <= atol + rtol * np.abs(b)) | (a == b) | (np.isnan(a) & np.isnan(b))
+    """Row-wise closeness (NaN matches NaN, inf matches the same inf). Runs under analyse's
+    np.errstate (inf - inf is NaN here, quietly): it is called a hundred thousand times a search."""
+    diff = np.abs(a - b)
+    close = (diff <= atol + rtol * np.abs(b)) | (a == b) | (np.isnan(a) & np.isnan(b))
     return close.all(axis=-1)
 
 
@@ -359,6 +359,20 @@ class _Evidence:
     @property
     def size(self) -> int:
         return len(self.wrong)
+
+    # `wrong` is set once, when the evidence is made; the search asks these of every call again
+    # and again, so each is computed once
+    @functools.cached_property
+    def any_wrong(self) -> bool:
+        return bool(self.wrong.any())
+
+    @functools.cached_property
+    def all_wrong(self) -> bool:
+        return bool(self.wrong.all())
+
+    @functools.cached_property
+    def right(self) -> np.ndarray:
+        return ~self.wrong
 
 
 def _tolerance(result: CheckResult, call: Call) -> tuple[float, float]:
@@ -467,8 +481,8 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
             agree[sl] = part.rows is None
             continue
         mr = _rows(m)
-        with np.errstate(invalid="ignore"):  # one unit for an unreadable part, else one per row
-            wild[sl] = ~np.isfinite(mr).all() if part.rows is None else ~np.isfinite(mr).all(axis=-1)
+        # one unit for an unreadable part, else one per row
+        wild[sl] = ~np.isfinite(mr).all() if part.rows is None else ~np.isfinite(mr).all(axis=-1)
         if part.rows is None:
             differs[sl] = ~_close(mr, part.ref, part.rtol, ATOL).all()
             continue
@@ -563,9 +577,12 @@ class _LazyFits(dict):
     def __init__(self, form: compose.BugForm, evs):
         super().__init__()
         self.form, self.evs = form, {ev.key: ev for ev in evs}
+        self.model: object = None  # model_of((form,)), found on the first read
 
     def __missing__(self, key) -> _Fit:
-        fit = self[key] = _fit(self.evs[key], model_of((self.form,)), (self.form,))
+        if self.model is None:
+            self.model = model_of((self.form,))
+        fit = self[key] = _fit(self.evs[key], self.model, (self.form,))
         return fit
 
 
@@ -577,14 +594,14 @@ class _Single:
     def units(self, attr: str, evs, mask_attr: str | None = None) -> int:
         total = 0
         for ev in evs:
-            if (mask_attr == "wrong" and not ev.wrong.any()) or (mask_attr == "right" and ev.wrong.all()):
+            if (mask_attr == "wrong" and not ev.any_wrong) or (mask_attr == "right" and ev.all_wrong):
                 continue  # nothing to count there: the fit is not needed
             fit = self.fits[ev.key]
             sel = getattr(fit, attr)
             if mask_attr == "wrong":
                 sel = sel & ev.wrong
             elif mask_attr == "right":
-                sel = sel & ~ev.wrong
+                sel = sel & ev.right
             total += int(sel.sum())
         return total
 
@@ -605,19 +622,21 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
     if not failing:
         return finding
     oracle = oracle_for(exercise)
-    # every call that ran is evidence: a failing check's calls show what is wrong, a passing
-    # check's calls show where a bug model would change something the candidate gets right
-    evs = [
-        ev
-        for r in results
-        if r.status != "skip"
-        for n, call in enumerate(r.calls)
-        if (r.status != "pass" or call.expected is not None) and (ev := _evidence(oracle, r, n, call)) is not None
-    ]
-    failing_ids = {r.id for r in failing}
-    if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
-        _search(exercise, failing, evs, finding)
-    _attribute_mutation(exercise, failing, evs, finding)
+    # models overflow and divide by zero as the candidates do; comparing them makes NaN of inf - inf
+    with np.errstate(all="ignore"):
+        # every call that ran is evidence: a failing check's calls show what is wrong, a passing
+        # check's calls show where a bug model would change something the candidate gets right
+        evs = [
+            ev
+            for r in results
+            if r.status != "skip"
+            for n, call in enumerate(r.calls)
+            if (r.status != "pass" or call.expected is not None) and (ev := _evidence(oracle, r, n, call)) is not None
+        ]
+        failing_ids = {r.id for r in failing}
+        if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
+            _search(exercise, failing, evs, finding)
+        _attribute_mutation(exercise, failing, evs, finding)
     _FITS.clear()
     _EDGE.clear()
     _OVERLAYS.clear()
@@ -854,12 +873,12 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
 
 def _alone(single: _Single, evs) -> int:
     """Wrong units this form changes and matches on its own."""
-    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs if ev.wrong.any())
+    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs if ev.any_wrong)
 
 
 def _changes_a_right_unit(single: _Single, evs) -> bool:
     """Whether the form changes a unit the candidate gets right (stops at the first)."""
-    return any((single.fits[ev.key].differs & ~ev.wrong).any() for ev in evs if not ev.wrong.all())
+    return any((single.fits[ev.key].differs & ev.right).any() for ev in evs if not ev.all_wrong)
 
 
 def _relevant(single: _Single, evs) -> bool:
@@ -881,7 +900,7 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     trying each form on the calls the candidate gets wrong first rules most forms out on their
     first call (ranking every form needs every wrong call). Then combinations of two and three,
     of one size tried most promising first (`_most_promising_first`), at most MAX_MODELS composed models in all."""
-    wrong_first = sorted(evs, key=lambda ev: not ev.wrong.any())
+    wrong_first = sorted(evs, key=lambda ev: not ev.any_wrong)
     exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in wrong_first) and _relevant(s, evs)]
     if exact:
         return [(s.form,) for s in _ranked(exact, evs)]
@@ -889,7 +908,7 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
 
     def on_wrong(s: _Single, units) -> np.ndarray:  # per unit, False where the candidate is right
-        return np.concatenate([units(s.fits[ev.key]) & ev.wrong if ev.wrong.any() else ev.wrong for ev in evs]) if evs else wrong
+        return np.concatenate([units(s.fits[ev.key]) & ev.wrong if ev.any_wrong else ev.wrong for ev in evs]) if evs else wrong
 
     differs = {id(s): on_wrong(s, lambda f: f.differs) for s in relevant}
     matches = {id(s): on_wrong(s, lambda f: f.agree & f.differs) for s in relevant}
