@@ -11,12 +11,15 @@ say nothing rather than guess when no known bug explains the failures.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from attn_kit.base.paths import bug_files
+from attn_kit.diagnosis import diagnose
 from attn_kit.load import catalog
 
 from conftest import need_torch
-from helpers import CORPUS, check_json, graded_json
+from helpers import CORPUS, check_json, graded, graded_json
 
 INDEPENDENT = CORPUS / "independent"
 SEED = 7
@@ -99,3 +102,31 @@ def test_independent_solution_is_diagnosed(name):
         assert d["evidence"].startswith("explains ")
     failing_with_bug = {c["bug"] for c in data["checks"] if c["status"] in ("fail", "error") and c["bug"]}
     assert failing_with_bug <= set(expected)
+
+
+def _named(finding) -> tuple:
+    return [d.bug for d in finding.diagnoses], finding.check_bug, finding.near_misses, finding.unexplained
+
+
+def test_model_answers_are_kept_read_only_within_a_byte_budget_and_change_nothing(monkeypatch):
+    """A diagnosis on the same kit-made inputs (a watch re-run, --locate's trials, a batch on one
+    seed) reuses the bug models' answers: every one is found again, none can be written to, the
+    cache stays within its byte budget, and the findings are those of a diagnosis without it."""
+    exercise = catalog.exercise("mha-screen")
+    results = graded(next(p for p in bug_files("mha-screen") if p.stem == "no-scaling"), seed=5).results
+    monkeypatch.setattr(diagnose, "_RUNS", type(diagnose._RUNS)())
+    monkeypatch.setattr(diagnose, "_KEPT", [0])
+    first = diagnose.analyse(exercise, results)
+    kept = dict(diagnose._RUNS)
+    assert kept and diagnose._KEPT[0] == sum(size for _, size in kept.values())
+    answers = [v for local, _ in kept.values() for v in (local.value if isinstance(local.value, tuple) else (local.value,))]
+    assert answers and all(not a.flags.writeable for a in answers if isinstance(a, np.ndarray))
+    again = diagnose.analyse(exercise, results)
+    assert diagnose._RUNS.keys() == kept.keys(), "a model was run again on inputs it had answered"
+    assert _named(again) == _named(first) and first.diagnoses[0].bug == "no-scaling"
+    monkeypatch.setattr(diagnose, "RUNS_BYTES", 3000)  # room for a few answers: the oldest go first
+    diagnose._RUNS.clear()
+    diagnose._KEPT[0] = 0
+    small = diagnose.analyse(exercise, results)
+    assert 0 < len(diagnose._RUNS) < len(kept) and diagnose._KEPT[0] <= 3000
+    assert _named(small) == _named(first)

@@ -53,6 +53,7 @@ record (`Outcome.mutated`), never by matching outputs.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import importlib
@@ -69,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_kit.base import wire
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
 from attn_kit.base.records import CallStatus
 from attn_kit.compare.arrays import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
@@ -374,6 +376,17 @@ class _Evidence:
     def right(self) -> np.ndarray:
         return ~self.wrong
 
+    @functools.cached_property
+    def input_key(self) -> tuple | None:
+        """What a model's answer to this call depends on besides the model: the function (or the
+        check's replay), the harness and a fingerprint of the shared inputs; None when they have none."""
+        digest = wire.fingerprint(self.inputs) if self.inputs else None
+        if digest is None:
+            return None
+        replay = self.call.replay
+        where = None if replay is None else (getattr(replay, "__module__", None), getattr(replay, "__qualname__", None))
+        return (self.call.fn, where, self.call.harness, digest)
+
 
 def _tolerance(result: CheckResult, call: Call) -> tuple[float, float]:
     """The tolerance the check compared this call with (never looser than the kit's default)."""
@@ -457,7 +470,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
         # on a call that size (a memory check's) would cost seconds a model
         return _Fit(np.zeros(1, bool), np.zeros(1, bool), wild=np.zeros(1, bool))
     shared = ev.inputs if all(f.bug != MUTATION_BUG for f in forms) else None
-    out = run_local(model, ev.call, inputs=shared)
+    out = _model_run(model, ev, shared)
     if ev.raised:
         return _Fit(
             np.array([out.raised == ev.raised]),
@@ -469,7 +482,7 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
         n = ev.size
         return _Fit(np.zeros(n, bool), np.ones(n, bool), wild=np.ones(n, bool))
     mparts = _parts(out.value, ev.like)
-    m32 = _parts(run_local(model, ev.call, float32=True, inputs=shared).value, ev.like) if ev.float32 and forms else None
+    m32 = _parts(_model_run(model, ev, shared, float32=True).value, ev.like) if ev.float32 and forms else None
     agree = np.zeros(ev.size, bool)
     differs = np.zeros(ev.size, bool)
     wild = np.zeros(ev.size, bool)
@@ -494,6 +507,46 @@ def _fit_now(ev: _Evidence, model, forms=()) -> _Fit:
                 atol = np.maximum(atol, float32_tolerance(mr, _rows(mp32)))
         agree[sl] = _close(part.rows, mr, part.rtol, atol)
     return _Fit(agree, differs, wild=wild)
+
+
+_RUNS: collections.OrderedDict[tuple, tuple[Local, int]] = collections.OrderedDict()  # key -> (answer, its bytes)
+RUNS_BYTES = 64 << 20  # model answers kept for later diagnoses in this process, least recently used out first
+RUN_BYTES = 256 << 10  # an answer larger than this (a memory check's call) is not kept
+_KEPT = [0]  # bytes of the answers in _RUNS
+
+
+def _model_run(model, ev: _Evidence, shared, float32: bool = False) -> Local:
+    """run_local(model, ev.call, float32, shared), remembered for the rest of the process: a watch
+    re-run, --locate's trial edits and a course's batch of files graded on one seed put the same
+    kit-made inputs to the same models again. Kept only for the kit's own cached modules (an
+    overlay lives for one diagnosis) and read-only inputs; the answer's arrays are made read-only."""
+    if shared is None or isinstance(model, _Overlay) or ev.input_key is None:
+        return run_local(model, ev.call, float32=float32, inputs=shared)
+    key = (id(model), float32, ev.input_key)  # the module is kept by load_module/load_composed's cache
+    kept = _RUNS.get(key)
+    if kept is not None:
+        _RUNS.move_to_end(key)
+        return kept[0]
+    found = run_local(model, ev.call, float32=float32, inputs=shared)
+    size = _read_only(found.value)
+    if size <= RUN_BYTES:
+        _RUNS[key] = (found, size)
+        _KEPT[0] += size
+        while _KEPT[0] > RUNS_BYTES:
+            _KEPT[0] -= _RUNS.popitem(last=False)[1][1]
+    return found
+
+
+def _read_only(value) -> int:
+    """Make the value's arrays read-only; its size in bytes (arrays and tensors by their data, a
+    nominal 64 for anything else)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        return value.nbytes + 64
+    if isinstance(value, (tuple, list)):
+        return 64 + sum(_read_only(part) for part in value)
+    size = getattr(value, "nbytes", None)  # a torch tensor
+    return size + 64 if isinstance(size, int) else 64
 
 
 # --- the search ---------------------------------------------------------------------------------
