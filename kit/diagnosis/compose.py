@@ -143,36 +143,61 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
 
 @functools.lru_cache(maxsize=64)
 def _tree(source: str) -> ast.Module:
-    """The parsed source, shared by _functions and _top_level_rest (read-only)."""
+    """The parsed source, shared by _functions, _uses and _top_level (read-only)."""
     return ast.parse(source)
 
 
 @functools.lru_cache(maxsize=256)
-def _functions(source: str) -> dict[str, tuple[str, frozenset]]:
-    """Top-level functions: name -> (source text, names it uses). The text is the function's
-    whole lines, decorators included (a trailing comment on its last line counts as part of it,
-    which can only widen `affected`). Cached per source: the reference is compared with every
-    bug file of its exercise; callers must not change the result."""
-    tree = _tree(source)
+def _functions(source: str) -> dict[str, str]:
+    """Top-level functions: name -> source text, the function's whole lines, decorators included
+    (a trailing comment on its last line counts as part of it, which can only widen `affected`).
+    Cached per source: the reference is compared with every bug file of its exercise; callers
+    must not change the result."""
     lines = source.splitlines(keepends=True)
     out = {}
-    for node in tree.body:
+    for node in _tree(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            used = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            out[node.name] = ("".join(lines[first - 1 : node.end_lineno]), used)
+            out[node.name] = "".join(lines[first - 1 : node.end_lineno])
     return out
 
 
-@functools.lru_cache(maxsize=256)
-def _top_level_rest(source: str) -> tuple[str, ...]:
-    tree = _tree(source)
-    return tuple(
-        ast.dump(n)
-        for n in tree.body
+@functools.lru_cache(maxsize=64)
+def _uses(source: str) -> dict[str, frozenset]:
+    """Top-level functions: name -> the names it uses. Read for references only: a function whose
+    text a form leaves as it is uses what it used (the same text parses the same)."""
+    return {
+        node.name: frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+        for node in _tree(source).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+def _rest_nodes(source: str) -> list[ast.stmt]:
+    """The module-level statements outside functions, the docstring (and other bare strings) aside."""
+    return [
+        n
+        for n in _tree(source).body
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
-    )
+    ]
+
+
+@functools.lru_cache(maxsize=256)
+def _rest_text(source: str) -> tuple[str, ...]:
+    lines = source.splitlines(keepends=True)
+    return tuple("".join(lines[n.lineno - 1 : n.end_lineno]) for n in _rest_nodes(source))
+
+
+@functools.lru_cache(maxsize=256)
+def _rest_dump(source: str) -> tuple[str, ...]:
+    return tuple(ast.dump(n) for n in _rest_nodes(source))
+
+
+def _same_module_code(base: str, bug: str) -> bool:
+    """Whether the two sources have the same module-level code: the same statements' lines (the
+    same text parses the same), else the same syntax trees (a comment or spacing changed)."""
+    return _rest_text(base) == _rest_text(bug) or _rest_dump(base) == _rest_dump(bug)
 
 
 @functools.cache
@@ -181,15 +206,16 @@ def affected(form: BugForm) -> frozenset[str] | None:
     function that uses one), or None when it changes module-level code (anything may change)."""
     base = "".join(read_source(form.base))
     bug = compose_source((form,))
-    if _top_level_rest(base) != _top_level_rest(bug):
+    if not _same_module_code(base, bug):
         return None
     before, after = _functions(base), _functions(bug)
     if before.keys() != after.keys():
         return None
-    changed = {name for name in before if before[name][0] != after[name][0]}
+    changed = {name for name in before if before[name] != after[name]}
+    uses = _uses(base)  # a function that is not changed uses what it used in the reference
     grew = True
     while grew:
-        more = {name for name, (_, used) in after.items() if name not in changed and used & changed}
+        more = {name for name, used in uses.items() if name not in changed and used & changed}
         grew = bool(more)
         changed |= more
     return frozenset(changed)
