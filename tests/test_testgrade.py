@@ -359,3 +359,29 @@ def test_the_report_fits_a_screen_most_useful_first(caught, wrong, width):
     assert all(" ".join(catalog.bugs()[bug].test_idea.split()) in everything for bug in missed)
     assert "known bug caught by" in everything
     assert not wrong or "AssertionError: no " * 9 in everything + " ", "a wrong test's message in full"
+
+
+def test_compiled_tests_are_kept_beside_the_records_not_beside_the_candidate_s_files(tmp_path):
+    """run_pytest (in a worker: here a child process) compiles the candidate's tests, with pytest's
+    assertion rewriting, into the grading's own folder, where the run against the next
+    implementation reads them; nothing is written beside the candidate's files."""
+    import subprocess
+    import sys
+
+    mine = tmp_path / "mine"
+    records = tmp_path / "records"
+    mine.mkdir()
+    records.mkdir()
+    (mine / "test_sizes.py").write_text("from solution import causal_mask\n\n\ndef test_size():\n    assert len(causal_mask(3, 3)) == 3\n")
+    (records / "pytest.ini").write_text("[pytest]\n")
+    code = (
+        "import sys\nfrom attn_kit.runtime.pytest_harness import run_pytest\n"
+        f"code = run_pytest({str(mine / 'test_sizes.py')!r}, {str(solutions_dir('mha-screen') / 'reference_numpy.py')!r}, "
+        f"['solution'], ['causal_mask'], {str(records / 'run.jsonl')!r}, {str(records / 'pytest.ini')!r}, {{}}, 5.0, [])\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in mine.rglob("*")) == ["test_sizes.py"]
+    compiled = [p.name for p in (records / "pycache").rglob("*.pyc")]
+    assert any(name.startswith("test_sizes") and "pytest" in name for name in compiled), compiled

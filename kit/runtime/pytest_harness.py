@@ -310,7 +310,11 @@ def run_pytest(
     never shown, so pytest formats them natively (--tb=native) instead of reading the source of every
     traceback entry: measured, a run on one bug file 0.13 → 0.11 s of CPU. The failing line is read
     from the exception itself either way (Recorder.pytest_runtest_makereport)."""
-    sys.dont_write_bytecode = True  # leave no __pycache__ beside the candidate's files
+    # compiled files (the candidate's tests with pytest's assertion rewriting, its helpers) go to a
+    # folder of this grading's, beside the records, never beside the candidate's files: the runs
+    # against the other implementations read them instead of rewriting and compiling again
+    sys.pycache_prefix = str(Path(results_path).parent / "pycache")
+    sys.dont_write_bytecode = False
     gc.freeze()  # pytest's gc.collect() calls then skip what the kit left
     os.environ.pop("PYTEST_ADDOPTS", None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
