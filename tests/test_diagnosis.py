@@ -130,3 +130,21 @@ def test_model_answers_are_kept_read_only_within_a_byte_budget_and_change_nothin
     small = diagnose.analyse(exercise, results)
     assert 0 < len(diagnose._RUNS) < len(kept) and diagnose._KEPT[0] <= 3000
     assert _named(small) == _named(first)
+
+
+def test_affected_read_from_the_hunks_is_what_parsing_the_form_gives():
+    """affected() reads the edited functions from the hunks' line ranges when every hunk stays in
+    one function body, else it parses the form: over every bundled form both give the same set."""
+    from attn_kit.diagnosis import compose
+
+    forms = [f for e in catalog.exercises() for f in compose.all_forms(e)]
+    fast = [f for f in forms if compose._edited_bodies(f, "".join(compose.read_source(f.base))) is not None]
+    assert len(forms) > 100 and len(fast) > len(forms) // 2
+    key = lambda f: (str(f.path), f.variant)  # noqa: E731
+    assert {key(f): compose.affected(f) for f in forms} == {key(f): compose.affected_by_parsing(f) for f in forms}
+    # a hunk that adds a module-level line is not read from its lines: the form is parsed
+    form = forms[0]
+    top = compose.Hunk(0, 0, ("LIMIT = 1\n",))
+    moved = compose.BugForm(form.bug, form.path, form.base, (top,), variant="test: module-level line")
+    assert compose._edited_bodies(moved, "".join(compose.read_source(form.base))) is None
+    assert compose.affected(moved) is None and compose.affected_by_parsing(moved) is None

@@ -14,8 +14,10 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import io
 import itertools
 import re
+import tokenize
 import tomllib
 import types
 from dataclasses import dataclass
@@ -66,16 +68,29 @@ class BugForm:
 @functools.lru_cache(maxsize=512)
 def docstring_span(text: str) -> tuple[int, int]:
     """(first, end) 0-based line indexes of the module docstring (lines first..end-1), or (0, 0)
-    when there is none or the text does not parse. Cached per text: a reference is read against
-    every bug file of its exercise (here and in `attn-kit dev check`)."""
+    when there is none or its first statement does not parse. Only that statement is parsed (every
+    bug form of an exercise is read for it, in each process that diagnoses). Cached per text: a
+    reference is read against every bug file of its exercise (here and in `attn-kit dev check`)."""
     try:
-        tree = ast.parse(text)
-    except SyntaxError:
+        tree = ast.parse(_first_statement(text))
+    except SyntaxError:  # a compound first statement, cut at its first line: no docstring either
         return (0, 0)
     first = tree.body[0] if tree.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return (first.lineno - 1, first.end_lineno or first.lineno)
     return (0, 0)
+
+
+def _first_statement(text: str) -> str:
+    """The text up to the end of its first logical line (comments and blank lines before it
+    included); all of it when the tokenizer cannot tell."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.NEWLINE:
+                return "".join(text.splitlines(keepends=True)[: token.end[0]])
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return text
 
 
 def _hunks(base: list[str], bug: list[str]) -> list[Hunk]:
@@ -203,7 +218,18 @@ def _same_module_code(base: str, bug: str) -> bool:
 @functools.cache
 def affected(form: BugForm) -> frozenset[str] | None:
     """Top-level functions whose behaviour the form can change (its edited functions and every
-    function that uses one), or None when it changes module-level code (anything may change)."""
+    function that uses one), or None when it changes module-level code (anything may change).
+    Read from the hunks' lines when each stays inside one function's body; else the form's source
+    is parsed (`affected_by_parsing`, which gives the same answer, tests/test_diagnosis.py)."""
+    base = "".join(read_source(form.base))
+    edited = _edited_bodies(form, base)
+    if edited is None:
+        return affected_by_parsing(form)
+    return _with_callers(edited, base)
+
+
+def affected_by_parsing(form: BugForm) -> frozenset[str] | None:
+    """affected(), from the syntax trees of the reference and of the form's source."""
     base = "".join(read_source(form.base))
     bug = compose_source((form,))
     if not _same_module_code(base, bug):
@@ -211,14 +237,47 @@ def affected(form: BugForm) -> frozenset[str] | None:
     before, after = _functions(base), _functions(bug)
     if before.keys() != after.keys():
         return None
-    changed = {name for name in before if before[name] != after[name]}
-    uses = _uses(base)  # a function that is not changed uses what it used in the reference
+    return _with_callers({name for name in before if before[name] != after[name]}, base)
+
+
+def _with_callers(changed: set[str], base: str) -> frozenset[str]:
+    """The changed functions and every function that uses one, directly or not. A function the
+    form leaves as it is uses what it used in the reference."""
+    changed = set(changed)
+    uses = _uses(base)
     grew = True
     while grew:
         more = {name for name, used in uses.items() if name not in changed and used & changed}
         grew = bool(more)
         changed |= more
     return frozenset(changed)
+
+
+@functools.lru_cache(maxsize=64)
+def _bodies(source: str) -> dict[str, tuple[int, int]]:
+    """Top-level functions whose body starts below their header: name -> the 0-based line range
+    [first line of the body, last line of the function + 1)."""
+    return {
+        node.name: (node.body[0].lineno - 1, node.end_lineno or node.lineno)
+        for node in _tree(source).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body[0].lineno > node.lineno
+    }
+
+
+def _edited_bodies(form: BugForm, base: str) -> set[str] | None:
+    """The functions whose bodies the form's hunks edit, when every hunk replaces lines inside one
+    body with indented (or blank) lines: then no header, decorator or module-level line changes.
+    None when a hunk reaches anything else."""
+    spans = _bodies(base)
+    names = set()
+    for hunk in form.hunks:
+        if any(line.strip() and line[0] not in " \t" for line in hunk.lines):
+            return None
+        inside = [name for name, (first, end) in spans.items() if first <= hunk.start < end and hunk.end <= end]
+        if len(inside) != 1:
+            return None
+        names.add(inside[0])
+    return names
 
 
 @functools.cache
