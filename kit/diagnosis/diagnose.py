@@ -537,6 +537,12 @@ def _model_run(model, ev: _Evidence, shared, float32: bool = False) -> Local:
     return found
 
 
+def forget_answers() -> None:
+    """Drop every kept model answer (a benchmark times a diagnosis that runs each model)."""
+    _RUNS.clear()
+    _KEPT[0] = 0
+
+
 def _read_only(value) -> int:
     """Make the value's arrays read-only; its size in bytes (arrays and tensors by their data, a
     nominal 64 for anything else)."""
