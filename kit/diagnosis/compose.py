@@ -158,7 +158,7 @@ def load_composed(group: tuple[BugForm, ...]) -> types.ModuleType:
 
 @functools.lru_cache(maxsize=64)
 def _tree(source: str) -> ast.Module:
-    """The parsed source, shared by _functions, _uses and _top_level (read-only)."""
+    """The parsed source, shared by _functions, _uses, _rest_nodes and _bodies (read-only)."""
     return ast.parse(source)
 
 

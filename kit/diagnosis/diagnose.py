@@ -693,7 +693,7 @@ def analyse(exercise: catalog.Exercise, results: list[CheckResult]) -> Finding:
             if (r.status != "pass" or call.expected is not None) and (ev := _evidence(oracle, r, n, call)) is not None
         ]
         failing_ids = {r.id for r in failing}
-        if any(ev.wrong.any() for ev in evs if ev.check in failing_ids):
+        if any(ev.any_wrong for ev in evs if ev.check in failing_ids):
             _search(exercise, failing, evs, finding)
         _attribute_mutation(exercise, failing, evs, finding)
     _FITS.clear()
@@ -727,7 +727,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
         if r.id in finding.check_bug:
             continue
         mine = [ev for ev in evs if ev.check == r.id]
-        if not any(ev.wrong.any() for ev in mine):
+        if not any(ev.any_wrong for ev in mine):
             if any(c.outcome.mutated for c in r.calls):
                 finding.check_bug[r.id] = MUTATION_BUG
             continue
@@ -878,7 +878,7 @@ def _blocked_constant(evs, additive: bool) -> str | None:
     estimates = []
     for ev in evs:
         call = ev.call
-        if call.fn != "stable_softmax" or ev.raised or not ev.wrong.any() or not ev.parts or ev.parts[0].rows is None:
+        if call.fn != "stable_softmax" or ev.raised or not ev.any_wrong or not ev.parts or ev.parts[0].rows is None:
             continue
         args = list(call.args) + [None] * 2
         scores, allowed = args[0], call.kwargs.get("allowed", args[1])
@@ -1047,7 +1047,7 @@ def _most_promising_first(combo, wrong, differs, matches) -> tuple:
 def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:
     """For each failing check, the bugs of `group` without which its calls are not reproduced."""
     needed: dict[str, set] = {}
-    checks = sorted({ev.check for ev in evs if ev.wrong.any() and ev.check in failing_ids})
+    checks = sorted({ev.check for ev in evs if ev.any_wrong and ev.check in failing_ids})
     for cid in checks:
         mine = [ev for ev in evs if ev.check == cid]
         needed[cid] = set()
@@ -1067,7 +1067,7 @@ def _needed_checks(group: tuple, evs, failing_ids) -> dict[str, set]:
 
 def _worst_unit(result: CheckResult, evs) -> tuple | None:
     """(evidence, unit index) of the row the check's own message shows, when it can be found."""
-    mine = [ev for ev in evs if ev.check == result.id and ev.wrong.any()]
+    mine = [ev for ev in evs if ev.check == result.id and ev.any_wrong]
     if not mine:
         return None
     ev = next((e for e in mine if e.call is result.failing_call), mine[-1])
@@ -1119,7 +1119,7 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
             named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
     explained_checks = {c for _, checks, _, _ in named for c in checks}
-    rest = [r.id for r in failing if r.id not in explained_checks and any(ev.wrong.any() for ev in evs if ev.check == r.id)]
+    rest = [r.id for r in failing if r.id not in explained_checks and any(ev.any_wrong for ev in evs if ev.check == r.id)]
     outside = (
         f"something outside the catalogue is wrong too, in {_listed(rest)}" if rest else "something outside the catalogue is wrong too"
     )
@@ -1149,7 +1149,7 @@ def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list
             by_check.setdefault(ev.check, []).append(ev)
     winners: dict[str, list] = {}
     for cid, mine in by_check.items():
-        if not any(ev.wrong.any() for ev in mine):
+        if not any(ev.any_wrong for ev in mine):
             continue
         for s in singles:
             if all(s.fits[ev.key].agree.all() for ev in mine) and s.units("differs", mine, "wrong"):
