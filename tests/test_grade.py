@@ -212,7 +212,7 @@ def test_json_matches_its_schema_and_each_report_is_the_check_object(graded):
 
     out, _ = graded[1]["plain"]
     data = json.loads((out / "grades.json").read_text())
-    validate(data, json.loads((Path(jsonout.__file__).parents[1] / "schemas" / "grade.schema.json").read_text()))
+    validate(data, json.loads(jsonout.schema_path("grade").read_text()))
     assert data["seed"] == SEED and [s["name"] for s in data["submissions"]] == NAMES
     for sub in data["submissions"]:
         if sub["report"] is not None:

@@ -16,6 +16,11 @@ def package_dir(name: str) -> Path:
     return Path(file).parent
 
 
+def schemas_dir() -> Path:
+    """The JSON Schemas of the --json outputs: a data folder of attn_kit's, not a package."""
+    return Path(__file__).resolve().parents[1] / "schemas"
+
+
 def solutions_dir(exercise_id: str) -> Path:
     return package_dir("solutions") / exercise_id
 

@@ -19,6 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from attn_kit.base.paths import schemas_dir
+
 SCHEMAS = ("check", "test-tests", "bench", "error")
 
 
@@ -31,9 +33,7 @@ def schema(name: str) -> dict[str, Any]:
 
 
 def schema_path(name: str) -> Path:
-    """The schema's file: package data beside the code (the wheel is never zipped; importlib.resources
-    would cost every command a few milliseconds of start-up for this one path)."""
-    return Path(__file__).resolve().parents[1] / "schemas" / f"{name}.schema.json"
+    return schemas_dir() / f"{name}.schema.json"
 
 
 def finite(value: Any) -> Any:
