@@ -28,8 +28,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 import zlib
 from pathlib import Path
@@ -229,6 +231,63 @@ __all__ = [
     "graded_tests",
     "graded_tests_json",
 ]
+
+
+def processes_with(token: str) -> list[str]:
+    """Live processes whose command line or environment carries the token."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            hit = False
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{name}/{part}", "rb") as fh:
+                        hit = hit or token.encode() in fh.read()
+                except OSError:
+                    pass
+            if hit:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    line = fh.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+                found.append(f"{name}: {line}")
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def await_hostile_run(proc: subprocess.Popen, spec: dict, markers: Path, token: str, started: float) -> tuple[str, str, float, list[str]]:
+    """A hostile case's kit process, started at `started`: signalled when the case asks for it (once
+    its code wrote a `ready` marker), waited for within the case's bound, then (stdout, stderr,
+    seconds, the processes of the run still alive, found by the case's token). Those are killed,
+    so one failure does not leak into the other cases."""
+    if "signal" in spec:
+        deadline = time.monotonic() + 30
+        while not any(m.name.startswith("ready") for m in markers.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(getattr(signal, spec["signal"]))
+    try:
+        out, err = proc.communicate(timeout=spec.get("seconds", 20) + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    seconds = time.monotonic() - started
+    left: list[str] = []
+    deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
+    while time.monotonic() < deadline:
+        left = processes_with(token)
+        if not left:
+            break
+        time.sleep(0.05)
+    for line in left:
+        try:
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        except OSError:
+            pass
+    return out, err, seconds, left
 
 
 def judge_run(name: str, spec: dict, run, who: str = "") -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CORPUS
-from helpers import judge_run
+from helpers import await_hostile_run, judge_run
 
 HOSTILE = CORPUS / "hostile"
 OUTCOMES = tomllib.loads((HOSTILE / "outcomes.toml").read_text(encoding="utf-8"))
@@ -195,60 +194,12 @@ def setup():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _processes_with(token: str) -> list[str]:
-    """Live processes whose command line or environment carries the token."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-            hit = False
-            for part in ("cmdline", "environ"):
-                try:
-                    with open(f"/proc/{name}/{part}", "rb") as fh:
-                        hit = hit or token.encode() in fh.read()
-                except OSError:
-                    pass
-            if hit:
-                with open(f"/proc/{name}/cmdline", "rb") as fh:
-                    line = fh.read().replace(b"\0", b" ").decode(errors="replace")[:120]
-                found.append(f"{name}: {line}")
-        except (OSError, IndexError):
-            continue
-    return found
-
-
 def _run(setup: Setup, args: list[str], spec: dict, env: dict, folder: Path, markers: Path, token: str) -> Run:
     started = time.monotonic()
     proc = subprocess.Popen(
         setup.argv(env, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=folder, text=True
     )
-    if "signal" in spec:
-        deadline = time.monotonic() + 30
-        while not any(m.name.startswith("ready") for m in markers.iterdir()) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(getattr(signal, spec["signal"]))
-    try:
-        out, err = proc.communicate(timeout=spec.get("seconds", 20) + 30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    seconds = time.monotonic() - started
-    left: list[str] = []
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        left = _processes_with(token)
-        if not left:
-            break
-        time.sleep(0.05)
-    for line in left:
-        try:
-            os.kill(int(line.split(":")[0]), signal.SIGKILL)
-        except OSError:
-            pass
+    out, err, seconds, left = await_hostile_run(proc, spec, markers, token, started)
     return Run(proc.returncode, out, err, seconds, proc.pid, {}, left)
 
 
