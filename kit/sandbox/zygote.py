@@ -63,6 +63,19 @@ def _decode_status(code: int) -> int:
     return -(code - 128) if 128 < code < 128 + 65 else code
 
 
+def _reap_until(pid: int) -> int:  # pragma: no cover - in the child
+    """Reap every child (a subreaper's orphans too) until `pid` ends: its exit code, 128 + the
+    signal that killed it, or 0 when it is not a child at all."""
+    while True:
+        try:
+            done, raw = os.wait()
+        except ChildProcessError:
+            return 0
+        if done == pid:
+            code = os.waitstatus_to_exitcode(raw)
+            return code if code >= 0 else 128 - code
+
+
 def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None:  # pragma: no cover - in the child
     """Process 1 of the worker's PID namespace (or a plain parent where there is none): starts the
     worker, reaps whatever is orphaned to it, and exits with the worker's status once it ends."""
@@ -86,18 +99,9 @@ def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None: 
             os._exit(0)
     sock.close()
     _limits.drop_privileges()
-    status = 0
-    while True:
-        try:
-            done, raw = os.wait()
-        except ChildProcessError:
-            break
-        if done == pid:
-            code = os.waitstatus_to_exitcode(raw)
-            status = code if code >= 0 else 128 - code
-            if not namespaced:
-                _proctree.kill_tree(os.getpid(), include_root=False)
-            break
+    status = _reap_until(pid)
+    if not namespaced:
+        _proctree.kill_tree(os.getpid(), include_root=False)
     os._exit(status)  # as process 1, this kills everything left in the namespace
 
 
@@ -122,16 +126,7 @@ def _keeper(sock: socket.socket, namespaced: bool, tell: int) -> None:  # pragma
     sock.close()
     if not namespaced:
         _limits._prctl(_limits.PR_SET_CHILD_SUBREAPER, 1)
-    code = 0
-    while True:
-        try:
-            done, raw = os.wait()
-        except ChildProcessError:
-            break
-        if done == pid:
-            code = os.waitstatus_to_exitcode(raw)
-            code = code if code >= 0 else 128 - code
-            break
+    code = _reap_until(pid)
     if not namespaced:
         _proctree.kill_tree(os.getpid(), include_root=False)
     os._exit(code)
