@@ -11,6 +11,8 @@ import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -365,9 +367,6 @@ def test_compiled_tests_are_kept_beside_the_records_not_beside_the_candidate_s_f
     """run_pytest (in a worker: here a child process) compiles the candidate's tests, with pytest's
     assertion rewriting, into the grading's own folder, where the run against the next
     implementation reads them; nothing is written beside the candidate's files."""
-    import subprocess
-    import sys
-
     mine = tmp_path / "mine"
     records = tmp_path / "records"
     mine.mkdir()
