@@ -132,6 +132,29 @@ def test_model_answers_are_kept_read_only_within_a_byte_budget_and_change_nothin
     assert _named(small) == _named(first)
 
 
+def test_a_failing_memory_check_replays_few_models(monkeypatch):
+    """A memory check's call is replayed on each model under tracemalloc, on megabytes of inputs
+    (about 80 ms a model, where the other calls take well under 1 ms): the search reads it after
+    the cheap calls, which rule out every form but the one that builds the score matrix, so the
+    file is named after a few replays, not one per form of the exercise."""
+    exercise = catalog.exercise("tiled-softmax")
+    results = graded(next(p for p in bug_files("tiled-softmax") if p.stem == "materialises-scores"), seed=1).results
+    replays = []
+    run_local = diagnose.run_local
+
+    def counting(module, call, *args, **kwargs):
+        if call.replay is not None:
+            replays.append(module.__name__)
+        return run_local(module, call, *args, **kwargs)
+
+    monkeypatch.setattr(diagnose, "run_local", counting)
+    monkeypatch.setattr(diagnose, "_RUNS", type(diagnose._RUNS)())  # nothing answered before
+    monkeypatch.setattr(diagnose, "_KEPT", [0])
+    finding = diagnose.analyse(exercise, results)
+    assert [d.bug for d in finding.diagnoses] == ["materialises-scores"]
+    assert 0 < len(replays) <= 3, f"{len(replays)} memory replays: {replays}"
+
+
 def test_affected_read_from_the_hunks_is_what_parsing_the_form_gives():
     """affected() reads the edited functions from the hunks' line ranges when every hunk stays in
     one function body, else it parses the form: over every bundled form both give the same set."""

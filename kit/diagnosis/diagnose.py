@@ -343,6 +343,27 @@ class _Part:
     src: int  # index of the part in the return value's parts
 
 
+COSTLY_BYTES = 1 << 20  # inputs over this size make a call costly to rerun (_Evidence.costly)
+
+
+def _nbytes(value, enough: int) -> int:
+    """The bytes of the numbers in `value` (arrays and tensors by their data, a list's numbers at 8
+    bytes each), counted until more than `enough` are found."""
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        return size
+    if isinstance(value, dict):
+        value = list(value.values())
+    if not isinstance(value, (list, tuple)):
+        return 8
+    total = 0
+    for item in value:
+        total += _nbytes(item, enough - total) if isinstance(item, (list, tuple, dict)) or hasattr(item, "nbytes") else 8
+        if total > enough:
+            break
+    return total
+
+
 @dataclass
 class _Evidence:
     key: tuple
@@ -375,6 +396,13 @@ class _Evidence:
     @functools.cached_property
     def right(self) -> np.ndarray:
         return ~self.wrong
+
+    @functools.cached_property
+    def costly(self) -> bool:
+        """Whether the call's inputs are large (a memory check's: megabytes, where the other calls
+        hold kilobytes): a model run on it, traced by a replay, costs more than on every other
+        call together, so the search reads it last (`_cheap_first`)."""
+        return _nbytes((self.call.args, self.call.kwargs), COSTLY_BYTES) > COSTLY_BYTES
 
     @functools.cached_property
     def input_key(self) -> tuple | None:
@@ -930,9 +958,22 @@ def _same_error_messages(groups: list[tuple], evs) -> tuple[list[tuple], bool]:
     return [g for g, s in zip(groups, scores) if s == best], True
 
 
-def _alone(single: _Single, evs) -> int:
-    """Wrong units this form changes and matches on its own."""
-    return sum(int((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).sum()) for ev in evs if ev.any_wrong)
+def _cheap_first(evs) -> list:
+    """The evidence in the order the search rules forms out: the calls the candidate gets wrong
+    first (most forms fail to reproduce them), costly calls last (a memory check's replay reruns a
+    model on megabytes under tracemalloc: one costs more than every other call). A form is read
+    on a costly call only when the cheap ones have not already ruled it out or in."""
+    return sorted(evs, key=lambda ev: (ev.costly, not ev.any_wrong))
+
+
+def _changes_a_wrong_unit(single: _Single, evs) -> bool:
+    """Whether the form changes a unit the candidate gets wrong (stops at the first)."""
+    return any((single.fits[ev.key].differs & ev.wrong).any() for ev in evs if ev.any_wrong)
+
+
+def _matches_a_wrong_unit(single: _Single, evs) -> bool:
+    """Whether the form changes and matches a wrong unit on its own (stops at the first)."""
+    return any((single.fits[ev.key].agree & single.fits[ev.key].differs & ev.wrong).any() for ev in evs if ev.any_wrong)
 
 
 def _changes_a_right_unit(single: _Single, evs) -> bool:
@@ -943,8 +984,9 @@ def _changes_a_right_unit(single: _Single, evs) -> bool:
 def _relevant(single: _Single, evs) -> bool:
     """Whether the form can belong to a reproducing combination: it changes some unit the candidate
     gets wrong, and either changes none it gets right or matches some wrong unit on its own (another
-    bug of the combination can hide it where the candidate is right: smaller scores do not overflow)."""
-    return bool(single.units("differs", evs, "wrong")) and (bool(_alone(single, evs)) or not _changes_a_right_unit(single, evs))
+    bug of the combination can hide it where the candidate is right: smaller scores do not overflow).
+    Each part stops at its first unit, so `evs` in `_cheap_first` order reads a costly call last."""
+    return _changes_a_wrong_unit(single, evs) and (_matches_a_wrong_unit(single, evs) or not _changes_a_right_unit(single, evs))
 
 
 def _ranked(singles: list[_Single], evs) -> list[_Single]:
@@ -959,11 +1001,11 @@ def _reproducing_groups(singles: list[_Single], evs, finding: Finding, budget: i
     trying each form on the calls the candidate gets wrong first rules most forms out on their
     first call (ranking every form needs every wrong call). Then combinations of two and three,
     of one size tried most promising first (`_most_promising_first`), at most MAX_MODELS composed models in all."""
-    wrong_first = sorted(evs, key=lambda ev: not ev.any_wrong)
-    exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in wrong_first) and _relevant(s, evs)]
+    order = _cheap_first(evs)
+    exact = [s for s in singles if all(s.fits[ev.key].agree.all() for ev in order) and _relevant(s, order)]
     if exact:
         return [(s.form,) for s in _ranked(exact, evs)]
-    relevant = _ranked([s for s in singles if _relevant(s, evs)], evs)
+    relevant = _ranked([s for s in singles if _relevant(s, order)], evs)
     wrong = np.concatenate([ev.wrong for ev in evs]) if evs else np.zeros(0, bool)
 
     def on_wrong(s: _Single, units) -> np.ndarray:  # per unit, False where the candidate is right
