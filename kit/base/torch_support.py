@@ -100,6 +100,9 @@ _BY_VALUE = frozenset(
 )
 
 
+_ATOMS = frozenset((type(None), bool, int, float, complex, str))
+
+
 def plain_tensors(value: object) -> dict[int, torch.Tensor]:
     """{id: tensor} for the tensors in nested dicts, lists and tuples that a copy of their values
     reproduces exactly (values, dtype, device, shape, strides, requires_grad): contiguous leaf
@@ -113,7 +116,8 @@ def plain_tensors(value: object) -> dict[int, torch.Tensor]:
     while stack:
         item = stack.pop()
         if isinstance(item, (list, tuple)):
-            stack.extend(item)
+            if not set(map(type, item)) <= _ATOMS:  # a row of plain numbers holds no tensor
+                stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
         elif type(item) is torch.Tensor:

@@ -202,6 +202,37 @@ def deep_copy(value):
 
         for key, t in torch_support.plain_tensors(value).items():
             memo[key] = t.detach().clone().requires_grad_(t.requires_grad)
+    return _copied(value, memo)
+
+
+_ATOMS = frozenset((type(None), bool, int, float, complex, str))
+
+
+def _copied(value, memo: dict):
+    """copy.deepcopy(value, memo), with exact lists, tuples, dicts and number arrays copied here
+    (deepcopy visits each number of a nested list through its memo: most of a lists file's
+    diagnosis set-up). Objects reached twice are copied once, as deepcopy does."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    found = memo.get(id(value))
+    if found is not None:
+        return found
+    if kind is list:
+        out: list = []
+        memo[id(value)] = out
+        out.extend(value if set(map(type, value)) <= _ATOMS else [_copied(v, memo) for v in value])
+        return out
+    if kind is dict:
+        copied: dict = {}
+        memo[id(value)] = copied
+        copied.update((k if type(k) in _ATOMS else copy.deepcopy(k, memo), _copied(v, memo)) for k, v in value.items())
+        return copied
+    if kind is tuple:
+        items = tuple(_copied(v, memo) for v in value)
+        return memo.setdefault(id(value), items)
+    if kind is np.ndarray and value.dtype.kind in "biufc" and value.dtype.names is None:
+        return memo.setdefault(id(value), value.copy(order="K"))
     return copy.deepcopy(value, memo)
 
 
