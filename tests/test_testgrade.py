@@ -384,3 +384,25 @@ def test_compiled_tests_are_kept_beside_the_records_not_beside_the_candidate_s_f
     assert sorted(p.name for p in mine.rglob("*")) == ["test_sizes.py"]
     compiled = [p.name for p in (records / "pycache").rglob("*.pyc")]
     assert any(name.startswith("test_sizes") and "pytest" in name for name in compiled), compiled
+
+
+def test_only_tests_that_mention_meta_get_a_meta_warmed_zygote(tmp_path, monkeypatch):
+    """The kit's implementations never use torch's meta device, so test-tests skips the zygote's
+    meta-device warm-up (about a second with torch) unless the candidate's tests mention `meta`."""
+
+    class Stop(Exception):
+        pass
+
+    asked = []
+
+    def launcher(preload, warm=True):
+        asked.append(warm)
+        raise Stop
+
+    monkeypatch.setattr(testgrade, "make_launcher", launcher)
+    plain = "from solution import causal_mask\n\n\ndef test_shape():\n    assert len(causal_mask(3)) == 3\n"
+    for name, text in (("plain_tests.py", plain), ("meta_tests.py", plain + "\n# inputs on device='meta' next\n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(Stop):
+            testgrade.grade_tests(tmp_path / name)
+    assert asked == [False, True]

@@ -410,8 +410,8 @@ def run(
     )
     uses_torch = "torch" in {name for name, _ in source.imports()}
     with Sandbox(
-        str(source.path), timeout=options.budget, memory=options.memory, preload=("torch",) if uses_torch else ()
-    ) as sandbox:  # workers start with torch
+        str(source.path), timeout=options.budget, memory=options.memory, preload=("torch",) if uses_torch else (), warm=False
+    ) as sandbox:  # workers start with torch; a bench runs on the CPU, never on torch's meta device
         info = sandbox.start()
         if info.note:
             result.notes.append(info.note)

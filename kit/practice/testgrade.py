@@ -534,7 +534,9 @@ def grade_tests(
     # the zygote forks here, before any thread exists and before the checks are imported (a fresh
     # interpreter when this process already holds expected values: check --tests, watch, mock); it
     # imports NumPy, pytest's plugins and the exercise's dependency first, so every worker has them
-    launcher = make_launcher(sandbox_zygote.pytest_modules() + ((exercise.needs,) if exercise.needs else ()))
+    # the meta-device warm-up (a second with torch) only for tests that may use `meta` themselves:
+    # the kit's implementations never do
+    launcher = make_launcher(sandbox_zygote.pytest_modules() + ((exercise.needs,) if exercise.needs else ()), warm="meta" in source.text)
     sandbox_zygote.expected_values_loaded()
     pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
     try:

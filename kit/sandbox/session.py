@@ -65,14 +65,15 @@ class Sandbox:
         launcher=None,
         pure: bool = False,
         preload: tuple[str, ...] = (),
+        warm: bool = True,  # zygote.make_launcher: False for code that never uses torch's meta device
     ):
         self.path = str(path)
         self.timeout = timeout
         self.memory = memory
         self.pure = pure
-        shared = None if launcher is not None else _zygote.shared_launcher(preload)
+        shared = None if launcher is not None else _zygote.shared_launcher(preload, warm)
         self.owns_launcher = launcher is None and shared is None
-        self.launcher = launcher or shared or _zygote.make_launcher(preload)
+        self.launcher = launcher or shared or _zygote.make_launcher(preload, warm)
         self.pid: int | None = None  # the worker's keeper, and the channel to the worker: both set by
         self.conn: _channel.Channel | None = None  # start(), both None again after _drop_worker()
         self.info: LoadInfo | None = None

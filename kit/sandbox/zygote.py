@@ -342,29 +342,34 @@ def _settle_torch() -> None:
         torch_support.settle_process()
 
 
-def _zygote_child(sock: socket.socket) -> None:  # pragma: no cover - runs in the child
+def _zygote_child(sock: socket.socket, warm: bool = True) -> None:  # pragma: no cover - runs in the child
     try:
         # the worker's module, imported here rather than by the kit: every worker inherits it,
         # and the kit's start-up does not wait for it (it runs beside the kit's own set-up)
         from attn_kit.runtime import worker  # noqa: F401
 
         _settle_torch()
-        if "torch" in sys.modules:
+        if warm and "torch" in sys.modules:
             _warm_torch()
         _ZygoteServer(sock).run()
     finally:
         os._exit(0)
 
 
+COLD = "--cold"  # zygote_main's flag: no meta-device warm-up (a zygote for bench or test-tests)
+
+
 def zygote_main(argv: list[str]) -> None:  # pragma: no cover - the exec'd zygote
-    """`python -m attn_kit.sandbox.zygote FD [module ...]`: a zygote started fresh (no memory of the kit's)."""
+    """`python -m attn_kit.sandbox.zygote FD [--cold] [module ...]`: a zygote started fresh (no
+    memory of the kit's)."""
     fd = int(argv[0])
-    for name in argv[1:]:
+    warm = argv[1:2] != [COLD]
+    for name in argv[1:] if warm else argv[2:]:
         try:
             __import__(name)
         except ImportError:
             pass
-    _zygote_child(socket.socket(fileno=fd))
+    _zygote_child(socket.socket(fileno=fd), warm)
 
 
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -386,7 +391,7 @@ def one_blas_thread() -> None:
 class _Zygote:
     """The kit's handle on one zygote process."""
 
-    def __init__(self, preload: tuple[str, ...] = ()):
+    def __init__(self, preload: tuple[str, ...] = (), warm: bool = True):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         one_blas_thread()  # before the zygote (or this process, when it forks one) imports NumPy
         if _is_clean():
@@ -401,12 +406,12 @@ class _Zygote:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child
                 ours.close()
-                _zygote_child(theirs)
+                _zygote_child(theirs, warm)
             self.process = None
         else:  # a fresh interpreter: nothing of the kit's memory
             _settle_torch()
             self.process = subprocess.Popen(
-                [sys.executable, "-P", "-m", "attn_kit.sandbox.zygote", str(theirs.fileno()), *preload],
+                [sys.executable, "-P", "-m", "attn_kit.sandbox.zygote", str(theirs.fileno()), *([] if warm else [COLD]), *preload],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -484,12 +489,14 @@ class _Zygote:
 
 
 class _ForkLauncher:
-    """Workers from a zygote; a zygote that stops answering is killed and replaced."""
+    """Workers from a zygote; a zygote that stops answering is killed and replaced. `warm`: the
+    zygote loads PyTorch's meta-device kernels when it has torch (make_launcher)."""
 
-    def __init__(self, preload: tuple[str, ...] = ()):
+    def __init__(self, preload: tuple[str, ...] = (), warm: bool = True):
         _limits.harden_kit()
         self.preload = preload
-        self.zygote: _Zygote | None = _Zygote(preload)
+        self.warm = warm
+        self.zygote: _Zygote | None = _Zygote(preload, warm)
         self.replacements = 0
         self.failure = ""
 
@@ -511,7 +518,7 @@ class _ForkLauncher:
             old.close()
         self.replacements += 1
         try:
-            self.zygote = _Zygote(self.preload)
+            self.zygote = _Zygote(self.preload, self.warm)
         except OSError as exc:
             self.failure = str(exc)
 
@@ -590,31 +597,36 @@ def pytest_modules() -> tuple[str, ...]:
     return PYTEST_PRELOAD + tuple(f"_pytest.{plugin}" for plugin in default_plugins)
 
 
-def make_launcher(preload: tuple[str, ...] = ()):
-    """A launcher whose zygote has `preload` imported (NumPy always, torch for torch exercises)."""
+def make_launcher(preload: tuple[str, ...] = (), warm: bool = True):
+    """A launcher whose zygote has `preload` imported (NumPy always, torch for torch exercises).
+
+    With torch, a `warm` zygote also runs a few operations on the `meta` device, whose kernels
+    PyTorch loads on first use (about a second, most of it importing torch._dynamo): the grading
+    suites check device placement there in every run, and each worker would otherwise pay it. A
+    bench or a test-tests run on code that never touches `meta` asks for a zygote without it."""
     if hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32":
-        return _ForkLauncher(("numpy", *preload))
+        return _ForkLauncher(("numpy", *preload), warm)
     return _SpawnLauncher(preload)
 
 
-_SHARED: dict[tuple[str, ...], _ForkLauncher] = {}
+_SHARED: dict[tuple[tuple[str, ...], bool], _ForkLauncher] = {}
 
 
-def shared_launcher(preload: tuple[str, ...] = ()):
+def shared_launcher(preload: tuple[str, ...] = (), warm: bool = True):
     """One launcher per preload set for the whole kit process, reused by every run in it (watch
     re-runs, mock re-grades, in-process tests): its zygote was forked while the process held no
     expected value (or started fresh), so reusing it is as safe as the first time, and later runs
     need no new interpreter. Closed when the process exits."""
     if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"):
         return None
-    key = tuple(preload)
+    key = (tuple(preload), warm)
     launcher = _SHARED.get(key)
     if launcher is None:
         if not _SHARED:
             import atexit
 
             atexit.register(_close_shared)
-        launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload))
+        launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload), warm)
     elif launcher.zygote is None or launcher.zygote.broken or not _zygote_alive(launcher.zygote.pid):
         launcher._replace()
     return launcher
