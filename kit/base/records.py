@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# The exact builtin types that are plain data as they are: they cross the boundary, are copied and
+# are fingerprinted without conversion (a subclass is not among them: its methods could be anyone's).
+ATOMS = frozenset((type(None), bool, int, float, str))
+
 
 class CallStatus(StrEnum):
     """What one call of the candidate's code did. StrEnum: JSON, the wire format and the history

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from attn_kit.base.records import ATOMS
+
 PROBE_SEED = 46_771  # the projection is fixed: a reference and a candidate get the same one
 
 
@@ -100,9 +102,6 @@ _BY_VALUE = frozenset(
 )
 
 
-_ATOMS = frozenset((type(None), bool, int, float, complex, str))
-
-
 def plain_tensors(value: object) -> dict[int, torch.Tensor]:
     """{id: tensor} for the tensors in nested dicts, lists and tuples that a copy of their values
     reproduces exactly (values, dtype, device, shape, strides, requires_grad): contiguous leaf
@@ -116,7 +115,7 @@ def plain_tensors(value: object) -> dict[int, torch.Tensor]:
     while stack:
         item = stack.pop()
         if isinstance(item, (list, tuple)):
-            if not set(map(type, item)) <= _ATOMS:  # a row of plain numbers holds no tensor
+            if not set(map(type, item)) <= ATOMS:  # a row of plain numbers holds no tensor
                 stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())

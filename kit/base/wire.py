@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from attn_kit.base.errors import WireError
-from attn_kit.base.records import CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
+from attn_kit.base.records import ATOMS, CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
 
 if TYPE_CHECKING:
     import numpy
@@ -126,13 +126,10 @@ def _short_repr(value: object) -> str:
         return ""
 
 
-_ATOMS = frozenset((type(None), bool, int, float, str))
-
-
 def _convert_to_plain(value: Any, depth: int, budget: _Budget) -> Any:
     """The value as plain data: to_plain without its guard (the candidate's methods may raise)."""
     kind = type(value)
-    if kind in _ATOMS:
+    if kind in ATOMS:
         return value
     as_is = _already_plain(value, kind, depth, budget)
     if as_is is not None:
@@ -153,7 +150,7 @@ def _already_plain(value: Any, kind: type, depth: int, budget: _Budget) -> Any:
     other value (None itself is an atom, handled before)."""
     if kind is list and depth < MAX_DEPTH:
         budget.items += 1
-        if all(type(v) in _ATOMS for v in value):
+        if all(type(v) in ATOMS for v in value):
             budget.items += len(value) // 64
             return list(value) if budget.items <= MAX_ITEMS else Opaque("list", f"more than {MAX_ITEMS:,} entries in one reply")
     if _NUMPY and kind is _NUMPY[0].ndarray and value.dtype.kind in "biufc" and value.dtype.names is None:
@@ -262,12 +259,12 @@ class _Encoder:
 
     def tag(self, v: Any) -> Any:
         kind = type(v)
-        if kind in _ATOMS:
+        if kind in ATOMS:
             return v  # json writes NaN/Infinity, and reads them back
         if isinstance(v, StrEnum):
             return str(v)  # a status travels as its plain string
         if kind is list:
-            if all(type(x) in _ATOMS for x in v):
+            if all(type(x) in ATOMS for x in v):
                 return v
             return [self.tag(x) for x in v]
         if kind is tuple:
@@ -318,7 +315,7 @@ def entries(value: object, depth: int = 0) -> int:
     if isinstance(value, TensorValue):
         return math.prod(value.shape) if value.shape else 1
     if isinstance(value, (list, tuple)):
-        if set(map(type, value)) <= _ATOMS:  # a row of numbers, counted at C speed
+        if set(map(type, value)) <= ATOMS:  # a row of numbers, counted at C speed
             return len(value)
         return sum(entries(v, depth + 1) for v in value)
     if isinstance(value, dict):
@@ -388,12 +385,12 @@ def _decode_tagged(v: Any, blobs: bytearray, cursor: list[int], depth: int) -> A
     """A value of the JSON part back as plain data: tagged objects become tuples, dicts with other
     keys, arrays (views of `blobs`, read from cursor[0] on) and records; WireError when malformed."""
     kind = type(v)
-    if kind in _ATOMS:
+    if kind in ATOMS:
         return v
     if depth > MAX_DEPTH * 2 + 8:
         raise WireError("its reply was malformed (nested too deeply)")
     if kind is list:
-        if all(type(x) in _ATOMS for x in v):
+        if all(type(x) in ATOMS for x in v):
             return v
         return [_decode_tagged(x, blobs, cursor, depth + 1) for x in v]
     _want(kind is dict, "an unknown value")
@@ -523,7 +520,7 @@ def fingerprint(value: object) -> str | None:
     return found if found is not None else digest(to_plain(value))
 
 
-_BY_REPR = frozenset((type(None), bool, int, float, str, Opaque, ErrorInfo))  # repr is exact
+_BY_REPR = ATOMS | {Opaque, ErrorInfo}  # repr is exact
 
 
 def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
@@ -538,7 +535,7 @@ def _feed(add: Callable[[bytes], object], value: Any, depth: int) -> bool:
             add(b"%s%d;" % (b"f" if kind is list else b"g", len(value)))
             add(array("d", value).tobytes())
             return True
-        if types <= _ATOMS:
+        if types <= ATOMS:
             add(f"{'r' if kind is list else 's'}{value!r};".encode("utf-8", "surrogatepass"))
             return True
     if kind is list or kind is tuple or kind is dict:

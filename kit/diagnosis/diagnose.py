@@ -72,7 +72,7 @@ import numpy as np
 
 from attn_kit.base import wire
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
-from attn_kit.base.records import CallStatus
+from attn_kit.base.records import ATOMS, CallStatus
 from attn_kit.compare.arrays import ATOL, RTOL, ValueProblem, float32_like, float32_tolerance, float32_values, to_array
 from attn_kit.diagnosis import compose
 from attn_kit.load import catalog
@@ -205,15 +205,12 @@ def deep_copy(value):
     return _copied(value, memo)
 
 
-_ATOMS = frozenset((type(None), bool, int, float, complex, str))
-
-
 def _copied(value, memo: dict):
     """copy.deepcopy(value, memo), with exact lists, tuples, dicts and number arrays copied here
     (deepcopy visits each number of a nested list through its memo: most of a lists file's
     diagnosis set-up). Objects reached twice are copied once, as deepcopy does."""
     kind = type(value)
-    if kind in _ATOMS:
+    if kind in ATOMS:
         return value
     found = memo.get(id(value))
     if found is not None:
@@ -221,12 +218,12 @@ def _copied(value, memo: dict):
     if kind is list:
         out: list = []
         memo[id(value)] = out
-        out.extend(value if set(map(type, value)) <= _ATOMS else [_copied(v, memo) for v in value])
+        out.extend(value if set(map(type, value)) <= ATOMS else [_copied(v, memo) for v in value])
         return out
     if kind is dict:
         copied: dict = {}
         memo[id(value)] = copied
-        copied.update((k if type(k) in _ATOMS else copy.deepcopy(k, memo), _copied(v, memo)) for k, v in value.items())
+        copied.update((k if type(k) in ATOMS else copy.deepcopy(k, memo), _copied(v, memo)) for k, v in value.items())
         return copied
     if kind is tuple:
         items = tuple(_copied(v, memo) for v in value)
@@ -374,25 +371,7 @@ class _Part:
     src: int  # index of the part in the return value's parts
 
 
-COSTLY_BYTES = 1 << 20  # inputs over this size make a call costly to rerun (_Evidence.costly)
-
-
-def _nbytes(value, enough: int) -> int:
-    """The bytes of the numbers in `value` (arrays and tensors by their data, a list's numbers at 8
-    bytes each), counted until more than `enough` are found."""
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        return size
-    if isinstance(value, dict):
-        value = list(value.values())
-    if not isinstance(value, (list, tuple)):
-        return 8
-    total = 0
-    for item in value:
-        total += _nbytes(item, enough - total) if isinstance(item, (list, tuple, dict)) or hasattr(item, "nbytes") else 8
-        if total > enough:
-            break
-    return total
+COSTLY_ENTRIES = 1 << 17  # numbers in a call's inputs over which it is costly to rerun (_Evidence.costly)
 
 
 @dataclass
@@ -430,10 +409,10 @@ class _Evidence:
 
     @functools.cached_property
     def costly(self) -> bool:
-        """Whether the call's inputs are large (a memory check's: megabytes, where the other calls
-        hold kilobytes): a model run on it, traced by a replay, costs more than on every other
-        call together, so the search reads it last (`_cheap_first`)."""
-        return _nbytes((self.call.args, self.call.kwargs), COSTLY_BYTES) > COSTLY_BYTES
+        """Whether the call's inputs are large (a memory check's: millions of numbers, where the
+        other calls hold thousands at most): a model run on it, traced by a replay, costs more
+        than on every other call together, so the search reads it last (`_cheap_first`)."""
+        return wire.entries((self.call.args, self.call.kwargs)) > COSTLY_ENTRIES
 
     @functools.cached_property
     def input_key(self) -> tuple | None:
