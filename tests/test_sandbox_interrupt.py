@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import processes_with
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")]
 
 DEADLINE = 10.0  # seconds from SIGINT to the kit's exit
@@ -65,22 +67,6 @@ LARGE_REPLIES = """
     """
 
 
-def _left(token: str) -> list[str]:
-    """Live (not zombie) processes whose environment carries the token."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            if Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z":
-                continue
-            if token.encode() in Path(f"/proc/{name}/environ").read_bytes():
-                found.append(name)
-        except OSError:
-            pass
-    return found
-
-
 @pytest.mark.parametrize("body", [HANGS, LARGE_REPLIES], ids=["hanging-call", "largest-replies"])
 def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record_property):
     tmp_path.chmod(0o777)  # run as root, the candidate's code runs as an unprivileged uid
@@ -119,10 +105,10 @@ def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record
     left = []
     deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
     while time.monotonic() < deadline:
-        left = _left(token)
+        left = processes_with(token)
         if not left:
             break
         time.sleep(0.05)
-    for pid in left:
-        os.kill(int(pid), signal.SIGKILL)
+    for line in left:
+        os.kill(int(line.split(":")[0]), signal.SIGKILL)
     assert not left, f"processes left after Ctrl-C: {left}"
