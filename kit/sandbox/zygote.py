@@ -597,6 +597,9 @@ def pytest_modules() -> tuple[str, ...]:
     return PYTEST_PRELOAD + tuple(f"_pytest.{plugin}" for plugin in default_plugins)
 
 
+FORKS = hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"  # else: spawn
+
+
 def make_launcher(preload: tuple[str, ...] = (), warm: bool = True):
     """A launcher whose zygote has `preload` imported (NumPy always, torch for torch exercises).
 
@@ -604,7 +607,7 @@ def make_launcher(preload: tuple[str, ...] = (), warm: bool = True):
     PyTorch loads on first use (about a second, most of it importing torch._dynamo): the grading
     suites check device placement there in every run, and each worker would otherwise pay it. A
     bench or a test-tests run on code that never touches `meta` asks for a zygote without it."""
-    if hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32":
+    if FORKS:
         return _ForkLauncher(("numpy", *preload), warm)
     return _SpawnLauncher(preload)
 
@@ -617,7 +620,7 @@ def shared_launcher(preload: tuple[str, ...] = (), warm: bool = True):
     re-runs, mock re-grades, in-process tests): its zygote was forked while the process held no
     expected value (or started fresh), so reusing it is as safe as the first time, and later runs
     need no new interpreter. Closed when the process exits."""
-    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and sys.platform != "win32"):
+    if not FORKS:
         return None
     key = (tuple(preload), warm)
     launcher = _SHARED.get(key)
