@@ -1,8 +1,10 @@
-"""Helpers shared by the test modules: the real CLI in a subprocess, and grading once per session.
+"""Helpers shared by the test modules: the real CLI in a process of its own, and grading once per session.
 
 Grading a file is the expensive step of most tests (a sandboxed worker per file, diagnosis after).
 Use the CLI (`attn_kit`, `check_json`) only to test the command itself: its output, exit status
-and flags, about one smoke test per feature and exercise. To test what the checks and diagnosis
+and flags, about one smoke test per feature and exercise. Each command is a process forked from a
+server with the kit already imported (tests/cli_server.py; test_helpers.py checks that it says
+what a fresh interpreter says); `fresh=True` starts a new interpreter instead. To test what the checks and diagnosis
 say about a file, grade it in-process through the library, cached for the whole session:
 
     from helpers import graded, graded_json, graded_tests
@@ -25,12 +27,17 @@ Counts that follow the content (checks in a suite, hints, known bugs) come from 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
+import locale
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import zlib
@@ -39,6 +46,7 @@ from pathlib import Path
 from hypothesis import Phase
 from hypothesis import strategies as st
 
+import attn_kit.cli as cli_package
 from attn_kit.base.errors import DependencyMissing
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
 from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS
@@ -53,18 +61,166 @@ CORPUS = TESTS / "corpus"
 # --- the real CLI, as a user runs it --------------------------------------------------------------
 
 
-def attn_kit(*args, cwd=None, timeout=120, env=None, input=None) -> subprocess.CompletedProcess:
-    """Run the installed `attn-kit` command in a subprocess, as a user would."""
+def attn_kit(*args, cwd=None, timeout=120, env=None, input=None, fresh=False) -> subprocess.CompletedProcess:
+    """Run the installed `attn-kit` command in a process of its own, as a user would.
+
+    The process is forked from a server that has the kit imported already (tests/cli_server.py):
+    the command's own work is the same, without a new interpreter importing the kit each time.
+    `fresh=True`, or an environment that changes how Python starts (PYTHON*, the locale), runs a
+    new `python -m attn_kit.cli` instead; tests of start-up itself (a planted module, `python -m
+    attn_kit`, the install) start their own processes."""
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "attn_kit.cli", *map(str, args)],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        input=input,
-    )
+    argv = [sys.executable, "-m", "attn_kit.cli", *map(str, args)]
+    server = None if fresh else _CliServer.for_env(full_env)
+    if server is not None:
+        return server.run(argv, cwd, full_env, timeout, input)
+    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def _starts_python(key: str) -> bool:
+    """Whether an environment variable changes how the interpreter starts (then a forked command
+    would not be what a fresh one is)."""
+    return key.startswith(("PYTHON", "LC_")) or key in ("LANG", "LANGUAGE")
+
+
+class _CliServer:
+    """This test process's tests/cli_server.py, started on first use. One command at a time: a
+    command asked for while another runs (from a second thread) gets a fresh interpreter."""
+
+    current: _CliServer | None = None
+
+    def __init__(self):
+        self.env = dict(os.environ)  # what the interpreter starts with; each command gets its own
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", str(TESTS / "cli_server.py"), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.sock = ours
+        self.lock = threading.Lock()
+        atexit.register(self.close)
+
+    @classmethod
+    def for_env(cls, env: dict) -> _CliServer | None:
+        if not sys.platform.startswith("linux"):  # SOCK_SEQPACKET, as the kit's own zygote uses
+            return None
+        server = cls.current
+        if server is None or server.proc.poll() is not None:
+            server = cls.current = cls()
+        if any(env.get(k) != server.env.get(k) for k in set(env) | set(server.env) if _starts_python(k)):
+            return None
+        return server
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if _CliServer.current is self:
+            _CliServer.current = None
+
+    def _read(self, deadline: float) -> int:
+        self.sock.settimeout(max(0.001, deadline - time.monotonic()))
+        data = self.sock.recv(8)
+        if len(data) != 8:
+            raise OSError("tests/cli_server.py ended")
+        return int.from_bytes(data, "little", signed=True)
+
+    def run(self, argv, cwd, env, timeout, input) -> subprocess.CompletedProcess:
+        if not self.lock.acquire(blocking=False):
+            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input)
+        try:
+            return self._run(argv, cwd, env, timeout, input)
+        finally:
+            self.lock.release()
+
+    def _run(self, argv, cwd, env, timeout, input) -> subprocess.CompletedProcess:
+        deadline = time.monotonic() + timeout
+        request = {"argv": [_CLI_MAIN, *argv[3:]], "env": env, "cwd": os.path.abspath(cwd or os.getcwd())}
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if input is not None else (0, -1)  # else the command shares our stdin
+        pid = 0
+        try:
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], [in_r, out_w, err_w])
+            finally:
+                for fd in (out_w, err_w, in_r if in_w >= 0 else -1):
+                    if fd >= 0:
+                        os.close(fd)
+            pid = self._read(deadline)
+            out, err, timed_out = _communicate(out_r, err_r, in_w, (input or "").encode(), deadline)
+            in_w = -1  # closed by _communicate
+            if timed_out:
+                os.kill(pid, signal.SIGKILL)
+            status = self._read(max(deadline, time.monotonic()) + 30)
+        except BaseException:  # out of step with the server: stop the command and the server
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.proc.kill()
+            self.close()
+            raise
+        finally:
+            for fd in (out_r, err_r, in_w):
+                if fd >= 0:
+                    os.close(fd)
+        if timed_out:
+            raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err)
+        return subprocess.CompletedProcess(argv, os.waitstatus_to_exitcode(status), _text(out), _text(err))
+
+
+_CLI_MAIN = str(Path(cli_package.__file__).with_name("__main__.py"))  # sys.argv[0] under `python -m attn_kit.cli`
+
+
+def _text(data: bytes) -> str:
+    """Bytes as subprocess.run(text=True) decodes them: the locale's encoding, universal newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _communicate(out_r: int, err_r: int, in_w: int, data: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
+    """Read the command's stdout and stderr to their end while writing `data` to its stdin (in_w,
+    closed here; -1 for none), until the deadline: (stdout, stderr, whether the deadline came first)."""
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(out_r, selectors.EVENT_READ)
+            sel.register(err_r, selectors.EVENT_READ)
+            if in_w >= 0 and data:
+                os.set_blocking(in_w, False)
+                sel.register(in_w, selectors.EVENT_WRITE)
+            elif in_w >= 0:
+                os.close(in_w)
+                in_w = -1
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return b"".join(chunks[out_r]), b"".join(chunks[err_r]), True
+                for key, _ in sel.select(left):
+                    if key.fd == in_w:
+                        try:
+                            data = data[os.write(in_w, data[:65536]) :]
+                        except BrokenPipeError:
+                            data = b""
+                        if not data:
+                            sel.unregister(in_w)
+                            os.close(in_w)
+                            in_w = -1
+                    elif chunk := os.read(key.fd, 65536):
+                        chunks[key.fd].append(chunk)
+                    else:
+                        sel.unregister(key.fd)
+        return b"".join(chunks[out_r]), b"".join(chunks[err_r]), False
+    finally:
+        if in_w >= 0:
+            os.close(in_w)
 
 
 def _no_constant(name: str):
@@ -77,7 +233,7 @@ def strict_json(text: str):
 
 
 def check_json(path, *extra, cwd=None) -> tuple[dict, int]:
-    """`attn-kit check PATH --json ...` in a subprocess: (the JSON object, the exit status)."""
+    """`attn-kit check PATH --json ...` in a process of its own: (the JSON object, the exit status)."""
     proc = attn_kit("check", path, "--json", *extra, cwd=cwd)
     assert proc.stdout.count("\n") <= 1, f"--json printed more than one line:\n{proc.stdout}"
     return strict_json(proc.stdout), proc.returncode

@@ -21,7 +21,7 @@ def invoke(*args):
 
 @pytest.mark.slow
 def test_grading_the_bundled_reference_records_nothing(attn_home):
-    proc = attn_kit("check", REFERENCE)  # the quick start's command, as a user runs it
+    proc = attn_kit("check", REFERENCE, fresh=True)  # the quick start's command, as a user runs it: a new interpreter
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Not saved to your history" in proc.stdout
     assert not (attn_home / "history.db").exists()
