@@ -24,6 +24,7 @@ from rich.console import Console
 from attn_kit.dev import check
 from attn_kit.load import catalog
 from attn_kit.render import check as render
+from attn_kit.render import content as render_content
 from attn_kit.render import practice
 
 from test_practice import plain
@@ -133,7 +134,7 @@ def test_the_near_code_hints_do_hold_code():
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
 def test_every_statement_keeps_its_code_and_structure(exercise, width):
     out = console(width)
-    render.statement(exercise, out)
+    render_content.statement(exercise, out)
     assert lost(exercise.statement, out.file.getvalue()) == []
     assert parse(exercise.statement).headings  # and there is structure to lose
 
@@ -193,7 +194,7 @@ def shown_as(kind: str, code_line: str, width: int = 80) -> str:
     text = f"Text.\n\n    {code_line}\n"
     out = console(width)
     if kind == "statement":
-        render.statement(SimpleNamespace(statement=text), out)
+        render_content.statement(SimpleNamespace(statement=text), out)
     elif kind == "hint":
         hint = catalog.Hint(title="t", text=text)
         practice.hints(SimpleNamespace(id="x", hints=(hint,)), [SimpleNamespace(level=1, hint=hint)], 1, out)

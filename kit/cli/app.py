@@ -115,7 +115,7 @@ def start(exercise, file, force):
     """
     from attn_kit.base.errors import UsageError
     from attn_kit.load import catalog
-    from attn_kit.render import check as render
+    from attn_kit.render import content as render
 
     ex = catalog.exercise(exercise)
     path = file or Path(ex.id.replace("-", "_") + ".py")
@@ -139,7 +139,7 @@ def show(exercise):
       attn-kit show mha-screen
     """
     from attn_kit.load import catalog
-    from attn_kit.render import check as render
+    from attn_kit.render import content as render
 
     render.statement(catalog.exercise(exercise))
 

@@ -622,7 +622,7 @@ def _concept_file_problems(content: Content) -> Iterable[Problem]:
 
 
 # The widest code line each kind of content shows whole on an 80-column terminal: 80 minus the
-# indent it is printed at and the column rich's code block pads each side with (render.content;
+# indent it is printed at and the column rich's code block pads each side with (render/content.py;
 # tests/test_content_render.py holds these numbers against the renderer).
 CODE_WIDTH = {"statement": 78, "hint": 76, "answer": 74}
 

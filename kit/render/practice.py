@@ -16,11 +16,10 @@ from rich.live import Live
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from attn_kit.render import check
+from attn_kit.render import check, content
 from attn_kit.render.check import console
 
 
@@ -72,7 +71,7 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
         out.print(line)
         if getattr(item, "because", ""):
             out.print(Padding(Text(f"on {item.because}, which failed in your last check", style="muted"), (0, 0, 0, 2)))
-        out.print(Padding(check.content(item.hint.text), (0, 0, 0, 2)))
+        out.print(Padding(content.content(item.hint.text), (0, 0, 0, 2)))
         if item.hint.checks:
             out.print(Padding(Text("helps with: " + ", ".join(item.hint.checks), style="muted"), (0, 0, 0, 2)))
         following = next((n for n, h in enumerate(exercise.hints, 1) if n > item.level and h.title == item.hint.title), None)
@@ -154,6 +153,8 @@ def history_created(path, out: Console | None = None) -> None:
 
 
 def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
+    from rich.syntax import Syntax  # here: highlighting's imports serve this one view
+
     out = _out(out)
     for item in files:
         out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
@@ -214,7 +215,7 @@ def watch_screen(
 
 def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None) -> None:
     out = _out(out)
-    check.statement(exercise, out)
+    content.statement(exercise, out)
     out.print()
     out.print(
         Panel(
@@ -321,12 +322,12 @@ def key_point(number: int, text: str, out: Console | None = None, required: bool
 
 
 def model_answer(question, out: Console | None = None) -> None:
-    """A question's model answer (Markdown through render.content, so its code stays code) and
+    """A question's model answer (Markdown through render/content.py, so its code stays code) and
     where its facts come from."""
     out = _out(out)
     if question.answer:
         out.print(Padding(Text("Model answer:", style="label"), (0, 0, 0, 2)))
-        out.print(Padding(check.content(question.answer), (0, 0, 0, 4)))
+        out.print(Padding(content.content(question.answer), (0, 0, 0, 4)))
     if question.source:  # the reference, without the name of the test that checks it
         where = question.source.split("; checked by ")[0]
         out.print(Padding(Text("Source: " + where, style="muted"), (0, 0, 0, 4)))
@@ -539,7 +540,7 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
     dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
-    check.statement(exercise, out)
+    content.statement(exercise, out)
     if exercise.scoring:
         _scoring(exercise, out)
         _rule(out, scores)
