@@ -167,11 +167,10 @@ def test_cli_grades_the_reference():
 
 
 @pytest.mark.slow
-def test_test_tests_scores_the_strong_and_weak_files():
+def test_test_tests_scores_the_weak_file():
+    """(The strong file's grading is in test_testgrade.py, with the other exercises' strong files.)"""
     from attn_kit.practice import testgrade
 
-    strong = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_strong.py")
-    assert strong.exercise == "sliding-window" and strong.wrong_tests == [] and strong.missed == []
     weak = testgrade.grade_tests(CORPUS / "candidate_tests" / "window_weak.py")
     # window = 1 returning v also catches a weak fill value (the blocked keys keep some weight) and a
     # scale applied after the softmax (v comes back times 1/sqrt(d))
