@@ -20,7 +20,6 @@ from helpers import strict_json
 
 jsonschema = pytest.importorskip("jsonschema")
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).parent / "corpus" / "candidate_tests"
 
 
 def valid(name: str, obj: dict) -> None:
@@ -58,11 +57,17 @@ def test_check_output_matches_its_schema():
 
 
 @pytest.mark.slow  # 21 implementations under pytest: a few seconds
-def test_test_tests_output_matches_its_schema():
-    grade = testgrade.grade_tests(TESTS / "wrong_expectation.py", "mha-screen", timeout=10)
+def test_test_tests_output_matches_its_schema(tmp_path):
+    # paged-attention: the exercise with the fewest implementations to run the tests against
+    tests = tmp_path / "my_tests.py"
+    tests.write_text(
+        "from solution import paged_attention\n\n\ndef test_callable():\n    assert callable(paged_attention)\n\n\n"
+        "def test_believes_it_is_missing():\n    assert paged_attention is None, 'a wrong expectation'\n"
+    )
+    grade = testgrade.grade_tests(tests, timeout=10)
     data = json.loads(json.dumps(grade.to_json()))
     valid("test-tests", data)
-    assert data["wrong"]
+    assert data["exercise"] == "paged-attention" and data["wrong_tests"] == ["test_believes_it_is_missing"] and data["bugs"]
 
 
 def test_bench_output_matches_its_schema():
