@@ -267,7 +267,6 @@ def _version(path) -> tuple[str, int, int]:
 @functools.lru_cache(maxsize=None)
 def _grade(file: tuple[str, int, int], seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
     path = file[0]
-    _warm_up_for(path)
     return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only, timeout=timeout))
 
 
@@ -285,36 +284,6 @@ def graded_json(path, seed: int = 1, exercise: str | None = None, **options) -> 
     """(`check --json`'s object, the exit status `check` gives) for the cached report of PATH."""
     report = graded(path, seed, exercise, **options)
     return report.to_json(), EXIT_PASS if report.passed else EXIT_FAIL
-
-
-def _warm_up_for(path: str) -> None:
-    """Load PyTorch's meta-device kernels once in this process before grading a torch file.
-
-    mha-masked-bias checks device placement on the `meta` device, whose kernels PyTorch loads on
-    first use (about 2 s). A CLI run pays that once, in its worker. In-process grading forks every
-    worker from this process, so loading them here once saves it on each of the ~40 torch gradings;
-    what each check computes is unchanged."""
-    if _warm_up_for.done or "torch" not in Path(path).read_text(encoding="utf-8", errors="replace"):
-        return
-    _warm_up_for.done = True
-    try:
-        import numpy as np
-        import torch
-
-        from attn_kit.checks import mha_masked_bias as suite
-        from attn_kit.diagnosis.diagnose import load_module
-    except ImportError:
-        return
-    reference = load_module(str(solutions_dir("mha-masked-bias") / "reference_torch.py"))
-    case = suite.make_case(np.random.default_rng(0), bias=(2, 1, 4), causal=True, causal_offset=1)
-
-    def meta(values: dict) -> dict:
-        return {k: None if v is None else torch.tensor(v).to("meta") for k, v in values.items()}
-
-    reference.multihead_attention(meta(case.activations), meta(case.parameters), meta(case.masks), **case.kwargs)
-
-
-_warm_up_for.done = False
 
 
 @functools.lru_cache(maxsize=None)
