@@ -91,6 +91,7 @@ class _CliServer:
 
     def __init__(self):
         self.env = dict(os.environ)  # what the interpreter starts with; each command gets its own
+        self.owner = os.getpid()  # a forked test process starts its own server, never shares this socket
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen(
             [sys.executable, "-P", str(TESTS / "cli_server.py"), str(theirs.fileno())],
@@ -109,7 +110,7 @@ class _CliServer:
         if not sys.platform.startswith("linux"):  # SOCK_SEQPACKET, as the kit's own zygote uses
             return None
         server = cls.current
-        if server is None or server.proc.poll() is not None:
+        if server is None or server.owner != os.getpid() or server.proc.poll() is not None:  # none, forked, or ended
             server = cls.current = cls()
         if any(env.get(k) != server.env.get(k) for k in set(env) | set(server.env) if _starts_python(k)):
             return None
