@@ -8,7 +8,6 @@ whatever the candidate's code does, the worker answers with a record instead of 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import inspect
 import io
@@ -145,7 +144,7 @@ def _outside_stdlib(name: str) -> bool:
     return top not in sys.stdlib_module_names and top not in ("__main__", "__future__", "attn_kit") and not top.startswith("_attn_kit")
 
 
-class _ImportGuard(importlib.abc.MetaPathFinder):
+class _ImportGuard:  # a meta path finder (importlib.abc's base class costs the kit's start-up 2 ms of imports)
     """First on sys.meta_path in the worker. The kit's checks and solutions cannot be imported.
     Under --pure, modules outside the standard library that were loaded before the candidate's
     file (NumPy, preloaded by the zygote) are taken out of sys.modules, as in a fresh
@@ -178,7 +177,7 @@ class _ImportGuard(importlib.abc.MetaPathFinder):
         return None
 
 
-class _Restore(importlib.abc.Loader):
+class _Restore:  # a loader: create_module and exec_module are all the import system calls
     def __init__(self, module):
         self.module = module
 
@@ -187,6 +186,9 @@ class _Restore(importlib.abc.Loader):
 
     def exec_module(self, module):
         pass
+
+    def load_module(self, fullname: str):  # the legacy protocol, never called while exec_module exists
+        return self.module
 
 
 def _die_with_parent() -> None:
