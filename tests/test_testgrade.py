@@ -232,14 +232,15 @@ def test_after_the_crash():
         ),
         (
             "from solution import causal_mask\nwhile True:\n    pass\n\ndef test_x():\n    pass\n",
-            "did not finish within 1 s: is there a loop",
+            "did not finish within 0.5 s: is there a loop",
         ),
     ],
 )
 def test_unusable_test_files_give_one_clear_error(tmp_path, text, needle):
     path = tmp_path / "my_tests.py"
     path.write_text(text)
-    args = ("--exercise", "mha-screen") if "neither" in needle else ("--timeout", "1")
+    # the loop case spins for its timeout on each reference, in each of the two runs: 0.5 s, not more
+    args = ("--exercise", "mha-screen") if "neither" in needle else ("--timeout", "0.5")
     with ThreadPoolExecutor(2) as pool:  # side by side: the loop case waits out its timeout twice
         as_json = pool.submit(test_tests_json, path, *args)
         plain = pool.submit(attn_kit, "test-tests", path, *args)
