@@ -155,8 +155,8 @@ class _CliServer:
                     if fd >= 0:
                         os.close(fd)
             pid = self._read(deadline)
-            out, err, timed_out = _communicate(out_r, err_r, in_w, (input or "").encode(), deadline)
-            in_w = -1  # closed by _communicate
+            to_command, in_w = in_w, -1  # _communicate closes it, whatever happens there
+            out, err, timed_out = _communicate(out_r, err_r, to_command, (input or "").encode(), deadline)
             if timed_out:
                 os.kill(pid, signal.SIGKILL)
             status = self._read(max(deadline, time.monotonic()) + 30)
