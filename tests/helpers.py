@@ -74,7 +74,12 @@ def attn_kit(*args, cwd=None, timeout=120, env=None, input=None, fresh=False) ->
     server = None if fresh else _CliServer.for_env(full_env)
     if server is not None:
         return server.run(argv, cwd, full_env, timeout, input)
-    return subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input)
+    return _fresh(argv, cwd, full_env, timeout, input)
+
+
+def _fresh(argv, cwd, env, timeout, input) -> subprocess.CompletedProcess:
+    """The command in a new interpreter."""
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input)
 
 
 def _starts_python(key: str) -> bool:
@@ -134,7 +139,7 @@ class _CliServer:
 
     def run(self, argv, cwd, env, timeout, input) -> subprocess.CompletedProcess:
         if not self.lock.acquire(blocking=False):
-            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input)
+            return _fresh(argv, cwd, env, timeout, input)
         try:
             return self._run(argv, cwd, env, timeout, input)
         finally:
@@ -401,8 +406,15 @@ def await_hostile_run(proc: subprocess.Popen, spec: dict, markers: Path, token: 
         proc.kill()
         out, err = proc.communicate()
     seconds = time.monotonic() - started
+    return out, err, seconds, processes_left(token)
+
+
+def processes_left(token: str, grace: float = 5.0) -> list[str]:
+    """The processes carrying the token (processes_with) still alive after `grace` seconds (the
+    kernel takes a moment to empty a PID namespace). They are killed before this returns, so one
+    failing test does not leak into the others."""
     left: list[str] = []
-    deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
+    deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         left = processes_with(token)
         if not left:
@@ -413,7 +425,7 @@ def await_hostile_run(proc: subprocess.Popen, spec: dict, markers: Path, token: 
             os.kill(int(line.split(":")[0]), signal.SIGKILL)
         except OSError:
             pass
-    return out, err, seconds, left
+    return left
 
 
 def judge_run(name: str, spec: dict, run, who: str = "") -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import processes_with
+from helpers import processes_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")]
 
@@ -102,13 +102,5 @@ def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record
     assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
     assert "Interrupted." in err and "Traceback" not in out + err, err[-2000:]
     assert seconds < DEADLINE, f"the kit took {seconds:.1f} s to stop after Ctrl-C"
-    left = []
-    deadline = time.monotonic() + 5  # the kernel takes a moment to empty a PID namespace
-    while time.monotonic() < deadline:
-        left = processes_with(token)
-        if not left:
-            break
-        time.sleep(0.05)
-    for line in left:
-        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    left = processes_left(token)
     assert not left, f"processes left after Ctrl-C: {left}"
