@@ -60,7 +60,8 @@ SAME_EITHER_WAY = {
 def test_a_forked_command_says_what_a_fresh_one_says(tmp_path, name):
     fresh, forked = _both(tmp_path, name, *SAME_EITHER_WAY[name])
     assert forked == fresh
-    assert helpers._CliServer.current is not None  # the forked path was taken
+    # the second run took the forked path: its environment is one the server serves
+    assert helpers._CliServer.for_env(dict(os.environ, ATTN_KIT_HOME=str(tmp_path / name / "2"))) is not None
 
 
 def test_a_forked_command_reads_its_stdin_and_is_stopped_at_its_timeout(tmp_path):
@@ -70,5 +71,6 @@ def test_a_forked_command_reads_its_stdin_and_is_stopped_at_its_timeout(tmp_path
     hang.write_text("import time\n\ntime.sleep(60)\n")  # while the kit loads it
     with pytest.raises(subprocess.TimeoutExpired):
         attn_kit("check", hang, "--exercise", "mha-screen", "--timeout", "30", timeout=1)
-    assert helpers._CliServer.current is None or helpers._CliServer.current.proc.poll() is None
-    assert attn_kit("--version").returncode == 0  # the next command gets a working server
+    server = helpers._CliServer.current
+    assert server is not None and server.proc.poll() is None  # only the command was stopped
+    assert attn_kit("--version").returncode == 0 and helpers._CliServer.current is server
