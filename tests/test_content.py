@@ -487,9 +487,11 @@ def test_kv_cache_size_estimate():
 
 def test_decode_bandwidth_bound_figures():
     points = " ".join(question("kv-cache", "decode-bandwidth-bound").key_points)
-    weights, bandwidth = 16e9, 2e12
-    assert f"at least {weights / bandwidth * 1e3:.0f} ms per step" in points
-    assert f"about {2**30 / bandwidth * 1e3:.2f} ms" in points
+    weights, h100, b200 = 16e9, 3.35e12, 8e12  # the stated hardware: H100 SXM (HBM3) and B200
+    assert f"on an H100 SXM (3.35 TB/s of HBM3) take at least {weights / h100 * 1e3:.1f} ms per step" in points
+    assert f"on a B200 (8 TB/s) at least {weights / b200 * 1e3:.1f} ms" in points
+    assert f"1 GiB of cache adds about {2**30 / h100 * 1e3:.2f} ms at 3.35 TB/s" in points
+    assert "2 TB/s" not in points  # the 2022 figure the bound used to rest on
 
 
 def test_gqa_cache_budget_figures():
@@ -498,8 +500,12 @@ def test_gqa_cache_budget_figures():
     assert f"= {per_token:,} bytes = {per_token // 1024} KiB" in points
     per_sequence = per_token * 8192
     assert per_sequence == 2**30 and "per 8,192-token sequence: 1 GiB; a batch of 32: 32 GiB" in points
-    fits = int((80e9 - 16e9) // per_sequence)
-    assert f"fits about {fits} such sequences" in points
+    card, weights, planned = 80e9, 16e9, 0.9  # "80 GB" is decimal; vLLM plans with 90 % of it
+    assert f"holds 80·10⁹ bytes = {card / 2**30:.1f} GiB" in points
+    assert f"16 GB = {weights / 2**30:.1f} GiB of bf16 weights" in points
+    left = planned * card - weights
+    assert f"has about {left / 2**30:.1f} GiB left, so about {int(left // per_sequence)} such sequences" in points
+    assert int(left // per_sequence) < int((card - weights) // per_sequence)  # headroom costs sequences
     assert 2 * 32 * 32 * 128 * 2 * 8192 == 4 * 2**30 and "4 GiB" in points
     assert 16 / 8 == 2 and "replicated on 16 / 8 = 2 GPUs" in " ".join(question("gqa", "gqa-tensor-parallel").key_points)
 

@@ -267,6 +267,14 @@ def test_nope_interleaved_cache_fraction():
     fraction = (3 * min(W, T) + T) / (4 * T)
     assert f"{fraction:.1%}" == "27.3%"
     says("nope-interleaved", "27.3 % at W = 4,096 and T = 131,072")
+    # Llama 4's RoPE layers are chunked (C = 8,192), not sliding: a token sees only its own chunk
+    C = 8192
+    seen = [t % C + 1 for t in range(T)]  # keys a chunked layer's query t attends to
+    assert max(seen) == C and seen[C] == 1  # the first token of a chunk sees only itself
+    chunked = (3 * C + T) / (4 * T)
+    assert f"{chunked:.1%}" == "29.7%"
+    says("nope-interleaved", "chunk of C = 8,192 tokens", "(3·C + T)/(4T) of all-global, 29.7 % at T = 131,072", "29.7 % at T = 131,072")
+    assert "calls its interleaving iRoPE" not in text("nope-interleaved")
     # order leaks through a causal mask: identical tokens, different outputs by position count
     x = np.tile(np.array([[1.0, 0.0]]), (3, 1))
     x[1] = [0.0, 1.0]
@@ -373,7 +381,18 @@ def test_ssm_state_and_hybrid_cache():
     state = d_model * expand * N
     per_token = 2 * 8 * 128
     assert (state, per_token, state // per_token) == (131072, 2048, 64)
-    says("ssm-hybrids", "8,192 × 16 = 131,072 numbers", "2·8·128 = 2,048 numbers per token", "64 tokens")
+    says("ssm-hybrids", "8,192 × 16 = 131,072 numbers", "2·8·128 = 2,048 numbers per token")
+    d_inner, d_conv = d_model * expand, 4  # the short causal convolution keeps its last d_conv - 1 inputs
+    conv = d_inner * (d_conv - 1)
+    assert (conv, conv / state, state + conv, (state + conv) // per_token) == (24576, 0.1875, 155648, 76)
+    assert d_inner * d_conv / state == 0.25  # a buffer of all d_conv inputs, as reference code keeps
+    says(
+        "ssm-hybrids",
+        "8,192 × 3 = 24,576 numbers (+18.75 %",
+        "buffer of all 4, +25 %",
+        "Together 155,648 numbers: about 76 tokens",
+        "(24,576 numbers, +18.75 %): 155,648 numbers, the KV cache of 76 tokens",
+    )
     layers = 32
     assert (layers // 8) / layers == 1 / 8  # 1 attention layer in 8
     says("ssm-hybrids", "the KV cache is 1/8")

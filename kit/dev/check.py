@@ -476,6 +476,24 @@ def exercise_links(content: Content) -> Iterable[Problem]:
                 yield Problem(where, f"a hint's concept '{concept}' is no bug's or question's concept")
 
 
+@validator
+def bug_texts_reword_bugs_of_the_exercise(content: Content) -> Iterable[Problem]:
+    """Every [[bug_texts]] entry rewords a catalogue bug that has a file in this exercise, once,
+    and sets at least one text (symptom, fix or test_idea)."""
+    for exercise in content.exercises.values():
+        where = content.relative(exercise.path)
+        present = {bug_id_of(p) for p in content.bug_files(exercise.id)}
+        seen: set[str] = set()
+        for entry in exercise.bug_texts:
+            if entry.bug not in content.bugs or entry.bug not in present:
+                yield Problem(where, f"[[bug_texts]] '{entry.bug}' is not a catalogue bug with a file under solutions/{exercise.id}/bugs/")
+            if entry.bug in seen:
+                yield Problem(where, f"[[bug_texts]] '{entry.bug}' is given twice")
+            seen.add(entry.bug)
+            if not any(t.strip() for t in (entry.symptom, entry.fix, entry.test_idea)):
+                yield Problem(where, f"[[bug_texts]] '{entry.bug}' sets no text (symptom, fix or test_idea)")
+
+
 CONCEPTS_FILE = "concepts.toml"  # prompts/concepts.toml: [concept_words] and [bug_words]
 
 

@@ -67,15 +67,19 @@ def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
 
 
 def hint_for_bug(exercise: catalog.Exercise, checks: Sequence[Check], bug_id: str) -> int | None:
-    """The one hint every check diagnosed as `bug_id` points at: the first hint on the bug's
-    concept, else the hint of the check that catches the bug most narrowly (fewest declared
-    catches, then suite order), so one mistake never scatters over several topics."""
+    """The one hint every check diagnosed as `bug_id` points at, so one mistake never scatters
+    over several topics: among the hints on the bug's concept, the one that lists the check
+    catching the bug most narrowly (fewest declared catches, then suite order); else the first
+    hint on that concept; else the hint of that narrowest check whatever its concept. An exercise
+    whose topics share a concept thus still sends each bug to the topic about its own check."""
     bug = catalog.bugs().get(bug_id)
-    level = hint_for_concept(exercise, bug.concept) if bug else None
+    narrow = [checks[i] for _, i in sorted((len(c.catches), i) for i, c in enumerate(checks) if bug_id in c.catches)]
+    on_concept = [n for n, hint in enumerate(exercise.hints, start=1) if bug and hint.concept == bug.concept]
+    listed = (n for check in narrow for n in on_concept if check.id in exercise.hints[n - 1].checks)
+    level = next(listed, None) or (on_concept[0] if on_concept else None)
     if level is not None:
         return level
-    narrow = sorted((len(c.catches), i) for i, c in enumerate(checks) if bug_id in c.catches)
-    return next((h for _, i in narrow if (h := hint_for(exercise, checks[i])) is not None), None)
+    return next((h for check in narrow if (h := hint_for(exercise, check)) is not None), None)
 
 
 def run_check(
@@ -270,9 +274,9 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     if progress is not None and any(r.status in FAILED for r in results):
         progress(f"{source.path.name}: matching the failures against the known bugs")
     finding = diagnose.analyse(exercise, results)
-    diagnoses = list(finding.diagnoses)
+    diagnoses = [_in_exercise(exercise, d) for d in finding.diagnoses]
     if written and not any(d.bug == MUTATION_BUG for d in diagnoses):
-        diagnoses.append(_mutation_diagnosis(written, results))
+        diagnoses.append(_in_exercise(exercise, _mutation_diagnosis(written, results)))
         finding.check_bug.update({d: MUTATION_BUG for d in diagnoses[-1].checks if d not in finding.check_bug})
     # the report is built once, from settled results: each failed check with the bug the
     # diagnosis attributes it to, and the hint about that bug
@@ -350,6 +354,15 @@ def _run_checks(
         late = sandbox.finish()
     order = {c.id: i for i, c in enumerate(planned)}
     return sorted(results, key=lambda r: order[r.id]), late  # shown in the suite's order
+
+
+def _in_exercise(exercise: catalog.Exercise, diagnosis: Diagnosis) -> Diagnosis:
+    """The diagnosis with the exercise's own wording of the bug ([[bug_texts]]): a fix that holds
+    under the exercise's conventions, not only the shared catalogue's."""
+    bug = exercise.bug(diagnosis.bug)
+    if bug is None:
+        return diagnosis
+    return dataclasses.replace(diagnosis, explanation=bug.symptom, fix=bug.fix)
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

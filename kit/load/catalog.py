@@ -89,6 +89,19 @@ class Property:
 
 
 @dataclass(frozen=True)
+class BugText:
+    """An exercise's own wording of a catalogue bug (`[[bug_texts]]`): the texts it sets replace
+    the shared ones of prompts/bugs.toml wherever the bug is shown for this exercise, for a fix or
+    a test idea that would be wrong under the exercise's conventions (its widths, its output for a
+    fully blocked row, its function names)."""
+
+    bug: str  # a bug id of prompts/bugs.toml with a file under solutions/<exercise>/bugs/
+    symptom: str = ""
+    fix: str = ""
+    test_idea: str = ""
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     minute: int  # minutes into the screen
     expect: str  # where a candidate on track is by then
@@ -175,6 +188,7 @@ class Exercise:
     builds: str = ""  # the README's Exercises table: what you build (`dev check` requires it)
     proves: str = ""  # the README's follow-ups table: what the kit proves (a row when set)
     properties: tuple[PropertyCell, ...] = ()  # the [properties] table: the README's headline properties
+    bug_texts: tuple[BugText, ...] = ()  # [[bug_texts]]: this exercise's wording of shared bugs
     path: Path = field(default=Path(), compare=False)
 
     @property
@@ -189,6 +203,11 @@ class Exercise:
         """Known bugs with an implementation under solutions/<id>/bugs/, in catalogue order."""
         present = {bug_id_of(p) for p in bug_files(self.id)}
         return tuple(b for b in bugs() if b in present)
+
+    def bug(self, bug_id: str) -> Bug | None:
+        """The catalogue's bug as this exercise states it: its [[bug_texts]] entry's texts over the
+        shared ones of prompts/bugs.toml (None for an id the catalogue does not have)."""
+        return bug_in(self, bug_id)
 
 
 SEVERITIES = ("crash", "wrong", "edge")  # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
@@ -249,6 +268,7 @@ def load_exercise(path: Path) -> Exercise:
         "scoring": Dimension,
         "checkpoints": Checkpoint,
         "seniority": Seniority,
+        "bug_texts": BugText,
     }
     for key, cls in nested.items():
         if key in data:
@@ -340,6 +360,16 @@ def load_bugs(path: Path) -> dict[str, Bug]:
 def bugs() -> dict[str, Bug]:
     """The known-bug catalogue by id, in file order."""
     return load_bugs(package_dir("prompts") / "bugs.toml")
+
+
+def bug_in(exercise: Exercise | None, bug_id: str) -> Bug | None:
+    """The catalogue's bug `bug_id` with `exercise`'s own texts ([[bug_texts]]) where it sets them."""
+    shared = bugs().get(bug_id)
+    own = next((t for t in exercise.bug_texts if t.bug == bug_id), None) if exercise is not None else None
+    if shared is None or own is None:
+        return shared
+    changed = {k: getattr(own, k) for k in ("symptom", "fix", "test_idea") if getattr(own, k).strip()}
+    return dataclasses.replace(shared, **changed)
 
 
 def exercise(exercise_id: str) -> Exercise:

@@ -767,4 +767,4 @@ def _coverage(exercise: catalog.Exercise, bug_runs: list[ImplementationRun], eli
                 )
         if run.error:
             notes[run.bug].append(f"the test file could not be imported with this bug{label}: {run.error.strip().splitlines()[-1][:200]}")
-    return [BugCoverage(b, known[b].title, known[b].test_idea, forms[b], tuple(notes[b])) for b in exercise.bug_ids]
+    return [BugCoverage(b, known[b].title, (exercise.bug(b) or known[b]).test_idea, forms[b], tuple(notes[b])) for b in exercise.bug_ids]
