@@ -103,7 +103,7 @@ def test_mha_masked_bias_scales_by_its_own_per_head_width():
     assert "num_heads" in shared.fix  # the shared wording, right where D is the model width
     anchor = exercise.scoring[0].anchors[1]
     assert "1/sqrt(D)" in anchor and "sqrt(D/H)" not in anchor
-    torch = pytest.importorskip("torch")
+    torch = need_torch()
     module = load_module(str(solutions_dir("mha-masked-bias") / "reference_torch.py"))
     gen = torch.Generator().manual_seed(0)
     heads, D, Cq = 2, 3, 4
