@@ -56,7 +56,7 @@ def scoring_problems(exercise: catalog.Exercise) -> list[str]:
 
 
 def screen_problems(exercise: catalog.Exercise) -> list[str]:
-    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations
+    """What to watch for, time checkpoints rising within the screen, seniority expectations
     (devcheck.screen_problems, follow-ups aside)."""
     return [f"{exercise.id}: {m}" for m in devcheck.screen_problems(exercise) if not m.startswith("follow-up")]
 
@@ -127,7 +127,8 @@ def test_the_invariants_can_fail():
     prose = tuple(dataclasses.replace(h, text="In words only.") if h.step == "code" else h for h in good.hints)
     assert any("near-code but holds no code block" in p for p in hint_problems(dataclasses.replace(good, hints=prose)))
     three = dataclasses.replace(good.scoring[0], anchors=good.scoring[0].anchors[:3])
-    assert any("rubric" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
+    assert any("[[rubric]]" in p for p in screen_problems(dataclasses.replace(good, rubric=(catalog.RubricItem("x"),))))
+    assert any("[[rubric]]" in p for p in screen_problems(dataclasses.replace(good, rubric=good.rubric[:2])))
     assert any("checkpoints" in p for p in screen_problems(dataclasses.replace(good, checkpoints=())))
     assert any("3 anchors, not 4" in p for p in scoring_problems(dataclasses.replace(good, scoring=(three,) + good.scoring[1:])))
     assert any("dimensions" in p for p in scoring_problems(dataclasses.replace(good, scoring=good.scoring[1:])))

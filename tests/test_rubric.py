@@ -351,3 +351,116 @@ def test_an_abandoned_session_gets_no_scores_and_no_recommendation(tmp_path):
     ungraded = mock.report_data(session, mock.MockStatus.SUBMITTED, 10.0, now())  # could not be graded
     assert ungraded["scoring"][0]["score"] == 1 and ungraded["recommendation"]["range"] == ["no", "no"]
     assert "the file could not be graded" in ungraded["scoring"][0]["why"]
+
+
+# --- the calibration (issue 37): an edge counts once, one gap caps, levels differ, discussion feeds systems
+
+
+def test_an_edge_bug_counts_once():
+    """Correctness 3 (an edge bug) and robustness 2 (the same edge) used to total 16: lean no."""
+    scores = six(3, 2, 3, 3, 3, 2)
+    assert sum(scores.values()) == 16 and rubric.edge_overlap(scores) == 1
+    verdict, reasons = rubric.recommend(scores)
+    assert verdict == "hire" and any("total 17 (the edge bug counted once)" in r for r in reasons)
+    assert rubric.edge_overlap(six(3, 4, 3, 3, 3, 2)) == 0  # robustness untouched: nothing counted twice
+    assert rubric.edge_overlap(six(2, 2, 3, 3, 3, 3)) == 0  # wrong on ordinary inputs is not an edge
+    assert rubric.recommend(six(3, 4, 3, 3, 3, 1))[0] == "lean no"  # the relief is for the edge alone
+
+
+@pytest.mark.parametrize("level", rubric.LEVELS)
+def test_one_missing_dimension_caps_instead_of_vetoing(level):
+    verdict, reasons = rubric.recommend(six(4, 4, 4, 1, 4, 4), level)
+    assert verdict == "hire", reasons
+    assert reasons[-1].startswith("hire: tests 1 is the one dimension below the floor; it caps")
+    assert rubric.recommend(six(4, 1, 1, 4, 4, 4), level)[0] == "lean no"  # two gaps still veto hire
+    assert rubric.recommend(six(4, 4, 4, 4, 4, 4), level)[0] == "strong hire"
+
+
+@pytest.mark.parametrize(
+    "scores, junior, mid, senior",
+    [
+        ((4, 4, 4, 3, 3, 3), "strong hire", "strong hire", "hire"),  # a senior needs systems 4 for strong hire
+        ((3, 3, 3, 3, 1, 3), "hire", "lean no", "lean no"),  # a junior is not held to systems depth
+        ((4, 4, 4, 4, 2, 4), "strong hire", "hire", "lean no"),
+        ((2, 2, 2, 2, 2, 1), "lean no", "no", "no"),
+    ],
+)
+def test_junior_and_senior_rules_differ(scores, junior, mid, senior):
+    got = {level: rubric.recommend(six(*scores), level)[0] for level in rubric.LEVELS}
+    assert got == {"junior": junior, "mid": mid, "senior": senior}
+
+
+def test_the_levels_are_the_seniority_levels_and_an_unknown_one_is_a_usage_error():
+    from attn_kit.base.errors import UsageError
+
+    assert rubric.VERDICTS == rubric.VERDICTS_BY_LEVEL[rubric.DEFAULT_LEVEL]
+    assert all({s.level for s in e.seniority} <= set(rubric.LEVELS) for e in EXERCISES)
+    with pytest.raises(UsageError, match="junior, mid, senior"):
+        rubric.recommend(six(4, 4, 4, 4, 4, 4), "principal")
+
+
+@pytest.mark.parametrize(
+    "covered, score",
+    [
+        ([], None),
+        ([(4, 4, True), (3, 4, True)], 4),  # 7 of 8, every required point
+        ([(4, 4, True), (3, 4, False)], 3),  # a required point missed keeps it from 4
+        ([(2, 4, True), (2, 4, True)], 3),
+        ([(1, 4, True), (1, 4, False)], 2),
+        ([(0, 4, False), (0, 3, False)], 1),
+    ],
+)
+def test_discussion_coverage_gives_the_systems_score(covered, score):
+    assert rubric.systems_from_discussion(covered) == score
+
+
+def test_the_mock_report_scores_systems_from_the_discussion():
+    exercise = catalog.exercise("kv-cache")
+    first, second = exercise.questions[:2]
+    talk = [
+        mock.Discussion(first, "", [True] * len(first.key_points)),
+        mock.Discussion(second, "", [i in second.required for i in range(len(second.key_points))]),
+    ]
+    rows = {row["dimension"]: row for row in mock.scores(exercise, None, (), discussion=talk)}
+    got = len(first.key_points) + len(second.required)
+    total = len(first.key_points) + len(second.key_points)
+    assert rows["systems"]["score"] == rubric.systems_from_discussion([(got, total, True)])
+    assert rows["systems"]["why"] == f"the discussion covered {got} of {total} key points; every required point covered"
+    assert {row["dimension"]: row for row in mock.scores(exercise, None, ())}["systems"]["score"] is None
+    systems_hint = next((n for n, h in enumerate(exercise.hints, 1) if h.dimension == "systems"), None)
+    if systems_hint is not None:  # a used hint on systems still caps it at 3
+        capped = {row["dimension"]: row for row in mock.scores(exercise, None, (systems_hint,), discussion=talk)}
+        assert capped["systems"]["score"] <= 3
+
+
+def test_the_sheet_shows_the_level_s_rule(tmp_path):
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+
+    result = CliRunner().invoke(cli, ["mock", "rope", "--interviewer", "--scores", "4,4,4,4,2,4", "--level", "senior"])
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "Recommendation (senior level)" in flat and "systems ≥ 3" in flat and "Recommendation: lean no" in flat
+    assert "An edge bug counts once" in flat
+    junior = CliRunner().invoke(cli, ["mock", "rope", "--interviewer", "--scores", "4,4,4,4,2,4", "--level", "junior"])
+    assert "Recommendation: strong hire" in " ".join(junior.output.split())
+    alone = CliRunner().invoke(cli, ["mock", "rope", "--level", "senior"])
+    assert alone.exit_code == 2 and "--level goes with --interviewer" in alone.output
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.id)
+def test_every_exercise_has_what_to_watch_for(exercise):
+    """`mock --help` promises the interviewer's sheet shows what to watch for: every exercise has it."""
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+
+    assert "what to watch for" in CliRunner().invoke(cli, ["mock", "--help"]).output
+    assert len(exercise.rubric) >= check.WATCH_ITEMS and all(item.why for item in exercise.rubric)
+    out = Console(record=True, width=80, color_system=None)
+    practice.interviewer_sheet(exercise, out)
+    flat = " ".join(out.export_text().split())
+    assert "What to watch for" in flat
+    for item in exercise.rubric:
+        assert " ".join(item.watch_for.split()) in flat

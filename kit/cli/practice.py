@@ -359,10 +359,17 @@ class MockTerminal:
     "sheet then shows the recommendation and why.",
 )
 @click.option(
+    "--level",
+    "level",
+    type=click.Choice(["junior", "mid", "senior"]),
+    default=None,
+    help="With --interviewer: the candidate's level, whose rule turns the scores into a recommendation (default mid).",
+)
+@click.option(
     "--unattended", is_flag=True, help="Run even though input is not a terminal (no keys; ends at time-up; defaults at end of input)."
 )
 @reports_errors
-def mock(exercise, minutes, parent, interviewer, scores, unattended):
+def mock(exercise, minutes, parent, interviewer, scores, level, unattended):
     """Run a timed mock screen.
 
     Writes a fresh starter into a new session folder, shows the statement and a live
@@ -381,7 +388,7 @@ def mock(exercise, minutes, parent, interviewer, scores, unattended):
       attn-kit mock mha-screen --minutes 45
       attn-kit mock --dir ~/screens
       attn-kit mock mha-screen --interviewer
-      attn-kit mock mha-screen --interviewer --scores 3,2,3,3,2,3
+      attn-kit mock mha-screen --interviewer --scores 3,2,3,3,2,3 --level senior
     """
     from attn_kit.base.errors import UsageError
     from attn_kit.load import catalog
@@ -391,12 +398,14 @@ def mock(exercise, minutes, parent, interviewer, scores, unattended):
 
     if scores is not None and not interviewer:
         raise UsageError("--scores goes with --interviewer: it fills in the sheet's recommendation.")
+    if level is not None and not interviewer:
+        raise UsageError("--level goes with --interviewer: it picks the rule the sheet's recommendation follows.")
     if interviewer:
         from attn_kit.grading.rubric import parse_scores
 
         given = parse_scores(scores) if scores is not None else None
         ex = catalog.exercise(exercise) if exercise else mock_module.choose_exercise(None)
-        render_practice.interviewer_sheet(ex, scores=given)
+        render_practice.interviewer_sheet(ex, scores=given, level=level)
         return
     store = None
     try:

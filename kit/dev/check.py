@@ -437,12 +437,16 @@ def _topic_problems(hints: tuple[catalog.Hint, ...]) -> list[str]:
     return problems
 
 
+WATCH_ITEMS = 3  # what-to-watch-for items an exercise gives the interviewer
+
+
 def screen_problems(exercise: catalog.Exercise) -> list[str]:
-    """No old [[rubric]] left, time checkpoints rising within the screen, seniority expectations,
+    """What to watch for (at least WATCH_ITEMS [[rubric]] items, each with its why: `mock --help`
+    promises the section), time checkpoints rising within the screen, seniority expectations,
     and every follow-up carries the answer a strong candidate gives."""
     problems = []
-    if exercise.rubric:
-        problems.append("still has the old [[rubric]] (use [[scoring]])")
+    if len(exercise.rubric) < WATCH_ITEMS or not all(item.watch_for.strip() and item.why.strip() for item in exercise.rubric):
+        problems.append(f"needs at least {WATCH_ITEMS} [[rubric]] items (watch_for and why): the interviewer sheet's 'What to watch for'")
     minutes = [c.minute for c in exercise.checkpoints]
     if not minutes or minutes != sorted(set(minutes)) or minutes[0] <= 0 or minutes[-1] > exercise.minutes:
         problems.append(f"[[checkpoints]] at minutes {minutes} must rise strictly within {exercise.minutes} minutes")

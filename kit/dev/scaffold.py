@@ -305,6 +305,19 @@ dimension = "communication"
 anchors = ["{todo}: communication 1", "{todo}: communication 2", "{todo}: communication 3",
            "{todo}: communication 4"]
 
+# What to watch for (mock --interviewer): what the interviewer looks at, and why.
+[[rubric]]
+watch_for = "{todo}: the first thing to watch the candidate do"
+why = "{todo}: why it tells the levels apart"
+
+[[rubric]]
+watch_for = "{todo}: the second thing to watch"
+why = "{todo}: why it matters"
+
+[[rubric]]
+watch_for = "{todo}: the third thing to watch"
+why = "{todo}: why it matters"
+
 # Where a candidate on track is during the mock screen (minutes rising within `minutes`).
 [[checkpoints]]
 minute = 10

@@ -99,26 +99,83 @@ def correctness_reason(report: Report | None) -> str:
 
 
 # --- the recommendation -------------------------------------------------------------------------
+#
+# Calibrated per level (junior, mid, senior: an exercise's [[seniority]] levels). Three rules keep
+# one weakness from counting twice or vetoing the rest:
+# - an edge bug counts once: it lowers correctness to 3 and robustness below 4 for the same
+#   reason, so the total gets that point back (EDGE_OVERLAP);
+# - one dimension below a verdict's "every dimension" floor caps the result one verdict below what
+#   the other five earn instead of vetoing it (4,4,4,1,4,4 is hire, not lean no); two or more still
+#   veto, and so does a level's named floor (a senior's systems);
+# - the discussion's coverage of the key points feeds the systems score (systems_from_discussion).
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A recommendation and what it needs: a minimum correctness, a minimum for every dimension,
-    a minimum total of the six scores."""
+    """A recommendation and what it needs: a minimum correctness, a minimum for every dimension
+    (`each`, except the dimensions `exempt` from it), minimums for named dimensions (`at_least`),
+    and a minimum total of the six scores."""
 
     name: str
     correctness: int = 1
     each: int = 1
     total: int = 6
+    exempt: tuple[str, ...] = ()
+    at_least: tuple[tuple[str, int], ...] = ()
 
 
-# Best first; the first verdict whose every floor is met is the recommendation.
-VERDICTS = (
-    Verdict("strong hire", correctness=4, each=3, total=21),
-    Verdict("hire", correctness=3, each=2, total=17),
-    Verdict("lean no", correctness=2, each=1, total=12),
-    Verdict("no"),
-)
+LEVELS = ("junior", "mid", "senior")
+DEFAULT_LEVEL = "mid"
+
+# Best first, per level; the first verdict whose every floor is met is the recommendation. A junior
+# is not held to systems depth; a senior is (systems ≥ 3 for hire, 4 for strong hire).
+VERDICTS_BY_LEVEL = {
+    "junior": (
+        Verdict("strong hire", correctness=4, each=3, total=20, exempt=("systems",)),
+        Verdict("hire", correctness=3, each=2, total=16, exempt=("systems",)),
+        Verdict("lean no", correctness=2, each=1, total=11),
+        Verdict("no"),
+    ),
+    "mid": (
+        Verdict("strong hire", correctness=4, each=3, total=21),
+        Verdict("hire", correctness=3, each=2, total=17),
+        Verdict("lean no", correctness=2, each=1, total=12),
+        Verdict("no"),
+    ),
+    "senior": (
+        Verdict("strong hire", correctness=4, each=3, total=22, at_least=(("systems", 4),)),
+        Verdict("hire", correctness=3, each=2, total=18, at_least=(("systems", 3),)),
+        Verdict("lean no", correctness=2, each=1, total=13),
+        Verdict("no"),
+    ),
+}
+VERDICTS = VERDICTS_BY_LEVEL[DEFAULT_LEVEL]
+
+EDGE_SCORE = SEVERITY_SCORE["edge"]  # the correctness an edge bug leaves: 3
+
+
+def edge_overlap(scores: dict[str, int]) -> int:
+    """1 when one edge bug is scored twice: correctness 3 (its causes show only at an edge) and
+    robustness below 4 (the dimension that scores edges); the total counts it once."""
+    return int(scores["correctness"] == EDGE_SCORE and scores["robustness"] < 4)
+
+
+def verdicts(level: str = DEFAULT_LEVEL) -> tuple[Verdict, ...]:
+    """The verdicts of a level, best first; a UsageError names the levels for any other."""
+    if level not in VERDICTS_BY_LEVEL:
+        raise UsageError(f"unknown level '{level}': the levels are {', '.join(LEVELS)}")
+    return VERDICTS_BY_LEVEL[level]
+
+
+def _floor(verdict: Verdict, dimension: str) -> int:
+    named = dict(verdict.at_least).get(dimension)
+    base = 1 if dimension in verdict.exempt else verdict.each
+    return max(base, named or 1)
+
+
+def _below(verdict: Verdict, scores: dict[str, int]) -> list[str]:
+    """The dimensions other than correctness under their floor in `verdict`."""
+    return [d for d, s in scores.items() if d != "correctness" and s < _floor(verdict, d)]
 
 
 def unmet(verdict: Verdict, scores: dict[str, int]) -> list[str]:
@@ -126,25 +183,51 @@ def unmet(verdict: Verdict, scores: dict[str, int]) -> list[str]:
     missed = []
     if scores["correctness"] < verdict.correctness:
         missed.append(f"correctness {scores['correctness']} is below {verdict.correctness}")
-    low = [f"{d} {s}" for d, s in scores.items() if s < verdict.each]
-    if low:
-        missed.append(f"{' and '.join(low)} {'is' if len(low) == 1 else 'are'} below {verdict.each}")
-    total = sum(scores.values())
+    by_floor: dict[int, list[str]] = {}
+    for d in _below(verdict, scores):
+        by_floor.setdefault(_floor(verdict, d), []).append(f"{d} {scores[d]}")
+    for floor, low in sorted(by_floor.items()):
+        missed.append(f"{' and '.join(low)} {'is' if len(low) == 1 else 'are'} below {floor}")
+    total = sum(scores.values()) + edge_overlap(scores)
     if total < verdict.total:
-        missed.append(f"total {total} is below {verdict.total}")
+        counted = " (the edge bug counted once)" if edge_overlap(scores) else ""
+        missed.append(f"total {total}{counted} is below {verdict.total}")
     return missed
 
 
-def recommend(scores: dict[str, int]) -> tuple[str, list[str]]:
-    """The recommendation for six scores and its reasons: why each better verdict was missed, then
-    which floors the chosen one met."""
-    reasons: list[str] = []
-    for verdict in VERDICTS:
-        missed = unmet(verdict, scores)
-        if not missed:
-            return verdict.name, reasons + [f"{verdict.name}: {floors(verdict)}, all met"]
-        reasons.append(f"not {verdict.name}: " + "; ".join(missed))
-    raise AssertionError("the last verdict has no floors")  # pragma: no cover - VERDICTS ends with "no"
+def _first_met(table: tuple[Verdict, ...], scores: dict[str, int]) -> int:
+    return next(i for i, v in enumerate(table) if not unmet(v, scores))
+
+
+def _lone_cap(table: tuple[Verdict, ...], scores: dict[str, int]) -> tuple[int, str] | None:
+    """(the capped verdict's index, the dimension) when, at the first verdict missed, exactly one
+    dimension other than correctness is below its floor: the result is one step below what the
+    other five earn (that dimension read as 4), never a veto."""
+    first = _first_met(table, scores)
+    for verdict in table[:first]:
+        below = _below(verdict, scores)
+        if len(below) == 1 and below[0] not in dict(verdict.at_least):  # a level's named floor is never excused
+            lifted = _first_met(table, {**scores, below[0]: 4})
+            return min(lifted + 1, len(table) - 1), below[0]
+        if below:
+            return None
+    return None
+
+
+def recommend(scores: dict[str, int], level: str = DEFAULT_LEVEL) -> tuple[str, list[str]]:
+    """The recommendation for six scores at `level` and its reasons: why each better verdict was
+    missed, then which floors the chosen one met (or which single dimension capped it)."""
+    table = verdicts(level)
+    chosen = _first_met(table, scores)
+    last = f"{table[chosen].name}: {floors(table[chosen])}, all met"
+    cap = _lone_cap(table, scores)
+    if cap is not None and cap[0] < chosen:
+        chosen, dimension = cap
+        last = (
+            f"{table[chosen].name}: {dimension} {scores[dimension]} is the one dimension below the floor; it caps "
+            f"the result one step below what the other five earn instead of vetoing it"
+        )
+    return table[chosen].name, [f"not {v.name}: " + "; ".join(unmet(v, scores)) for v in table[:chosen]] + [last]
 
 
 def floors(verdict: Verdict) -> str:
@@ -153,17 +236,48 @@ def floors(verdict: Verdict) -> str:
     if verdict.correctness > 1:
         parts.append(f"correctness ≥ {verdict.correctness}")
     if verdict.each > 1:
-        parts.append(f"every dimension ≥ {verdict.each}")
+        but = f" but {' and '.join(verdict.exempt)}" if verdict.exempt else ""
+        parts.append(f"every dimension{but} ≥ {verdict.each}")
+    parts += [f"{d} ≥ {n}" for d, n in verdict.at_least]
     if verdict.total > len(catalog.DIMENSIONS):
         parts.append(f"total ≥ {verdict.total}")
     return ", ".join(parts) or "otherwise"
 
 
-def recommendation_range(scores: dict[str, int | None]) -> tuple[str, str]:
+RULES = (
+    "An edge bug counts once: with correctness 3 and robustness below 4, the total gets a point back.",
+    "One dimension under the every-dimension floor caps the result one verdict below what the other five earn; "
+    "two or more, or a level's named floor, veto it.",
+    "Systems takes the discussion's coverage into account: the key points covered, required first.",
+)
+
+
+def systems_from_discussion(covered: list[tuple[int, int, bool]]) -> int | None:
+    """The systems score the discussion supports: for each question (points covered, points in all,
+    every required point covered). None without a discussion; else 4 when at least three quarters of
+    all points and every required point are covered, 3 from half, 2 from a quarter, else 1."""
+    if not covered or not sum(total for _, total, _ in covered):
+        return None
+    share = sum(got for got, _, _ in covered) / sum(total for _, total, _ in covered)
+    required = all(ok for _, _, ok in covered)
+    if share >= 0.75 and required:
+        return 4
+    return 3 if share >= 0.5 else 2 if share >= 0.25 else 1
+
+
+def systems_reason(covered: list[tuple[int, int, bool]]) -> str:
+    """One line saying why systems_from_discussion gave its score."""
+    got, total = sum(c for c, _, _ in covered), sum(t for _, t, _ in covered)
+    missed = sum(not ok for _, _, ok in covered)
+    required = f"; a required point missed in {missed} of {len(covered)}" if missed else "; every required point covered"
+    return f"the discussion covered {got} of {total} key points{required}"
+
+
+def recommendation_range(scores: dict[str, int | None], level: str = DEFAULT_LEVEL) -> tuple[str, str]:
     """(worst, best) recommendation over every way of filling the scores still missing (None)."""
     low = {d: 1 if s is None else s for d, s in scores.items()}
     high = {d: 4 if s is None else s for d, s in scores.items()}
-    return recommend(low)[0], recommend(high)[0]
+    return recommend(low, level)[0], recommend(high, level)[0]
 
 
 def parse_scores(text: str) -> dict[str, int]:

@@ -292,19 +292,28 @@ def hint_caps(exercise: catalog.Exercise, levels) -> dict[str, list[int]]:
     return caps
 
 
-def scores(exercise: catalog.Exercise, report=None, hints_used=(), graded: bool = True) -> list[dict]:
-    """One row per scored dimension: the score the kit can compute (correctness only, else None for
-    the interviewer or the candidate to give), why (correctness), the cap of 3 that used hints
-    impose, the anchors. `graded` False (an abandoned session): no score at all."""
+def scores(
+    exercise: catalog.Exercise, report=None, hints_used=(), graded: bool = True, discussion: Sequence[Discussion] = ()
+) -> list[dict]:
+    """One row per scored dimension: the score the kit can compute (correctness from the diagnosis;
+    systems from the discussion's coverage, rubric.systems_from_discussion, when one was held; else
+    None for the interviewer or the candidate to give), why, the cap of 3 that used hints impose,
+    the anchors. `graded` False (an abandoned session): no score at all."""
     caps = hint_caps(exercise, hints_used)
+    covered = [(sum(d.covered), len(d.covered), all(d.covered[i] for i in d.question.required if i < len(d.covered))) for d in discussion]
+    systems = rubric.systems_from_discussion(covered) if graded else None
     rows = []
     for item in exercise.scoring:
         score = correctness_score(report, graded) if item.dimension == "correctness" else None
+        if item.dimension == "systems":
+            score = systems
         capped_by = caps.get(item.dimension, [])
         cap = 3 if capped_by else None
         if score is not None and cap is not None:
             score = min(score, cap)
-        why = rubric.correctness_reason(report) if score is not None else ""
+        why = rubric.correctness_reason(report) if item.dimension == "correctness" and score is not None else ""
+        if item.dimension == "systems" and score is not None:
+            why = rubric.systems_reason(covered)
         rows.append(
             {"dimension": item.dimension, "score": score, "cap": cap, "capped_by": capped_by, "why": why, "anchors": list(item.anchors)}
         )
@@ -339,7 +348,7 @@ def report_data(
     locate_runs: int = 0,
 ) -> dict:
     exercise = session.exercise
-    rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED)
+    rows = scores(exercise, report, hints_during, graded=status != MockStatus.ABANDONED, discussion=discussion)
     data = {
         "exercise": exercise.id,
         "title": exercise.title,

@@ -446,9 +446,9 @@ def _scoring_markdown(scoring: list[dict]) -> list[str]:
         cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
         anchors = [a.replace("|", "\\|") for a in row["anchors"]]
         lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
-    why = next((row.get("why") for row in scoring if row["dimension"] == "correctness"), "")
-    if why:
-        lines += ["", f"Correctness: {why}."]
+    for row in scoring:
+        if row.get("why") and row["dimension"] in ("correctness", "systems"):
+            lines += ["", f"{row['dimension'].capitalize()}: {row['why']}."]
     return lines
 
 
@@ -481,17 +481,20 @@ def recommendation_lines(recommendation: dict) -> list[str]:
     return [f"- Recommendation: {head}"] + [f"- {reason}" for reason in recommendation["reasons"]]
 
 
-def _rule(out: Console, scores: dict[str, int] | None) -> None:
-    """The written rule that turns the six scores into a recommendation; with `scores`, its verdict
-    and the reasons."""
-    from attn_kit.grading.rubric import VERDICTS, floors, recommend
+def _rule(out: Console, scores: dict[str, int] | None, level: str | None = None) -> None:
+    """The written rule that turns the six scores into a recommendation at a level; with `scores`,
+    its verdict and the reasons."""
+    from attn_kit.grading.rubric import DEFAULT_LEVEL, RULES, floors, recommend, verdicts
 
-    out.print(Rule(Text("Recommendation", style="label")))
+    level = level or DEFAULT_LEVEL
+    out.print(Rule(Text(f"Recommendation ({level} level)", style="label")))
     out.print(Text("The first line whose floors the six scores all meet:", style="muted"))
-    for verdict in VERDICTS:
+    for verdict in verdicts(level):
         out.print(Text(f"  {verdict.name:<13}", style="label") + Text(floors(verdict)))
+    for rule in RULES:
+        out.print(check.hanging("  • ", Text(rule, style="muted")))
     if scores:
-        recommended, reasons = recommend(scores)
+        recommended, reasons = recommend(scores, level)
         out.print(Text("Scores given:", style="label"))
         out.print(Padding(Text(", ".join(f"{d} {s}" for d, s in scores.items())), (0, 0, 0, 2)))
         out.print(Text("Recommendation: ", style="label") + Text(recommended, style="label"))
@@ -535,19 +538,19 @@ def _scoring(exercise, out: Console) -> None:
             out.print(Text(f"  {item.level}: ", style="label") + Text(item.expect))
 
 
-def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, int] | None = None) -> None:
-    """`mock --interviewer`: statement, rubric, the recommendation rule (applied to `scores` when given:
-    dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
+def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, int] | None = None, level: str | None = None) -> None:
+    """`mock --interviewer`: statement, rubric, the recommendation rule at `level` (applied to
+    `scores` when given: dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
     content.statement(exercise, out)
     if exercise.scoring:
         _scoring(exercise, out)
-        _rule(out, scores)
+        _rule(out, scores, level)
     if exercise.rubric:
         out.print(Rule(Text("What to watch for", style="label")))
         for item in exercise.rubric:
-            out.print(Text("  • ") + Text(item.watch_for, style="label"))
+            out.print(check.hanging("  • ", Text(item.watch_for, style="label")))
             if item.why:
                 out.print(Padding(Text(item.why, style="muted"), (0, 0, 0, 4)))
     if exercise.questions:
