@@ -50,7 +50,7 @@ def causal_rows(x, p, num_heads) -> np.ndarray:
 
 def cached_numbers(cache) -> tuple[int, str]:
     """(numbers the cache holds, problem): float arrays and Python floats found through lists,
-    tuples and dict values count; ints, bools, strings and None do not (SPEC.md). `problem`
+    tuples and dict values count; ints, bools, strings and None do not (the statement). `problem`
     names a part the kit cannot look inside, else ''."""
     if isinstance(cache, TensorValue):
         cache = cache.array

@@ -266,7 +266,7 @@ def dtype_preserved(ctx):
                 ctx.fail(f"{what} is {kind_of(value)}; given float64 NumPy arrays, return float64 arrays")
 
 
-# The statement's worked example (SPEC.md): D = Dv = 1, so scaling does not show; masks do.
+# The statement's worked example: D = Dv = 1, so scaling does not show; masks do.
 EXAMPLE_ACTIVATIONS = {"query": [[[1, 1], [1, 1]]], "context": [[[0, 1, 2, 1], [1, 0, 4, 4], [100, 100, 99, 99]]]}
 EXAMPLE_PARAMETERS = {
     "w_q": [[1, 0], [0, 1]],

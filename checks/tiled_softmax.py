@@ -3,7 +3,7 @@
 Values are compared with plain, naive masked softmax attention computed here in the kit's
 process (`naive_attention`, which shares no code with the tiled reference). The memory check
 calls the candidate once at T = 1024 queries and S = 4T = 4096 keys inside the worker under
-tracemalloc (`attn_kit.base.harness:measure_quiet`) and compares the peak with SPEC.md's bound
+tracemalloc (`attn_kit.base.harness:measure_quiet`) and compares the peak with the statement's bound
 64·T·(block_size + dv) bytes (6 MiB there). With S = 4T a T×S array of any floating dtype is over
 the bound, float16 included (2·T·S = 8 MiB); at S = T (T = 2048, a 12 MiB bound) a float16 one
 (8 MiB) fitted. T·S stays 4M, so the call and the diagnosis's re-runs cost what they did at S = T.
@@ -45,7 +45,7 @@ def naive_attention(q, k, v, mask=None) -> np.ndarray:
 
 
 def memory_bound(T: int, block_size: int, dv: int) -> int:
-    """SPEC.md: eight float64 arrays of T×(block_size + dv)."""
+    """The statement's bound: eight float64 arrays of T×(block_size + dv)."""
     return 64 * T * (block_size + dv)
 
 

@@ -98,3 +98,40 @@ def test_what_attn_kit_solution_shows_names_no_developers_file():
         for path in [*reference_files(exercise), *bug_files(exercise)]:
             text = path.read_text(encoding="utf-8")
             assert "SPEC" not in text and "shared/" not in text, path
+
+
+# Everything a user's clone or install holds besides the tests: the package (kit, checks,
+# solutions, prompts), its docs and the benchmarks' results. None of it may send a reader to the
+# developers' contract (shared/SPEC.md), which users do not have: what they need of it is here.
+SHIPPED = ("README.md", "pyproject.toml", "Containerfile", "LICENSE", "docs", "kit", "checks", "solutions", "prompts", "benchmarks")
+DEVELOPERS_CONTRACT = re.compile(r"\bSPEC\b|SPEC\.md|\bshared/|\.\./shared")
+
+
+def shipped_files() -> list[Path]:
+    files = []
+    for name in SHIPPED:
+        path = ROOT / name
+        files += [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return [p for p in files if p.suffix not in (".pyc", ".png", ".gif", ".cast")]
+
+
+def contract_citations(paths) -> list[str]:
+    found = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}" for m in DEVELOPERS_CONTRACT.finditer(text)]
+    return found
+
+
+def test_no_shipped_file_cites_the_developers_contract():
+    files = shipped_files()
+    assert any(p.name == "bugs.toml" for p in files) and any(p.suffix == ".md" for p in files)  # it looks where it should
+    assert contract_citations(files) == []
+
+
+def test_the_citation_rule_can_fail(tmp_path):
+    cited = tmp_path / "x.py"
+    cited.write_text("# the bound (SPEC.md)\nok = 1\nsee ../shared/notes\n", encoding="utf-8")
+    found = contract_citations([cited])
+    assert [line.split(": ", 1)[1] for line in found] == ["SPEC", "../shared"], found
