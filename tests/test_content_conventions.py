@@ -386,3 +386,12 @@ def test_backward_jacobian_rung_matches_finite_differences():
         step[index] = eps
         numeric[index] = ((softmax(z + step) - softmax(z - step)) * dP).sum() / (2 * eps)
     np.testing.assert_allclose(namespace["dZ"], numeric, atol=1e-8)
+
+
+def test_cross_attention_mask_idea_needs_no_causal_mask():
+    """Cross-attention has no causal mask (its context is not in the future): its mask-inverted
+    idea blocks a context position instead of relying on one."""
+    assert "causal" not in " ".join(catalog.exercise("cross-attention").function_names)
+    idea = catalog.exercise("cross-attention").bug("mask-inverted").test_idea  # type: ignore[union-attr]
+    assert "Under a causal mask" not in idea and "context position" in idea
+    assert "Under a causal mask" in catalog.bugs()["mask-inverted"].test_idea
