@@ -395,3 +395,20 @@ def test_cross_attention_mask_idea_needs_no_causal_mask():
     idea = catalog.exercise("cross-attention").bug("mask-inverted").test_idea  # type: ignore[union-attr]
     assert "Under a causal mask" not in idea and "context position" in idea
     assert "Under a causal mask" in catalog.bugs()["mask-inverted"].test_idea
+
+
+def test_sliding_window_memory_texts_state_its_own_bound():
+    """The shared materialises-scores texts speak of tiled-softmax's key blocks and its bound;
+    sliding-window chunks queries and has its own bound, recomputed here from its statement."""
+    bug = catalog.exercise("sliding-window").bug("materialises-scores")
+    assert bug is not None and "block_size" not in bug.fix + bug.test_idea
+    B, H, T, window, d = 1, 2, 2048, 32, 16
+    assert 64 * B * H * T * (window + d) == 12 * 2**20 and 8 * B * H * T * T == 64 * 2**20
+    assert "64·B·H·T·(window + d) bytes, 12 MiB" in bug.test_idea and "64 MiB" in bug.test_idea
+    assert "64·B·H·T·(window + d) bytes" in catalog.exercise("sliding-window").statement
+    assert "block_size" in catalog.bugs()["materialises-scores"].fix  # tiled-softmax's wording, shared
+
+
+def test_kv_cache_head_split_idea_speaks_of_cached_tokens():
+    idea = catalog.exercise("kv-cache").bug("reshape-without-transpose").test_idea  # type: ignore[union-attr]
+    assert "After two or more steps" in idea and "With T ≥ 2" not in idea
