@@ -4,9 +4,10 @@ Two links start from a bug's catalogue concept:
 - review: `review.concept_questions(exercise, concept)` are the cards a run that shows the bug
   rates; every one of them must be about that concept, and one about the bug itself (the old
   single "masking" concept sent causal-off-by-one to the empty-rows question);
-- hints: grading points a failing check diagnosed as the bug at `hint_for_concept`, else at the
-  check's own hint; for the bugs of prompts/concepts.toml's [hint_words], the topic reached must
-  name the mistake at its nudging question and explain it at its concept step.
+- hints: grading points a failing check diagnosed as the bug at the hint on the bug's concept that
+  lists the check catching it most narrowly (`pipeline.hint_for_bug`), else at the check's own
+  hint; for the bugs of prompts/concepts.toml's [hint_words], the topic reached must name the
+  mistake at its nudging question and explain it at its concept step.
 
 Both rules live in kit/dev/check.py (`attn-kit dev check`), their words in prompts/concepts.toml;
 the tests below run them, and on a broken copy of the content see them fail."""

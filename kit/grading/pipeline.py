@@ -62,10 +62,6 @@ def hint_for(exercise: catalog.Exercise, check: Check) -> int | None:
     return check.hint
 
 
-def hint_for_concept(exercise: catalog.Exercise, concept: str) -> int | None:
-    return next((n for n, hint in enumerate(exercise.hints, start=1) if hint.concept == concept), None)
-
-
 def hint_for_bug(exercise: catalog.Exercise, checks: Sequence[Check], bug_id: str) -> int | None:
     """The one hint every check diagnosed as `bug_id` points at, so one mistake never scatters
     over several topics: among the hints on the bug's concept, the one that lists the check
