@@ -412,3 +412,141 @@ def test_sliding_window_memory_texts_state_its_own_bound():
 def test_kv_cache_head_split_idea_speaks_of_cached_tokens():
     idea = catalog.exercise("kv-cache").bug("reshape-without-transpose").test_idea  # type: ignore[union-attr]
     assert "After two or more steps" in idea and "With T ≥ 2" not in idea
+
+
+def test_sliding_window_code_rungs_assembled_match_banded_attention():
+    """The chunk loop with the stability rung's softmax in place of its `...`, as written."""
+    exercise = catalog.exercise("sliding-window")
+    rungs = {h.title: code_of(h) for h in exercise.hints if h.step == "code"}
+    softmax = rungs["Scale, stability and hygiene"].split("...\n", 1)[1]
+    loop = re.sub(
+        r"^(\s*)\.\.\..*$", lambda m: textwrap.indent(softmax.rstrip("\n"), m.group(1)), rungs["Only the band needs scoring"], flags=re.M
+    )
+    source = "def sliding(q, k, v, window):\n    T, d = q.shape[-2], q.shape[-1]\n    out = np.zeros_like(v)\n"
+    namespace: dict = {"np": np}
+    exec(source + textwrap.indent(loop, "    ") + "    return out\n", namespace)
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.normal(size=(2, 2, 11, 3)) for _ in range(3))
+    i, j = np.arange(11)[:, None], np.arange(11)[None, :]
+    for window in (1, 2, 3, 5, 20):
+        scores = np.where((j <= i) & (j > i - window), q @ k.swapaxes(-1, -2) / np.sqrt(3), -np.inf)
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        np.testing.assert_allclose(namespace["sliding"](q, k, v, window), e / e.sum(-1, keepdims=True) @ v, atol=1e-12)
+
+
+def test_paged_attention_code_rungs_assembled_match_dense_attention():
+    """The loop of the last rung, its `...` filled with the first two rungs (the second's `...`
+    with the last rung's softmax), as written, against attention over each sequence's gathered keys."""
+    exercise = catalog.exercise("paged-attention")
+    rungs = [code_of(h) for h in exercise.hints if h.step == "code"]
+    frame, softmax = rungs[2].split("    ...\n", 1)
+    body = rungs[0] + re.sub(r"^\.\.\..*$", lambda _: textwrap.dedent(softmax).rstrip("\n"), rungs[1], flags=re.M)
+    source = "def paged(q, k_pool, v_pool, block_tables, context_lens):\n    d = k_pool.shape[-1]\n"
+    source += textwrap.indent(frame + textwrap.indent(body, "    "), "    ") + "    return out\n"
+    namespace: dict = {"np": np}
+    exec(source, namespace)
+    rng = np.random.default_rng(7)
+    pool_k, pool_v = rng.normal(size=(6, 2, 2, 3)), rng.normal(size=(6, 2, 2, 3))
+    q = rng.normal(size=(3, 2, 3))
+    tables, lengths = [[4, 1, 5], [2], [0, 3]], [5, 0, 3]
+    got = namespace["paged"](q, pool_k, pool_v, tables, lengths)
+    for b, (table, n) in enumerate(zip(tables, lengths)):
+        if n == 0:
+            assert np.array_equal(got[b], np.zeros((2, 3)))
+            continue
+        keys = np.concatenate([pool_k[i] for i in table])[:n]
+        values = np.concatenate([pool_v[i] for i in table])[:n]
+        s = np.einsum("hd,nhd->hn", q[b], keys) / np.sqrt(3)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        np.testing.assert_allclose(got[b], np.einsum("hn,nhd->hd", w / w.sum(-1, keepdims=True), values), atol=1e-12)
+
+
+def test_attention_backward_code_rungs_assembled_match_finite_differences():
+    """masked_softmax as the last rung writes it, the first rung's forward, the matmul rung with
+    the Jacobian line in place of its `...`: gradients that match finite differences, a fully
+    blocked query included."""
+    exercise = catalog.exercise("attention-backward")
+    rungs = [code_of(h) for h in exercise.hints if h.step == "code"]
+    forward = rungs[0].split("...\n", 1)[0]
+    jacobian = next(line for line in rungs[2].splitlines() if line.startswith("dZ = "))
+    backward = re.sub(r"^\.\.\..*$", jacobian, rungs[1], flags=re.M)
+    source = rungs[3].split("\n\nStill stuck", 1)[0] + "\n\ndef attention_backward(q, k, v, dout, mask=None):\n"
+    source += textwrap.indent(forward + backward, "    ") + "    return dq, dk, dv\n"
+    namespace: dict = {"np": np}
+    exec(source, namespace)
+    rng = np.random.default_rng(8)
+    q, k, v, dout = (
+        rng.normal(size=(1, 2, 3, 4)),
+        rng.normal(size=(1, 2, 5, 4)),
+        rng.normal(size=(1, 2, 5, 2)),
+        rng.normal(size=(1, 2, 3, 2)),
+    )
+    mask = rng.random((1, 3, 5)) < 0.7
+    mask[0, 1] = False  # a fully blocked query
+    mask[0, 0, 0] = True
+
+    def loss(q_, k_, v_):
+        P = namespace["masked_softmax"](q_ @ k_.swapaxes(-1, -2) / 2.0, mask)
+        return float(((P @ v_) * dout).sum())
+
+    grads = namespace["attention_backward"](q, k, v, dout, mask)
+    eps = 1e-6
+    for which, array in enumerate((q, k, v)):
+        numeric = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            step = np.zeros_like(array)
+            step[index] = eps
+            args = [q, k, v]
+            plus, minus = list(args), list(args)
+            plus[which], minus[which] = array + step, array - step
+            numeric[index] = (loss(*plus) - loss(*minus)) / (2 * eps)
+        np.testing.assert_allclose(grads[which], numeric, atol=1e-6)
+    assert np.array_equal(grads[0][0, :, 1], np.zeros((2, 4)))  # the blocked query passes no gradient
+
+
+ROPE_FRAME = """
+def rope_attention(x, params, num_heads, positions=None, mask=None):
+    x = np.asarray(x, dtype=float)
+    B, T, D = x.shape
+
+    def project(a, w, b):
+        y = a @ np.asarray(params[w], dtype=float)
+        return y if params.get(b) is None else y + np.asarray(params[b], dtype=float)
+
+{heads}
+{rotation}
+{masks}
+    out = project(merge(weights @ v), "Wo", "bo")
+    return out
+"""
+
+
+def test_rope_code_rungs_assembled_match_the_reference():
+    """apply_rope from its rung, then the attention rungs in order (heads, rotation, scores, masked
+    softmax, output) in a frame that only adds the projection helper: equal to the reference."""
+    exercise = catalog.exercise("rope")
+    rungs = {h.title: code_of(h) for h in exercise.hints if h.step == "code"}
+    heads = rungs["Heads, scale and projections"].splitlines()
+    scores_at = next(i for i, line in enumerate(heads) if line.startswith("scores = "))
+    source = "def apply_rope(x, positions, base=10000.0):\n" + textwrap.indent(
+        rungs["Which features pair, and how fast does each pair turn?"], "    "
+    )
+    source += ROPE_FRAME.format(
+        heads=textwrap.indent("\n".join(heads[:scores_at]), "    "),
+        rotation=textwrap.indent(rungs["Where the rotation goes in attention"] + heads[scores_at], "    "),
+        masks=textwrap.indent(rungs["Masks, empty rows and large scores"].split("\n\nStill stuck", 1)[0], "    "),
+    )
+    namespace: dict = {"np": np}
+    exec(source, namespace)
+    reference = load_module(str(solutions_dir("rope") / "reference_numpy.py"))
+    rng = np.random.default_rng(9)
+    D, heads_n, T = 8, 2, 4
+    params = {w: rng.normal(size=(D, D)) for w in ("Wq", "Wk", "Wv", "Wo")} | {"bo": rng.normal(size=D)}
+    x = rng.normal(size=(2, T, D))
+    mask = np.tril(np.ones((2, T, T), bool))
+    mask[1, 2] = False  # a query with no allowed key: its output is bo
+    for positions in (None, [3, 1, -2, 7]):
+        got = namespace["rope_attention"](x, params, heads_n, positions=positions, mask=mask)
+        want = np.asarray(reference.rope_attention(x, params, heads_n, positions=positions, mask=mask))
+        np.testing.assert_allclose(got, want, atol=1e-10)
+    np.testing.assert_allclose(got[1, 2], params["bo"])
