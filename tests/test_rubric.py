@@ -464,3 +464,26 @@ def test_every_exercise_has_what_to_watch_for(exercise):
     assert "What to watch for" in flat
     for item in exercise.rubric:
         assert " ".join(item.watch_for.split()) in flat
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_the_senior_sheet_in_a_real_terminal():
+    pexpect = pytest.importorskip("pexpect")
+    env = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm", NO_COLOR="1")
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit", "mock", "gqa", "--interviewer", "--scores", "4,4,4,1,4,4", "--level", "senior"],
+        env=env,
+        dimensions=(24, 80),
+        encoding="utf-8",
+        timeout=60,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before).replace("\r", "")
+    assert child.exitstatus == 0, text[-2000:]
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "Recommendation (senior level)" in text and "hire         correctness ≥ 3, every dimension ≥ 2, systems ≥ 3, total ≥ 18" in text
+    flat = " ".join(text.split())
+    assert "Recommendation: hire" in flat and "tests 1 is the one dimension below the floor" in flat
+    assert "What to watch for" in flat
