@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from attn_kit.base import text
 from attn_kit.base.errors import KitError, UsageError
 
 NOT_SOLUTIONS = ("test_", "conftest.py", "__init__.py")
@@ -45,6 +46,7 @@ class Submission:
     name: str
     path: Path | None
     problem: str = ""  # why no file was found (path is None)
+    picked: str = ""  # which file was graded and why (shown in every output)
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Result:
     seconds: float = 0.0
     crashed: bool = False  # a call crashed or ran out of memory
     timed_out: bool = False  # a call, the load or the whole submission ran out of time
+    picked: str = ""  # which file was graded and why
+    check_seconds: dict[str, float] = field(default_factory=dict)  # check id -> seconds it took
 
     @property
     def points(self) -> int:
@@ -79,9 +83,13 @@ class Result:
         return [d["bug"] for d in self.report["diagnosis"]] if self.report else []
 
     def to_json(self) -> dict:
+        raw = text.raw_bytes(self.path or "")
         return {
             "name": self.name,
             "path": self.path,
+            "path_bytes": raw.hex() if raw is not None else None,
+            "picked": self.picked,
+            "check_seconds": {k: round(v, 3) for k, v in self.check_seconds.items()},
             "state": self.state,
             "error": self.error or None,
             "seconds": round(self.seconds, 3),
@@ -111,7 +119,18 @@ class Batch:
     def from_json(cls, data: dict) -> Batch:
         """A run back from its `--out json=` file (gradeout.to_json), to write it in other formats."""
         results = [
-            Result(s["name"], s["path"], s["state"], s["report"], s["error"] or "", s["seconds"], s["crashed"], s["timed_out"])
+            Result(
+                s["name"],
+                bytes.fromhex(s["path_bytes"]).decode("utf-8", "surrogateescape") if s.get("path_bytes") else s["path"],
+                s["state"],
+                s["report"],
+                s["error"] or "",
+                s["seconds"],
+                s["crashed"],
+                s["timed_out"],
+                s.get("picked", ""),
+                s.get("check_seconds", {}),
+            )
             for s in data["submissions"]
         ]
         return cls(data["exercise"], data["seed"], results, data["checks"], data["seconds"], data["jobs"])
@@ -121,16 +140,17 @@ class Batch:
 
 
 def _solution_in(folder: Path) -> tuple[Path | None, str]:
+    """(the file, why it was picked) or (None, why none was)."""
     files = sorted(
         p for p in folder.glob("*.py") if p.is_file() and not p.name.startswith((".", *NOT_SOLUTIONS)) and not p.stem.endswith("_test")
     )
     if len(files) == 1:
-        return files[0], ""
+        return files[0], "the folder's only .py file"
     if (folder / "solution.py").is_file():
-        return folder / "solution.py", ""
+        return folder / "solution.py", "solution.py, among several .py files"
     headed = [p for p in files if _first_line(p).startswith("# attn-kit:")]
     if len(headed) == 1:
-        return headed[0], ""
+        return headed[0], "the one .py file starting with `# attn-kit:`"
     if not files:
         return None, "no .py file in it"
     return None, (
@@ -147,30 +167,53 @@ def _first_line(path: Path) -> str:
         return ""
 
 
+def _in_folder(folder: Path, name: str) -> Submission:
+    path, why = _solution_in(folder)
+    if path is None:
+        return Submission(name, None, why)
+    return Submission(name, path, picked=f"{path.name}: {why}")
+
+
+def unique(found: list[Submission]) -> list[Submission]:
+    """Every submission under its own name: when names collide (a folder `s1/` and a file
+    `s1.py`), a file takes its full name (`s1.py`), and any name still taken gets `~2`, `~3`."""
+    stems = [s.name for s in found]
+    for sub in found:
+        if stems.count(sub.name) > 1 and sub.path is not None and sub.path.parent.name != sub.name and sub.path.name.startswith(sub.name):
+            sub.name = sub.path.name
+    seen: set[str] = set()
+    for sub in found:
+        name, n = sub.name, 1
+        while name in seen:
+            n += 1
+            name = f"{sub.name}~{n}"
+        sub.name = name
+        seen.add(name)
+    return found
+
+
 def find_submissions(root: Path, single: bool = False) -> list[Submission]:
     """The submissions under `root` (see the module's docstring), in name order."""
     root = Path(root)
     if not root.exists():
         raise UsageError(f"{root} does not exist; give the folder of submissions (or one submission's file).")
     if root.is_file():
-        return [Submission(root.stem, root)]
+        return [Submission(root.stem, root, picked=f"{root.name}: the file given")]
     if single:
-        path, problem = _solution_in(root)
-        return [Submission(root.resolve().name or "submission", path, problem)]
+        return [_in_folder(root, root.resolve().name or "submission")]
     found = []
     for entry in sorted(root.iterdir()):
         if entry.name.startswith((".", "_")):
             continue
         if entry.is_file() and entry.suffix == ".py":
-            found.append(Submission(entry.stem, entry))
+            found.append(Submission(entry.stem, entry, picked=f"{entry.name}: a .py file in the folder of submissions"))
         elif entry.is_dir():
-            path, problem = _solution_in(entry)
-            found.append(Submission(entry.name, path, problem))
+            found.append(_in_folder(entry, entry.name))
     if not found:
         raise UsageError(
             f"{root} holds no submission: put one .py file per submission in it, or one folder per submission holding its solution.py."
         )
-    return found
+    return unique(found)
 
 
 # --- the grader process ------------------------------------------------------------------------------
@@ -204,6 +247,7 @@ def grade_one(path: str, exercise: str, seed: int, timeout: float, memory: int |
     return {
         "state": GRADED,
         "report": report.to_json(),
+        "check_seconds": {r.id: r.seconds for r in report.results},
         "crashed": bool(statuses & {CallStatus.CRASHED, CallStatus.MEMORY}),
         "timed_out": CallStatus.TIMEOUT in statuses,
     }
@@ -269,6 +313,13 @@ class _Grader:
                 pass
 
 
+def _seconds(value: object) -> dict[str, float]:
+    """A grader's per-check times, kept only where they are what they claim (finite, >= 0)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items() if isinstance(k, str) and isinstance(v, (int, float)) and 0 <= v < float("inf")}
+
+
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -317,6 +368,7 @@ class _Pool:
                     seconds=time.monotonic() - grader.started,
                     timed_out=state == TIMED_OUT,
                     crashed=state == CRASHED,
+                    picked=sub.picked,
                 ),
             )
         elif not grader.ready:
@@ -358,6 +410,8 @@ class _Pool:
                 time.monotonic() - grader.started,
                 answer.get("crashed", False),
                 answer.get("timed_out", False),
+                sub.picked,
+                _seconds(answer.get("check_seconds")),
             ),
         )
 
@@ -421,7 +475,7 @@ def grade_all(
     todo = []
     for i, sub in enumerate(submissions):
         if sub.path is None:
-            finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}"))
+            finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}", picked=sub.problem))
         else:
             todo.append(i)
     settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory}
