@@ -1,13 +1,7 @@
 """`attn-kit grade`: a folder of submissions, each graded exactly as `attn-kit check` grades it.
 
-How a submission's file is found (docs/grading.md says the same):
-- every `*.py` file directly in the folder is one submission, named by its stem;
-- every subfolder is one submission, named by the folder: its file is its only `*.py` file at the
-  top level (test_*.py, *_test.py, conftest.py and __init__.py do not count), else its
-  `solution.py`, else the one file whose first line is an `# attn-kit: ID` header; otherwise the
-  submission is reported as missing, with the reason;
-- names starting with `.` or `_` (`.git`, `__pycache__`) are skipped.
-With `single`, the folder itself is one submission (a platform's submission folder).
+How a submission's file is found (files, folders, zip archives, Gradescope's export) is
+batch/discover.py's business; `find_submissions` is re-exported here.
 
 Process model: the kit starts `jobs` grader processes (`python -m attn_kit.batch.run`), each a fresh
 interpreter that grades one submission after another with grading.grade, so each keeps one warm
@@ -29,24 +23,17 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from attn_kit.base import text
-from attn_kit.base.errors import KitError, UsageError
+from attn_kit.base.errors import KitError
+from attn_kit.batch.discover import Submission, find_submissions
 
-NOT_SOLUTIONS = ("test_", "conftest.py", "__init__.py")
+__all__ = ["Batch", "Result", "Submission", "find_submissions", "grade_all"]
+
 GRADED, UNLOADABLE, TIMED_OUT, CRASHED, MISSING = "graded", "unloadable", "timed out", "crashed", "missing"
 DEFAULT_LIMIT = 120.0  # seconds one submission may take in all (every call, load and diagnosis)
 GRADER_START = 120.0  # seconds a new grader process may take to say it is ready
-
-
-@dataclass
-class Submission:
-    name: str
-    path: Path | None
-    problem: str = ""  # why no file was found (path is None)
-    picked: str = ""  # which file was graded and why (shown in every output)
 
 
 @dataclass
@@ -134,86 +121,6 @@ class Batch:
             for s in data["submissions"]
         ]
         return cls(data["exercise"], data["seed"], results, data["checks"], data["seconds"], data["jobs"])
-
-
-# --- finding the submissions -----------------------------------------------------------------------
-
-
-def _solution_in(folder: Path) -> tuple[Path | None, str]:
-    """(the file, why it was picked) or (None, why none was)."""
-    files = sorted(
-        p for p in folder.glob("*.py") if p.is_file() and not p.name.startswith((".", *NOT_SOLUTIONS)) and not p.stem.endswith("_test")
-    )
-    if len(files) == 1:
-        return files[0], "the folder's only .py file"
-    if (folder / "solution.py").is_file():
-        return folder / "solution.py", "solution.py, among several .py files"
-    headed = [p for p in files if _first_line(p).startswith("# attn-kit:")]
-    if len(headed) == 1:
-        return headed[0], "the one .py file starting with `# attn-kit:`"
-    if not files:
-        return None, "no .py file in it"
-    return None, (
-        f"{len(files)} .py files in it ({', '.join(p.name for p in files[:4])}"
-        f"{', ...' if len(files) > 4 else ''}) and none is solution.py or starts with `# attn-kit:`"
-    )
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.readline().strip()
-    except OSError:
-        return ""
-
-
-def _in_folder(folder: Path, name: str) -> Submission:
-    path, why = _solution_in(folder)
-    if path is None:
-        return Submission(name, None, why)
-    return Submission(name, path, picked=f"{path.name}: {why}")
-
-
-def unique(found: list[Submission]) -> list[Submission]:
-    """Every submission under its own name: when names collide (a folder `s1/` and a file
-    `s1.py`), a file takes its full name (`s1.py`), and any name still taken gets `~2`, `~3`."""
-    stems = [s.name for s in found]
-    for sub in found:
-        if stems.count(sub.name) > 1 and sub.path is not None and sub.path.parent.name != sub.name and sub.path.name.startswith(sub.name):
-            sub.name = sub.path.name
-    seen: set[str] = set()
-    for sub in found:
-        name, n = sub.name, 1
-        while name in seen:
-            n += 1
-            name = f"{sub.name}~{n}"
-        sub.name = name
-        seen.add(name)
-    return found
-
-
-def find_submissions(root: Path, single: bool = False) -> list[Submission]:
-    """The submissions under `root` (see the module's docstring), in name order."""
-    root = Path(root)
-    if not root.exists():
-        raise UsageError(f"{root} does not exist; give the folder of submissions (or one submission's file).")
-    if root.is_file():
-        return [Submission(root.stem, root, picked=f"{root.name}: the file given")]
-    if single:
-        return [_in_folder(root, root.resolve().name or "submission")]
-    found = []
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith((".", "_")):
-            continue
-        if entry.is_file() and entry.suffix == ".py":
-            found.append(Submission(entry.stem, entry, picked=f"{entry.name}: a .py file in the folder of submissions"))
-        elif entry.is_dir():
-            found.append(_in_folder(entry, entry.name))
-    if not found:
-        raise UsageError(
-            f"{root} holds no submission: put one .py file per submission in it, or one folder per submission holding its solution.py."
-        )
-    return unique(found)
 
 
 # --- the grader process ------------------------------------------------------------------------------

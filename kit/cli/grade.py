@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -81,8 +82,11 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
 def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
     """Grade every submission in the folder SUBMISSIONS, as `attn-kit check` grades one file.
 
-    One .py file per submission, or one folder per submission holding its file (its only .py
-    file, else solution.py, else the file whose first line is `# attn-kit: ID`).
+    One .py file, .zip file or folder per submission, or Gradescope's export (names from its
+    submission_metadata.yml). In a folder or zip, the file graded is its only .py file, else the
+    one named as `attn-kit start` names it, else solution.py, else the file starting with
+    `# attn-kit: ID`, else the one defining the exercise's function (the rest are its helpers).
+    Every output says which file was graded and why.
 
     Exit status: 0 every submission graded and passed every check; 1 every submission graded or
     reported, and some failed a check or could not be graded (their files' doing); 2 the command
@@ -95,12 +99,18 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
       attn-kit grade submissions/ -e mha-screen --seed 7 --out csv=grades.csv --out junit=report.xml
       attn-kit grade /autograder/submission -e mha-screen --single --out gradescope=results.json
     """
+    pairs = parse_outputs(formats, outs)
+    scratch = tempfile.TemporaryDirectory(prefix="attn-kit-submissions-")  # archives are extracted here
+    with scratch:
+        _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, Path(scratch.name))
+
+
+def _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, scratch: Path) -> None:
     from attn_kit.base.errors import KitError
     from attn_kit.batch import outputs, run
     from attn_kit.render import grade as render_grade
 
-    pairs = parse_outputs(formats, outs)
-    found = run.find_submissions(submissions, single)
+    found = run.find_submissions(submissions, single, exercise, scratch)
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
     render_grade.seed_line(seed)
