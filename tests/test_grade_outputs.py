@@ -388,3 +388,26 @@ def test_check_json_is_valid_unicode_whatever_the_candidate_raises(tmp_path):
     data = strict_json(text)
     assert no_surrogates(data) and "\\ud800" not in text.replace("\\\\ud800", "")
     assert any("\\ud800 and \\xff" in c["message"] for c in data["checks"]), "the message is kept, its surrogates written out"
+
+
+def test_at_a_terminal_no_name_reaches_the_screen_raw(tmp_path):
+    """The progress bar and the table at a real 80x24 pseudo-terminal: a name carrying a title
+    change, a bell and rich markup is shown written out, never acted on or applied."""
+    pexpect = pytest.importorskip("pexpect")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(solutions_dir(EXERCISE) / "reference_numpy.py", subs / "\x1b]0;pwned\x07[bold]x.py")
+    shutil.copy(solutions_dir(EXERCISE) / "reference_numpy.py", subs / "plain.py")
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit.cli", "grade", str(subs), "-e", EXERCISE, "--seed", "1", "--jobs", "1"],
+        env=dict(os.environ),
+        dimensions=(24, 80),
+        timeout=300,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    raw = child.before
+    assert b"\x07" not in raw and b"\x1b]0;" not in raw
+    assert b"\\e]0;pwned\\x07[bold]x" in raw
+    assert child.exitstatus == 0

@@ -25,7 +25,7 @@ from rich.text import Text
 from rich.theme import Theme
 
 from attn_kit.base.records import TestOutcome
-from attn_kit.base.text import for_terminal
+from attn_kit.base.text import for_terminal, valid_unicode
 from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
 
 THEME = Theme(
@@ -124,7 +124,7 @@ def error(message: str) -> None:
     """`Error: message` on stderr. On a terminal its prose wraps between words; its indented lines
     (a source line and its caret) are never re-wrapped. Piped, each line stays whole."""
     err = error_console()
-    for i, line in enumerate(message.split("\n")):
+    for i, line in enumerate(valid_unicode(message).split("\n")):  # a non-UTF-8 path in it cannot break the print
         text = (Text("Error: ", style="error") if i == 0 else Text()) + Text(line)
         err.print(text, soft_wrap=not err.is_terminal or line.startswith((" ", "\t")))
 

@@ -35,7 +35,7 @@ def progress(total: int) -> Iterator[Callable[[Result], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a submission's name, never markup
         console=check.error_console(),
         transient=True,
     )
