@@ -231,3 +231,24 @@ def test_what_students_submit_is_graded_end_to_end(scratch):
     assert subs["carol"]["bugs"] == ["no-scaling"]
     assert "attn_helpers.py" in subs["alice"]["picked"] and "hw3/" in subs["carol"]["picked"]
     assert not [p for p in scratch.iterdir() if p.name.startswith("attn-kit-submissions-")], "the extracted archives are removed"
+
+
+def test_a_platform_submission_folder_with_a_zip_gives_a_valid_results_json(scratch):
+    """As the Gradescope recipe runs it (`--single` on the submission folder): a student who
+    uploaded a zip of the exercise file and its helper gets full marks, and the output says
+    which file was graded."""
+    submission = scratch / "submission"
+    submission.mkdir()
+    make_zip(submission / "hw.zip", {"hw/attention.py": WITH_HELPER, "hw/attn_helpers.py": HELPER, "hw/notes.txt": "hi"})
+    results = scratch / "results" / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", "grade", str(submission), "--single", "-e", EXERCISE, "--seed", "3", "--jobs", "1"]
+        + ["--out", f"gradescope={results}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = strict_json(results.read_text())
+    assert data["score"] == sum(t["max_score"] for t in data["tests"]) > 0
+    assert data["output_format"] == "text" and "attention.py" in data["extra_data"]["picked"] and "hw.zip" in data["output"]
