@@ -425,3 +425,28 @@ def test_at_a_terminal_no_name_reaches_the_screen_raw(tmp_path):
     assert b"\x07" not in raw and b"\x1b]0;" not in raw
     assert b"\\e]0;pwned\\x07[bold]x" in raw
     assert child.exitstatus == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="as root only: folders of another uid")
+def test_as_root_a_link_in_a_folder_a_submission_could_write_is_never_followed(tmp_path):
+    """As root, the worker runs as uid 65534: a folder it owns, or a world-writable sticky one,
+    may hold its link to a file of the kit's. The first is refused, the second has the link
+    replaced or the write refused; the kit's file is never written."""
+    installed = tmp_path / "reference_numpy.py"
+    installed.write_text("the installed reference\n")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "g.csv").symlink_to(installed)
+    os.lchown(theirs / "g.csv", 65534, 65534)
+    os.chown(theirs, 65534, 65534)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (shared / "g.csv").symlink_to(installed)
+    os.lchown(shared / "g.csv", 65534, 65534)
+    batch = hostile_batch(["alice"])
+    refused = outputs.write(batch, "csv", theirs / "g.csv")
+    assert not refused.files and "another user" in refused.failed[0][1]
+    outputs.write(batch, "csv", shared / "g.csv")
+    assert installed.read_text() == "the installed reference\n"
+    assert (theirs / "g.csv").is_symlink()
