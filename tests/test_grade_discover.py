@@ -252,3 +252,17 @@ def test_a_platform_submission_folder_with_a_zip_gives_a_valid_results_json(scra
     data = strict_json(results.read_text())
     assert data["score"] == sum(t["max_score"] for t in data["tests"]) > 0
     assert data["output_format"] == "text" and "attention.py" in data["extra_data"]["picked"] and "hw.zip" in data["output"]
+
+
+def test_links_in_submissions_are_not_followed(scratch):
+    """A link could make the kit (as root, or as the instructor) read a file the student may not,
+    and show it in a syntax error: a linked submission is reported, a linked file ignored."""
+    secret = scratch / "secret.py"
+    secret.write_text("the instructor's answer key\n")
+    root = scratch / "subs"
+    (root / "ivan").mkdir(parents=True)
+    (root / "ivan" / "solution.py").symlink_to(secret)
+    (root / "judy.py").symlink_to(secret)
+    found = find(root, scratch)
+    assert found["ivan"].path is None and "no .py file" in found["ivan"].problem
+    assert found["judy"].path is None and "symbolic link" in found["judy"].problem

@@ -5,7 +5,10 @@ In a folder of submissions (docs/grading.md says the same):
 - every `*.py` file is one submission, named by its stem; every `*.zip` file is one submission,
   named by its stem, read as a folder (below);
 - every subfolder is one submission, named by the folder;
-- names starting with `.` or `_` (`.git`, `__pycache__`, `__MACOSX`) are skipped;
+- names starting with `.` or `_` (`.git`, `__pycache__`, `__MACOSX`) are skipped; a symbolic link
+  is reported as a missing submission (the kit does not follow links in submissions: read as the
+  kit's user, one could show a file the student may not read); a linked `.py` file inside a
+  submission is ignored;
 - a folder holding `submission_metadata.yml` is Gradescope's export: each `submission_ID/` is one
   submission, named by its submitters' names from that file.
 In one submission's folder (or extracted archive), the graded file is the first rule that picks
@@ -269,8 +272,14 @@ def from_archive(archive: Path, ctx: Context, down: int = 1) -> tuple[Path | Non
 
 
 def _one(entry: Path, ctx: Context) -> Submission | None:
-    if entry.name.startswith(SKIPPED) or entry.is_symlink():
+    if entry.name.startswith(SKIPPED):
         return None
+    if entry.is_symlink():  # read as the kit's user, a link could show a file the student may not read
+        return Submission(
+            entry.stem if entry.suffix in (".py", ".zip") else entry.name,
+            None,
+            f"{entry.name} is a symbolic link, which the kit does not follow in submissions",
+        )
     if entry.is_file() and entry.suffix == ".py":
         return Submission(entry.stem, entry, picked=f"{entry.name}: a .py file in the folder of submissions")
     if entry.is_file() and entry.suffix.lower() == ".zip":
