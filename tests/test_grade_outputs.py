@@ -450,3 +450,21 @@ def test_as_root_a_link_in_a_folder_a_submission_could_write_is_never_followed(t
     outputs.write(batch, "csv", shared / "g.csv")
     assert installed.read_text() == "the installed reference\n"
     assert (theirs / "g.csv").is_symlink()
+
+
+def test_a_writer_that_fails_costs_its_file_only(tmp_path, monkeypatch):
+    """A bug in one format's writer (here: one submission's gradescope file raises) is reported
+    for that file; the other submissions' files are written."""
+    from attn_kit.batch import formats
+
+    real = formats.FORMATS["gradescope"]
+
+    def flaky(batch, result, hidden_details):
+        if result.name == "bob":
+            raise RuntimeError("boom \ud800")
+        return real.render(batch, result, hidden_details)
+
+    monkeypatch.setitem(formats.FORMATS, "gradescope", formats.Format("gradescope", flaky, per_submission=True))
+    written = outputs.write(hostile_batch(["alice", "bob", "carol"]), "gradescope", tmp_path / "gs")
+    assert [p.name for p in written.files] == ["alice.json", "carol.json"]
+    assert [p.name for p, _ in written.failed] == ["bob.json"] and "RuntimeError: boom \\ud800" in written.failed[0][1]
