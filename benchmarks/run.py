@@ -455,22 +455,68 @@ def bench_command(repeats: int) -> list[Row]:
 # --- 6. `attn-kit grade` on 100 submissions vs a shell loop of `attn-kit check --json` ------------
 
 
+def _cohort(tmp: Path) -> Path:
+    """100 mha-screen submissions: the references and bug files, copied round-robin under varied names."""
+    import shutil
+
+    sources = [*sorted(solutions_dir("mha-screen").glob("reference_*.py")), *sorted((solutions_dir("mha-screen") / "bugs").glob("*.py"))]
+    folder = tmp / "cohort"
+    folder.mkdir()
+    for i in range(100):
+        src = sources[i % len(sources)]
+        shutil.copy(src, folder / f"candidate_{i:03d}_{src.stem.replace('@', '_')}.py")
+    return folder
+
+
+def grade_jobs(repeats: int) -> list[Row]:
+    """`attn-kit grade --jobs 2` against `--jobs 1` on the same 100 submissions, whole commands,
+    alternated; ratio = the median of the per-pair speed-ups. Meaningful on 2 idle cores only: the
+    row records the load average, and says n/a on one core."""
+    import tempfile
+
+    kit = str(Path(sys.executable).parent / "attn-kit")
+    env = dict(os.environ, NO_COLOR="1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    times: dict[int, list[float]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = _cohort(Path(tmp))
+        for _ in range(max(1, repeats // 2)):
+            for jobs in (2, 1):
+                start = time.perf_counter()
+                proc = subprocess.run(
+                    [kit, "grade", str(folder), "-e", "mha-screen", "--seed", "1", "--jobs", str(jobs)],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
+                times[jobs].append(time.perf_counter() - start)
+                if proc.returncode not in (0, 1):
+                    raise RuntimeError(f"attn-kit grade --jobs {jobs} failed: {proc.stderr[-500:]}")
+    speedup = statistics.median(one / two for one, two in zip(times[1], times[2])) if cores >= 2 else float("nan")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return [
+        Row(
+            "`attn-kit grade --jobs 2` vs `--jobs 1` on 100 mha-screen submissions (whole commands; ratio = speed-up)",
+            ms(statistics.median(times[2])),
+            ms(statistics.median(times[1])),
+            speedup,
+            "≥ 1.5× on 2 idle cores",
+            speedup >= 1.5,
+            f"{cores} cores, load average {load:.1f} at the end",
+        )
+    ]
+
+
 def grade_vs_check_loop(repeats: int) -> list[Row]:
     """100 mha-screen submissions (the references and bug files, copied under varied names): one
     `attn-kit grade` (warm grader processes, --jobs = cores) against a shell loop running
     `attn-kit check --json` on each file, same seed, whole commands, alternated."""
-    import shutil
     import tempfile
 
-    sources = [*sorted(solutions_dir("mha-screen").glob("reference_*.py")), *sorted((solutions_dir("mha-screen") / "bugs").glob("*.py"))]
     kit = str(Path(sys.executable).parent / "attn-kit")
     env = dict(os.environ, NO_COLOR="1")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "cohort"
-        folder.mkdir()
-        for i in range(100):
-            src = sources[i % len(sources)]
-            shutil.copy(src, folder / f"candidate_{i:03d}_{src.stem.replace('@', '_')}.py")
+        folder = _cohort(Path(tmp))
         loop = f'for f in "{folder}"/*.py; do "{kit}" check "$f" --json --exercise mha-screen --seed 1 >/dev/null || true; done'
 
         def ours():
@@ -731,6 +777,7 @@ BENCHMARKS = {
     "check-startup": check_startup,
     "bench-command": bench_command,
     "grade": grade_vs_check_loop,
+    "grade-jobs": grade_jobs,
     "diagnosis": diagnosis_time,
     "locate": locate_corpus,
 }

@@ -10,6 +10,7 @@ import dataclasses
 import importlib.util
 import io
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -193,33 +194,43 @@ def test_raises_at_a_larger_size_keeps_what_was_measured(tmp_path):
     assert "IndexError" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
 
+CLOCKS = {
+    "nan": 'time.perf_counter = lambda: float("nan")\n            time.process_time = lambda: float("inf")',
+    "negative": "clock = [0.0]\n            def backwards():\n                clock[0] -= 1e6\n                return clock[0]\n"
+    "            time.perf_counter = time.process_time = backwards",
+}
+
+
 @pytest.mark.slow
-def test_a_clock_the_code_breaks_gives_null_timings_in_strict_json(tmp_path):
-    """The timings are taken in the candidate's process: NaN and infinite readings are null in
-    the JSON (valid for strict readers and for the schema), and fit no exponent."""
+@pytest.mark.parametrize("clock", sorted(CLOCKS))
+def test_a_clock_the_code_breaks_is_never_shown_as_measured(tmp_path, clock):
+    """The timings are taken in the candidate's process: a NaN, infinite or negative reading (a
+    clock the code replaced) ends the ladder with a failure saying so, in strict JSON and on the
+    screen; no size is reported as measured."""
     path = write(
         tmp_path,
         "sol.py",
-        """
+        f"""
         # attn-kit: mha-screen
         import time
         import numpy as np
 
         def multi_head_attention(x, params, num_heads, mask=None, return_weights=False):
-            time.perf_counter = lambda: float("nan")
-            time.process_time = lambda: float("inf")
+            {CLOCKS[clock]}
             return np.asarray(x) @ np.asarray(params["Wq"])
         """,
     )
     data, code, _ = bench_json(path, "--sizes", "16,32", "--repeats", "1")
-    assert code == 0, data
-    assert data["sizes"] == [16, 32]
-    assert data["time_s"] == [None, None] and data["cpu_s"] == [None, None]
-    assert data["time_exponent"] is None and data["expected"]["time"]["status"] == "unknown"
+    assert code == 1, data
+    assert data["sizes"] == [] and data["time_s"] == [] and data["time_exponent"] is None
+    assert "not a number of seconds" in data["failure"] and "T=16" in data["failure"]
     jsonschema = pytest.importorskip("jsonschema")
     from attn_kit.report import jsonout
 
     jsonschema.Draft202012Validator(jsonout.schema("bench")).validate(data)
+    screen = attn_kit("bench", path, "--sizes", "16,32", "--repeats", "1").stdout
+    assert not re.search(r"(nan|inf|-[0-9.e+]+)\s*(s|ms|µs)\b", screen), screen  # no row shows a reading as measured
+    assert "not a number of seconds" in " ".join(screen.split())
 
 
 @pytest.mark.slow

@@ -352,7 +352,7 @@ def test_the_json_record_writes_the_same_files_again(graded, tmp_path):
 
 
 def test_gradeout_write_rejects_unknown_formats(tmp_path):
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="no output format named 'yaml'"):
         outputs.write(run.Batch(EXERCISE, 1, []), "yaml", tmp_path / "x")
 
 

@@ -46,7 +46,7 @@ def test_schemas_ship_in_the_package_and_are_valid():
     for name in jsonout.SCHEMAS:
         assert jsonout.schema_path(name).is_file()
         jsonschema.Draft202012Validator.check_schema(jsonout.schema(name))
-    assert '"attn_kit" = ["schemas/*.json"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"attn_kit" = ["schemas/*.json", "schemas/*.xsd"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_check_output_matches_its_schema():

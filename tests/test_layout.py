@@ -55,6 +55,7 @@ def test_the_top_contract_places_every_package_in_one_layer():
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_module_of_a_package_sits_in_a_layer_of_its_contract(package):
     modules = {p.stem for p in (KIT / package).glob("*.py") if p.stem not in ("__init__", "__main__")}
+    modules |= {p.name for p in (KIT / package).iterdir() if (p / "__init__.py").is_file()}  # subpackages (batch/formats)
     contracts = [c for c in CONTRACTS if c.get("containers") == [f"attn_kit.{package}"]]
     assert len(contracts) == 1, f"attn_kit.{package} needs one layers contract of its own"
     placed = set().union(*(_layer_names(layer) for layer in contracts[0]["layers"]))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from attn_kit.base.errors import WireError
 from attn_kit.base.records import ATOMS, CallStatus, ErrorInfo, Masked, Opaque, Outcome, TensorValue
+from attn_kit.base.text import valid_unicode
 
 if TYPE_CHECKING:
     import numpy
@@ -107,8 +108,9 @@ def _escape(match: re.Match[str]) -> str:
 
 def visible(text: str) -> str:
     """The candidate's text with every control character the terminal would act on written out
-    (ESC as \\e, CR as \\r, others as \\xNN or \\uNNNN), so it cannot paint the screen."""
-    return _CONTROL.sub(_escape, text)
+    (ESC as \\e, CR as \\r, others as \\xNN or \\uNNNN), so it cannot paint the screen, and
+    every lone surrogate written out too (text.valid_unicode), so it can be printed and saved."""
+    return _CONTROL.sub(_escape, valid_unicode(text))
 
 
 def _type_name(value: object) -> str:

@@ -1,269 +1,87 @@
-"""The files `attn-kit grade` writes: CSV, JSON, JUnit XML, Gradescope's and PrairieLearn's results.json.
+"""Writing `attn-kit grade`'s result files: each format of batch/formats/ rendered and written
+without following a link, one file failing costing only that file.
 
 CSV and JSON are the instructor's records: every check of every submission in full. JUnit,
-Gradescope and PrairieLearn are what students see, so there a hidden case (a check that is not
-one of the exercise's public examples: registry's `public=False`) shows only its property name,
-status and points, unless `hidden_details` is set; the public examples are always shown in full.
-Every output records the seed, so a cohort's hidden cases can be regenerated.
+Gradescope and PrairieLearn are what students see, so there a hidden case shows only its property
+name, status and points unless `hidden_details` is set (formats/_shared.py). Every output records
+the seed, so a cohort's hidden cases can be regenerated, and which file was graded and why.
+
+Every file goes through base/safefile.py: a fresh file in a real folder of the user's, renamed over
+the name, so a symbolic link planted at `out/grades.csv` (say, to the history database) is
+replaced, never written through, and a linked folder is refused. Gradescope and PrairieLearn
+describe one submission per file: with several submissions they go to a folder holding one
+`NAME.json` per submission, NAME made a safe file name and unique (two submissions never share a
+file, whatever their names).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from attn_kit import __version__
-from attn_kit.batch.run import GRADED, Batch, Result
-from attn_kit.report import jsonout
+from attn_kit.base import safefile
+from attn_kit.base.errors import UsageError
+from attn_kit.base.text import file_stem, valid_unicode
+from attn_kit.batch.formats import FORMATS, NAMES
+from attn_kit.batch.run import Batch, Result
 
-FORMATS = ("csv", "json", "junit", "gradescope", "prairielearn")
-PER_SUBMISSION = ("gradescope", "prairielearn")  # one results.json per submission
-WITHHELD = "a hidden case: its inputs and expected values are not shown"
-
-
-def bug_titles() -> dict[str, str]:
-    from attn_kit.load import catalog
-
-    return {k: b.title for k, b in catalog.bugs().items()}
+__all__ = ["FORMATS", "NAMES", "Written", "targets", "write"]
 
 
-def check_text(check: dict, hidden_details: bool, titles: dict[str, str]) -> str:
-    """What a student sees of one check: the kit's message in full for a public example (or with
-    hidden_details), only the verdict for a hidden case; the named bug either way."""
-    if check["status"] == "pass":
-        return "passed"
-    if check["status"] == "skip":
-        return check["message"] or "skipped"
-    verdict = "failed" if check["status"] == "fail" else "your code raised, hung or crashed"
-    shown = check["message"] if (check["public"] or hidden_details) else f"{verdict} ({WITHHELD})"
-    if check.get("bug"):
-        shown += f"\nThis matches a known bug: {titles.get(check['bug'], check['bug'])} ({check['bug']})."
-    return shown
+@dataclass
+class Written:
+    """What one `--out` produced: the files really written, and each that could not be, with why."""
+
+    fmt: str
+    files: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def summary_text(result: Result, titles: dict[str, str]) -> str:
-    """One paragraph: the score, or why the submission could not be graded; the named bugs."""
-    if result.state != GRADED or result.report is None:
-        return f"Not graded ({result.state}): {result.error}"
-    score = result.report["score"]
-    text = f"{score['points']}/{score['max_points']} points; {score['passed']} of {score['total']} checks passed."
-    for d in result.report["diagnosis"]:
-        text += f"\nKnown bug: {titles.get(d['bug'], d['title'])} ({d['bug']})."
-    if result.timed_out:
-        text += "\nSome calls ran out of time."
-    if result.crashed:
-        text += "\nSome calls crashed or ran out of memory."
-    return text
+def _unique_stems(results: list[Result]) -> list[str]:
+    """One file name per submission, never two alike (case-insensitively: some file systems are)."""
+    seen: set[str] = set()
+    stems = []
+    for r in results:
+        stem, n = file_stem(r.name), 1
+        while (stem if n == 1 else f"{stem}~{n}").casefold() in seen:
+            n += 1
+        stem = stem if n == 1 else f"{stem}~{n}"
+        seen.add(stem.casefold())
+        stems.append(stem)
+    return stems
 
 
-# --- instructor records -------------------------------------------------------------------------
-
-
-def to_json(batch: Batch) -> dict:
-    return {
-        "tool": "attn-kit",
-        "version": __version__,
-        "exercise": batch.exercise,
-        "seed": batch.seed,
-        "max_points": batch.max_points,
-        "seconds": round(batch.seconds, 3),
-        "jobs": batch.jobs,
-        "checks": batch.checks,
-        "submissions": [r.to_json() for r in batch.results],
-    }
-
-
-def to_csv(batch: Batch) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    ids = [c["id"] for c in batch.checks]
-    writer.writerow(
-        [
-            "submission",
-            "path",
-            "exercise",
-            "seed",
-            "state",
-            "points",
-            "max_points",
-            "passed",
-            "failed_checks",
-            "bugs",
-            "seconds",
-            "crashed",
-            "timed_out",
-            "error",
-            *[f"{i}:{part}" for i in ids for part in ("points", "status", "bug")],
-        ]
-    )
-    for r in batch.results:
-        by_id = {c["id"]: c for c in r.checks()}
-        cells = []
-        for i in ids:
-            c = by_id.get(i)
-            cells += [c["points"], c["status"], c["bug"] or ""] if c else ["", "", ""]
-        writer.writerow(
-            [
-                r.name,
-                r.path or "",
-                batch.exercise,
-                batch.seed,
-                r.state,
-                r.points,
-                batch.max_points,
-                r.passed,
-                " ".join(r.failed()),
-                " ".join(r.bugs()),
-                f"{r.seconds:.3f}",
-                r.crashed,
-                r.timed_out,
-                r.error,
-                *cells,
-            ]
-        )
-    return out.getvalue()
-
-
-# --- what students see ----------------------------------------------------------------------------
-
-
-def to_junit(batch: Batch, hidden_details: bool = False) -> str:
-    """One <testsuite> per submission, one <testcase> per check; a failing check is a <failure>
-    (its message the kit's), a check whose code raised, hung or crashed an <error>, a skipped
-    check <skipped>. A submission that could not be graded has one testcase, `load`, in error."""
-    titles = bug_titles()
-    root = ET.Element("testsuites", name=f"attn-kit grade {batch.exercise}")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for r in batch.results:
-        suite = ET.SubElement(root, "testsuite", name=r.name, time=f"{r.seconds:.3f}")
-        props = ET.SubElement(suite, "properties")
-        for name, value in (
-            ("exercise", batch.exercise),
-            ("seed", batch.seed),
-            ("state", r.state),
-            ("points", r.points),
-            ("max_points", batch.max_points),
-            ("path", r.path or ""),
-        ):
-            ET.SubElement(props, "property", name=name, value=str(value))
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        classname = f"attn-kit.{batch.exercise}.{r.name}"
-        if r.state != GRADED:
-            case = ET.SubElement(suite, "testcase", classname=classname, name="load", time=f"{r.seconds:.3f}")
-            ET.SubElement(case, "error", message=f"not graded ({r.state})", type=r.state).text = r.error
-            counts["tests"] += 1
-            counts["errors"] += 1
-        for c in r.checks():
-            case = ET.SubElement(suite, "testcase", classname=classname, name=c["id"], time="0")
-            counts["tests"] += 1
-            text = check_text(c, hidden_details, titles)
-            if c["status"] == "fail":
-                ET.SubElement(case, "failure", message=text.splitlines()[0], type=c["bug"] or "fail").text = text
-                counts["failures"] += 1
-            elif c["status"] == "error":
-                ET.SubElement(case, "error", message=text.splitlines()[0], type=c["bug"] or "error").text = text
-                counts["errors"] += 1
-            elif c["status"] == "skip":
-                ET.SubElement(case, "skipped", message=c["message"] or "skipped")
-                counts["skipped"] += 1
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
-    for key, value in totals.items():
-        root.set(key, str(value))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def gradescope(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
-    """Gradescope's results.json for one submission: `score` in points (Gradescope scales it to
-    the assignment), one test per check, every test `visible` (hidden cases show no values)."""
-    titles = bug_titles()
-    tests = []
-    for number, c in enumerate(result.checks(), start=1):
-        tests.append(
-            {
-                "name": f"{c['title']} [{c['id']}]" + ("" if c["public"] else " (hidden case)"),
-                "number": str(number),
-                "score": c["points"],
-                "max_score": c["max_points"],
-                "status": "passed" if c["status"] == "pass" else "failed",
-                "output": check_text(c, hidden_details, titles),
-                "visibility": "visible",
-            }
-        )
-    return {
-        "score": result.points,
-        "execution_time": round(result.seconds, 3),
-        "output": summary_text(result, titles) + f"\n(attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed})",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": {
-            "attn_kit": __version__,
-            "exercise": batch.exercise,
-            "seed": batch.seed,
-            "state": result.state,
-            "bugs": result.bugs(),
-        },
-    }
-
-
-def prairielearn(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
-    """PrairieLearn's external-grader results.json for one submission: `score` in 0-1. A file that
-    could not be loaded or found is `gradable: false` (the student keeps the attempt)."""
-    titles = bug_titles()
-    most = batch.max_points or 1
-    tests = [
-        {
-            "name": c["title"] + ("" if c["public"] else " (hidden case)"),
-            "description": c["id"],
-            "points": c["points"],
-            "max_points": c["max_points"],
-            "message": check_text(c, hidden_details, titles),
-            "output": "",
-        }
-        for c in result.checks()
-    ]
-    gradable = result.state not in ("unloadable", "missing")
-    return {
-        "gradable": gradable,
-        "score": round(min(1.0, result.points / most), 6),
-        "message": summary_text(result, titles),
-        "output": f"attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed}",
-        "tests": tests,
-    }
-
-
-# --- writing ----------------------------------------------------------------------------------------
-
-
-def write(batch: Batch, fmt: str, path: Path, hidden_details: bool = False) -> list[Path]:
-    """Write `batch` in `fmt` to `path`; the files written. Gradescope and PrairieLearn describe one
-    submission: with one submission `path` is its results.json, with several a folder holding
-    NAME.json for each."""
+def targets(batch: Batch, fmt: str, path: Path) -> list[tuple[Path, Result | None]]:
+    """Where `fmt` goes: (file, the submission it describes, or None for the whole run)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"no output format named {fmt!r}; there are {', '.join(NAMES)}")
     path = Path(path)
-    if fmt in PER_SUBMISSION:
-        build = gradescope if fmt == "gradescope" else prairielearn
-        if len(batch.results) == 1 and path.suffix == ".json":
-            targets = [(path, batch.results[0])]
-        else:
-            path.mkdir(parents=True, exist_ok=True)
-            targets = [(path / f"{r.name}.json", r) for r in batch.results]
-        for target, result in targets:
+    if not FORMATS[fmt].per_submission:
+        return [(path, None)]
+    if len(batch.results) == 1 and path.suffix == ".json":
+        return [(path, batch.results[0])]
+    return [(path / f"{stem}.json", r) for stem, r in zip(_unique_stems(batch.results), batch.results)]
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return valid_unicode(exc.strerror or str(exc))
+    return valid_unicode(f"the kit failed to render it ({type(exc).__name__}: {exc})")
+
+
+def write(batch: Batch, fmt: str, path: Path, hidden_details: bool = False) -> Written:
+    """Write `batch` in `fmt` to `path`. A file that cannot be rendered or written (a linked or
+    foreign folder, a full disk, a bug) is listed in `failed` and the others are still written."""
+    render = FORMATS[fmt].render if fmt in FORMATS else None
+    written = Written(fmt)
+    for target, result in targets(batch, fmt, path):
+        try:
+            assert render is not None
+            text = render(batch, result, hidden_details)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(jsonout.dumps(build(batch, result, hidden_details), indent=2) + "\n", encoding="utf-8")
-        return [t for t, _ in targets]
-    if fmt == "csv":
-        text = to_csv(batch)
-    elif fmt == "json":
-        text = jsonout.dumps(to_json(batch), indent=2) + "\n"
-    elif fmt == "junit":
-        text = to_junit(batch, hidden_details)
-    else:
-        raise ValueError(f"unknown format {fmt!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8", newline="")
-    return [path]
+            safefile.write_bytes(target, text.encode("utf-8"))
+        except Exception as exc:  # noqa: BLE001 - one output failing costs that output only
+            written.failed.append((target, _why(exc)))
+        else:
+            written.files.append(target)
+    return written

@@ -1,13 +1,7 @@
 """`attn-kit grade`: a folder of submissions, each graded exactly as `attn-kit check` grades it.
 
-How a submission's file is found (docs/grading.md says the same):
-- every `*.py` file directly in the folder is one submission, named by its stem;
-- every subfolder is one submission, named by the folder: its file is its only `*.py` file at the
-  top level (test_*.py, *_test.py, conftest.py and __init__.py do not count), else its
-  `solution.py`, else the one file whose first line is an `# attn-kit: ID` header; otherwise the
-  submission is reported as missing, with the reason;
-- names starting with `.` or `_` (`.git`, `__pycache__`) are skipped.
-With `single`, the folder itself is one submission (a platform's submission folder).
+How a submission's file is found (files, folders, zip archives, Gradescope's export) is
+batch/discover.py's business; `find_submissions` is re-exported here.
 
 Process model: the kit starts `jobs` grader processes (`python -m attn_kit.batch.run`), each a fresh
 interpreter that grades one submission after another with grading.grade, so each keeps one warm
@@ -29,22 +23,17 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-from attn_kit.base.errors import KitError, UsageError
+from attn_kit.base import text
+from attn_kit.base.errors import KitError
+from attn_kit.batch.discover import Submission, find_submissions
 
-NOT_SOLUTIONS = ("test_", "conftest.py", "__init__.py")
+__all__ = ["Batch", "Result", "Submission", "find_submissions", "grade_all"]
+
 GRADED, UNLOADABLE, TIMED_OUT, CRASHED, MISSING = "graded", "unloadable", "timed out", "crashed", "missing"
 DEFAULT_LIMIT = 120.0  # seconds one submission may take in all (every call, load and diagnosis)
 GRADER_START = 120.0  # seconds a new grader process may take to say it is ready
-
-
-@dataclass
-class Submission:
-    name: str
-    path: Path | None
-    problem: str = ""  # why no file was found (path is None)
 
 
 @dataclass
@@ -60,6 +49,8 @@ class Result:
     seconds: float = 0.0
     crashed: bool = False  # a call crashed or ran out of memory
     timed_out: bool = False  # a call, the load or the whole submission ran out of time
+    picked: str = ""  # which file was graded and why
+    check_seconds: dict[str, float] = field(default_factory=dict)  # check id -> seconds it took
 
     @property
     def points(self) -> int:
@@ -79,9 +70,13 @@ class Result:
         return [d["bug"] for d in self.report["diagnosis"]] if self.report else []
 
     def to_json(self) -> dict:
+        raw = text.raw_bytes(self.path or "")
         return {
             "name": self.name,
             "path": self.path,
+            "path_bytes": raw.hex() if raw is not None else None,
+            "picked": self.picked,
+            "check_seconds": {k: round(v, 3) for k, v in self.check_seconds.items()},
             "state": self.state,
             "error": self.error or None,
             "seconds": round(self.seconds, 3),
@@ -111,66 +106,21 @@ class Batch:
     def from_json(cls, data: dict) -> Batch:
         """A run back from its `--out json=` file (gradeout.to_json), to write it in other formats."""
         results = [
-            Result(s["name"], s["path"], s["state"], s["report"], s["error"] or "", s["seconds"], s["crashed"], s["timed_out"])
+            Result(
+                s["name"],
+                bytes.fromhex(s["path_bytes"]).decode("utf-8", "surrogateescape") if s.get("path_bytes") else s["path"],
+                s["state"],
+                s["report"],
+                s["error"] or "",
+                s["seconds"],
+                s["crashed"],
+                s["timed_out"],
+                s.get("picked", ""),
+                s.get("check_seconds", {}),
+            )
             for s in data["submissions"]
         ]
         return cls(data["exercise"], data["seed"], results, data["checks"], data["seconds"], data["jobs"])
-
-
-# --- finding the submissions -----------------------------------------------------------------------
-
-
-def _solution_in(folder: Path) -> tuple[Path | None, str]:
-    files = sorted(
-        p for p in folder.glob("*.py") if p.is_file() and not p.name.startswith((".", *NOT_SOLUTIONS)) and not p.stem.endswith("_test")
-    )
-    if len(files) == 1:
-        return files[0], ""
-    if (folder / "solution.py").is_file():
-        return folder / "solution.py", ""
-    headed = [p for p in files if _first_line(p).startswith("# attn-kit:")]
-    if len(headed) == 1:
-        return headed[0], ""
-    if not files:
-        return None, "no .py file in it"
-    return None, (
-        f"{len(files)} .py files in it ({', '.join(p.name for p in files[:4])}"
-        f"{', ...' if len(files) > 4 else ''}) and none is solution.py or starts with `# attn-kit:`"
-    )
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.readline().strip()
-    except OSError:
-        return ""
-
-
-def find_submissions(root: Path, single: bool = False) -> list[Submission]:
-    """The submissions under `root` (see the module's docstring), in name order."""
-    root = Path(root)
-    if not root.exists():
-        raise UsageError(f"{root} does not exist; give the folder of submissions (or one submission's file).")
-    if root.is_file():
-        return [Submission(root.stem, root)]
-    if single:
-        path, problem = _solution_in(root)
-        return [Submission(root.resolve().name or "submission", path, problem)]
-    found = []
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith((".", "_")):
-            continue
-        if entry.is_file() and entry.suffix == ".py":
-            found.append(Submission(entry.stem, entry))
-        elif entry.is_dir():
-            path, problem = _solution_in(entry)
-            found.append(Submission(entry.name, path, problem))
-    if not found:
-        raise UsageError(
-            f"{root} holds no submission: put one .py file per submission in it, or one folder per submission holding its solution.py."
-        )
-    return found
 
 
 # --- the grader process ------------------------------------------------------------------------------
@@ -204,6 +154,7 @@ def grade_one(path: str, exercise: str, seed: int, timeout: float, memory: int |
     return {
         "state": GRADED,
         "report": report.to_json(),
+        "check_seconds": {r.id: r.seconds for r in report.results},
         "crashed": bool(statuses & {CallStatus.CRASHED, CallStatus.MEMORY}),
         "timed_out": CallStatus.TIMEOUT in statuses,
     }
@@ -269,6 +220,13 @@ class _Grader:
                 pass
 
 
+def _seconds(value: object) -> dict[str, float]:
+    """A grader's per-check times, kept only where they are what they claim (finite, >= 0)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items() if isinstance(k, str) and isinstance(v, (int, float)) and 0 <= v < float("inf")}
+
+
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -317,6 +275,7 @@ class _Pool:
                     seconds=time.monotonic() - grader.started,
                     timed_out=state == TIMED_OUT,
                     crashed=state == CRASHED,
+                    picked=sub.picked,
                 ),
             )
         elif not grader.ready:
@@ -358,6 +317,8 @@ class _Pool:
                 time.monotonic() - grader.started,
                 answer.get("crashed", False),
                 answer.get("timed_out", False),
+                sub.picked,
+                _seconds(answer.get("check_seconds")),
             ),
         )
 
@@ -421,7 +382,7 @@ def grade_all(
     todo = []
     for i, sub in enumerate(submissions):
         if sub.path is None:
-            finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}"))
+            finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}", picked=sub.problem))
         else:
             todo.append(i)
     settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory}

@@ -5,33 +5,34 @@ from __future__ import annotations
 
 import random
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
-from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS, SEED, SIZE, parse_size, reports_errors, timeout_option_type
+from attn_kit.batch.formats import NAMES, SUFFIXES
+from attn_kit.cli.common import EXIT_FAIL, EXIT_PASS, EXIT_USAGE, SEED, SIZE, parse_size, reports_errors, timeout_option_type
 
-SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".xml": "junit"}
+EXIT_BROKEN = 3  # the run broke: an output could not be written, or the kit could not grade
 
 
 def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple[str, Path]]:
     """--out FORMAT=PATH, or --format F ... --out PATH ... paired in order; a bare PATH with no
     --format left takes its format from its suffix (.csv, .json, .xml)."""
     from attn_kit.base.errors import UsageError
-    from attn_kit.batch.outputs import FORMATS
 
     pending = list(formats)
     pairs = []
     for out in outs:
         fmt, sep, rest = out.partition("=")
-        if sep and fmt in FORMATS:
+        if sep and fmt in NAMES:
             pairs.append((fmt, Path(rest)))
         elif pending:
             pairs.append((pending.pop(0), Path(out)))
-        elif Path(out).suffix in SUFFIX_FORMAT:
-            pairs.append((SUFFIX_FORMAT[Path(out).suffix], Path(out)))
+        elif Path(out).suffix in SUFFIXES:
+            pairs.append((SUFFIXES[Path(out).suffix], Path(out)))
         else:
-            raise UsageError(f"--out {out}: say which format to write there, e.g. --out json={out} (formats: {', '.join(FORMATS)}).")
+            raise UsageError(f"--out {out}: say which format to write there, e.g. --out json={out} (formats: {', '.join(NAMES)}).")
     if pending:
         raise UsageError(f"--format {pending[0]} has no --out PATH to go to; add e.g. --out {pending[0]}=PATH.")
     for fmt, target in pairs:
@@ -48,7 +49,7 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
     "formats",
     multiple=True,
     metavar="FORMAT",
-    type=click.Choice(["csv", "json", "junit", "gradescope", "prairielearn"]),
+    type=click.Choice(NAMES),
     help="A format for the next bare --out PATH (repeatable).",
 )
 @click.option(
@@ -56,8 +57,7 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
     "outs",
     multiple=True,
     metavar="FORMAT=PATH",
-    help="Write results there: csv, json, junit, gradescope or prairielearn (repeatable), "
-    "e.g. --out csv=grades.csv --out junit=report.xml.",
+    help=f"Write results there: {', '.join(NAMES)} (repeatable), e.g. --out csv=grades.csv --out junit=report.xml.",
 )
 @click.option("--seed", type=SEED, help="Seed of the hidden cases, the same for every submission (default: one per run, printed).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Submissions graded at once [default: the number of cores].")
@@ -82,11 +82,16 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
 def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
     """Grade every submission in the folder SUBMISSIONS, as `attn-kit check` grades one file.
 
-    One .py file per submission, or one folder per submission holding its file (its only .py
-    file, else solution.py, else the file whose first line is `# attn-kit: ID`).
+    One .py file, .zip file or folder per submission, or Gradescope's export (names from its
+    submission_metadata.yml). In a folder or zip, the file graded is its only .py file, else the
+    one named as `attn-kit start` names it, else solution.py, else the file starting with
+    `# attn-kit: ID`, else the one defining the exercise's function (the rest are its helpers).
+    Every output says which file was graded and why.
 
-    Exit status: 0 every submission passed every check, 1 some did not (or could not be graded),
-    2 the command was misused.
+    Exit status: 0 every submission graded and passed every check; 1 every submission graded or
+    reported, and some failed a check or could not be graded (their files' doing); 2 the command
+    was misused; 3 the run broke: an output file could not be written (the others were), or the
+    kit itself could not grade.
 
     \b
     Examples:
@@ -94,19 +99,34 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
       attn-kit grade submissions/ -e mha-screen --seed 7 --out csv=grades.csv --out junit=report.xml
       attn-kit grade /autograder/submission -e mha-screen --single --out gradescope=results.json
     """
+    pairs = parse_outputs(formats, outs)
+    scratch = tempfile.TemporaryDirectory(prefix="attn-kit-submissions-")  # archives are extracted here
+    with scratch:
+        _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, Path(scratch.name))
+
+
+def _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, scratch: Path) -> None:
+    from attn_kit.base.errors import KitError
     from attn_kit.batch import outputs, run
     from attn_kit.render import grade as render_grade
 
-    pairs = parse_outputs(formats, outs)
-    found = run.find_submissions(submissions, single)
+    found = run.find_submissions(submissions, single, exercise, scratch)
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
     render_grade.seed_line(seed)
-    with render_grade.progress(len(found)) as advance:
-        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+    try:
+        with render_grade.progress(len(found)) as advance:
+            result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+    except KitError as exc:
+        if exc.exit_code == EXIT_USAGE:  # an unknown exercise, ...
+            raise
+        render_grade.broken(str(exc))
+        sys.exit(EXIT_BROKEN)
     render_grade.table(result)
-    written = [(fmt, outputs.write(result, fmt, path, hidden_details)) for fmt, path in pairs]
+    written = [outputs.write(result, fmt, path, hidden_details) for fmt, path in pairs]
     render_grade.written(written)
+    if any(w.failed for w in written):
+        sys.exit(EXIT_BROKEN)
     sys.exit(EXIT_PASS if all(r.passed for r in result.results) else EXIT_FAIL)
 
 

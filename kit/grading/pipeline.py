@@ -88,6 +88,7 @@ def run_check(
     source: preflight.SourceFile | None = None,
     run_blocked: bool = True,
 ) -> CheckResult:
+    started = time.perf_counter()
     result = CheckResult(
         check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public, catches=check.catches, hint=hint_for(exercise, check)
     )
@@ -109,6 +110,7 @@ def run_check(
             hint=result.hint,
             message=f"{BLOCKED} `{blocker}` did not pass; fix that first",
         )
+    result.seconds = time.perf_counter() - started
     return result
 
 

@@ -158,7 +158,30 @@ def read_source(path: str | Path) -> SourceFile:
     first = text.splitlines()[0] if text else ""
     match = HEADER.match(first)
     defined = tuple(node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return SourceFile(path, text, tree, match.group(1) if match else None, defined)
+    source = SourceFile(path, text, tree, match.group(1) if match else None, defined)
+    problem = shadowing_problem(source)
+    if problem:
+        raise LoadError(problem)
+    return source
+
+
+KIT_NEEDS = ("numpy", "torch")  # modules the kit's side of the worker imports while running the file
+
+
+def shadowing_problem(source: SourceFile) -> str:
+    """Why the file's name cannot work ('' when it can): the worker imports the file as a module
+    named by its stem, so `numpy.py` would take the place of NumPy, for the file's own
+    `import numpy` and for the kit in the worker."""
+    stem = source.path.stem
+    imported = {name for name, _ in source.imports()}
+    if stem not in imported and stem not in KIT_NEEDS:
+        return ""
+    who = "your file imports" if stem in imported else "the kit needs while it runs your code"
+    return (
+        f"{source.path.name} has the name of the module `{stem}`, which {who}: under that name your "
+        f"file hides the real `{stem}` (its `import {stem}` would find your file itself, hence errors "
+        f"like \"module '{stem}' has no attribute ...\"). Rename it, e.g. to {stem}_solution.py."
+    )
 
 
 def syntax_error_text(path: Path, exc: SyntaxError) -> str:

@@ -300,6 +300,23 @@ def _failure_text(workload: Workload, T: int, outcome: Outcome) -> str:
     return text
 
 
+class _Forged(Exception):
+    """A timing or memory reading that cannot have been measured (NaN, infinite, negative, not a
+    number): the harness runs in the candidate's process, which changed it."""
+
+
+def _readings(extra: dict, many: str, one: str) -> list[float]:
+    """The harness's readings (`many`, a list, or `one`), as measured seconds; _Forged if any is not
+    a finite, non-negative number."""
+    value = extra.get(many) if many in extra else [extra.get(one)]
+    if not isinstance(value, list) or not value:
+        raise _Forged(f"came back as {value!r}, not a list of seconds")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise _Forged(f"came back as {v!r}, not a number of seconds")
+    return [float(v) for v in value]
+
+
 def _measure_size(
     sandbox: Sandbox, workload: Workload, memory_harness: str, args, kwargs, repeats: int, timeout: float
 ) -> tuple[list[float], list[float], dict, Outcome | None]:
@@ -320,8 +337,8 @@ def _measure_size(
             return times, cpu_times, {}, outcome
         # a harness that repeats internally (decode steps) reports every run
         extra = outcome.extra
-        times.extend(extra["times"] if "times" in extra else [extra["seconds"]])
-        cpu_times.extend(extra["cpu_times"] if "cpu_times" in extra else [extra["cpu_seconds"]])
+        times.extend(_readings(extra, "times", "seconds"))
+        cpu_times.extend(_readings(extra, "cpu_times", "cpu_seconds"))
     if not memory_harness:  # the time harness measured memory too
         return times, cpu_times, outcome.extra, None
     left = max(deadline - time.perf_counter(), 0.5)
@@ -470,9 +487,16 @@ def _ladder(
         args, kwargs = _inputs(workload, rng, T, plan.kind)
         size_started = clock()
         left = max(options.budget - elapsed, 1.0)
-        times, cpu_times, memory, failed = _measure_size(
-            sandbox, workload, plan.memory_harness, args, kwargs, options.repeats, timeout=left
-        )
+        try:
+            times, cpu_times, memory, failed = _measure_size(
+                sandbox, workload, plan.memory_harness, args, kwargs, options.repeats, timeout=left
+            )
+        except _Forged as exc:
+            result.failure = (
+                f"the timing of `{workload.function}` at T={T} {exc}: the measurement runs in your "
+                "code's process, and something there changed it, so no timing is shown as measured."
+            )
+            break
         if failed is not None:
             _stop_at(result, workload, T, failed, left, options.budget)
             break
@@ -482,7 +506,7 @@ def _ladder(
                 "peak resident memory is not readable on this system: tracemalloc was used, so torch tensors are missing from peak memory."
             )
         peak = memory.get("peak_bytes")
-        if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not math.isfinite(peak):
+        if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not math.isfinite(peak) or peak < 0:
             result.failure = (
                 f"the memory reading of `{workload.function}` at T={T} came back as {peak!r}, "
                 "not a number of bytes: the measurement runs in your code's process, and "

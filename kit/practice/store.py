@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from attn_kit.base import safefile
 from attn_kit.base.errors import StoreError
+from attn_kit.base.text import valid_unicode
 
 DB_NAME = "history.db"
 BUSY_TIMEOUT_MS = 15_000
@@ -282,7 +283,7 @@ class Store:
             (
                 iso(at or now()),
                 exercise,
-                file,
+                valid_unicode(file),  # a file name that is not UTF-8: its bytes written out, as SQLite stores text
                 seed,
                 int(passed),
                 checks_passed,

@@ -25,6 +25,7 @@ from rich.text import Text
 from rich.theme import Theme
 
 from attn_kit.base.records import TestOutcome
+from attn_kit.base.text import for_terminal, valid_unicode
 from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Report
 
 THEME = Theme(
@@ -123,7 +124,7 @@ def error(message: str) -> None:
     """`Error: message` on stderr. On a terminal its prose wraps between words; its indented lines
     (a source line and its caret) are never re-wrapped. Piped, each line stays whole."""
     err = error_console()
-    for i, line in enumerate(message.split("\n")):
+    for i, line in enumerate(valid_unicode(message).split("\n")):  # a non-UTF-8 path in it cannot break the print
         text = (Text("Error: ", style="error") if i == 0 else Text()) + Text(line)
         err.print(text, soft_wrap=not err.is_terminal or line.startswith((" ", "\t")))
 
@@ -827,7 +828,7 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
     where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
     out.print(hanging("  ● ", Text(f"Look at {where}.", style="label")))
     for edit in found.edits:
-        out.print(hanging("    ", Text(f"line {edit.start[0]}: ") + Text(edit.what)))
+        out.print(hanging("    ", Text(f"line {edit.start[0]}: ") + Text(for_terminal(edit.what))))
     if found.bugs:
         out.print(hanging("    ", Text("It corresponds to ", style="muted") + Text(", ".join(found.bugs), style="bug.id")))
     repairs = ", ".join(found.repairs[:4]) + (f" and {len(found.repairs) - 4} more" if len(found.repairs) > 4 else "")
@@ -840,9 +841,9 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
     if not fix:
         out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
         return
-    for first, before, after in found.diff:
+    for first, before, after in found.diff:  # the candidate's lines: escaped, so no ESC or BEL reaches the terminal
         width = len(str(first + max(len(before), len(after))))
         for i, line in enumerate(before):
-            out.print(Text(f"  - {first + i:>{width}} | {line}", style="actual"), soft_wrap=True)
+            out.print(Text(f"  - {first + i:>{width}} | {for_terminal(line.expandtabs(4))}", style="actual"), soft_wrap=True)
         for i, line in enumerate(after):
-            out.print(Text(f"  + {first + i:>{width}} | {line}", style="expected"), soft_wrap=True)
+            out.print(Text(f"  + {first + i:>{width}} | {for_terminal(line.expandtabs(4))}", style="expected"), soft_wrap=True)

@@ -1,7 +1,9 @@
 """What `attn-kit grade` and `attn-kit autograder` show: a progress bar while grading (stderr, only on
 a terminal), then one table row per submission and a footer with the seed and the files written.
 
-A render-only module: it takes batch.Batch / batch.Result and prints; it grades nothing.
+A render-only module: it takes batch.Batch / batch.Result and prints; it grades nothing. Every name
+and message from a submission is shown through `for_terminal` inside a `Text` (never as markup):
+no escape code, control character or newline reaches the screen raw, and `[red]` is just text.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Callable
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from attn_kit.base.text import for_terminal
+from attn_kit.batch.outputs import Written
 from attn_kit.batch.run import GRADED, Batch, Result
 from attn_kit.render import check
 
@@ -32,13 +35,13 @@ def progress(total: int) -> Iterator[Callable[[Result], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a submission's name, never markup
         console=check.error_console(),
         transient=True,
     )
     with bar:
         task = bar.add_task("", total=total)
-        yield lambda result: bar.update(task, advance=1, description=result.name)
+        yield lambda result: bar.update(task, advance=1, description=for_terminal(result.name)[:60])
 
 
 def _state(result: Result) -> Text:
@@ -66,7 +69,7 @@ def table(batch: Batch) -> None:
     for r in batch.results:
         style = "score.good" if r.passed else "score.bad"
         grid.add_row(
-            r.name,
+            Text(for_terminal(r.name)),
             Text(f"{r.points}/{most}", style=style),
             str(len(r.failed())) if r.state == GRADED else "–",
             Text(", ".join(r.bugs()), style="bug.id"),
@@ -84,11 +87,20 @@ def table(batch: Batch) -> None:
     )
 
 
-def written(paths: list[tuple[str, list[Path]]]) -> None:
+def written(outputs: list[Written]) -> None:
+    """One line per --out: what was really written; then, on stderr, each file that was not."""
     out = check.console()
-    for fmt, files in paths:
-        where = str(files[0]) if len(files) == 1 else f"{len(files)} files in {files[0].parent}"
-        out.print(Text(f"wrote {fmt}: {where}", style="muted"))
+    for w in outputs:
+        if w.files:
+            where = str(w.files[0]) if len(w.files) == 1 else f"{len(w.files)} files in {w.files[0].parent}"
+            out.print(Text(f"wrote {w.fmt}: {for_terminal(where)}", style="muted"))
+        for path, why in w.failed:
+            check.error(f"could not write {w.fmt} to {for_terminal(str(path))}: {for_terminal(why)}")
+
+
+def broken(message: str) -> None:
+    """The run broke before every submission was graded (exit status 3)."""
+    check.error(f"the run broke: {for_terminal(message)}")
 
 
 def seed_line(seed: int) -> None:
@@ -100,6 +112,6 @@ def recipe(kind: str, files: list, notes: list[str]) -> None:
     out = check.console()
     out.print(Text(f"{kind} autograder written:", style="label"))
     for path in files:
-        out.print(f"  {path}")
+        out.print(Text(f"  {for_terminal(str(path))}"))
     for note in notes:
         out.print(Text(note, style="muted"))

@@ -8,7 +8,8 @@ the failure keep their values: `exercise` (from --exercise or the file's `# attn
 whether or not the run worked, and only has to look at `error` to tell.
 
 Every --json output is printed by `dumps`: strict JSON, where a number that is not finite (NaN,
-an infinity: a bench timing the candidate's code made up, say) is `null`.
+an infinity: a bench timing the candidate's code made up, say) is `null`, and every string is
+valid Unicode (a lone surrogate is written out as `\\xNN` or `\\uNNNN`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_kit.base.paths import schemas_dir
+from attn_kit.base.text import valid_unicode
 
 SCHEMAS = ("check", "test-tests", "bench", "error")
 
@@ -37,11 +39,15 @@ def schema_path(name: str) -> Path:
 
 
 def finite(value: Any) -> Any:
-    """value with every NaN or infinite float (at any depth of dicts, lists, tuples) made None."""
+    """value with every NaN or infinite float (at any depth of dicts, lists, tuples) made None,
+    and every string (keys too) valid Unicode: a lone surrogate (a file name that was not UTF-8, a
+    candidate's message) written out visibly (text.valid_unicode), never sent as `\\udcff`."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return valid_unicode(value)
     if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
+        return {finite(key): finite(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(item) for item in value]
     return value

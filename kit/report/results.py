@@ -94,6 +94,7 @@ class CheckResult:
     calls: list[Call] = field(default_factory=list)
     failing_call: Call | None = None
     float32: float = 0.0  # largest difference accepted as float32 rounding (0: none)
+    seconds: float = 0.0  # wall time the check took (kit-side only: not in `check --json`)
 
     def to_json(self) -> dict:
         return {
