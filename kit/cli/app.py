@@ -172,7 +172,8 @@ def show(exercise):
     "--first/--full",
     "first",
     default=None,
-    help="--first: the first failure in full, the others one line each (the default past 5 failures); --full: every failure in full.",
+    help="By default a failing report fits one 80x24 screen (its causes, the worst failure, the others one line each). "
+    "--full: every check and every failure in full; --first: the table, the first failure in full, the others one line each.",
 )
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
 @click.option(
@@ -283,7 +284,7 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     with reader_may_stop():
         if located is not None:
             render.located(located, report, fix=fix)
-        elif not _unwritten(report):  # a function still raising NotImplementedError: nothing to locate
+        elif first is not None and not _unwritten(report):  # the first screen's own last line names --locate
             render.locate_pointer(report, _locate_command(file, report))
         render.repro_written(written)
         if tests:
