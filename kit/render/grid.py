@@ -21,6 +21,7 @@ MAX_KEYS = 12
 NONE = 1e-9  # a weight at most this is no weight: the key is not seen
 SHADES = ((0.7, "█"), (0.4, "▓"), (0.15, "▒"), (NONE, "░"))
 LEGEND = "█ most weight … ░ least · none"
+MASK_LEGEND = "█ allowed · blocked"
 
 
 def glyph(value: float) -> str:
@@ -105,29 +106,44 @@ def picture(result: CheckResult, width: int = 80) -> list[Text] | None:
     return grids(expected, yours, where, query, key, width)
 
 
-def grids(expected: np.ndarray, yours: np.ndarray | None, where: str = "", query: int = 0, key: int = 0, width: int = 80) -> list[Text]:
+def grids(
+    expected: np.ndarray,
+    yours: np.ndarray | None,
+    where: str = "",
+    query: int = 0,
+    key: int = 0,
+    width: int = 80,
+    names: tuple[str, str] = ("expected", "yours"),
+    compare: bool = True,
+    legend: str = LEGEND,
+) -> list[Text]:
     """`expected` (and `yours` beside it, if given) as grids of at most MAX_QUERIES rows and
-    MAX_KEYS columns around (query, key); rows where the keys seen differ end in ←."""
+    MAX_KEYS columns around (query, key), headed by `names`; when `compare`, rows where the keys
+    seen differ end in ← and the cells that differ are coloured."""
     rows = _window(expected.shape[0], query, MAX_QUERIES)
     cols = _window(expected.shape[1], key, MAX_KEYS)
     label = max(len(f"q{i}") for i in rows)
-    span = max(2 * len(cols) - 1, len("expected"))  # a grid's columns, under its heading
+    span = max(2 * len(cols) - 1, *(len(n) for n in names))  # a grid's columns, under its heading
     left = "…" if cols.start else " "
     right = "…" if cols.stop < expected.shape[1] else " "
     title = "which keys each query sees" + (f" ({where})" if where else "") + ":"
     head = Text(f"  {'':{label}} {left}")
-    head += Text(f"{'expected' if yours is not None else f'keys {cols.start}-{cols.stop - 1}':<{span}}", style="muted")
+    head += Text(f"{names[0]:<{span}}", style="muted")
     if yours is not None:
-        head += Text(f"{right}   {left}") + Text(f"{'yours':<{span}}", style="muted")
-    if head.cell_len + 3 + len(LEGEND) <= width:
-        head += Text(f"{right}   {LEGEND}", style="muted")
+        head += Text(f"{right}   {left}") + Text(f"{names[1]:<{span}}", style="muted")
+    if head.cell_len + 3 + len(legend) <= width:
+        head += Text(f"{right}   {legend}", style="muted")
     lines = [Text(f"  {title}", style="label"), head]
     for i in rows:
-        differs = yours is not None and bool((seen(expected[i, cols.start : cols.stop]) != seen(yours[i, cols.start : cols.stop])).any())
+        differs = (
+            compare
+            and yours is not None
+            and bool((seen(expected[i, cols.start : cols.stop]) != seen(yours[i, cols.start : cols.stop])).any())
+        )
         line = Text(f"  {f'q{i}':<{label}} {left}")
         line += _cells(expected[i], cols, None, span)
         if yours is not None:
-            line += Text(f"{right}   {left}") + _cells(yours[i], cols, expected[i], span)
+            line += Text(f"{right}   {left}") + _cells(yours[i], cols, expected[i] if compare else None, span)
             line += Text(f"{right}  ←" if differs else right, style="actual" if differs else "")
         lines.append(line)
     return lines
@@ -144,3 +160,32 @@ def _cells(row: np.ndarray, cols: range, expected: np.ndarray | None, span: int)
         if n < len(cols) - 1:
             text += Text(" ")
     return text + Text(" " * (span - text.cell_len))
+
+
+# --- an exercise's mask patterns (`show`) ----------------------------------------------------------
+
+PATTERNS = {  # catalog.MASK_KINDS: allowed[i][j] for `size` tokens and the pattern's parameter
+    "causal": lambda i, j, param: j <= i,
+    "window": lambda i, j, param: (i - param < j) & (j <= i),
+    "padding": lambda i, j, param: j < param,
+}
+
+
+def mask_pattern(kind: str, size: int, param: int = 0) -> np.ndarray:
+    i, j = np.indices((size, size))
+    return np.asarray(PATTERNS[kind](i, j, param), dtype=float)
+
+
+def mask_pictures(masks, width: int = 80) -> list[Text]:
+    """An exercise's [[masks]], two side by side, each pair in at most MAX_LINES lines."""
+    lines: list[Text] = []
+    for n in range(0, len(masks), 2):
+        pair = masks[n : n + 2]
+        first = mask_pattern(pair[0].kind, pair[0].size, pair[0].param)
+        second = mask_pattern(pair[1].kind, pair[1].size, pair[1].param) if len(pair) > 1 else None
+        if second is not None and second.shape != first.shape:
+            lines += mask_pictures([pair[0]], width) + mask_pictures([pair[1]], width)
+            continue
+        names = (pair[0].label, pair[1].label if len(pair) > 1 else "")
+        lines += grids(first, second, width=width, names=names, compare=False, legend=MASK_LEGEND)
+    return lines
