@@ -31,15 +31,23 @@ def causes(rep: Report) -> list[Diagnosis]:
 
 def worst(rep: Report, failures: list[CheckResult]) -> CheckResult:
     """The failure to show in full: of the biggest cause's checks (else of all), one with a worst
-    row on the smallest case (rows of one entry last); a failure without one (raised, hung) when
-    none has a row."""
+    row on the smallest case (those with a picture first, rows of one entry last); a failure
+    without one (raised, hung) when none has a row."""
     ranked = causes(rep)
     mine = [r for r in failures if ranked and r.bug == ranked[0].bug] or failures
     with_rows = [r for r in mine if r.mismatch is not None] or [r for r in failures if r.mismatch is not None]
     if not with_rows:
         return mine[0]
-    # a row of one entry says little: the smallest case with rows of two entries or more first
-    return min(with_rows, key=lambda r: (r.mismatch.shape[-1:] < (2,), r.mismatch.total, failures.index(r)) if r.mismatch else (True, 0, 0))
+    # a case with a picture of which keys each query sees first (it says at a glance what a row of
+    # numbers does not); a row of one entry says little: rows of two entries or more next
+    return min(
+        with_rows,
+        key=lambda r: (
+            (grid.matrices(r) is None, r.mismatch.shape[-1:] < (2,), r.mismatch.total, failures.index(r))
+            if r.mismatch
+            else (True, True, 0, 0)
+        ),
+    )
 
 
 def first_screen(rep: Report, out: Console, rows: int = ROWS, footer: bool = True) -> None:
