@@ -45,7 +45,7 @@ def statement(exercise, out: Console | None = None) -> None:
     """The statement, then the exercise's mask patterns as grids (render/grid.py), if it has any."""
     out = out or console()
     out.print(content(exercise.statement))
-    if exercise.masks:
+    if getattr(exercise, "masks", ()):  # a bare statement (a test's) has none
         from attn_kit.render import grid
 
         for line in grid.mask_pictures(exercise.masks, out.width):

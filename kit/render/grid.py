@@ -52,7 +52,7 @@ def _parts(value, shape: tuple[int, ...]) -> list:
             arr = raw.astype(float) if raw.dtype.kind in "biuf" else None
         except (TypeError, ValueError, RuntimeError):
             arr = None
-        out.append(arr if arr is not None and arr.shape == shape else None)
+        out.append((arr, raw.dtype == bool) if arr is not None and arr.shape == shape else None)
     return out
 
 
@@ -67,7 +67,9 @@ def _ragged(value) -> bool:
 
 def matrices(result: CheckResult) -> tuple[np.ndarray, np.ndarray, int, int, str] | None:
     """(expected, yours, worst query, worst key, where) for the matrix holding the worst entry of
-    the check's mismatch, when that failure is about which keys a query sees; else None."""
+    the check's mismatch, when that failure is about which keys a query sees: a mask the code
+    returned differs, or weights differ in which keys have any and yours give weight to a key the
+    call's mask blocks. Else None."""
     m, call = result.mismatch, result.failing_call
     if m is None or call is None or call.expected is None or not m.shape or len(m.index) != len(m.shape):
         return None
@@ -75,20 +77,44 @@ def matrices(result: CheckResult) -> tuple[np.ndarray, np.ndarray, int, int, str
     if not pairs:
         return None
     # the part whose difference at the worst entry is the one the mismatch reports
-    expected, yours = min(
-        pairs, key=lambda p: abs(abs(float(p[0][m.index]) - float(p[1][m.index])) - m.max_abs) if m.max_abs == m.max_abs else 0
+    (expected, is_mask), (yours, _) = min(
+        pairs, key=lambda p: abs(abs(float(p[0][0][m.index]) - float(p[1][0][m.index])) - m.max_abs) if m.max_abs == m.max_abs else 0
     )
+    blocked = None if is_mask else _blocked(call, m.shape)
+    outer = tuple(m.index[:-2])
     if expected.ndim == 1:
         expected, yours, query = expected[None, :], yours[None, :], 0
+        blocked = None if blocked is None else blocked[None, :]
     else:
-        outer = tuple(m.index[:-2])
         expected, yours, query = expected[outer], yours[outer], m.index[-2]
+        blocked = None if blocked is None else blocked[outer]
     finite = expected[np.isfinite(expected)]
     weights = finite.size == expected.size and finite.min() >= -NONE and finite.max() <= 1 + 1e-6
     if not weights or not (seen(expected) != seen(yours)).any():
         return None  # not weights, or the same keys seen with other weights (scaling, projections)
+    if not is_mask and (blocked is None or not (blocked & seen(yours)).any()):
+        return None  # weights on keys the mask allows only: another mistake (heads, projections) moved them
     where = m.row_label.rsplit(", query", 1)[0] if ", query" in m.row_label else ""
     return expected, yours, int(query), int(m.index[-1]), where
+
+
+def _blocked(call, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where the call's mask (a boolean argument, True = allowed) blocks a key, broadcast to the
+    weights' `shape` (a B×T×T mask gains the head axis of B×H×T×T weights); None without one."""
+    for value in [*call.args, *call.kwargs.values()]:
+        try:
+            allowed = np.asarray(value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        if allowed.dtype != bool or not allowed.ndim:
+            continue
+        if allowed.ndim == len(shape) - 1 and allowed.ndim >= 3:
+            allowed = allowed[:, None]
+        try:
+            return ~np.broadcast_to(allowed, shape)
+        except ValueError:
+            continue
+    return None
 
 
 def _window(size: int, centre: int, most: int) -> range:
