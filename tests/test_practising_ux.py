@@ -16,7 +16,7 @@ from attn_kit.cli import cli
 from attn_kit.grading import pipeline
 from attn_kit.load import catalog
 from attn_kit.practice.store import open_store
-from attn_kit.render import check
+from attn_kit.render import check, screen
 
 MHA = catalog.exercise("mha-screen")
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
@@ -38,7 +38,7 @@ def graded(tmp_path_factory):
 
 def text(report, width=100, **kw) -> str:
     out = Console(width=width, file=io.StringIO(), color_system=None, theme=check.THEME)
-    check.report(report, MHA, out=out, **kw)
+    screen.report(report, MHA, out=out, **kw)
     return out.file.getvalue()
 
 

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from attn_kit.base.paths import solutions_dir
 from attn_kit.load import catalog
-from attn_kit.render import check
+from attn_kit.render import check, screen
 from attn_kit.report.results import CheckStatus
 
 from helpers import graded
@@ -121,7 +121,7 @@ def rendered(rep, width: int, colour: bool, **kw) -> str:
         theme=check.THEME,
         **({"force_terminal": True, "color_system": "standard"} if colour else {"color_system": None}),
     )
-    check.report(rep, **{"exercise": MHA, **kw}, out=out)
+    screen.report(rep, **{"exercise": MHA, **kw}, out=out)
     return out.file.getvalue()
 
 

@@ -18,7 +18,7 @@ from attn_kit.load import catalog
 from attn_kit.practice import progress as practice
 from attn_kit.practice.mock import Status
 from attn_kit.practice.store import open_store
-from attn_kit.render import check
+from attn_kit.render import check, screen
 from attn_kit.render import practice as render_practice
 
 WIDTHS = (60, 80, 120)
@@ -133,7 +133,7 @@ def test_history_and_progress_never_cut_times_ids_or_paths(tmp_path, width):
 def test_piped_output_is_not_padded(reports, monkeypatch):
     piped = io.StringIO()
     monkeypatch.setattr(sys, "stdout", piped)
-    check.report(reports["bug"], MHA)  # the first screen
+    screen.report(reports["bug"], MHA)  # the first screen
     check.report(reports["bug"], MHA, first=False)  # --full
     check.exercise_list(catalog.exercises().values())
     lines = piped.getvalue().splitlines()

@@ -360,10 +360,8 @@ def report(
     checks instead of the table, the first failure in full (expected next to yours), the
     diagnosis's bug and fix, the score."""
     out = out or console()
-    if (brief or first is None) and not rep.passed and any(r.status in FAILED for r in rep.results):
-        from attn_kit.render import screen
-
-        screen.first_screen(rep, out, footer=not brief)
+    if brief and not rep.passed:
+        _brief_report(rep, out)
         return
     out.print(check_header(rep, out.width))
     if not rep.passed:

@@ -17,11 +17,22 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from attn_kit.render import grid
+from attn_kit.render import check, grid
 from attn_kit.render.check import MARK, _clip, _row, check_header, hanging
 from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Diagnosis, Report
 
 ROWS = 18  # 24, less the prompt and what check prints after the report (--locate's line, the hints)
+
+
+def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None, brief: bool = False) -> None:
+    """check's report. A failing run shows its first screen, by default and for watch and the mock
+    (`brief`: without the footer naming check's options); `first=False` (--full) and `first=True`
+    (--first) show the whole report as render/check.py's report() draws it, as does a pass."""
+    out = out or check.console()
+    if (brief or first is None) and not rep.passed and any(r.status in FAILED for r in rep.results):
+        first_screen(rep, out, footer=not brief)
+        return
+    check.report(rep, exercise, out, first=first)
 
 
 def causes(rep: Report) -> list[Diagnosis]:
