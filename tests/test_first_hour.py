@@ -350,4 +350,6 @@ def test_locate_is_offered_only_when_there_is_code_to_search(tmp_path):
     assert "Can't see where?" not in shown.output and "--locate" not in shown.output
     shown = CliRunner().invoke(cli, ["check", str(buggy), "--seed", "1"], env={"COLUMNS": "400"})
     assert shown.exit_code == 1
+    assert "--locate: the line to fix" in shown.output  # the first screen's last line
+    shown = CliRunner().invoke(cli, ["check", str(buggy), "--seed", "1", "--full"], env={"COLUMNS": "400"})
     assert f"Can't see where? attn-kit check {buggy} --seed 1 --locate points at the line." in shown.output

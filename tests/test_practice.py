@@ -272,7 +272,7 @@ def test_watch_reruns_on_save_and_exits_cleanly(tmp_path, poll):
     sol.write_text(NO_SCALING.read_text())
     child.expect(r"run 2 · watching")
     before = plain(child.before)
-    assert "matches no-scaling" in before and "Score:" in before
+    assert "● no-scaling:" in before and "/47 points" in before
     time.sleep(0.3)
     sol.write_text(REFERENCE.read_text())
     child.expect(f"All {CHECKS} checks passed")

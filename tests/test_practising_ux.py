@@ -16,7 +16,7 @@ from attn_kit.cli import cli
 from attn_kit.grading import pipeline
 from attn_kit.load import catalog
 from attn_kit.practice.store import open_store
-from attn_kit.render import check
+from attn_kit.render import check, screen
 
 MHA = catalog.exercise("mha-screen")
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
@@ -38,7 +38,7 @@ def graded(tmp_path_factory):
 
 def text(report, width=100, **kw) -> str:
     out = Console(width=width, file=io.StringIO(), color_system=None, theme=check.THEME)
-    check.report(report, MHA, out=out, **kw)
+    screen.report(report, MHA, out=out, **kw)
     return out.file.getvalue()
 
 
@@ -57,8 +57,9 @@ def test_many_failures_are_compact_by_default_and_first_or_full_choose(graded):
     def blocks(out):
         return sum(1 for line in out.splitlines() if line.startswith(("! ", "✗ ")) and " — " in line)
 
-    default = text(graded["starter"])
-    assert blocks(default) == 1 and "the first failure in full" in default
+    default = text(graded["starter"])  # the first screen: one failure in full, and what shows more
+    assert blocks(default) == 1 and "--full: each failure in full" in default
+    assert blocks(text(graded["starter"], first=True)) == 1 and "the first failure in full" in text(graded["starter"], first=True)
     assert blocks(text(graded["starter"], first=False)) > 5
     bug = text(graded["bug"])  # few distinct failures: every one in full
     assert "the first failure in full" not in bug
@@ -66,9 +67,9 @@ def test_many_failures_are_compact_by_default_and_first_or_full_choose(graded):
 
 
 def test_a_legend_explains_the_marks_that_appear(graded):
-    out = text(graded["starter"])
+    out = text(graded["starter"], first=True)  # the table's legend: --first and --full
     assert "✗ failed · ! your code raised, hung or crashed · – not checked (no points)" in out
-    only_fail = text(graded["bug"])
+    only_fail = text(graded["bug"], first=True)
     assert "✗ failed" in only_fail and "! your code raised" not in only_fail
     # the score line counts the – checks in the legend's words
     skipped = sum(r.status == "skip" for r in graded["starter"].results)
@@ -76,7 +77,7 @@ def test_a_legend_explains_the_marks_that_appear(graded):
 
 
 def test_no_worst_rows_advice_when_no_row_was_shown(graded):
-    out = text(graded["starter"])
+    out = text(graded["starter"], first=True)
     assert "read the worst rows above" not in out and "read the messages above" in out
 
 

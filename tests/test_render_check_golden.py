@@ -1,7 +1,8 @@
 """`check`'s report, byte for byte: real reports of mha-screen (a pass, a known bug with its
 diagnosis, a crash, the untouched starter) rendered full, --first, --full, brief (watch and the
 mock) and --public, at 80 and 120 columns (and in colour at 80), compared with stored text under
-tests/golden/check/.
+tests/golden/check/. A failing report's default, and brief, is its first screen (render/screen.py);
+--full and --first keep the whole report.
 
 The stored files were written by render/check.py's report() as it was before it was split into
 named steps (commit "Add a byte-for-byte test of check's report"), so a refactor of the renderer
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from attn_kit.base.paths import solutions_dir
 from attn_kit.load import catalog
-from attn_kit.render import check
+from attn_kit.render import check, screen
 from attn_kit.report.results import CheckStatus
 
 from helpers import graded
@@ -53,12 +54,14 @@ CASES = [
     ("pass-public", "pass", True, {}),
     ("bug", "bug", False, {}),
     ("bug-first", "bug", False, {"first": True}),
+    ("bug-full", "bug", False, {"first": False}),
     ("bug-brief", "bug", False, {"brief": True}),
     ("bug-public", "bug", True, {}),
     ("mask-full", "mask", False, {"first": False}),
     ("mask-first", "mask", False, {"first": True}),
     ("crash", "crash", False, {}),
     ("crash-full", "crash", False, {"first": False}),
+    ("crash-first", "crash", False, {"first": True}),
     ("crash-brief", "crash", False, {"brief": True}),
     ("crash-public", "crash", True, {}),
     ("starter", "starter", False, {}),
@@ -66,6 +69,7 @@ CASES = [
     ("starter-public-brief", "starter", True, {"brief": True}),
     ("no-diagnosis", "no-diagnosis", False, {}),
     ("no-diagnosis-brief", "no-diagnosis", False, {"brief": True}),
+    ("no-diagnosis-full", "no-diagnosis", False, {"first": False}),
     ("pass-skipped", "pass-skipped", False, {}),
 ]
 
@@ -117,7 +121,7 @@ def rendered(rep, width: int, colour: bool, **kw) -> str:
         theme=check.THEME,
         **({"force_terminal": True, "color_system": "standard"} if colour else {"color_system": None}),
     )
-    check.report(rep, **{"exercise": MHA, **kw}, out=out)
+    screen.report(rep, **{"exercise": MHA, **kw}, out=out)
     return out.file.getvalue()
 
 
@@ -146,7 +150,11 @@ def test_the_cases_reach_every_part_of_the_report(reports):
         "crashed",
         "restarted",
         "the first failure in full",
-        "checks failing:",
+        "✗ also no-scaling: ",
+        "● no-scaling: 137 of 137 wrong rows, in `multi_head_attention`. Fix: ",
+        "● not written yet: `stable_softmax`",
+        "raised, hung or crashed: ",
+        "--full: each failure in full · --locate: the line to fix · --seed 3: same cases",
         "note: memory cap",
         "output-shapes: peak memory",
         "a test near miss",

@@ -18,7 +18,7 @@ from attn_kit.load import catalog
 from attn_kit.practice import progress as practice
 from attn_kit.practice.mock import Status
 from attn_kit.practice.store import open_store
-from attn_kit.render import check
+from attn_kit.render import check, screen
 from attn_kit.render import practice as render_practice
 
 WIDTHS = (60, 80, 120)
@@ -50,7 +50,7 @@ def block_after(lines: list[str], start: int) -> list[str]:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_check_report_keeps_indents_and_fits(reports, width):
     out = console(width)
-    check.report(reports["bug"], MHA, out=out)
+    check.report(reports["bug"], MHA, out=out, first=False)  # --full
     lines = out.file.getvalue().splitlines()
     assert all(len(line) <= width for line in lines), width  # the header too (a long path is shortened)
     bullet = next(i for i, line in enumerate(lines) if "● Your output matches" in line)
@@ -133,7 +133,8 @@ def test_history_and_progress_never_cut_times_ids_or_paths(tmp_path, width):
 def test_piped_output_is_not_padded(reports, monkeypatch):
     piped = io.StringIO()
     monkeypatch.setattr(sys, "stdout", piped)
-    check.report(reports["bug"], MHA)
+    screen.report(reports["bug"], MHA)  # the first screen
+    check.report(reports["bug"], MHA, first=False)  # --full
     check.exercise_list(catalog.exercises().values())
     lines = piped.getvalue().splitlines()
     assert len(lines) > 30
@@ -146,7 +147,7 @@ def test_the_score_line_keeps_seed_and_value_together(reports, width):
     between `--seed` and its value."""
     report = dataclasses.replace(reports["bug"], seed=47887)  # five digits: too long for one line at 80
     out = console(width)
-    check.report(report, MHA, out=out)
+    check.report(report, MHA, out=out, first=False)  # --full
     lines = out.file.getvalue().splitlines()
     rerun = f"Rerun the same cases with --seed {report.seed}."
     at = next(i for i, line in enumerate(lines) if line.startswith("Score: "))

@@ -76,7 +76,7 @@ def test_watch_shows_the_first_failure_on_one_screen(tmp_path, size):
     assert_fits(screen, size[1])
     text = "\n".join(screen)
     assert re.search(r"^\s+expected \[", text, re.M) and re.search(r"^\s+yours\s+\[", text, re.M), text
-    assert "matches no-scaling" in text and "Fix:" in text and "Score:" in text
+    assert "● no-scaling:" in text and "Fix:" in text and "26/47 points" in text
     assert screen[-1].startswith("save re-runs · r re-run · q quit")
 
 

@@ -172,7 +172,8 @@ def show(exercise):
     "--first/--full",
     "first",
     default=None,
-    help="--first: the first failure in full, the others one line each (the default past 5 failures); --full: every failure in full.",
+    help="By default a failing report fits one 80x24 screen (its causes, the worst failure, the others one line each). "
+    "--full: every check and every failure in full; --first: the table, the first failure in full, the others one line each.",
 )
 @click.option("--watch", is_flag=True, help="Re-run on every save, showing only the current state (q or Ctrl-C quits).")
 @click.option(
@@ -216,47 +217,23 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     import random
 
     from attn_kit.grading import pipeline
+    from attn_kit.practice import checkrun
 
     if seed is None:  # chosen here, so even an error object can name it
         seed = random.SystemRandom().randrange(1, 100_000)
     json_context(seed=seed)
     options = pipeline.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
-    locate = locate or fix
     if watch:
-        if locate:
+        if locate or fix:
             from attn_kit.base.errors import UsageError
 
             raise UsageError("--locate searches once; it does not combine with --watch.")
         from attn_kit.cli.practice import watch_check
 
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))
-    if locate:
-        from attn_kit.grading import locate as locate_module
-
-        locate_module.prepare(file, exercise)
-    with _progress(file, as_json) as status:
-        report = pipeline.grade(file, options, progress=status)
-        tests = None
-        if tests_file:  # --tests: the candidate's own tests, against references and known bugs
-            from attn_kit.practice import testgrade
-
-            tests = testgrade.grade_tests(tests_file, report.exercise, timeout, parse_size(memory), solution=file, progress=status)
-    located = _locate(file, report, options, locate_budget, quiet=True) if locate and as_json else None
-    written = []
-    if repro:
-        from attn_kit.report import repro as repro_module
-
-        written = repro_module.write(report, repro)
-    if as_json:
-        with reader_may_stop():
-            click.echo(
-                jsonout.dumps(
-                    report.to_json() | ({"tests": tests.to_json()} if tests else {}) | ({"locate": located.to_json(fix)} if located else {})
-                )
-            )
-    else:
-        _show_check(file, report, options, tests, written, first, (locate, fix, locate_budget))
-    sys.exit(EXIT_PASS if report.passed and not (tests and tests.wrong) else EXIT_FAIL)
+    request = checkrun.CheckRequest(file, options, as_json, repro, first, tests_file, locate or fix, fix, locate_budget)
+    outcome = checkrun.run(request, CheckScreen(as_json))
+    sys.exit(EXIT_PASS if outcome.passed else EXIT_FAIL)
 
 
 def _progress(file: Path, as_json: bool) -> contextlib.AbstractContextManager:
@@ -269,55 +246,65 @@ def _progress(file: Path, as_json: bool) -> contextlib.AbstractContextManager:
     return render.working(f"{Path(file).name}: starting")
 
 
-def _show_check(file, report, options, tests, written, first, locating) -> None:
-    """check without --json: the report, then the --locate search and its result (or the one
-    line that offers it), repro scripts, the tests' grade, and the record in history."""
-    from attn_kit.cli.practice import after_check
-    from attn_kit.load import catalog
-    from attn_kit.render import check as render
+class CheckScreen:
+    """practice.checkrun.Display for the terminal: what `check` shows, through the render modules
+    (nothing of rich is loaded under --json); a reader that stops early (`| head`) ends the output,
+    not the run."""
 
-    locate, fix, budget = locating
-    with reader_may_stop():
-        render.report(report, catalog.exercise(report.exercise), first=first)
-    located = _locate(file, report, options, budget) if locate else None
-    with reader_may_stop():
-        if located is not None:
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+
+    def progress(self, file):
+        return _progress(file, self.as_json)
+
+    def locate_progress(self, budget):
+        if self.as_json:
+            return contextlib.nullcontext(None)
+        from attn_kit.render import check as render
+
+        return render.locate_progress(budget)
+
+    def json(self, data):
+        with reader_may_stop():
+            click.echo(jsonout.dumps(data))
+
+    def report(self, report, first):
+        from attn_kit.load import catalog
+        from attn_kit.render import screen
+
+        with reader_may_stop():
+            screen.report(report, catalog.exercise(report.exercise), first=first)
+
+    def located(self, located, report, fix):
+        from attn_kit.render import check as render
+
+        with reader_may_stop():
             render.located(located, report, fix=fix)
-        elif not _unwritten(report):  # a function still raising NotImplementedError: nothing to locate
-            render.locate_pointer(report, _locate_command(file, report))
-        render.repro_written(written)
-        if tests:
+
+    def locate_pointer(self, report, command):
+        from attn_kit.render import check as render
+
+        with reader_may_stop():
+            render.locate_pointer(report, command)
+
+    def repro_written(self, paths):
+        from attn_kit.render import check as render
+
+        with reader_may_stop():
+            render.repro_written(paths)
+
+    def tests(self, grade, full):
+        from attn_kit.render import check as render
+
+        with reader_may_stop():
             render.console().print()
-            render.test_grade(tests, full=first is False, flag="--full")
-    with reader_may_stop():
-        after_check(report, "locate" if located else "check")  # history, concept cards, hints used; never raises
+            render.test_grade(grade, full=full, flag="--full")
 
+    def recorded(self, report, source):
+        from attn_kit.cli.practice import after_check
 
-def _locate(file, report, options, budget, quiet: bool = False):
-    """check --locate: the search, with live progress on stderr when it is a terminal."""
-    from attn_kit.grading import locate as locate_module
-
-    if report.passed:
-        return locate_module.Located(None, stopped="passed")
-    if quiet:
-        return locate_module.locate(file, report, options, budget)
-    from attn_kit.render import check as render
-
-    with render.locate_progress(budget) as progress:
-        return locate_module.locate(file, report, options, budget, progress=progress)
-
-
-def _unwritten(report) -> bool:
-    """A failing check called a function of the file that is still the starter's stub."""
-    from attn_kit.grading.pipeline import unimplemented
-    from attn_kit.report.results import FAILED
-
-    return any(unimplemented(r.calls) for r in report.results if r.status in FAILED)
-
-
-def _locate_command(file, report) -> str:
-    seed = f" --seed {report.seed}" if report.seed is not None else ""
-    return f"attn-kit check {file}{seed} --locate"
+        with reader_may_stop():
+            after_check(report, source)  # history, concept cards, hints used; never raises
 
 
 cli.add_command(hint)

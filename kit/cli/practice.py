@@ -287,11 +287,11 @@ class MockTerminal:
         render_practice.mock_heading(text)
 
     def graded(self, report, exercise) -> None:
-        from attn_kit.render import check
+        from attn_kit.render import screen
 
-        # brief: the first failure in full fits one screen; no exercise: the mock shows its
+        # brief: the first screen, without check's options; no exercise: the mock shows its
         # follow-ups once, in their own section
-        check.report(report, brief=True)
+        screen.report(report, brief=True)
 
     def error(self, message: str) -> None:
         from attn_kit.render import check

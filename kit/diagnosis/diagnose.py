@@ -608,6 +608,7 @@ class Finding:
     cpu_seconds: float = 0.0  # process CPU time (the wall time depends on what else runs)
     considered: list[dict] = field(default_factory=list)  # per-check fallback candidates and their figures
     unexplained: list[str] = field(default_factory=list)  # failing checks no named bug reproduces
+    wrong_total: int = 0  # the candidate's wrong output rows or results, over every call read
 
 
 def model_of(group: tuple) -> object:
@@ -779,6 +780,7 @@ def _attribute_mutation(exercise, failing, evs, finding: Finding) -> None:
 def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (the search's steps, in order; split with the engine's next rework)
     failing_ids = {r.id for r in failing}
     wrong_total = sum(int(ev.wrong.sum()) for ev in evs)
+    finding.wrong_total = wrong_total
     singles = []
     for form in compose.all_forms(exercise.id) + _fitted_forms(exercise.id, evs):
         if form.bug == MUTATION_BUG:
@@ -826,7 +828,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
             variant = next((f.variant for f in group if f.bug == bug), "")
             if variant:
                 evidence += f" (in this form: {variant})"
-            finding.diagnoses.append(_diagnosis(bug, evidence, checks))
+            finding.diagnoses.append(_diagnosis(bug, evidence, checks, alone, wrong_total))
         ambiguous = sorted({f.bug for g in groups for f in g} - named)
         if ambiguous:
             finding.near_misses.append(
@@ -1162,13 +1164,16 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
     and say which failing checks something outside the catalogue still touches."""
     winners = _whole_check_matches(failing, evs, singles)
     named = []
+    halves: dict[str, tuple] = {}
     for bug, hits in winners.items():
         single = max((h[1] for h in hits), key=lambda s: s.units("agree", evs, "wrong"))
         whole = {h[0] for h in hits}
         figures = _rule_figures(single, evs, wrong_total, {ev.call.fn for ev in evs if ev.check in whole})
         finding.considered.append(dict(figures, bug=bug))
-        if figures["named"]:
+        split = None if figures["named"] else _half_fix(single, evs)
+        if figures["named"] or (split and figures["share"] >= MIN_SHARE):
             named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
+            halves[bug] = split or ((), ())
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))
     explained_checks = {c for _, checks, _, _ in named for c in checks}
     rest = [r.id for r in failing if r.id not in explained_checks and any(ev.any_wrong for ev in evs if ev.check == r.id)]
@@ -1181,15 +1186,50 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
             f"reproduces every call of {_listed(checks)}, but no combination of known bugs "
             f"reproduces all failing calls ({outside})"
         )
+        still, fixed = halves[bug]
+        if still:
+            evidence = (
+                f"explains {explained} of your {wrong_total} wrong output rows or results; it reproduces every call of "
+                f"{_functions(still)}, but {_functions(fixed)} no longer {'has' if len(fixed) == 1 else 'have'} it (a half-fix)"
+            )
         if single.form.variant:
             evidence += f" (in this form: {single.form.variant})"
-        finding.diagnoses.append(_diagnosis(bug, evidence, checks))
+        finding.diagnoses.append(_diagnosis(bug, evidence, checks, explained, wrong_total, still, fixed))
         for cid in checks:
             finding.check_bug.setdefault(cid, bug)
     if named and rest:
         finding.unexplained = rest
     if not named:
         finding.near_misses.extend(_closest(singles, evs, wrong_total))
+
+
+def _half_fix(single: _Single, evs) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A bug the candidate fixed in some functions and not in others: (the functions where the
+    form reproduces every call it changes, changing a wrong unit, and changes every call the candidate
+    gets wrong; the functions where every unit it changes the candidate gets right, as the
+    reference does). None unless both exist and no function is mixed (a call neither reproduced
+    nor right where the form acts, or wrong where the form changes nothing)."""
+    kinds: dict[str, set[str]] = {}
+    for ev in evs:
+        fit = single.fits[ev.key]
+        if not fit.differs.any():
+            if ev.any_wrong:  # wrong where the form changes nothing: something else acts in this function
+                kinds.setdefault(ev.call.fn, set()).add("mixed")
+            continue
+        if fit.agree.all():
+            kind = "still" if (fit.differs & ev.wrong).any() else "same"
+        else:
+            kind = "fixed" if not (fit.differs & ev.wrong).any() else "mixed"
+        kinds.setdefault(ev.call.fn, set()).add(kind)
+    still = tuple(sorted(fn for fn, k in kinds.items() if "still" in k and k <= {"still", "same"}))
+    fixed = tuple(sorted(fn for fn, k in kinds.items() if k == {"fixed"}))
+    if not still or not fixed or len(still) + len(fixed) != len(kinds):
+        return None
+    return still, fixed
+
+
+def _functions(names) -> str:
+    return " and ".join(f"`{n}`" for n in names)
 
 
 def _whole_check_matches(failing, evs, singles: list[_Single]) -> dict[str, list]:
@@ -1274,6 +1314,19 @@ def _listed(checks) -> str:
     return ", ".join(checks[:4]) + (f" and {len(checks) - 4} more" if len(checks) > 4 else "")
 
 
-def _diagnosis(bug_id: str, evidence: str, checks) -> Diagnosis:
+def _diagnosis(
+    bug_id: str, evidence: str, checks, explained: int = 0, wrong_total: int = 0, still: tuple = (), fixed: tuple = ()
+) -> Diagnosis:
     bug = catalog.bugs().get(bug_id)
-    return Diagnosis(bug_id, bug.title if bug else bug_id, evidence, bug.symptom if bug else "", bug.fix if bug else "", tuple(checks))
+    return Diagnosis(
+        bug_id,
+        bug.title if bug else bug_id,
+        evidence,
+        bug.symptom if bug else "",
+        bug.fix if bug else "",
+        tuple(checks),
+        explained,
+        wrong_total,
+        tuple(still),
+        tuple(fixed),
+    )

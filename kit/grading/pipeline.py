@@ -288,6 +288,8 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         notes=notes,
         diagnosis=diagnoses,
         near_misses=finding.near_misses,
+        wrong_rows=finding.wrong_total,
+        unexplained=list(finding.unexplained),
         seconds=time.perf_counter() - started,
     )
 

@@ -163,6 +163,21 @@ class Bench:
         return ", ".join([f"{k}={v}" for k, v in self.dims] + ([self.setting] if self.setting else []))
 
 
+MASK_KINDS = ("causal", "window", "padding")  # the patterns a [[masks]] picture may draw (render/grid.py)
+
+
+@dataclass(frozen=True)
+class MaskPicture:
+    """A `[[masks]]` entry: a mask pattern `show` draws as a grid of which keys each query sees.
+    `kind` is one of MASK_KINDS; `size` the number of tokens; `param` the window (window) or the
+    length (padding); `label` names it as the statement does."""
+
+    kind: str
+    label: str
+    size: int = 5
+    param: int = 0
+
+
 @dataclass(frozen=True)
 class Exercise:
     id: str
@@ -189,6 +204,7 @@ class Exercise:
     proves: str = ""  # the README's follow-ups table: what the kit proves (a row when set)
     properties: tuple[PropertyCell, ...] = ()  # the [properties] table: the README's headline properties
     bug_texts: tuple[BugText, ...] = ()  # [[bug_texts]]: this exercise's wording of shared bugs
+    masks: tuple[MaskPicture, ...] = ()  # the [[masks]] pictures `show` draws under the statement
     path: Path = field(default=Path(), compare=False)
 
     @property
@@ -269,10 +285,14 @@ def load_exercise(path: Path) -> Exercise:
         "checkpoints": Checkpoint,
         "seniority": Seniority,
         "bug_texts": BugText,
+        "masks": MaskPicture,
     }
     for key, cls in nested.items():
         if key in data:
             data[key] = tuple(_build(cls, item, f"{path.name} [{key}] #{i + 1}") for i, item in enumerate(data[key]))
+    for i, mask in enumerate(data.get("masks", ())):
+        if mask.kind not in MASK_KINDS:
+            raise CatalogError(f"{path.name} [masks] #{i + 1}: kind '{mask.kind}' is not one of {', '.join(MASK_KINDS)}")
     if "bench" in data:
         data["bench"] = _load_bench(data["bench"], f"{path.name} [bench]")
     if "properties" in data:

@@ -42,7 +42,14 @@ def content(text: str) -> Markdown:
 
 
 def statement(exercise, out: Console | None = None) -> None:
-    (out or console()).print(content(exercise.statement))
+    """The statement, then the exercise's mask patterns as grids (render/grid.py), if it has any."""
+    out = out or console()
+    out.print(content(exercise.statement))
+    if getattr(exercise, "masks", ()):  # a bare statement (a test's) has none
+        from attn_kit.render import grid
+
+        for line in grid.mask_pictures(exercise.masks, out.width):
+            out.print(line)
 
 
 def started(exercise, path, out: Console | None = None) -> None:

@@ -19,7 +19,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from attn_kit.render import check, content
+from attn_kit.render import check, content, screen
 from attn_kit.render.check import console
 
 
@@ -192,7 +192,7 @@ def watch_screen(
     out = _out(out)
     out.clear()
     if report is not None:
-        check.report(report, exercise, out, brief=True)  # the first failure in full fits 80×24
+        screen.report(report, exercise, out, brief=True)  # the first screen fits 80×24
         if recorded is not None:
             after_check(recorded, report, out)
     else:

@@ -118,6 +118,11 @@ class Diagnosis:
     explanation: str = ""  # what goes wrong, from the bug catalogue
     fix: str = ""
     checks: tuple[str, ...] = ()  # the failing checks whose outputs this bug explains
+    explained: int = 0  # the wrong output rows or results it explains on its own (0: not counted)
+    wrong_total: int = 0  # of the candidate's wrong output rows or results in all
+    # a half-fix: the functions whose calls still show the bug, and those that no longer do
+    still_in: tuple[str, ...] = ()
+    fixed_in: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"bug": self.bug, "title": self.title, "evidence": self.evidence}
@@ -134,6 +139,8 @@ class Report:
     notes: list[str] = field(default_factory=list)  # e.g. "memory cap not applied: ..."
     seconds: float = 0.0
     near_misses: list[str] = field(default_factory=list)  # known bugs that came closest, when none is named
+    wrong_rows: int = 0  # the wrong output rows or results the diagnosis read (0: not counted)
+    unexplained: list[str] = field(default_factory=list)  # failing checks no named bug reproduces
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,156 @@
+"""The first screen is the answer: a failing `check`, run in a real pseudo-terminal at 80×24,
+leaves on the screen what a person needs to act on: the verdict, each cause with its fix (the
+biggest first), the worst failure with expected beside yours, and, when the failure is about
+which keys a query sees, a picture of them. Each test reads what is left on the terminal when the
+command ends: the last 23 lines (the 24th holds the shell's prompt)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from attn_kit.base.paths import solutions_dir
+from attn_kit.load import catalog
+
+ROOT = Path(__file__).resolve().parent
+TWO_BUGS = ROOT / "corpus" / "multibug" / "lists_no_scaling_and_inverted_mask.py"
+HALF_FIX = ROOT / "corpus" / "halffix" / "numpy_fill_left_in_layer.py"
+ONE_FUTURE = solutions_dir("mha-screen") / "bugs" / "causal-off-by-one@one-future.py"
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+ROWS, COLUMNS = 24, 80
+
+
+def run(*args, cwd) -> pexpect.spawn:
+    env = dict(os.environ, TERM="xterm-256color")
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "attn_kit.cli", *map(str, args)],
+        env=env,
+        cwd=str(cwd),
+        encoding="utf-8",
+        dimensions=(ROWS, COLUMNS),
+        timeout=120,
+    )
+    child.logfile_read = io.StringIO()
+    return child
+
+
+def screen_after(child: pexpect.spawn) -> list[str]:
+    """The lines the terminal shows once the command has ended: each line as it was left (a live
+    line redrawn with \\r keeps its last state), the last ROWS - 1 of them. No line may be wider
+    than the terminal, or the terminal would wrap it and push more off the top."""
+    drawn = ESCAPES.sub("", child.logfile_read.getvalue()).replace("\r\n", "\n")
+    lines = [line.rsplit("\r", 1)[-1].rstrip() for line in drawn.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    wide = [line for line in lines if len(line) > COLUMNS]
+    assert not wide, f"wider than {COLUMNS} columns: {wide}"
+    return lines[-(ROWS - 1) :]
+
+
+def check_screen(path: Path, tmp_path: Path, seed: int = 1) -> list[str]:
+    child = run("check", path, "--seed", seed, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    lines = screen_after(child)
+    assert any(line.startswith("attn-kit check mha-screen") for line in lines), "the report's header scrolled off:\n" + "\n".join(lines)
+    return lines
+
+
+def joined(lines: list[str]) -> str:
+    """The screen's words with each line's wrap undone, to find a sentence that wraps."""
+    return " ".join(" ".join(lines).split())
+
+
+def causes_of(lines: list[str]) -> list[tuple[str, int]]:
+    """(bug, wrong rows it explains) for each cause line, top to bottom."""
+    return [(m.group(1), int(m.group(2))) for line in lines if (m := re.match(r"● ([a-z0-9@-]+): (\d+) of \d+ wrong rows", line))]
+
+
+def test_a_two_bug_file_shows_the_bigger_cause_and_both_fixes(tmp_path):
+    lines = check_screen(TWO_BUGS, tmp_path)
+    found = causes_of(lines)
+    assert sorted(bug for bug, _ in found) == ["mask-inverted", "no-scaling"], "\n".join(lines)
+    assert [rows for _, rows in found] == sorted((rows for _, rows in found), reverse=True), "the biggest cause first"
+    text = joined(lines)
+    bugs = catalog.bugs()
+    for bug, _ in found:
+        assert "Fix: " + " ".join(bugs[bug].fix.split()) in text, (bug, text)
+    assert re.search(r"^\s+expected \[|which keys each query sees", "\n".join(lines), re.M), "the worst failure, expected beside yours"
+    assert any(line.startswith("--full: each failure in full") for line in lines), "what shows more, on the screen too"
+
+
+def grid_rows(lines: list[str]) -> list[tuple[int, list[str], list[str]]]:
+    """(query, expected cells, your cells) of the picture on the screen."""
+    rows = []
+    for line in lines:
+        m = re.match(r"^\s+q(\d+)\s{2}(.+?)\s{3,}(.+?)(?:\s+←)?$", line)
+        if m:
+            rows.append((int(m.group(1)), m.group(2).split(" "), m.group(3).split(" ")))
+    return rows
+
+
+def test_a_causal_off_by_one_lights_the_extra_key(tmp_path):
+    lines = check_screen(ONE_FUTURE, tmp_path)
+    assert any("which keys each query sees" in line for line in lines), "\n".join(lines)
+    rows = grid_rows(lines)
+    assert rows and len(rows) + 2 <= 8, "at most 8 lines"
+    extra = [(q, j) for q, expected, yours in rows for j, (e, y) in enumerate(zip(expected, yours)) if e == "·" and y != "·"]
+    assert extra, "a key lit in yours and not in expected"
+    assert all(j == q + 1 for q, j in extra), f"the one key after the diagonal: {extra}"
+    for q, expected, _ in rows:  # the expected picture is the causal triangle
+        assert [c != "·" for c in expected] == [j <= q for j in range(len(expected))]
+    marked = [line for line in lines if line.rstrip().endswith("←")]
+    assert len(marked) == len({q for q, _ in extra})
+
+
+def test_a_half_fix_names_the_function_that_still_has_the_bug(tmp_path):
+    text = joined(check_screen(HALF_FIX, tmp_path))
+    assert "● blocked-row-uniform:" in text
+    assert "`multi_head_attention` still has it, `stable_softmax` no longer does." in text, text
+    assert "no known bug matches" not in text
+
+
+@pytest.mark.slow
+def test_watch_names_the_half_fix_too(tmp_path):
+    mine = tmp_path / "solution.py"
+    mine.write_text(HALF_FIX.read_text())
+    child = run("check", "solution.py", "--watch", "--seed", "1", cwd=tmp_path)
+    child.expect(r"run 1 · watching")
+    child.send("q")
+    child.expect(pexpect.EOF)
+    child.close()
+    since = ESCAPES.sub("", child.logfile_read.getvalue().rsplit("\x1b[2J", 1)[-1]).replace("\r\n", "\n")
+    text = " ".join(since.split())
+    assert "`multi_head_attention` still has it, `stable_softmax` no longer does." in text, text
+
+
+def test_piped_and_no_color_pictures_are_plain(tmp_path):
+    """Piped, or under NO_COLOR, the picture is the same characters with no colour; --json has none."""
+    env = dict(os.environ, NO_COLOR="1")
+    piped = subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", "check", str(ONE_FUTURE), "--seed", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert "which keys each query sees" in piped.stdout and "\x1b[" not in piped.stdout
+    assert grid_rows(piped.stdout.splitlines())
+    as_json = subprocess.run(
+        [sys.executable, "-m", "attn_kit.cli", "check", str(ONE_FUTURE), "--seed", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert "which keys" not in as_json.stdout and "█" not in as_json.stdout
