@@ -17,7 +17,6 @@ from typing import NoReturn
 
 import click
 
-from attn_kit.cli.bench import bench
 from attn_kit.cli.common import (
     EXIT_FAIL,
     EXIT_PASS,
@@ -33,13 +32,53 @@ from attn_kit.cli.common import (
     stop_on_sigterm,
     timeout_option_type,
 )
-from attn_kit.cli.dev import dev
-from attn_kit.cli.grade import autograder, grade
-from attn_kit.cli.practice import discuss, hint, history, mock, progress, reset, solution
 from attn_kit.report import jsonout
 
+# The commands defined in other modules, loaded when one of them is run or listed (`--help`):
+# name -> "module:attribute". Their modules import only click and cli/common.py at the top.
+LAZY_COMMANDS = {
+    "autograder": "attn_kit.cli.grade:autograder",
+    "bench": "attn_kit.cli.bench:bench",
+    "dev": "attn_kit.cli.dev:dev",
+    "discuss": "attn_kit.cli.practice:discuss",
+    "grade": "attn_kit.cli.grade:grade",
+    "hint": "attn_kit.cli.practice:hint",
+    "history": "attn_kit.cli.practice:history",
+    "mock": "attn_kit.cli.practice:mock",
+    "progress": "attn_kit.cli.practice:progress",
+    "reset": "attn_kit.cli.practice:reset",
+    "solution": "attn_kit.cli.practice:solution",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+
+class LazyGroup(click.Group):
+    """click's lazy-loading group (click's docs, "Lazily Loading Subcommands"): a command of
+    `lazy` is imported only when it is run, or listed by `--help`, so `attn-kit check` never loads
+    the practice, bench, grade or dev modules."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            self.add_command(self._load(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, name: str) -> click.Command:
+        import importlib
+
+        module, _, attribute = self.lazy[name].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy[name]} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(package_name="attn-kit", prog_name="attn-kit")
 @click.pass_context
 def cli(ctx):
@@ -118,7 +157,7 @@ def start(exercise, file, force):
     from attn_kit.render import content as render
 
     ex = catalog.exercise(exercise)
-    path = file or Path(ex.id.replace("-", "_") + ".py")
+    path = file or Path(catalog.default_file(ex.id))
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
     path.write_text(ex.starter, encoding="utf-8")
@@ -275,10 +314,12 @@ def _show_check(file, report, options, tests, written, first, locating) -> None:
     from attn_kit.cli.practice import after_check
     from attn_kit.load import catalog
     from attn_kit.render import check as render
+    from attn_kit.render.pager import paged
 
     locate, fix, budget = locating
-    with reader_may_stop():
-        render.report(report, catalog.exercise(report.exercise), first=first)
+    out = render.console()
+    with reader_may_stop(), paged(out, when=first is False):  # --full: every failure in full, through the pager
+        render.report(report, catalog.exercise(report.exercise), out, first=first)
     located = _locate(file, report, options, budget) if locate else None
     with reader_may_stop():
         if located is not None:
@@ -318,15 +359,6 @@ def _unwritten(report) -> bool:
 def _locate_command(file, report) -> str:
     seed = f" --seed {report.seed}" if report.seed is not None else ""
     return f"attn-kit check {file}{seed} --locate"
-
-
-cli.add_command(hint)
-cli.add_command(solution)
-cli.add_command(reset)
-cli.add_command(mock)
-cli.add_command(discuss)
-cli.add_command(history)
-cli.add_command(progress)
 
 
 @cli.command("test-tests")
@@ -383,12 +415,6 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
 
             render.test_grade(grade, full=show_all)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
-
-
-cli.add_command(bench)
-cli.add_command(dev)
-cli.add_command(grade)
-cli.add_command(autograder)
 
 
 def main():

@@ -342,6 +342,12 @@ def bugs() -> dict[str, Bug]:
     return load_bugs(package_dir("prompts") / "bugs.toml")
 
 
+def default_file(exercise_id: str) -> str:
+    """The file `attn-kit start EXERCISE` writes without a FILE, and the name every suggestion of
+    the kit (follow-ups, the next step, the README) uses: the id with dashes as underscores."""
+    return exercise_id.replace("-", "_") + ".py"
+
+
 def exercise(exercise_id: str) -> Exercise:
     """Look up an exercise, or raise UsageError listing the ids. Reads only that exercise's file
     when it exists (`check` on a file with an `# attn-kit:` header never parses the others)."""

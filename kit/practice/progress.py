@@ -86,6 +86,8 @@ class Recorded:
     hints_used: int = 0
     hints_total: int = 0
     next_hint: int | None = None  # the level `attn-kit hint EXERCISE` shows next
+    unlocked: bool = False  # this run opened the reference solution (the first full pass, hints not all used)
+    passed: frozenset[str] = frozenset()  # the exercises with a passing full run, this one included
 
 
 def record_check(store: Store, report: "Report", source: str = "check") -> Recorded:
@@ -96,6 +98,8 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
     passed, total = report.score
     got, most = report.points
     at = now()
+    full_pass = report.passed and not report.public_only
+    opened_before = store.has_passed(report.exercise) or _every_hint_used(store, report.exercise)
     with store.transaction():
         check_id = store.add_check(
             exercise=report.exercise,
@@ -121,7 +125,21 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
         if not report.passed
         else None
     )
-    return Recorded(check_id, ratings, len(seen), len(exercise.hints), upcoming[0] if upcoming else None)
+    return Recorded(
+        check_id,
+        ratings,
+        len(seen),
+        len(exercise.hints),
+        upcoming[0] if upcoming else None,
+        unlocked=full_pass and not opened_before,
+        passed=frozenset(e for e in catalog.exercises() if store.has_passed(e)),
+    )
+
+
+def _every_hint_used(store: Store, exercise_id: str) -> bool:
+    """Using every hint opens the reference too (solution())."""
+    total = len(catalog.exercise(exercise_id).hints)
+    return total > 0 and hints_used(store, exercise_id) >= total
 
 
 # --- hints ------------------------------------------------------------------------------------
@@ -453,7 +471,7 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     if status.state == ExerciseState.ATTEMPTED:
         return status, f"attn-kit check {status.last_file}"
     if status.state == ExerciseState.NOT_STARTED:
-        return status, f"attn-kit start {current} {current.replace('-', '_')}.py"
+        return status, f"attn-kit start {current} {catalog.default_file(current)}"
     ahead = [s for s in states.values() if s.state != ExerciseState.PASSED]
     if not ahead:
         return status, "attn-kit discuss"
@@ -461,5 +479,5 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     return status, (
         f"attn-kit check {ahead[0].last_file}"
         if ahead[0].state == ExerciseState.ATTEMPTED
-        else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py"
+        else f"attn-kit start {nxt} {catalog.default_file(nxt)}"
     )

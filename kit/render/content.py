@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from attn_kit.render.check import console
+from attn_kit.render.pager import paged
 
 
 class _Code(CodeBlock):
@@ -42,10 +43,14 @@ def content(text: str) -> Markdown:
 
 
 def statement(exercise, out: Console | None = None) -> None:
-    (out or console()).print(content(exercise.statement))
+    """The statement, through the pager on a terminal (a statement is longer than a screen)."""
+    out = out or console()
+    with paged(out):
+        out.print(content(exercise.statement))
 
 
 def started(exercise, path, out: Console | None = None) -> None:
+    """The statement (paged), then, on the terminal itself, the file written and the command to run."""
     out = out or console()
     statement(exercise, out)
     out.print()

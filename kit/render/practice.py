@@ -21,6 +21,7 @@ from rich.text import Text
 
 from attn_kit.render import check, content
 from attn_kit.render.check import console
+from attn_kit.render.pager import paged
 
 
 def _out(out: Console | None) -> Console:
@@ -92,8 +93,11 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
 
 
 def after_check(recorded, report, out: Console | None = None) -> None:
-    """The lines printed after a check report: hints used, and cards the kit just rated."""
+    """The lines printed after a check report: on a full pass, what it unlocked and what comes
+    next; hints used; cards the kit just rated."""
     out = _out(out)
+    if report.passed and not report.public_only:
+        passed_next(report.exercise, recorded, out)
     if recorded.hints_total:
         line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
         if not report.passed and recorded.hints_used < recorded.hints_total:
@@ -119,6 +123,19 @@ def after_check(recorded, report, out: Console | None = None) -> None:
                 style="muted",
             )
         )
+
+
+def passed_next(exercise_id: str, recorded, out: Console) -> None:
+    """After a recorded full pass: the reference walkthrough it opened (said as news the first
+    time, as a pointer after), then the follow-ups, those already passed marked."""
+    from attn_kit.load import catalog
+
+    command = Text(f"attn-kit solution {exercise_id}", style="command")
+    if recorded.unlocked:
+        out.print(Text("Unlocked: ", style="score.good") + Text("the reference walkthrough — ") + command)
+    else:
+        out.print(Text("Compare with the reference walkthrough: ", style="muted") + command)
+    check.followups(catalog.exercise(exercise_id), out, recorded.passed)
 
 
 def catalog_hint(exercise_id: str, level: int):
@@ -153,14 +170,39 @@ def history_created(path, out: Console | None = None) -> None:
 
 
 def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
+    """The reference's files, highlighted and numbered, through the pager on a terminal. A source
+    line is never wrapped: the pager gets it whole (the default pager scrolls sideways), a pipe
+    gets it whole, a terminal without a pager crops it at its edge."""
     from rich.syntax import Syntax  # here: highlighting's imports serve this one view
 
     out = _out(out)
-    for item in files:
-        out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
-        out.print(Syntax(item.text, "python", line_numbers=True, word_wrap=True, theme="ansi_dark", background_color="default"))
-    if forced:
-        out.print(Text("Shown with --force; recorded in your history.", style="muted"))
+    with paged(out, chop=True) as paging:
+        for item in files:
+            out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
+            code = Syntax(item.text, "python", line_numbers=True, word_wrap=False, theme="ansi_dark", background_color="default")
+            with _widened(out, _code_width(item.text) if paging or not out.is_terminal else 0):
+                out.print(code)
+        if forced:
+            out.print(Text("Shown with --force; recorded in your history.", style="muted"))
+
+
+def _code_width(text: str) -> int:
+    """Columns a numbered Syntax needs to show every line of `text` whole."""
+    lines = text.splitlines() or [""]
+    gutter = len(str(len(lines))) + 3  # the number, its padding and the separating space
+    return gutter + max(len(line.expandtabs(4)) for line in lines) + 1
+
+
+@contextlib.contextmanager
+def _widened(out: Console, width: int):
+    """`out` at least `width` columns wide inside (rich crops an unwrapped line at its width)."""
+    before = out.width
+    if width > before:
+        out.width = width
+    try:
+        yield
+    finally:
+        out.width = before
 
 
 def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> None:
@@ -641,7 +683,13 @@ def _entries() -> Table:
 
 
 def history(data: dict, out: Console | None = None) -> None:
+    """The history, through the pager on a terminal."""
     out = _out(out)
+    with paged(out):
+        _history(data, out)
+
+
+def _history(data: dict, out: Console) -> None:
     if not any(data.values()):
         out.print(
             Text("No history yet: run ", style="muted")
