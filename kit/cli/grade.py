@@ -99,11 +99,12 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
 
     pairs = parse_outputs(formats, outs)
     found = run.find_submissions(submissions, single)
+    given = seed is not None
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
-    render_grade.seed_line(seed)
-    with render_grade.progress(len(found)) as advance:
-        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+    render_grade.seed_line(seed, given)
+    with render_grade.progress(len(found)) as (finished, started):
+        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started)
     render_grade.table(result)
     written = [(fmt, outputs.write(result, fmt, path, hidden_details)) for fmt, path in pairs]
     render_grade.written(written)
