@@ -21,6 +21,7 @@ from attn_kit.report import jsonout
 FORMATS = ("csv", "json", "junit", "gradescope", "prairielearn")
 PER_SUBMISSION = ("gradescope", "prairielearn")  # one results.json per submission
 WITHHELD = "a hidden case: its inputs and expected values are not shown"
+HUNG = "did not return within"  # the sandbox's words for a call stopped at its deadline (sandbox/session.py)
 
 
 def bug_titles() -> dict[str, str]:
@@ -29,18 +30,47 @@ def bug_titles() -> dict[str, str]:
     return {k: b.title for k, b in catalog.bugs().items()}
 
 
-def check_text(check: dict, hidden_details: bool, titles: dict[str, str]) -> str:
+def check_text(check: dict, hidden_details: bool, titles: dict[str, str], first_with_bug: dict | None = None) -> str:
     """What a student sees of one check: the kit's message in full for a public example (or with
-    hidden_details), only the verdict for a hidden case; the named bug either way."""
+    hidden_details), only the verdict for a hidden case (saying so when the code hung); the named
+    bug, in full on the first check it explains and as "same cause as" that check's title on the
+    others (`first_with_bug`: bug -> that check, see first_checks)."""
     if check["status"] == "pass":
         return "passed"
     if check["status"] == "skip":
         return check["message"] or "skipped"
-    verdict = "failed" if check["status"] == "fail" else "your code raised, hung or crashed"
+    if check["status"] == "fail":
+        verdict = "failed"
+    elif HUNG in (check["message"] or ""):
+        verdict = "your code hung: a call did not return in time and was stopped"
+    else:
+        verdict = "your code raised, hung or crashed"
     shown = check["message"] if (check["public"] or hidden_details) else f"{verdict} ({WITHHELD})"
-    if check.get("bug"):
-        shown += f"\nThis matches a known bug: {titles.get(check['bug'], check['bug'])} ({check['bug']})."
+    bug = check.get("bug")
+    first = (first_with_bug or {}).get(bug, check) if bug else None
+    if first is not None and first["id"] != check["id"]:
+        shown += f"\nThe same cause as “{first['title']}” ({bug})."
+    elif bug:
+        shown += f"\nThis matches a known bug: {titles.get(bug, bug)} ({bug})."
     return shown
+
+
+def first_checks(checks: list[dict]) -> dict:
+    """bug -> the first failing check it explains, in suite order: where a student reads its name."""
+    first: dict = {}
+    for c in checks:
+        if c["status"] in ("fail", "error") and c.get("bug"):
+            first.setdefault(c["bug"], c)
+    return first
+
+
+def reproduce_text(batch: Batch, result: Result) -> str:
+    """How a student reruns this grading on their own machine, with the same hidden cases."""
+    name = Path(result.path).name if result.path else "solution.py"
+    return (
+        f"To rerun this grading on your machine (attn-kit {__version__}): "
+        f"attn-kit check {name} --exercise {batch.exercise} --seed {batch.seed}"
+    )
 
 
 def summary_text(result: Result, titles: dict[str, str]) -> str:
@@ -155,10 +185,11 @@ def to_junit(batch: Batch, hidden_details: bool = False) -> str:
             ET.SubElement(case, "error", message=f"not graded ({r.state})", type=r.state).text = r.error
             counts["tests"] += 1
             counts["errors"] += 1
+        first = first_checks(r.checks())
         for c in r.checks():
             case = ET.SubElement(suite, "testcase", classname=classname, name=c["id"], time="0")
             counts["tests"] += 1
-            text = check_text(c, hidden_details, titles)
+            text = check_text(c, hidden_details, titles, first)
             if c["status"] == "fail":
                 ET.SubElement(case, "failure", message=text.splitlines()[0], type=c["bug"] or "fail").text = text
                 counts["failures"] += 1
@@ -181,6 +212,7 @@ def gradescope(batch: Batch, result: Result, hidden_details: bool = False) -> di
     """Gradescope's results.json for one submission: `score` in points (Gradescope scales it to
     the assignment), one test per check, every test `visible` (hidden cases show no values)."""
     titles = bug_titles()
+    first = first_checks(result.checks())
     tests = []
     for number, c in enumerate(result.checks(), start=1):
         tests.append(
@@ -190,14 +222,16 @@ def gradescope(batch: Batch, result: Result, hidden_details: bool = False) -> di
                 "score": c["points"],
                 "max_score": c["max_points"],
                 "status": "passed" if c["status"] == "pass" else "failed",
-                "output": check_text(c, hidden_details, titles),
+                "output": check_text(c, hidden_details, titles, first),
                 "visibility": "visible",
             }
         )
     return {
         "score": result.points,
         "execution_time": round(result.seconds, 3),
-        "output": summary_text(result, titles) + f"\n(attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed})",
+        "output": summary_text(result, titles)
+        + f"\n(attn-kit {__version__}, exercise {batch.exercise}, seed {batch.seed})\n"
+        + reproduce_text(batch, result),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -215,6 +249,7 @@ def prairielearn(batch: Batch, result: Result, hidden_details: bool = False) -> 
     """PrairieLearn's external-grader results.json for one submission: `score` in 0-1. A file that
     could not be loaded or found is `gradable: false` (the student keeps the attempt)."""
     titles = bug_titles()
+    first = first_checks(result.checks())
     most = batch.max_points or 1
     tests = [
         {
@@ -222,7 +257,7 @@ def prairielearn(batch: Batch, result: Result, hidden_details: bool = False) -> 
             "description": c["id"],
             "points": c["points"],
             "max_points": c["max_points"],
-            "message": check_text(c, hidden_details, titles),
+            "message": check_text(c, hidden_details, titles, first),
             "output": "",
         }
         for c in result.checks()

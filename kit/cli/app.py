@@ -89,8 +89,8 @@ def cli(ctx):
     \b
     Quick start:
       attn-kit list
-      attn-kit start mha-screen solution.py
-      attn-kit check solution.py
+      attn-kit start mha-screen
+      attn-kit check mha_screen.py
     """
     if ctx.invoked_subcommand is None:
         from attn_kit.practice import progress as practice
@@ -150,7 +150,7 @@ def start(exercise, file, force):
 
     \b
     Example:
-      attn-kit start mha-screen solution.py
+      attn-kit start mha-screen mha_screen.py
     """
     from attn_kit.base.errors import UsageError
     from attn_kit.load import catalog

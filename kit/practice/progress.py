@@ -86,6 +86,7 @@ class Recorded:
     hints_used: int = 0
     hints_total: int = 0
     next_hint: int | None = None  # the level `attn-kit hint EXERCISE` shows next
+    seen_on_topic: tuple[int, ...] = ()  # hints on next_hint's topic already seen (the report's own pointer names the first)
     unlocked: bool = False  # this run opened the reference solution (the first full pass, hints not all used)
     passed: frozenset[str] = frozenset()  # the exercises with a passing full run, this one included
 
@@ -120,17 +121,16 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
         ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
     seen = store.hint_levels(exercise.id)
-    upcoming = (
-        next_hint(exercise, [r.id for r in report.results if r.status in FAILED], [d.bug for d in report.diagnosis], seen)
-        if not report.passed
-        else None
-    )
+    failing_ids, bug_ids = [r.id for r in report.results if r.status in FAILED], [d.bug for d in report.diagnosis]
+    upcoming = next_hint(exercise, failing_ids, bug_ids, seen) if not report.passed else None
+    ladder = failure_ladder(exercise, failing_ids, bug_ids)[0] if upcoming else []
     return Recorded(
         check_id,
         ratings,
         len(seen),
         len(exercise.hints),
         upcoming[0] if upcoming else None,
+        seen_on_topic=tuple(n for n in ladder if n in seen and upcoming and n < upcoming[0]),
         unlocked=full_pass and not opened_before,
         passed=frozenset(e for e in catalog.exercises() if store.has_passed(e)),
     )
@@ -304,13 +304,22 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def history(store: Store, limit: int = 20) -> dict:
     """Recent checks, mocks, reviews, hints and solution views, newest first (JSON-ready)."""
+    reviews = store.reviews(limit=limit)
+    for row in reviews:  # the card's topic, as `attn-kit discuss` names it
+        row["concept"] = _concept(row["exercise"], row["question"])
     return {
         "checks": store.checks(limit=limit),
         "mocks": store.mocks(limit=limit),
-        "reviews": store.reviews(limit=limit),
+        "reviews": reviews,
         "hints": store.hints(limit=limit),
         "solution_views": store.solution_views(limit=limit),
     }
+
+
+def _concept(exercise_id: str, question_id: str) -> str | None:
+    """The concept of a discussion question (None for one no longer in the catalogue)."""
+    exercise = catalog.exercises().get(exercise_id)
+    return next((q.concept for q in exercise.questions if q.id == question_id), None) if exercise else None
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,11 @@ def content(text: str) -> Markdown:
     return _Content("\n".join(lines))
 
 
-def statement(exercise, out: Console | None = None) -> None:
-    """The statement, through the pager on a terminal (a statement is longer than a screen)."""
+def statement(exercise, out: Console | None = None, page: bool = True) -> None:
+    """The statement, through the pager on a terminal when `page` (a statement is longer than a
+    screen); not in a mock, whose clock runs while the statement is read."""
     out = out or console()
-    with paged(out):
+    with paged(out, when=page):
         out.print(content(exercise.statement))
 
 

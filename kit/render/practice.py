@@ -105,7 +105,12 @@ def after_check(recorded, report, out: Console | None = None) -> None:
             if recorded.next_hint:  # named, so the user knows it is about this failure
                 hint = catalog_hint(report.exercise, recorded.next_hint)
                 step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""  # a topic's hints share a title
-                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}.", style="muted")
+                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}", style="muted")
+                seen = recorded.seen_on_topic
+                if seen:  # the report's pointer names the topic's first hint: say it was seen, so the two agree
+                    levels = " and ".join(str(n) for n in seen)
+                    line += Text(f", after hint{'s' if len(seen) > 1 else ''} {levels}, which you have seen", style="muted")
+                line += Text(".", style="muted")
         out.print(line)
     if recorded.ratings:
         from attn_kit.practice.store import now
@@ -257,7 +262,7 @@ def watch_screen(
 
 def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None) -> None:
     out = _out(out)
-    content.statement(exercise, out)
+    content.statement(exercise, out, page=False)
     out.print()
     out.print(
         Panel(
@@ -322,7 +327,7 @@ def _mock_status(remaining: float, status, names: int, sep: str, left: str, labe
             line += Text(f", {len(status.failing)} failing", style="muted")
     else:
         line += Text("waiting for the first save", style="muted")
-    if status.saves and saves:
+    if saves:  # "saves 0" too: the line keeps one format from the first second (issue 36, N2)
         line += Text(f"{sep}saves {status.saves}", style="muted")
     line += Text(f"{sep}s submit", style="muted")
     return line
@@ -582,7 +587,7 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
     dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
-    content.statement(exercise, out)
+    content.statement(exercise, out, page=False)
     if exercise.scoring:
         _scoring(exercise, out)
         _rule(out, scores)
@@ -615,7 +620,9 @@ def card_front(index: int, count: int, entry, out: Console | None = None, curren
     out.print()
     state = "new" if entry.is_new else "due"
     mark = " (your current exercise)" if current == entry.exercise.id else ""
-    out.print(Text(f"Card {index}/{count} · {state} · {entry.question.concept}", style="muted"))
+    # past the deck: a card rated earlier that came due again during the session (the count stays)
+    where = f"Card {index}/{count} · {state}" if index <= count else "Again · came back during this session"
+    out.print(Text(f"{where} · {entry.question.concept}", style="muted"))
     out.print(Text(f"Exercise: {entry.exercise.id}{mark} — {entry.exercise.title}", style="muted"))
     out.print(Text(entry.question.prompt, style="label"))
 
@@ -713,11 +720,12 @@ def _history(data: dict, out: Console) -> None:
         names = {1: "again", 2: "hard", 3: "good", 4: "easy"}
         for row in data["reviews"]:
             by = "you" if row["source"] == "discuss" else ("you, in a mock" if row["source"] == "mock" else f"kit: {row['source']}")
-            grid.add_row(
-                when(row["at"]),
-                Text(f"{row['key']}  {names.get(row['rating'], str(row['rating']))} ({by})  next due ")
-                + Text(when(row["due"]).replace(" ", "\u00a0")),
-            )
+            # the card as `discuss` names it (exercise · concept), and when it is due as `discuss`
+            # said it then (a span, not a second date that would wrap)
+            topic = f"{row['exercise']} · {row.get('concept') or row['question']}"
+            delta = datetime.fromisoformat(row["due"]) - datetime.fromisoformat(row["at"])
+            due = "due again now" if delta.total_seconds() <= 30 else f"next due in {span(delta)}"
+            grid.add_row(when(row["at"]), Text(f"{topic}  {names.get(row['rating'], str(row['rating']))} ({by})  {due}"))
         out.print(grid)
         out.print()
     extra = [f"{when(r['at'])} hint {r['level']} of {r['exercise']}" for r in data["hints"]]
