@@ -428,7 +428,7 @@ def mock_report_markdown(data: dict) -> str:
     if data.get("scoring"):
         lines += _scoring_markdown(data["scoring"])
     if data.get("recommendation"):
-        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
+        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"], data["exercise"], data.get("scoring"))
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -516,16 +516,30 @@ def _discussion_markdown(d: dict) -> list[str]:
     return lines
 
 
-def recommendation_lines(recommendation: dict) -> list[str]:
-    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines."""
+def recommendation_lines(recommendation: dict, exercise: str | None = None, scoring: list[dict] | None = None) -> list[str]:
+    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines. It
+    comes only from the scores given: a verdict once they decide it, else none yet, with what the
+    given scores already rule out, and (with `exercise` and `scoring`) how someone practising alone
+    gives the missing scores and gets the verdict."""
+    from attn_kit.grading.rubric import VERDICTS
+
     verdict, (worst, best) = recommendation["verdict"], recommendation["range"]
     if verdict:
-        head = f"**{verdict}**"
-    elif worst == best:
-        head = f"**{worst}**, whatever the scores still to give"
-    else:
-        head = f"between **{worst}** and **{best}**, depending on the scores still to give"
-    return [f"- Recommendation: {head}"] + [f"- {reason}" for reason in recommendation["reasons"]]
+        return [f"- Recommendation: **{verdict}**"] + [f"- {reason}" for reason in recommendation["reasons"]]
+    if worst == best:
+        return [f"- Recommendation: **{worst}**, whatever the scores still to give"] + [f"- {r}" for r in recommendation["reasons"]]
+    lines = [f"- Recommendation: none yet: it comes only from the scores given ({'; '.join(recommendation['reasons'])})."]
+    if best != VERDICTS[0].name:
+        lines.append(f"- The scores given already rule out anything better than **{best}**.")
+    if exercise and scoring:
+        filled = ",".join(f"{row['dimension']}={'?' if row['score'] is None else row['score']}" for row in scoring)
+        lines.append(
+            "- Practising alone? Score each dimension without a score yourself, at the highest anchor "
+            "in the table above that fully holds (1 when none does), then replace each ? in "
+            f"`attn-kit mock {exercise} --interviewer --scores {filled}` and run it: it prints the "
+            "recommendation and the reasons."
+        )
+    return lines
 
 
 def _rule(out: Console, scores: dict[str, int] | None) -> None:
