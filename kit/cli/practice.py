@@ -63,6 +63,8 @@ def after_check(report, source: str = "check") -> None:
     from attn_kit.render import practice as render_practice
 
     if practice.bundled_file(report.path):
+        if report.passed and not report.public_only:
+            render_practice.passed_next(report.exercise, None)
         render_practice.not_recorded_bundled(report.path)
         return
     recorded = record_run(report, source)

@@ -130,17 +130,19 @@ def after_check(recorded, report, out: Console | None = None) -> None:
         )
 
 
-def passed_next(exercise_id: str, recorded, out: Console) -> None:
+def passed_next(exercise_id: str, recorded, out: Console | None = None) -> None:
     """After a recorded full pass: the reference walkthrough it opened (said as news the first
-    time, as a pointer after), then the follow-ups, those already passed marked."""
+    time, as a pointer after), then the follow-ups, those already passed marked. `recorded` None
+    (one of the kit's own files, never recorded): the follow-ups alone."""
     from attn_kit.load import catalog
 
+    out = _out(out)
     command = Text(f"attn-kit solution {exercise_id}", style="command")
-    if recorded.unlocked:
+    if recorded is not None and recorded.unlocked:
         out.print(Text("Unlocked: ", style="score.good") + Text("the reference walkthrough — ") + command)
-    else:
+    elif recorded is not None:
         out.print(Text("Compare with the reference walkthrough: ", style="muted") + command)
-    check.followups(catalog.exercise(exercise_id), out, recorded.passed)
+    check.followups(catalog.exercise(exercise_id), out, recorded.passed if recorded is not None else ())
 
 
 def catalog_hint(exercise_id: str, level: int):
