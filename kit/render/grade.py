@@ -69,7 +69,7 @@ def progress(total: int) -> Iterator[tuple[Callable[[Result], None], Callable[[s
     running = Running()
     bar = Progress(
         TextColumn("grading"),
-        BarColumn(),
+        BarColumn(bar_width=20),  # room at 80 columns for what is running
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         _RunningColumn(running),
