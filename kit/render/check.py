@@ -351,8 +351,9 @@ def report(
     first: bool | None = None,
     brief: bool = False,
 ) -> None:
-    """A check report. A full pass is its header and one line (plus measured figures and the
-    follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
+    """A check report. A full pass is its header and one line (plus measured figures; the
+    follow-ups come after the run is recorded: render/practice.after_check). Otherwise: the
+    table, a legend for its marks, each failure in full, the diagnosis.
     `first=True` (`--first`) shows only the first failure in full and the others one line each;
     None does that past COMPACT_AFTER failures; False shows every failure in full.
 
