@@ -34,10 +34,13 @@ def expect_divisibility_error(ctx, fn: str, args_for, D: int = 6, heads=(4, 0), 
 def require_a_returned_call(ctx) -> None:
     """A check whose every call raised or hung saw nothing of the property it states (that inputs
     stay untouched, say): it earns nothing. Stops the check as an error on its first call when no
-    call returned normally."""
-    if ctx.calls and not any(call.outcome.ok for call in ctx.calls):
-        ctx.failing_call = ctx.calls[0]
-        raise CallFailed(ctx.calls[0])
+    call returned normally, or on the first call that hung: a call stopped at its deadline says
+    nothing about what it would have done to its inputs, and a file that hangs earns no points for
+    the calls it never finished (issue 36, N10)."""
+    hung = next((call for call in ctx.calls if call.outcome.status == CallStatus.TIMEOUT), None)
+    if ctx.calls and (hung is not None or not any(call.outcome.ok for call in ctx.calls)):
+        ctx.failing_call = hung or ctx.calls[0]
+        raise CallFailed(ctx.failing_call)
 
 
 F32_SCORE_ULPS = 16.0  # float32 rounding of a score s: a few eps32·|s|, and every weight moves with it

@@ -370,7 +370,7 @@ def test_table_and_plot_through_the_cli():
     assert "peak memory" in proc.stdout and "time    ≈ T^" in proc.stdout and "expected T^2" in proc.stdout
     proc = attn_kit("bench", path, "--sizes", "16,32,64", "--repeats", "1", "--plot")
     assert proc.returncode == 0, proc.stderr
-    assert "CPU time per call (" in proc.stdout and "line fitted T^" in proc.stdout
+    assert "CPU time per call (" in proc.stdout and " fitted T^" in proc.stdout and "• expected T^" in proc.stdout
     assert "peak extra memory" in proc.stdout
     assert "\x1b[" not in proc.stdout  # no colour codes when piped
 

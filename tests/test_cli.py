@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+import click
 import pexpect
 import pytest
 from click.testing import CliRunner
@@ -27,9 +28,11 @@ REFERENCE = solutions_dir("mha-screen") / "reference_lists.py"
 
 
 def all_commands(group=cli, prefix=()):
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy group's commands too (loaded here)
+        command = group.get_command(ctx, name)
         yield prefix + (name,), command
-        if hasattr(command, "commands"):
+        if isinstance(command, click.Group):
             yield from all_commands(command, prefix + (name,))
 
 
@@ -210,3 +213,18 @@ def test_passing_report_says_so_in_one_line():
     check.report(report, catalog.exercise("mha-screen"), Console(file=buffer, width=100, theme=check.THEME))
     got, most = report.points
     assert f"✓ All {len(report.results)} checks passed — {got}/{most} points." in buffer.getvalue()
+
+
+def test_commands_of_other_modules_load_only_when_used():
+    """`attn-kit check` and `--help` of one command do not import the practice, bench, grade or dev
+    modules (issue 36: start-up); listing the commands loads them all, each by its own name."""
+    from attn_kit.cli.app import LAZY_COMMANDS
+
+    probe = "import sys; from attn_kit.cli import app; print(sorted(m for m in sys.modules if m.startswith('attn_kit.cli.')))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "attn_kit.cli.practice" not in loaded and "attn_kit.cli.grade" not in loaded and "attn_kit.cli.app" in loaded, loaded
+    ctx = click.Context(cli)
+    for name, target in LAZY_COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name, (name, target)
+    assert set(LAZY_COMMANDS) <= set(cli.list_commands(ctx))

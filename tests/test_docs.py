@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 from attn_kit.cli import cli
@@ -39,7 +40,7 @@ def test_readme_lists_every_exercise_and_command():
     content.readme = ROOT / "README.md"  # its tables of exercises: devcheck.readme_tables_are_up_to_date
     result = check.run(content, [check.readme_tables_are_up_to_date])
     assert result.ok and not result.notes, "\n".join(map(str, result.problems))
-    for name in cli.commands:
+    for name in cli.list_commands(click.Context(cli)):  # the lazily loaded commands too
         assert f"attn-kit {name}" in README, f"README does not mention `attn-kit {name}`"
 
 

@@ -60,12 +60,12 @@ def test_the_check_example_is_a_real_report(tmp_path):
     mine = tmp_path / "solution.py"
     shutil.copy(solutions_dir("mha-screen") / "bugs" / "heads-interleaved.py", mine)
     report = grading.grade(mine, grading.Options(seed=7))
-    report.path = "solution.py"  # as `attn-kit check solution.py` run in its folder shows it
+    report.path = "mha_screen.py"  # as `attn-kit check mha_screen.py` run in its folder shows it
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
     render.report(report, MHA, out)
     real = [line.rstrip() for line in out.file.getvalue().split("\n")]
     shown = block_after("A solution with heads taking interleaved columns")
-    assert shown[0] == "$ attn-kit check solution.py --seed 7"
+    assert shown[0] == "$ attn-kit check mha_screen.py --seed 7"
     missing = in_order(shown[1:], real)
     assert not missing, "README lines not in the real report:\n" + "\n".join(missing) + "\n\nThe real report:\n" + "\n".join(real)
 

@@ -141,7 +141,6 @@ def test_the_cases_reach_every_part_of_the_report(reports):
     texts = "".join(rendered(reports[name, public], 80, False, **kw) for _, name, public, kw in CASES)
     for part in (
         "✓ All",
-        "Follow-ups",
         "public examples only",
         "matches no-scaling",
         "same cause:",

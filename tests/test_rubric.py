@@ -229,7 +229,8 @@ def test_the_range_before_every_score_is_given():
     rows[0]["score"] = 4
     assert mock.recommendation(rows)["range"] == ["no", "strong hire"]
     lines = practice.recommendation_lines(mock.recommendation(rows))
-    assert lines[0] == "- Recommendation: between **no** and **strong hire**, depending on the scores still to give"
+    # no verdict from scores not given (issue 36, S7): none yet, and nothing ruled out by correctness 4
+    assert lines[0].startswith("- Recommendation: none yet: it comes only from the scores given") and len(lines) == 1
 
 
 def test_the_report_shows_the_recommendation_and_why_correctness_scored(tmp_path):
@@ -257,7 +258,8 @@ def test_the_report_shows_the_recommendation_and_why_correctness_scored(tmp_path
     }
     text = practice.mock_report_markdown(data)
     assert "Correctness: 1 cause: materialises-scores (wrong)." in text
-    assert "- Recommendation: between **no** and **lean no**, depending on the scores still to give" in text
+    assert "- Recommendation: none yet: it comes only from the scores given" in text
+    assert "- The scores given already rule out anything better than **lean no**." in text
 
 
 SCORES = six(2, 3, 3, 2, 3, 3)
@@ -487,3 +489,28 @@ def test_the_senior_sheet_in_a_real_terminal():
     flat = " ".join(text.split())
     assert "Recommendation: hire" in flat and "tests 1 is the one dimension below the floor" in flat
     assert "What to watch for" in flat
+
+
+def test_a_solo_candidate_can_give_the_missing_scores_and_get_the_verdict():
+    """The report of someone practising alone says how to give the scores it cannot compute, with
+    the one it computed filled in; the command it names gives the verdict from those scores alone
+    (issue 36, S7)."""
+    import re
+
+    from click.testing import CliRunner
+
+    from attn_kit.cli import cli
+
+    exercise = catalog.exercise("sliding-window")
+    rows = mock.scores(exercise, grade(bug_file("sliding-window", "materialises-scores"), exercise.id))
+    text = "\n".join(practice.recommendation_lines(mock.recommendation(rows), exercise.id, rows))
+    assert "between" not in text and "depending on the scores" not in text
+    command = re.search(r"`(attn-kit mock sliding-window --interviewer --scores [^`]+)`", text).group(1)
+    correctness = next(r["score"] for r in rows if r["dimension"] == "correctness")
+    assert f"correctness={correctness}," in command and command.count("=?") == len(catalog.DIMENSIONS) - 1
+    filled = command.replace("=?", "=3").split()[1:]
+    result = CliRunner().invoke(cli, filled)
+    assert result.exit_code == 0, result.output
+    given = {**{d: 3 for d in catalog.DIMENSIONS}, "correctness": correctness}
+    verdict, _ = rubric.recommend(given)
+    assert f"Recommendation: {verdict}" in " ".join(result.output.split())

@@ -55,6 +55,18 @@ def wheel_name() -> str:
     return f"attn_kit-{__version__}-py3-none-any.whl"
 
 
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # every entry's date: the zip's earliest, so the same kit packs the same bytes
+
+
+def _entry(name: str, executable: bool = False) -> zipfile.ZipInfo:
+    """A zip entry with the recipe's one date and a regular file's mode: 0755 for a script the
+    platform runs, 0644 for the rest (zipfile's own default is the current time and 0600)."""
+    entry = zipfile.ZipInfo(name, date_time=ZIP_DATE)
+    entry.external_attr = (0o100755 if executable else 0o100644) << 16
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    return entry
+
+
 def build_wheel(folder: Path) -> Path:
     """Pack the running kit into a wheel in `folder`: its modules, checks, solutions and prompts,
     with the installed distribution's metadata (so pip installs the same dependencies)."""
@@ -72,15 +84,15 @@ def build_wheel(folder: Path) -> Path:
     }
     record = []
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as whl:
-        for name, path in _package_files().items():
+        for name, path in sorted(_package_files().items()):
             data = path.read_bytes()
-            whl.writestr(name, data)
+            whl.writestr(_entry(name), data)
             record.append(_record_line(name, data))
         for name, data in extra.items():
-            whl.writestr(name, data)
+            whl.writestr(_entry(name), data)
             record.append(_record_line(name, data))
         record.append(f"{info}/RECORD,,")
-        whl.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+        whl.writestr(_entry(f"{info}/RECORD"), "\n".join(record) + "\n")
     return target
 
 
@@ -255,11 +267,8 @@ def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = Fals
                 wheel_bytes.write(wheel.read_bytes())
             with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as z:
                 for name, text in files.items():
-                    entry = zipfile.ZipInfo(name)
-                    entry.external_attr = 0o100755 << 16
-                    entry.compress_type = zipfile.ZIP_DEFLATED
-                    z.writestr(entry, text)
-                z.writestr(wheel_name(), wheel_bytes.getvalue())
+                    z.writestr(_entry(name, executable=name.endswith(".sh") or name == "run_autograder"), text)
+                z.writestr(_entry(wheel_name()), wheel_bytes.getvalue())
         notes.append("Upload the zip as the assignment's autograder; pick an Ubuntu 24.04 base image (Python 3.12).")
         return [output], notes
     files = (prairielearn_files if kind == "prairielearn" else github_files)(exercise, hidden_details, seed)

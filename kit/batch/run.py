@@ -245,8 +245,17 @@ def _suite_checks(exercise: str) -> list[dict]:
 class _Pool:
     """The grader processes of one run: hands out submissions, reads answers, enforces limits."""
 
-    def __init__(self, submissions: list[Submission], settings: dict, jobs: int, limit: float, finish: Callable[[int, Result], None]):
+    def __init__(
+        self,
+        submissions: list[Submission],
+        settings: dict,
+        jobs: int,
+        limit: float,
+        finish: Callable[[int, Result], None],
+        begin: Callable[[str], None] | None = None,
+    ):
         self.submissions, self.settings, self.jobs, self.limit, self.finish = submissions, settings, jobs, limit, finish
+        self.begin = begin  # called with a submission's name when a grader starts on it
         self.graders: list[_Grader] = []
         self.selector = selectors.DefaultSelector()
         self.failed_starts = 0
@@ -340,6 +349,8 @@ class _Pool:
                     if grader.ready and grader.task is None and todo:
                         i = todo.pop()
                         grader.send(i, str(self.submissions[i].path))
+                        if self.begin:
+                            self.begin(self.submissions[i].name)
                 now = time.monotonic()
                 waits = [g.started + self.limit - now if g.task is not None else g.born + GRADER_START - now for g in self.graders]
                 for key, _ in self.selector.select(max(0.0, min(waits, default=1.0))):
@@ -361,9 +372,11 @@ def grade_all(
     memory: int | None = 2 << 30,
     limit: float = DEFAULT_LIMIT,
     progress: Callable[[Result], None] | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> Batch:
     """Grade every submission in `jobs` grader processes; results in the submissions' order.
-    `progress` is called with each result as it arrives."""
+    `progress` is called with each result as it arrives, `started` with a submission's name when a
+    grader starts on it (so a progress line can name what is running, not what last finished)."""
     from attn_kit.grading import pipeline
     from attn_kit.load import catalog
 
@@ -371,7 +384,7 @@ def grade_all(
     pipeline.require(catalog.exercise(exercise))
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 100_000)
     jobs = max(1, min(jobs or default_jobs(), len(submissions)))
-    started = time.monotonic()
+    began = time.monotonic()
     results: list[Result | None] = [None] * len(submissions)
 
     def finish(i: int, result: Result) -> None:
@@ -386,8 +399,8 @@ def grade_all(
         else:
             todo.append(i)
     settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory}
-    _Pool(submissions, settings, jobs, limit, finish).run(todo)
-    return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise), time.monotonic() - started, jobs)
+    _Pool(submissions, settings, jobs, limit, finish, started).run(todo)
+    return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise), time.monotonic() - began, jobs)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from typing import NoReturn
 
 import click
 
-from attn_kit.cli.bench import bench
 from attn_kit.cli.common import (
     EXIT_FAIL,
     EXIT_PASS,
@@ -33,13 +32,53 @@ from attn_kit.cli.common import (
     stop_on_sigterm,
     timeout_option_type,
 )
-from attn_kit.cli.dev import dev
-from attn_kit.cli.grade import autograder, grade
-from attn_kit.cli.practice import discuss, hint, history, mock, progress, reset, solution
 from attn_kit.report import jsonout
 
+# The commands defined in other modules, loaded when one of them is run or listed (`--help`):
+# name -> "module:attribute". Their modules import only click and cli/common.py at the top.
+LAZY_COMMANDS = {
+    "autograder": "attn_kit.cli.grade:autograder",
+    "bench": "attn_kit.cli.bench:bench",
+    "dev": "attn_kit.cli.dev:dev",
+    "discuss": "attn_kit.cli.practice:discuss",
+    "grade": "attn_kit.cli.grade:grade",
+    "hint": "attn_kit.cli.practice:hint",
+    "history": "attn_kit.cli.practice:history",
+    "mock": "attn_kit.cli.practice:mock",
+    "progress": "attn_kit.cli.practice:progress",
+    "reset": "attn_kit.cli.practice:reset",
+    "solution": "attn_kit.cli.practice:solution",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+
+class LazyGroup(click.Group):
+    """click's lazy-loading group (click's docs, "Lazily Loading Subcommands"): a command of
+    `lazy` is imported only when it is run, or listed by `--help`, so `attn-kit check` never loads
+    the practice, bench, grade or dev modules."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            self.add_command(self._load(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, name: str) -> click.Command:
+        import importlib
+
+        module, _, attribute = self.lazy[name].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy[name]} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(package_name="attn-kit", prog_name="attn-kit")
 @click.pass_context
 def cli(ctx):
@@ -50,8 +89,8 @@ def cli(ctx):
     \b
     Quick start:
       attn-kit list
-      attn-kit start mha-screen solution.py
-      attn-kit check solution.py
+      attn-kit start mha-screen
+      attn-kit check mha_screen.py
     """
     if ctx.invoked_subcommand is None:
         from attn_kit.practice import progress as practice
@@ -111,14 +150,14 @@ def start(exercise, file, force):
 
     \b
     Example:
-      attn-kit start mha-screen solution.py
+      attn-kit start mha-screen mha_screen.py
     """
     from attn_kit.base.errors import UsageError
     from attn_kit.load import catalog
     from attn_kit.render import content as render
 
     ex = catalog.exercise(exercise)
-    path = file or Path(ex.id.replace("-", "_") + ".py")
+    path = file or Path(catalog.default_file(ex.id))
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pick another name or pass --force to overwrite it.")
     path.write_text(ex.starter, encoding="utf-8")
@@ -270,10 +309,13 @@ class CheckScreen:
 
     def report(self, report, first):
         from attn_kit.load import catalog
+        from attn_kit.render import check as render
         from attn_kit.render import screen
+        from attn_kit.render.pager import paged
 
-        with reader_may_stop():
-            screen.report(report, catalog.exercise(report.exercise), first=first)
+        out = render.console()
+        with reader_may_stop(), paged(out, when=first is False):  # --full: every failure in full, through the pager
+            screen.report(report, catalog.exercise(report.exercise), out, first=first)
 
     def located(self, located, report, fix):
         from attn_kit.render import check as render
@@ -305,15 +347,6 @@ class CheckScreen:
 
         with reader_may_stop():
             after_check(report, source)  # history, concept cards, hints used; never raises
-
-
-cli.add_command(hint)
-cli.add_command(solution)
-cli.add_command(reset)
-cli.add_command(mock)
-cli.add_command(discuss)
-cli.add_command(history)
-cli.add_command(progress)
 
 
 @cli.command("test-tests")
@@ -370,12 +403,6 @@ def test_tests(file, exercise, as_json, timeout, memory, min_score, show_all):
 
             render.test_grade(grade, full=show_all)
     sys.exit(EXIT_PASS if grade.ok and grade.score >= min_score else EXIT_FAIL)
-
-
-cli.add_command(bench)
-cli.add_command(dev)
-cli.add_command(grade)
-cli.add_command(autograder)
 
 
 def main():

@@ -1,7 +1,7 @@
 """The `attn-kit bench` command: parse options, run bench.run, render, pick the exit status.
 
 Registered in cli/app.py with one `cli.add_command(bench)` line. numpy is imported inside the
-command, after BLAS is asked for one thread (sandbox.zygote.one_blas_thread).
+command, after BLAS is asked for one thread (base.blas.one_blas_thread).
 """
 
 from __future__ import annotations

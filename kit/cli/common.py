@@ -14,9 +14,9 @@ import sys
 
 import click
 
+from attn_kit.base.blas import one_blas_thread as one_blas_thread  # the commands call it first
 from attn_kit.base.errors import KitError
 from attn_kit.report import jsonout
-from attn_kit.sandbox.zygote import one_blas_thread as one_blas_thread  # the commands call it first
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

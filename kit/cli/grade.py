@@ -111,12 +111,13 @@ def _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hid
     from attn_kit.render import grade as render_grade
 
     found = run.find_submissions(submissions, single, exercise, scratch)
+    given = seed is not None
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
-    render_grade.seed_line(seed)
+    render_grade.seed_line(seed, given)
     try:
-        with render_grade.progress(len(found)) as advance:
-            result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+        with render_grade.progress(len(found)) as (finished, started):
+            result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started)
     except KitError as exc:
         if exc.exit_code == EXIT_USAGE:  # an unknown exercise, ...
             raise

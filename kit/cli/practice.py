@@ -63,6 +63,8 @@ def after_check(report, source: str = "check") -> None:
     from attn_kit.render import practice as render_practice
 
     if practice.bundled_file(report.path):
+        if report.passed and not report.public_only:
+            render_practice.passed_next(report.exercise, None)
         render_practice.not_recorded_bundled(report.path)
         return
     recorded = record_run(report, source)
@@ -466,12 +468,13 @@ def discuss(exercise, due_only, new):
             return
         reviewed: list = []
         choices = click.Choice(sorted(set(review.RATINGS) | {"q"}))
+        deck = len(entries)  # the session's size, as first said: cards coming back later do not change it
         try:
             index = 0
             while index < len(entries):
                 entry = entries[index]
                 index += 1
-                render_practice.card_front(index, len(entries), entry, current=current)
+                render_practice.card_front(index, deck, entry, current=current)
                 render_practice.answer_prompt()
                 read_answer()
                 render_practice.card_back(entry)

@@ -392,6 +392,12 @@ def bug_in(exercise: Exercise | None, bug_id: str) -> Bug | None:
     return dataclasses.replace(shared, **changed)
 
 
+def default_file(exercise_id: str) -> str:
+    """The file `attn-kit start EXERCISE` writes without a FILE, and the name every suggestion of
+    the kit (follow-ups, the next step, the README) uses: the id with dashes as underscores."""
+    return exercise_id.replace("-", "_") + ".py"
+
+
 def exercise(exercise_id: str) -> Exercise:
     """Look up an exercise, or raise UsageError listing the ids. Reads only that exercise's file
     when it exists (`check` on a file with an `# attn-kit:` header never parses the others)."""

@@ -86,6 +86,9 @@ class Recorded:
     hints_used: int = 0
     hints_total: int = 0
     next_hint: int | None = None  # the level `attn-kit hint EXERCISE` shows next
+    seen_on_topic: tuple[int, ...] = ()  # hints on next_hint's topic already seen (the report's own pointer names the first)
+    unlocked: bool = False  # this run opened the reference solution (the first full pass, hints not all used)
+    passed: frozenset[str] = frozenset()  # the exercises with a passing full run, this one included
 
 
 def record_check(store: Store, report: "Report", source: str = "check") -> Recorded:
@@ -96,6 +99,8 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
     passed, total = report.score
     got, most = report.points
     at = now()
+    full_pass = report.passed and not report.public_only
+    opened_before = store.has_passed(report.exercise) or _every_hint_used(store, report.exercise)
     with store.transaction():
         check_id = store.add_check(
             exercise=report.exercise,
@@ -116,12 +121,25 @@ def record_check(store: Store, report: "Report", source: str = "check") -> Recor
         ratings = review.rate_concepts(store, report.exercise, rated_bugs(report), at=at)
     exercise = catalog.exercise(report.exercise)
     seen = store.hint_levels(exercise.id)
-    upcoming = (
-        next_hint(exercise, [r.id for r in report.results if r.status in FAILED], [d.bug for d in report.diagnosis], seen)
-        if not report.passed
-        else None
+    failing_ids, bug_ids = [r.id for r in report.results if r.status in FAILED], [d.bug for d in report.diagnosis]
+    upcoming = next_hint(exercise, failing_ids, bug_ids, seen) if not report.passed else None
+    ladder = failure_ladder(exercise, failing_ids, bug_ids)[0] if upcoming else []
+    return Recorded(
+        check_id,
+        ratings,
+        len(seen),
+        len(exercise.hints),
+        upcoming[0] if upcoming else None,
+        seen_on_topic=tuple(n for n in ladder if n in seen and upcoming and n < upcoming[0]),
+        unlocked=full_pass and not opened_before,
+        passed=frozenset(e for e in catalog.exercises() if store.has_passed(e)),
     )
-    return Recorded(check_id, ratings, len(seen), len(exercise.hints), upcoming[0] if upcoming else None)
+
+
+def _every_hint_used(store: Store, exercise_id: str) -> bool:
+    """Using every hint opens the reference too (solution())."""
+    total = len(catalog.exercise(exercise_id).hints)
+    return total > 0 and hints_used(store, exercise_id) >= total
 
 
 # --- hints ------------------------------------------------------------------------------------
@@ -286,13 +304,22 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def history(store: Store, limit: int = 20) -> dict:
     """Recent checks, mocks, reviews, hints and solution views, newest first (JSON-ready)."""
+    reviews = store.reviews(limit=limit)
+    for row in reviews:  # the card's topic, as `attn-kit discuss` names it
+        row["concept"] = _concept(row["exercise"], row["question"])
     return {
         "checks": store.checks(limit=limit),
         "mocks": store.mocks(limit=limit),
-        "reviews": store.reviews(limit=limit),
+        "reviews": reviews,
         "hints": store.hints(limit=limit),
         "solution_views": store.solution_views(limit=limit),
     }
+
+
+def _concept(exercise_id: str, question_id: str) -> str | None:
+    """The concept of a discussion question (None for one no longer in the catalogue)."""
+    exercise = catalog.exercises().get(exercise_id)
+    return next((q.concept for q in exercise.questions if q.id == question_id), None) if exercise else None
 
 
 @dataclass(frozen=True)
@@ -453,7 +480,7 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     if status.state == ExerciseState.ATTEMPTED:
         return status, f"attn-kit check {status.last_file}"
     if status.state == ExerciseState.NOT_STARTED:
-        return status, f"attn-kit start {current} {current.replace('-', '_')}.py"
+        return status, f"attn-kit start {current} {catalog.default_file(current)}"
     ahead = [s for s in states.values() if s.state != ExerciseState.PASSED]
     if not ahead:
         return status, "attn-kit discuss"
@@ -461,5 +488,5 @@ def next_step(store: Store | None) -> tuple[Status, str]:
     return status, (
         f"attn-kit check {ahead[0].last_file}"
         if ahead[0].state == ExerciseState.ATTEMPTED
-        else f"attn-kit start {nxt} {nxt.replace('-', '_')}.py"
+        else f"attn-kit start {nxt} {catalog.default_file(nxt)}"
     )

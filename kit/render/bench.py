@@ -90,34 +90,36 @@ def _fit_range(result) -> str:
     return f"T={used[0]}…{used[-1]}" if used else "no sizes"
 
 
+PLOT_ROWS = (10, 16)  # the plot's height, at least and at most: what the screen leaves, in between
+
+
 def bench_result(result, plot: bool = False, out: Console | None = None) -> None:
+    """The result: the sizes as a table, or (`plot`) as two log-log panels side by side, sized so
+    the whole result fits the terminal's height (24 lines at 80 columns); then the verdicts."""
     out = out or check.console()
-    out.print(Text("attn-kit bench ", style="label") + Text(f"{result.exercise} · {result.path}", style="muted"))
     inputs = {"numpy": "NumPy arrays", "torch": "torch tensors", "lists": "nested lists"}[result.inputs]
-    out.print(Text(f"{result.function}, timed per {result.unit}: {result.setting}; inputs as {inputs}", style="muted"))
+    head = [
+        Text("attn-kit bench ", style="label") + Text(f"{result.exercise} · {result.path}", style="muted"),
+        Text(f"{result.function}, timed per {result.unit}: {result.setting}; inputs as {inputs}", style="muted"),
+    ]
+    tail = [line for label, v in (("time", result.time), ("memory", result.memory)) if v is not None for line in verdict_lines(label, v)]
+    for line in head:
+        out.print(line)
     if plot and len(result.sizes) >= 2:
-        out.print(Text.from_ansi(plot_text(result, width=min(out.width, 110), colorless=out.no_color or not out.is_terminal)))
+        legend = plot_legend(result)
+        used = sum(len(out.render_lines(r, out.options, pad=False)) for r in [*head, *tail, legend, _fit_note(result)])
+        rows = max(PLOT_ROWS[0], min(PLOT_ROWS[1], out.size.height - used - 1))  # and the prompt after
+        text = plot_text(result, width=min(out.width, 110), height=rows, colorless=out.no_color or not out.is_terminal)
+        out.print(Text.from_ansi(text.rstrip("\n")))
+        out.print(legend)
     else:
         out.print(table(result))
-    out.print()
-    for label, v in (("time", result.time), ("memory", result.memory)):
-        if v is None:
-            continue
-        for line in verdict_lines(label, v):
-            out.print(line)
+        out.print()
+    for line in tail:
+        out.print(line)
     if result.contrast:
         out.print(Text(f"for comparison: {result.contrast}.", style="muted"))
-    memory = (
-        "one separate run under tracemalloc" if result.memory_method == "tracemalloc" else "the peak resident memory of one separate run"
-    )
-    out.print(
-        Text(
-            f"Fitted by least squares on log T vs log CPU time and log peak memory over "
-            f"{_fit_range(result)}; {result.repeats} timed runs per size (more for quick ones), "
-            f"memory from {memory}.",
-            style="muted",
-        )
-    )
+    out.print(_fit_note(result))
     if result.stopped:
         out.print(Text(f"note: {result.stopped}", style="warning"))
     for note in result.notes:
@@ -126,6 +128,29 @@ def bench_result(result, plot: bool = False, out: Console | None = None) -> None
         out.print()
         out.print(Text("✗ ", style="check.fail") + Text(result.failure))
         out.print(Text("bench measures code that runs: `attn-kit check FILE` shows what goes wrong.", style="muted"))
+
+
+def _fit_note(result) -> Text:
+    memory = (
+        "one separate run under tracemalloc" if result.memory_method == "tracemalloc" else "the peak resident memory of one separate run"
+    )
+    return Text(
+        f"Fitted by least squares on log T vs log CPU time and log peak memory over "
+        f"{_fit_range(result)}; {result.repeats} timed runs per size (more for quick ones), "
+        f"memory from {memory}.",
+        style="muted",
+    )
+
+
+def plot_legend(result) -> Text:
+    """One line under the panels: what each mark is, with the fitted and expected exponents."""
+    verdicts = [v for v in (result.time, result.memory) if v]
+    fitted = " / ".join(_exponent(v.fitted) for v in verdicts)
+    line = Text("+", style="label") + Text(" measured  ") + Text("⠤⠒", style="label") + Text(f" fitted {fitted}")
+    expected = " / ".join(dict.fromkeys(_expected(v.expected) for v in verdicts))  # once when both expect the same
+    if expected:
+        line += Text("  •", style="label") + Text(f" expected {expected} (parallel, above)")
+    return line
 
 
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
@@ -171,14 +196,16 @@ def fitted_curve(sizes: list[int], values: list[float], points: int = 64) -> tup
     return grid.tolist(), np.exp(intercept + slope * np.log(grid)).tolist()
 
 
-def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True) -> str:
-    """Two log-log panels, one above the other: CPU time and peak memory against T.
+def plot_text(result, width: int = 100, height: int = 16, colorless: bool = True) -> str:
+    """Two log-log panels side by side, `height` lines in all: CPU time and peak memory against T.
 
     Both axes are logarithmic (the panels plot log10 of T and of the value, with ticks labelled
-    in real units): the x ticks are the measured sizes (16, 32, …), the y ticks 1-2-5 steps in a
-    named unit (ms, MiB, …). Measured sizes are `+`; the fitted power law is a straight line in
-    fine braille dots, sampled densely so it never steps; `•` marks the expected slope drawn
-    through the largest size.
+    in real units): the x ticks are the measured sizes (16, 32, …, every other one when they
+    would not fit), the y ticks 1-2-5 steps in a named unit (ms, MiB, …). Measured sizes are
+    `+`; the fitted power law is a straight line in fine braille dots, sampled densely so it
+    never steps; `•` marks the expected slope, drawn parallel above the measured points (through
+    the largest size, raised by a few rows) so no `+` or line hides it. plot_legend says which
+    is which.
     """
     import math
 
@@ -187,8 +214,8 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
     sizes = [s.T for s in result.sizes]
     fig = plt.figure
     fig.clear()
-    fig.subplots(2, 1)
-    fig.plot_size(width, 2 * height)
+    fig.subplots(1, 2)
+    fig.plot_size(width, height)
     time_unit = unit_for([s.cpu_s for s in result.sizes], TIME_UNITS)
     size_unit = unit_for([max(s.peak_bytes, 1) for s in result.sizes], SIZE_UNITS)
     panels = (
@@ -196,22 +223,26 @@ def plot_text(result, width: int = 100, height: int = 13, colorless: bool = True
         (2, "peak extra memory", [max(s.peak_bytes, 1) for s in result.sizes], result.memory, size_unit),
     )
     log = lambda values: [math.log10(v) for v in values]  # noqa: E731
-    for row, what, raw, verdict, (unit, scale) in panels:
+    panel_width = width // 2 - 12  # the columns a panel's sizes share (less its frame and y labels)
+    every = 1 if panel_width >= (len(str(sizes[-1])) + 1) * len(sizes) else 2
+    for col, what, raw, verdict, (unit, scale) in panels:
         values = [v / scale for v in raw]
-        panel = fig.subplot(row, 1)
-        title = f"{what} ({unit}): + measured, line fitted {_exponent(verdict.fitted if verdict else None)}"
+        panel = fig.subplot(1, col)
         curve_x, curve_y = fitted_curve(sizes, values)
         panel.draw(panel.signal(log(curve_x), log(curve_y), marker="braille").lines())
         shown = values + curve_y
         if verdict is not None:
-            anchor_T, anchor_v = sizes[-1], values[-1]
+            span = max(log(shown)) - min(log(shown)) or 1.0
+            rows = max(height - 5, 4)  # the panel's plotting rows (less its title, frame, ticks and label)
+            raise_by = 10 ** (2 * span / (rows - 2))  # two rows above the points
+            anchor_T, anchor_v = sizes[-1], values[-1] * raise_by
             guide = [anchor_v * (t / anchor_T) ** verdict.expected for t in sizes]
             panel.draw(panel.signal(log(sizes), log(guide), marker="•"))
             shown += guide
-            title += f", • expected {_expected(verdict.expected)}"
         panel.draw(panel.signal(log(sizes), log(values), marker="+"))
-        panel.title(title)
-        panel.ruler("x").ticks(log(sizes), [str(t) for t in sizes])
+        panel.title(f"{what} ({unit})")
+        labelled = [t for i, t in enumerate(sizes) if i % every == (len(sizes) - 1) % every]  # the largest always
+        panel.ruler("x").ticks(log(labelled), [str(t) for t in labelled])
         ticks = log_ticks(min(shown), max(shown))
         panel.ruler("y").ticks(log(ticks), [f"{t:g} {unit}" for t in ticks])
         panel.label("T (log scale)", "x")

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import IO, cast
 
 from rich.console import Console, Group
@@ -352,8 +352,9 @@ def report(
     first: bool | None = None,
     brief: bool = False,
 ) -> None:
-    """A check report. A full pass is its header and one line (plus measured figures and the
-    follow-ups). Otherwise: the table, a legend for its marks, each failure in full, the diagnosis.
+    """A check report. A full pass is its header and one line (plus measured figures; the
+    follow-ups come after the run is recorded: render/practice.after_check). Otherwise: the
+    table, a legend for its marks, each failure in full, the diagnosis.
     `first=True` (`--first`) shows only the first failure in full and the others one line each;
     None does that past COMPACT_AFTER failures; False shows every failure in full.
 
@@ -489,14 +490,13 @@ def _skipped(rep: Report) -> int:
 
 
 def _passed(rep: Report, exercise, out: Console) -> None:
-    """The line of a report that passed, and the follow-ups an interviewer may ask next."""
+    """The line of a report that passed. What it unlocked and the follow-ups come once the run is
+    recorded (render/practice.after_check), which knows the exercises already passed."""
     total, skipped = len(rep.results), _skipped(rep)
     got, most = rep.points
     verdict = f"✓ All {total} checks passed" if not skipped else f"✓ All {total - skipped} checks that ran passed ({skipped} not checked)"
     public = " (public examples only: run without --public for the full graded suite)" if rep.public_only else ""
     out.print(Text(verdict, style="score.good") + Text(f" — {got}/{most} points." + public))
-    if exercise is not None and not rep.public_only:
-        _followups(exercise, out)
 
 
 def _score(rep: Report, out: Console) -> None:
@@ -545,21 +545,21 @@ def _brief_report(rep: Report, out: Console) -> None:
     out.print(Text(f"Score: {passed}/{total} checks passed — {got}/{most} points.", style="score.bad"))
 
 
-def _followups(exercise, out: Console) -> None:
+def followups(exercise, out: Console, passed: Collection[str] = ()) -> None:
+    """The follow-up exercises an interviewer may ask next: the command that starts each, and for
+    one already `passed`, a mark saying so instead (never suggested as if new)."""
     from attn_kit.load import catalog
 
     available = [f for f in exercise.followups if f.exercise in catalog.exercises()]
     if not available:
         return
     out.print(Text("Follow-ups an interviewer may ask next:", style="label"))
-    for f in available:
-        out.print(
-            hanging(
-                "  ",
-                Text(f"attn-kit start {f.exercise} {f.exercise.replace('-', '_')}.py", style="command")
-                + Text(f"  {f.prompt}", style="muted"),
-            )
-        )
+    for f in sorted(available, key=lambda f: f.exercise in passed):  # stable: the new ones first
+        if f.exercise in passed:
+            line = Text("✓ ", style="check.pass") + Text(f.exercise) + Text(" (passed)", style="check.pass")
+        else:
+            line = Text(f"attn-kit start {f.exercise} {catalog.default_file(f.exercise)}", style="command")
+        out.print(hanging("  ", line + Text(f"  {f.prompt}", style="muted")))
 
 
 def repro_written(paths, out: Console | None = None) -> None:

@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from attn_kit.render.check import console
+from attn_kit.render.pager import paged
 
 
 class _Code(CodeBlock):
@@ -41,18 +42,22 @@ def content(text: str) -> Markdown:
     return _Content("\n".join(lines))
 
 
-def statement(exercise, out: Console | None = None) -> None:
-    """The statement, then the exercise's mask patterns as grids (render/grid.py), if it has any."""
+def statement(exercise, out: Console | None = None, page: bool = True) -> None:
+    """The statement, then the exercise's mask patterns as grids (render/grid.py), if it has any;
+    through the pager on a terminal when `page` (a statement is longer than a screen); not in a
+    mock, whose clock runs while the statement is read."""
     out = out or console()
-    out.print(content(exercise.statement))
-    if getattr(exercise, "masks", ()):  # a bare statement (a test's) has none
-        from attn_kit.render import grid
+    with paged(out, when=page):
+        out.print(content(exercise.statement))
+        if getattr(exercise, "masks", ()):  # a bare statement (a test's) has none
+            from attn_kit.render import grid
 
-        for line in grid.mask_pictures(exercise.masks, out.width):
-            out.print(line)
+            for line in grid.mask_pictures(exercise.masks, out.width):
+                out.print(line)
 
 
 def started(exercise, path, out: Console | None = None) -> None:
+    """The statement (paged), then, on the terminal itself, the file written and the command to run."""
     out = out or console()
     statement(exercise, out)
     out.print()

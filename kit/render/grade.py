@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Iterator
 from typing import Callable
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -23,25 +24,69 @@ from attn_kit.batch.run import GRADED, Batch, Result
 from attn_kit.render import check
 
 
+class Running:
+    """The submissions being graded and since when: what the progress line names."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.since: dict[str, float] = {}
+
+    def started(self, name: str) -> None:
+        self.since[name] = self.clock()
+
+    def finished(self, result: Result) -> None:
+        self.since.pop(result.name, None)
+
+    def text(self) -> str:
+        """'running slow (1m50s), b (3 s)': what is running, the longest-running first, with how
+        long each has run ('' when nothing is)."""
+        now = self.clock()
+        ordered = sorted(self.since.items(), key=lambda item: item[1])
+        return ("running " + ", ".join(f"{for_terminal(name)} ({_elapsed(now - since)})" for name, since in ordered)) if ordered else ""
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class _RunningColumn(ProgressColumn):
+    """Redrawn with the bar (ten times a second), so the times move while nothing finishes."""
+
+    def __init__(self, running: Running):
+        super().__init__()
+        self.running = running
+
+    def render(self, task: Task) -> Text:
+        return Text(self.running.text(), style="muted", no_wrap=True, overflow="ellipsis")
+
+
 @contextlib.contextmanager
-def progress(total: int) -> Iterator[Callable[[Result], None]]:
-    """A callback to call with each result: advances a bar on stderr when stderr is a terminal,
-    does nothing otherwise (so logs and pipes get only the table)."""
+def progress(total: int) -> Iterator[tuple[Callable[[Result], None], Callable[[str], None]]]:
+    """Two callbacks, (finished: with each result, started: with a submission's name): a bar on
+    stderr when stderr is a terminal, naming what is running and for how long, the longest first;
+    nothing otherwise (so logs and pipes get only the table)."""
     if not sys.stderr.isatty():
-        yield lambda result: None
+        yield (lambda result: None), (lambda name: None)
         return
+    running = Running()
     bar = Progress(
         TextColumn("grading"),
-        BarColumn(),
+        BarColumn(bar_width=20),  # room at 80 columns for what is running
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}", markup=False),  # a submission's name, never markup
+        _RunningColumn(running),
         console=check.error_console(),
         transient=True,
     )
     with bar:
         task = bar.add_task("", total=total)
-        yield lambda result: bar.update(task, advance=1, description=for_terminal(result.name)[:60])
+
+        def finished(result: Result) -> None:
+            running.finished(result)
+            bar.update(task, advance=1)
+
+        yield finished, running.started
 
 
 def _state(result: Result) -> Text:
@@ -80,11 +125,15 @@ def table(batch: Batch) -> None:
     passed = sum(r.passed for r in batch.results)
     out.print(
         Text(
-            f"\n{len(batch.results)} submissions, {passed} passed every check; exercise {batch.exercise}, "
-            f"seed {batch.seed}, {batch.jobs} job(s), {batch.seconds:.1f} s.",
+            f"\n{_count(len(batch.results), 'submission')}, {passed} passed every check; exercise {batch.exercise}, "
+            f"seed {batch.seed}, {_count(batch.jobs, 'job')}, {batch.seconds:.1f} s.",
             style="muted",
         )
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def written(outputs: list[Written]) -> None:
@@ -103,9 +152,11 @@ def broken(message: str) -> None:
     check.error(f"the run broke: {for_terminal(message)}")
 
 
-def seed_line(seed: int) -> None:
-    """The run's seed, on stderr before grading starts (so it is known even if the run is stopped)."""
-    check.error_console().print(Text(f"seed {seed} (pass --seed {seed} to grade with the same hidden cases)", style="muted"))
+def seed_line(seed: int, given: bool = False) -> None:
+    """The run's seed, on stderr before grading starts (so it is known even if the run is stopped);
+    how to replay it only when the kit chose it (`given`: the user passed --seed already)."""
+    replay = "" if given else f" (pass --seed {seed} to grade with the same hidden cases)"
+    check.error_console().print(Text(f"seed {seed}{replay}", style="muted"))
 
 
 def recipe(kind: str, files: list, notes: list[str]) -> None:

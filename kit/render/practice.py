@@ -21,6 +21,7 @@ from rich.text import Text
 
 from attn_kit.render import check, content, screen
 from attn_kit.render.check import console
+from attn_kit.render.pager import paged
 
 
 def _out(out: Console | None) -> Console:
@@ -92,8 +93,11 @@ def hints(exercise, shown, used: int, out: Console | None = None) -> None:
 
 
 def after_check(recorded, report, out: Console | None = None) -> None:
-    """The lines printed after a check report: hints used, and cards the kit just rated."""
+    """The lines printed after a check report: on a full pass, what it unlocked and what comes
+    next; hints used; cards the kit just rated."""
     out = _out(out)
+    if report.passed and not report.public_only:
+        passed_next(report.exercise, recorded, out)
     if recorded.hints_total:
         line = Text(f"Hints used: {recorded.hints_used} of {recorded.hints_total}.", style="muted")
         if not report.passed and recorded.hints_used < recorded.hints_total:
@@ -101,7 +105,12 @@ def after_check(recorded, report, out: Console | None = None) -> None:
             if recorded.next_hint:  # named, so the user knows it is about this failure
                 hint = catalog_hint(report.exercise, recorded.next_hint)
                 step = f" ({STEPS[hint.step]})" if hint.step in STEPS else ""  # a topic's hints share a title
-                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}.", style="muted")
+                line += Text(f" shows hint {recorded.next_hint}, “{hint.title}”{step}", style="muted")
+                seen = recorded.seen_on_topic
+                if seen:  # the report's pointer names the topic's first hint: say it was seen, so the two agree
+                    levels = " and ".join(str(n) for n in seen)
+                    line += Text(f", after hint{'s' if len(seen) > 1 else ''} {levels}, which you have seen", style="muted")
+                line += Text(".", style="muted")
         out.print(line)
     if recorded.ratings:
         from attn_kit.practice.store import now
@@ -119,6 +128,21 @@ def after_check(recorded, report, out: Console | None = None) -> None:
                 style="muted",
             )
         )
+
+
+def passed_next(exercise_id: str, recorded, out: Console | None = None) -> None:
+    """After a recorded full pass: the reference walkthrough it opened (said as news the first
+    time, as a pointer after), then the follow-ups, those already passed marked. `recorded` None
+    (one of the kit's own files, never recorded): the follow-ups alone."""
+    from attn_kit.load import catalog
+
+    out = _out(out)
+    command = Text(f"attn-kit solution {exercise_id}", style="command")
+    if recorded is not None and recorded.unlocked:
+        out.print(Text("Unlocked: ", style="score.good") + Text("the reference walkthrough — ") + command)
+    elif recorded is not None:
+        out.print(Text("Compare with the reference walkthrough: ", style="muted") + command)
+    check.followups(catalog.exercise(exercise_id), out, recorded.passed if recorded is not None else ())
 
 
 def catalog_hint(exercise_id: str, level: int):
@@ -153,14 +177,39 @@ def history_created(path, out: Console | None = None) -> None:
 
 
 def solution(exercise, files, forced: bool, out: Console | None = None) -> None:
+    """The reference's files, highlighted and numbered, through the pager on a terminal. A source
+    line is never wrapped: the pager gets it whole (the default pager scrolls sideways), a pipe
+    gets it whole, a terminal without a pager crops it at its edge."""
     from rich.syntax import Syntax  # here: highlighting's imports serve this one view
 
     out = _out(out)
-    for item in files:
-        out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
-        out.print(Syntax(item.text, "python", line_numbers=True, word_wrap=True, theme="ansi_dark", background_color="default"))
-    if forced:
-        out.print(Text("Shown with --force; recorded in your history.", style="muted"))
+    with paged(out, chop=True) as paging:
+        for item in files:
+            out.print(Rule(Text(f"{exercise.id} · {item.path.name}", style="label")))
+            code = Syntax(item.text, "python", line_numbers=True, word_wrap=False, theme="ansi_dark", background_color="default")
+            with _widened(out, _code_width(item.text) if paging or not out.is_terminal else 0):
+                out.print(code)
+        if forced:
+            out.print(Text("Shown with --force; recorded in your history.", style="muted"))
+
+
+def _code_width(text: str) -> int:
+    """Columns a numbered Syntax needs to show every line of `text` whole."""
+    lines = text.splitlines() or [""]
+    gutter = len(str(len(lines))) + 3  # the number, its padding and the separating space
+    return gutter + max(len(line.expandtabs(4)) for line in lines) + 1
+
+
+@contextlib.contextmanager
+def _widened(out: Console, width: int):
+    """`out` at least `width` columns wide inside (rich crops an unwrapped line at its width)."""
+    before = out.width
+    if width > before:
+        out.width = width
+    try:
+        yield
+    finally:
+        out.width = before
 
 
 def reset_done(path: Path, backup: Path | None, out: Console | None = None) -> None:
@@ -215,7 +264,7 @@ def watch_screen(
 
 def mock_intro(exercise, file: Path, minutes: float, out: Console | None = None) -> None:
     out = _out(out)
-    content.statement(exercise, out)
+    content.statement(exercise, out, page=False)
     out.print()
     out.print(
         Panel(
@@ -280,7 +329,7 @@ def _mock_status(remaining: float, status, names: int, sep: str, left: str, labe
             line += Text(f", {len(status.failing)} failing", style="muted")
     else:
         line += Text("waiting for the first save", style="muted")
-    if status.saves and saves:
+    if saves:  # "saves 0" too: the line keeps one format from the first second (issue 36, N2)
         line += Text(f"{sep}saves {status.saves}", style="muted")
     line += Text(f"{sep}s submit", style="muted")
     return line
@@ -381,7 +430,7 @@ def mock_report_markdown(data: dict) -> str:
     if data.get("scoring"):
         lines += _scoring_markdown(data["scoring"])
     if data.get("recommendation"):
-        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"])
+        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"], data["exercise"], data.get("scoring"))
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -469,16 +518,30 @@ def _discussion_markdown(d: dict) -> list[str]:
     return lines
 
 
-def recommendation_lines(recommendation: dict) -> list[str]:
-    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines."""
+def recommendation_lines(recommendation: dict, exercise: str | None = None, scoring: list[dict] | None = None) -> list[str]:
+    """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines. It
+    comes only from the scores given: a verdict once they decide it, else none yet, with what the
+    given scores already rule out, and (with `exercise` and `scoring`) how someone practising alone
+    gives the missing scores and gets the verdict."""
+    from attn_kit.grading.rubric import VERDICTS
+
     verdict, (worst, best) = recommendation["verdict"], recommendation["range"]
     if verdict:
-        head = f"**{verdict}**"
-    elif worst == best:
-        head = f"**{worst}**, whatever the scores still to give"
-    else:
-        head = f"between **{worst}** and **{best}**, depending on the scores still to give"
-    return [f"- Recommendation: {head}"] + [f"- {reason}" for reason in recommendation["reasons"]]
+        return [f"- Recommendation: **{verdict}**"] + [f"- {reason}" for reason in recommendation["reasons"]]
+    if worst == best:
+        return [f"- Recommendation: **{worst}**, whatever the scores still to give"] + [f"- {r}" for r in recommendation["reasons"]]
+    lines = [f"- Recommendation: none yet: it comes only from the scores given ({'; '.join(recommendation['reasons'])})."]
+    if best != VERDICTS[0].name:
+        lines.append(f"- The scores given already rule out anything better than **{best}**.")
+    if exercise and scoring:
+        filled = ",".join(f"{row['dimension']}={'?' if row['score'] is None else row['score']}" for row in scoring)
+        lines.append(
+            "- Practising alone? Score each dimension without a score yourself, at the highest anchor "
+            "in the table above that fully holds (1 when none does), then replace each ? in "
+            f"`attn-kit mock {exercise} --interviewer --scores {filled}` and run it: it prints the "
+            "recommendation and the reasons."
+        )
+    return lines
 
 
 def _rule(out: Console, scores: dict[str, int] | None, level: str | None = None) -> None:
@@ -543,7 +606,7 @@ def interviewer_sheet(exercise, out: Console | None = None, scores: dict[str, in
     `scores` when given: dimension -> 1..4, all six), what to watch for, questions, follow-ups."""
     out = _out(out)
     out.print(Rule(Text(f"Interviewer sheet · {exercise.title} · {minutes_text(exercise.minutes)}", style="label")))
-    content.statement(exercise, out)
+    content.statement(exercise, out, page=False)
     if exercise.scoring:
         _scoring(exercise, out)
         _rule(out, scores, level)
@@ -576,7 +639,9 @@ def card_front(index: int, count: int, entry, out: Console | None = None, curren
     out.print()
     state = "new" if entry.is_new else "due"
     mark = " (your current exercise)" if current == entry.exercise.id else ""
-    out.print(Text(f"Card {index}/{count} · {state} · {entry.question.concept}", style="muted"))
+    # past the deck: a card rated earlier that came due again during the session (the count stays)
+    where = f"Card {index}/{count} · {state}" if index <= count else "Again · came back during this session"
+    out.print(Text(f"{where} · {entry.question.concept}", style="muted"))
     out.print(Text(f"Exercise: {entry.exercise.id}{mark} — {entry.exercise.title}", style="muted"))
     out.print(Text(entry.question.prompt, style="label"))
 
@@ -644,7 +709,13 @@ def _entries() -> Table:
 
 
 def history(data: dict, out: Console | None = None) -> None:
+    """The history, through the pager on a terminal."""
     out = _out(out)
+    with paged(out):
+        _history(data, out)
+
+
+def _history(data: dict, out: Console) -> None:
     if not any(data.values()):
         out.print(
             Text("No history yet: run ", style="muted")
@@ -668,11 +739,12 @@ def history(data: dict, out: Console | None = None) -> None:
         names = {1: "again", 2: "hard", 3: "good", 4: "easy"}
         for row in data["reviews"]:
             by = "you" if row["source"] == "discuss" else ("you, in a mock" if row["source"] == "mock" else f"kit: {row['source']}")
-            grid.add_row(
-                when(row["at"]),
-                Text(f"{row['key']}  {names.get(row['rating'], str(row['rating']))} ({by})  next due ")
-                + Text(when(row["due"]).replace(" ", "\u00a0")),
-            )
+            # the card as `discuss` names it (exercise · concept), and when it is due as `discuss`
+            # said it then (a span, not a second date that would wrap)
+            topic = f"{row['exercise']} · {row.get('concept') or row['question']}"
+            delta = datetime.fromisoformat(row["due"]) - datetime.fromisoformat(row["at"])
+            due = "due again now" if delta.total_seconds() <= 30 else f"next due in {span(delta)}"
+            grid.add_row(when(row["at"]), Text(f"{topic}  {names.get(row['rating'], str(row['rating']))} ({by})  {due}"))
         out.print(grid)
         out.print()
     extra = [f"{when(r['at'])} hint {r['level']} of {r['exercise']}" for r in data["hints"]]

@@ -52,11 +52,22 @@ class Mismatch:
         else:
             head = (
                 f"{self.what} row ({self.row_label}) differs: max |Δ| = {self.max_abs:.3g} at "
-                f"{self.column_label} (tolerance {self.atol:g} + {self.rtol:g}·|expected|)"
+                f"{self.column_label} ({tolerance_words(self.atol, self.rtol)})"
             )
         if self.wrong_count > 1:
             head += f"; {self.wrong_count} of {self.total} entries are off"
         return head
+
+
+def tolerance_words(atol: float, rtol: float) -> str:
+    """How close a value had to be, in words: a zero term is left out, and none at all is exact."""
+    if not atol and not rtol:
+        return "must match exactly"
+    if not rtol:
+        return f"tolerance {atol:g}"
+    if not atol:
+        return f"tolerance {rtol:g}·|expected|"
+    return f"tolerance {atol:g} + {rtol:g}·|expected|"
 
 
 @dataclass

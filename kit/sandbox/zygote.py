@@ -13,6 +13,8 @@ import sys
 import time
 from typing import Any
 
+from attn_kit.base.blas import BLAS_THREAD_VARIABLES as BLAS_THREAD_VARIABLES  # re-exported: callers name them here
+from attn_kit.base.blas import one_blas_thread as one_blas_thread
 from attn_kit.sandbox import channel as _channel
 from attn_kit.sandbox import limits as _limits
 from attn_kit.sandbox import proctree as _proctree
@@ -370,22 +372,6 @@ def zygote_main(argv: list[str]) -> None:  # pragma: no cover - the exec'd zygot
         except ImportError:
             pass
     _zygote_child(socket.socket(fileno=fd), warm)
-
-
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def one_blas_thread() -> None:
-    """One BLAS thread unless the user chose otherwise, set before NumPy is first imported (no
-    effect after). The kit and candidates multiply small matrices, where thread pools only add
-    start-up cost, oversubscribe small machines and make timings jump; and a worker's measured
-    call runs under a data limit where OpenBLAS cannot start its pool and waits for it until the
-    call times out. The CLI sets this at start-up, a zygote for programs that grade through the
-    library."""
-    if "numpy" in sys.modules:
-        return
-    for name in BLAS_THREAD_VARIABLES:
-        os.environ.setdefault(name, "1")
 
 
 class _Zygote:

@@ -36,18 +36,54 @@ def verdict(check: dict) -> str:
     return "fail" if blocked(check) else check["status"]
 
 
-def check_text(check: dict, hidden_details: bool, titles: dict[str, str]) -> str:
+HUNG = "did not return within"  # the sandbox's words for a call stopped at its deadline (sandbox/session.py)
+
+
+def check_text(check: dict, hidden_details: bool, titles: dict[str, str], first_with_bug: dict | None = None) -> str:
     """What a student sees of one check: the kit's message in full for a public example (or with
-    hidden_details), only the verdict for a hidden case; the named bug either way."""
+    hidden_details), only the verdict for a hidden case (saying so when the code hung); the named
+    bug, in full on the first check it explains and as "same cause as" that check's title on the
+    others (`first_with_bug`: bug -> that check, see first_checks)."""
     if check["status"] == "pass":
         return "passed"
     if check["status"] == "skip":
         return check["message"] or "skipped"
-    kind = "failed" if check["status"] == "fail" else "your code raised, hung or crashed"
+    if check["status"] == "fail":
+        kind = "failed"
+    elif HUNG in (check["message"] or ""):
+        kind = "your code hung: a call did not return in time and was stopped"
+    else:
+        kind = "your code raised, hung or crashed"
     shown = check["message"] if (check["public"] or hidden_details) else f"{kind} ({WITHHELD})"
-    if check.get("bug"):
-        shown += f"\nThis matches a known bug: {titles.get(check['bug'], check['bug'])} ({check['bug']})."
+    bug = check.get("bug")
+    first = (first_with_bug or {}).get(bug, check) if bug else None
+    if first is not None and first["id"] != check["id"]:
+        shown += f"\nThe same cause as “{first['title']}” ({bug})."
+    elif bug:
+        shown += f"\nThis matches a known bug: {titles.get(bug, bug)} ({bug})."
     return shown
+
+
+def first_checks(checks: list[dict]) -> dict:
+    """bug -> the first failing check it explains, in suite order: where a student reads its name."""
+    first: dict = {}
+    for c in checks:
+        if c["status"] in ("fail", "error") and c.get("bug"):
+            first.setdefault(c["bug"], c)
+    return first
+
+
+def reproduce_text(batch: Batch, result: Result) -> str:
+    """How a student reruns this grading on their own machine, with the same hidden cases."""
+    from pathlib import Path
+
+    from attn_kit import __version__
+
+    name = Path(result.path).name if result.path else "solution.py"
+    return (
+        f"To rerun this grading on your machine (attn-kit {__version__}): "
+        f"attn-kit check {name} --exercise {batch.exercise} --seed {batch.seed}"
+    )
 
 
 def summary_text(result: Result, titles: dict[str, str]) -> str:

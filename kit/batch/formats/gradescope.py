@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 def results(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
     from attn_kit import __version__
-    from attn_kit.batch.formats._shared import bug_titles, check_text, footer, summary_text, verdict
+    from attn_kit.batch.formats._shared import bug_titles, check_text, first_checks, footer, reproduce_text, summary_text, verdict
 
     titles = bug_titles()
+    first = first_checks(result.checks())
     tests = [
         {
             "name": f"{c['title']} [{c['id']}]" + ("" if c["public"] else " (hidden case)"),
@@ -25,7 +26,7 @@ def results(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
             "score": c["points"],
             "max_score": c["max_points"],
             "status": "passed" if verdict(c) == "pass" else "failed",
-            "output": check_text(c, hidden_details, titles),
+            "output": check_text(c, hidden_details, titles, first),
             "visibility": "visible",
         }
         for number, c in enumerate(result.checks(), start=1)
@@ -33,7 +34,7 @@ def results(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
     return {
         "score": result.points,
         "execution_time": round(result.seconds, 3),
-        "output": summary_text(result, titles) + f"\n({footer(batch)})",
+        "output": summary_text(result, titles) + f"\n({footer(batch)})\n" + reproduce_text(batch, result),
         "output_format": "text",
         "test_output_format": "text",
         "test_name_format": "text",

@@ -41,19 +41,20 @@ def _outcome(case: ET.Element, tag: str, text: str, kind: str) -> None:
 
 
 def _checks(suite: ET.Element, batch: Batch, r: Result, hidden_details: bool, titles: dict[str, str]) -> dict[str, int]:
-    from attn_kit.batch.formats._shared import check_text, verdict
+    from attn_kit.batch.formats._shared import check_text, first_checks, verdict
 
     counts = dict.fromkeys(COUNTS, 0)
+    first = first_checks(r.checks())
     classname = f"attn-kit.{batch.exercise}.{r.name}"
     for c in r.checks():
         case = _case(suite, classname, c["id"], r.check_seconds.get(c["id"], 0.0))
         counts["tests"] += 1
         status = verdict(c)
         if status == "fail":
-            _outcome(case, "failure", check_text(c, hidden_details, titles), c["bug"] or ("not run" if c["status"] == "skip" else "fail"))
+            _outcome(case, "failure", check_text(c, hidden_details, titles, first), c["bug"] or ("not run" if c["status"] == "skip" else "fail"))
             counts["failures"] += 1
         elif status == "error":
-            _outcome(case, "error", check_text(c, hidden_details, titles), c["bug"] or "error")
+            _outcome(case, "error", check_text(c, hidden_details, titles, first), c["bug"] or "error")
             counts["errors"] += 1
         elif status == "skip":
             _outcome(case, "skipped", c["message"] or "skipped", "does not apply")

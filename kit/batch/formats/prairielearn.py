@@ -12,9 +12,10 @@ if TYPE_CHECKING:
 
 
 def results(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
-    from attn_kit.batch.formats._shared import bug_titles, check_text, footer, summary_text
+    from attn_kit.batch.formats._shared import bug_titles, check_text, first_checks, footer, summary_text
 
     titles = bug_titles()
+    first = first_checks(result.checks())
     most = batch.max_points or 1
     tests = [
         {
@@ -22,7 +23,7 @@ def results(batch: Batch, result: Result, hidden_details: bool = False) -> dict:
             "description": c["id"],
             "points": c["points"],
             "max_points": c["max_points"],
-            "message": check_text(c, hidden_details, titles),
+            "message": check_text(c, hidden_details, titles, first),
             "output": "",
         }
         for c in result.checks()
