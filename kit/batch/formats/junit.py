@@ -51,7 +51,9 @@ def _checks(suite: ET.Element, batch: Batch, r: Result, hidden_details: bool, ti
         counts["tests"] += 1
         status = verdict(c)
         if status == "fail":
-            _outcome(case, "failure", check_text(c, hidden_details, titles, first), c["bug"] or ("not run" if c["status"] == "skip" else "fail"))
+            _outcome(
+                case, "failure", check_text(c, hidden_details, titles, first), c["bug"] or ("not run" if c["status"] == "skip" else "fail")
+            )
             counts["failures"] += 1
         elif status == "error":
             _outcome(case, "error", check_text(c, hidden_details, titles, first), c["bug"] or "error")
