@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from attn_kit.base.paths import solutions_dir
-from attn_kit.batch import autograder, outputs
+from attn_kit.batch import autograder
+from attn_kit.batch.formats import _shared, gradescope
 from attn_kit.batch.run import GRADED, Batch, Result
 from attn_kit.cli import cli
 from attn_kit.grading import pipeline
@@ -197,7 +198,7 @@ def test_n10_a_hanging_file_earns_no_unmodified_inputs_points_and_its_hidden_lin
     report = pipeline.grade(hanging_file(tmp_path), pipeline.Options(exercise="mha-screen", seed=1, timeout=0.3))
     by_id = {r.id: r for r in report.results}
     assert by_id["inputs-left-unmodified"].status == "error" and by_id["inputs-left-unmodified"].points == 0
-    shown = outputs.check_text(by_id["inputs-left-unmodified"].to_json(), False, {})
+    shown = _shared.check_text(by_id["inputs-left-unmodified"].to_json(), False, {})
     assert "hung" in shown and "raised, hung or crashed" not in shown, shown
     # a reference still earns them: the rule stops hung calls only
     ok = graded(solutions_dir("mha-screen") / "reference_numpy.py", 1)
@@ -210,7 +211,7 @@ def test_n10_a_hanging_file_earns_no_unmodified_inputs_points_and_its_hidden_lin
 def test_n12_a_bug_is_named_once_and_the_run_can_be_reproduced():
     report = graded(NO_SCALING, 1).to_json()
     batch = Batch("mha-screen", 1, [Result("no-scaling", str(NO_SCALING), GRADED, report)], [], 1.0, 1)
-    data = outputs.gradescope(batch, batch.results[0])
+    data = gradescope.results(batch, batch.results[0])
     texts = [t["output"] for t in data["tests"]]
     failing = [t for t in data["tests"] if t["status"] == "failed"]
     assert len(failing) > 2
