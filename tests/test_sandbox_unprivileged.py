@@ -68,6 +68,12 @@ CASES = {
     # the process count: RLIMIT_NPROC counts the user's tasks in the kit's user namespace, or all of them
     "fork_bomb": "the process limit counted in the zygote's user namespace",
     "fallback_fork_bomb": "no namespaces: the process limit counted over all the user's processes",
+    # confinement (Landlock) holds whoever runs the kit
+    "delegates_to_reference": "the kit's reference is readable by the user, not by the confined worker",
+    "connects_network": "no uid drop: only Landlock refuses the connection",
+    "signals_outside": "nsinit has the worker's uid: only Landlock's signal scope refuses",
+    "reads_secrets": "the user's home is the user's",
+    "hides_peak_in_shared_memory": "a non-root kit cannot reset a non-dumpable worker's peak: the call is not measured",
 }
 
 
@@ -218,6 +224,7 @@ def _run_case(setup: Setup, name: str, spec: dict) -> Run:
     env = {
         "ATTN_KIT_HOME": str(folder / "home"),
         "ATTN_MARKER_DIR": str(markers),
+        "ATTN_KIT_ALSO_WRITABLE": os.pathsep.join([str(markers), str(folder)]),  # the user's own folder, as before Landlock
         "ATTN_CASE_TOKEN": token,
         "NO_COLOR": "1",
         **spec.get("env", {}),

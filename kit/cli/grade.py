@@ -78,8 +78,14 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
     help="Show the hidden cases' messages and values in the student-facing formats (junit, gradescope, prairielearn).",
 )
 @click.option("--single", is_flag=True, help="SUBMISSIONS is one submission's folder (as a platform lays it out).")
+@click.option(
+    "--allow-unconfined",
+    is_flag=True,
+    help="Grade even where the submissions' code cannot be confined (no Landlock): it can then read "
+    "every file you can and use the network.",
+)
 @reports_errors
-def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
+def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single, allow_unconfined):
     """Grade every submission in the folder SUBMISSIONS, as `attn-kit check` grades one file.
 
     One .py file per submission, or one folder per submission holding its file (its only .py
@@ -103,7 +109,7 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
         seed = random.SystemRandom().randrange(1, 100_000)
     render_grade.seed_line(seed)
     with render_grade.progress(len(found)) as advance:
-        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance)
+        result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, advance, allow_unconfined)
     render_grade.table(result)
     written = [(fmt, outputs.write(result, fmt, path, hidden_details)) for fmt, path in pairs]
     render_grade.written(written)
