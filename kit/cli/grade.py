@@ -141,13 +141,18 @@ def _recipe(kind: str):
         help="Where to write (a .zip for gradescope, a folder otherwise).",
     )
     @click.option("--hidden-details", is_flag=True, help="Show students the hidden cases' messages and values.")
-    @click.option("--seed", type=SEED, help="Fix the hidden cases for the whole cohort (default: a new seed per submission).")
+    @click.option(
+        "--seed", type=SEED, help="The hidden cases' seed, fixed for the assignment (default: one drawn now, written into the recipe)."
+    )
+    @click.option(
+        "--allow-unconfined", is_flag=True, help="Grade even on a platform where the submissions' code cannot be confined (no Landlock)."
+    )
     @reports_errors
-    def command(exercise, output, hidden_details, seed):
+    def command(exercise, output, hidden_details, seed, allow_unconfined):
         from attn_kit.batch import autograder as recipes
         from attn_kit.render import grade as render_grade
 
-        files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed)
+        files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed, allow_unconfined=allow_unconfined)
         render_grade.recipe(kind, files, notes)
 
     command.__doc__ = recipes_doc(kind)
@@ -162,13 +167,13 @@ def recipes_doc(kind: str) -> str:
         Example:
           attn-kit autograder gradescope --exercise mha-screen -o autograder.zip
         """,
-        "prairielearn": """Write a PrairieLearn external grader: run.sh, the kit's wheel and a README.
+        "prairielearn": """Write a PrairieLearn external grader: a Containerfile with the kit baked in, run.sh and a README.
 
         \b
         Example:
           attn-kit autograder prairielearn --exercise mha-screen -o grader/
         """,
-        "github": """Write a GitHub Actions workflow that grades the student's file on push and uploads the JUnit report.
+        "github": """Write a GitHub Actions workflow that grades the student's file on push, with a summary on the run's page.
 
         \b
         Example:
