@@ -141,7 +141,7 @@ def rules_for(
         rules.append((f"/proc/{os.getpid()}", landlock.READ))
         rules.extend((f"/proc/{name}", landlock.FS_READ_FILE) for name in _PROC_FILES)
     if self_peak:
-        rules.append((f"/proc/{os.getpid()}/clear_refs", landlock.FS_WRITE_FILE))
+        rules.append((f"/proc/{os.getpid()}/clear_refs", landlock.FS_WRITE_FILE | landlock.FS_TRUNCATE))  # open(..., "w") truncates
     return rules
 
 
