@@ -37,7 +37,8 @@ def run(script: Path, env: dict, cwd: Path | None = None) -> subprocess.Complete
 
 
 @slow
-def test_gradescope_zip_grades_the_submission_into_results_json(tmp_path):
+@pytest.mark.parametrize("solution, score", [(BUG, 26), (REFERENCE, 47)])
+def test_gradescope_zip_grades_the_submission_into_results_json(tmp_path, solution, score):
     # a fixed seed: which of a known-bug file's randomised checks still pass depends on the seed
     proc = attn_kit("autograder", "gradescope", "-e", EXERCISE, "-o", tmp_path / "autograder.zip", "--seed", "9")
     assert proc.returncode == 0, proc.stderr
@@ -50,7 +51,7 @@ def test_gradescope_zip_grades_the_submission_into_results_json(tmp_path):
         z.extractall(root / "source")
     assert "download.pytorch.org" not in (root / "source" / "setup.sh").read_text()  # no torch needed
     (root / "submission").mkdir()
-    shutil.copy(BUG, root / "submission" / "mha_screen.py")
+    shutil.copy(solution, root / "submission" / "mha_screen.py")
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     env = {"AUTOGRADER_ROOT": str(root)}
     assert run(root / "source" / "setup.sh", env).returncode == 0
@@ -58,7 +59,7 @@ def test_gradescope_zip_grades_the_submission_into_results_json(tmp_path):
     assert graded.returncode == 0, graded.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     validate(results, GRADESCOPE)
-    assert results["score"] == 26 and results["extra_data"]["bugs"] == ["no-scaling"]
+    assert results["score"] == score and results["extra_data"]["bugs"] == (["no-scaling"] if solution == BUG else [])
     assert len(results["tests"]) == 26
 
 
