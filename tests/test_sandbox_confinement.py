@@ -50,6 +50,18 @@ def test_switched_off_it_says_so(monkeypatch):
     assert not confined and note.startswith("confinement not applied (switched off)")
 
 
+def test_a_file_kept_in_the_home_itself_does_not_open_the_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "solution.py").write_text("")
+    (tmp_path / "work").mkdir()
+    confinement.prepare()
+    for folder in (tmp_path, Path("/"), Path("/tmp")):
+        rules = dict(confinement.rules_for(str(tmp_path / "solution.py"), (str(folder),), "", True, False))
+        assert str(tmp_path / "solution.py") in rules and str(folder) not in rules
+    rules = dict(confinement.rules_for(str(tmp_path / "work" / "s.py"), (str(tmp_path / "work"),), "", True, False))
+    assert rules[str(tmp_path / "work")] == landlock.READ
+
+
 def _child(code: str, tmp_path: Path) -> dict:
     """Run `code` in a fresh interpreter that first confines itself to read `allowed` and write `tmp`."""
     prelude = textwrap.dedent(

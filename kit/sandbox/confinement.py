@@ -128,8 +128,12 @@ def rules_for(
     if not _PLAN:
         prepare()
     rules = list(_PLAN)
+    home = os.path.realpath(os.path.expanduser("~"))
+    shared = {os.path.realpath(p) for p in ("/tmp", "/var/tmp", "/dev/shm")}
     for item in (path, *reads):  # the kit's choice: `attn-kit dev check` grades its own references
         real = os.path.realpath(item)
+        if os.path.isdir(real) and (_beneath(home, real) or real in shared):  # a file kept in the home or /tmp
+            continue  # itself: the file alone, not everything beside it
         rules.append((real, landlock.READ if os.path.isdir(real) else landlock.FS_READ_FILE))
     for folder in (tmp, *writes):
         if folder:
