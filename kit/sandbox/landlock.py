@@ -99,15 +99,11 @@ def missing(version: int) -> list[str]:
     return gaps
 
 
-class LandlockError(OSError):
-    pass
-
-
 def _call(libc, name: str, *args) -> int:
     result = libc.syscall(ctypes.c_long(_SYSCALLS[name]), *args)
     if result < 0:
         err = ctypes.get_errno()
-        raise LandlockError(err, f"landlock {name}: {os.strerror(err)}")
+        raise OSError(err, f"landlock {name}: {os.strerror(err)}")
     return int(result)
 
 
@@ -115,11 +111,11 @@ def confine(rules: list[tuple[str, int]], version: int | None = None) -> list[st
     """Enter a Landlock domain where only `rules` (path, rights) reach the filesystem, no TCP port
     can be bound or connected to, and (ABI 6+) no signal or abstract unix socket reaches a process
     outside the domain. Paths that do not exist are skipped. PR_SET_NO_NEW_PRIVS must be set (or
-    the process hold CAP_SYS_ADMIN). Returns the paths skipped; raises LandlockError when the
+    the process hold CAP_SYS_ADMIN). Returns the paths skipped; raises OSError when the
     domain could not be entered (then nothing was restricted)."""
     version = abi() if version is None else version
     if version < 1:
-        raise LandlockError(0, "Landlock is not available in this kernel")
+        raise OSError(0, "Landlock is not available in this kernel")
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     handled = fs_rights(version)
