@@ -104,6 +104,7 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
     from attn_kit.render import grade as render_grade
 
     pairs = parse_outputs(formats, outs)
+    run.require_confinement(allow_unconfined)  # before anything is printed or looked at
     found = run.find_submissions(submissions, single)
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
