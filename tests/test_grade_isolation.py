@@ -52,7 +52,7 @@ def test_hostile_files_cost_only_themselves(tmp_path):
             shutil.copy(HOSTILE / helper, sub / helper)
     markers = tmp_path / "markers"
     markers.mkdir()
-    env = {"ATTN_MARKER_DIR": str(markers), "NO_COLOR": "1"}
+    env = {"ATTN_MARKER_DIR": str(markers), "ATTN_KIT_ALSO_WRITABLE": str(markers), "NO_COLOR": "1"}
     proc = attn_kit(
         "grade",
         folder,

@@ -251,7 +251,7 @@ def test_interrupting_the_kit_leaves_no_child(tmp_path, sig):
     tmp_path.chmod(0o777)  # run as root, the candidate's code runs as an unprivileged uid
     proc = subprocess.Popen(
         [sys.executable, "-m", "attn_kit.cli", "check", str(MHA / "records_pids.py"), "--timeout", "60"],
-        env=dict(os.environ, ATTN_PID_FILE=str(pid_file)),
+        env=dict(os.environ, ATTN_PID_FILE=str(pid_file), ATTN_KIT_ALSO_WRITABLE=str(tmp_path)),  # the file reports its pids there
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

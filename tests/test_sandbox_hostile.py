@@ -82,6 +82,7 @@ def _run_case(name: str, spec: dict, root: Path) -> Run:
         os.environ,
         ATTN_KIT_HOME=str(folder / "home"),
         ATTN_MARKER_DIR=str(markers),
+        ATTN_KIT_ALSO_WRITABLE=os.pathsep.join([str(markers), *([str(folder)] if spec.get("writable") else [])]),
         ATTN_CASE_TOKEN=token,
         NO_COLOR="1",
         PYTHONPATH=os.pathsep.join(sys.path),

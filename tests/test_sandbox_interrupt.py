@@ -75,7 +75,10 @@ def test_ctrl_c_stops_the_kit_with_130_and_leaves_nothing(tmp_path, body, record
     solution = tmp_path / "solution.py"
     solution.write_text(f"# attn-kit: mha-screen\nREADY = {str(ready)!r}\n" + textwrap.dedent(body), encoding="utf-8")
     token = f"attn-kit-interrupt-{uuid.uuid4().hex}"
-    env = dict(os.environ, ATTN_KIT_HOME=str(tmp_path / "home"), NO_COLOR="1", ATTN_INTERRUPT_TOKEN=token)
+    # the candidate writes `ready` into tmp_path (ATTN_KIT_ALSO_WRITABLE: confined, it writes nowhere else)
+    env = dict(
+        os.environ, ATTN_KIT_HOME=str(tmp_path / "home"), NO_COLOR="1", ATTN_INTERRUPT_TOKEN=token, ATTN_KIT_ALSO_WRITABLE=str(tmp_path)
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "attn_kit.cli", "check", str(solution), "--timeout", "60", "--seed", "1"],
         stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ mount namespace): then the suite itself runs unprivileged and test_sandbox_hosti
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +69,12 @@ CASES = {
     # the process count: RLIMIT_NPROC counts the user's tasks in the kit's user namespace, or all of them
     "fork_bomb": "the process limit counted in the zygote's user namespace",
     "fallback_fork_bomb": "no namespaces: the process limit counted over all the user's processes",
+    # confinement (Landlock) holds whoever runs the kit
+    "delegates_to_reference": "the kit's reference is readable by the user, not by the confined worker",
+    "connects_network": "no uid drop: only Landlock refuses the connection",
+    "signals_outside": "nsinit has the worker's uid: only Landlock's signal scope refuses",
+    "reads_secrets": "the user's home is the user's",
+    "hides_peak_in_shared_memory": "a non-root kit cannot reset a non-dumpable worker's peak: the call is not measured",
 }
 
 
@@ -218,6 +225,7 @@ def _run_case(setup: Setup, name: str, spec: dict) -> Run:
     env = {
         "ATTN_KIT_HOME": str(folder / "home"),
         "ATTN_MARKER_DIR": str(markers),
+        "ATTN_KIT_ALSO_WRITABLE": os.pathsep.join([str(markers), str(folder)]),  # the user's own folder, as before Landlock
         "ATTN_CASE_TOKEN": token,
         "NO_COLOR": "1",
         **spec.get("env", {}),
@@ -307,3 +315,32 @@ def test_the_process_count_counts_threads_and_descendants():
 
         kill_tree(pid)
         os.waitpid(pid, 0)
+
+
+@pytest.mark.slow
+def test_grade_keeps_submissions_apart_unprivileged(setup):
+    """tests/test_grade_confinement.py's cohort, graded by an ordinary user with two graders: the
+    spoilers (same uid as the kit, so chmod works on whatever they can name) and the reader cost
+    nobody else, and the run leaves no folder behind."""
+    from test_grade_confinement import READER, REFERENCE, SPOILER
+
+    folder = setup.root / "grade"
+    cohort, markers, kit_tmp = folder / "cohort", folder / "markers", folder / "tmp"
+    for made in (cohort, markers, kit_tmp):
+        made.mkdir(parents=True)
+    reference = REFERENCE.read_text()
+    files = {"a_spoiler": SPOILER, "b_alice": "", "c_reader": READER, "d_dave": "", "e_spoiler": SPOILER, "f_erin": ""}
+    for name, extra in files.items():
+        (cohort / f"{name}.py").write_text(reference + extra)
+    _chown_tree(folder)
+    env = {"TMPDIR": str(kit_tmp), "ATTN_MARKER_DIR": str(markers), "ATTN_KIT_ALSO_WRITABLE": str(markers), "NO_COLOR": "1"}
+    out = folder / "g.json"
+    argv = setup.argv(env, "-m", "attn_kit", "grade", str(cohort), "-e", "mha-screen", "--seed", "3", "--jobs", "2", "--out", f"json={out}")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for sub in json.loads(out.read_text())["submissions"]:
+        assert sub["state"] == "graded" and sub["passed"], (sub["name"], sub["error"], sub["failed_checks"])
+    seen = {m.name.rsplit("-", 1)[0] for m in markers.iterdir()}
+    assert {"read-refused", "write-refused", "chmod"} <= seen, seen
+    assert not seen & {"read-sibling", "listed-folder", "wrote-other"}, seen
+    assert list(kit_tmp.iterdir()) == [], "the kit left temporary folders behind"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
-import io
 import shlex
 import zipfile
 from pathlib import Path
@@ -99,105 +98,213 @@ def build_wheel(folder: Path) -> Path:
 # --- the scripts -------------------------------------------------------------------------------------
 
 
-def _grade_flags(exercise: str, hidden_details: bool, seed: int | None) -> str:
-    flags = f"--exercise {shlex.quote(exercise)} --jobs 1"
-    if seed is not None:
-        flags += f" --seed {seed}"
+def _grade_flags(exercise: str, hidden_details: bool, seed: int, allow_unconfined: bool) -> str:
+    flags = f"--exercise {shlex.quote(exercise)} --jobs 1 --seed {seed}"
     if hidden_details:
         flags += " --hidden-details"
+    if allow_unconfined:
+        flags += " --allow-unconfined"
     return flags
 
 
-def _install(needs_torch: bool, venv: str) -> str:
-    torch = f'"{venv}/bin/python" -m {TORCH_CPU}\n' if needs_torch else ""
-    return f"""if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" = 1 ]; then
-  echo "ATTN_KIT_SKIP_INSTALL=1: not installing attn-kit"
-  exit 0
+def _seed_comment(seed: int) -> str:
+    return (
+        f"# The hidden cases' seed is fixed for this assignment ({seed}): every submission, resubmission and\n"
+        "# regrade meets the same cases. Write the recipe again with --seed N to choose another.\n"
+    )
+
+
+def _submit(exercise: catalog.Exercise) -> str:
+    """What students hand in, in words every recipe uses."""
+    name = exercise.id.replace("-", "_") + ".py"
+    return (
+        f"Students submit their solution as one Python file, {name} (or solution.py, or any one .py "
+        f"file whose first line is `# attn-kit: {exercise.id}`); other .py files beside it are helper "
+        "modules it may import."
+    )
+
+
+def _find_python() -> str:
+    """Shell: PY becomes a Python 3.11+ on the image, else one installed for the kit (deadsnakes on
+    Ubuntu, else uv's standalone build)."""
+    return """PY=""
+for candidate in python3.13 python3.12 python3.11 python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    PY="$(command -v "$candidate")"; break
+  fi
+done
+if [ -z "$PY" ] && command -v apt-get >/dev/null && grep -qi ubuntu /etc/os-release 2>/dev/null; then
+  # Ubuntu 22.04 (Gradescope's default image) has Python 3.10: the deadsnakes archive has 3.12
+  echo "no Python 3.11+ here: installing python3.12 from the deadsnakes archive"
+  apt-get update && apt-get install -y software-properties-common
+  add-apt-repository -y ppa:deadsnakes/ppa && apt-get update && apt-get install -y python3.12 python3.12-venv \
+    && PY="$(command -v python3.12)" || PY=""
 fi
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {{
-  echo "attn-kit needs Python 3.11 or newer; pick a newer base image" >&2; exit 1; }}
-python3 -m venv "{venv}"
-{torch}"{venv}/bin/python" -m pip install "$HERE/{wheel_name()}"
+if [ -z "$PY" ]; then
+  echo "no Python 3.11+ here: installing one with uv (from PyPI) into /opt/attn-kit-python"
+  python3 -m pip install --quiet uv
+  UV_PYTHON_INSTALL_DIR=/opt/attn-kit-python python3 -m uv python install 3.12
+  PY="$(UV_PYTHON_INSTALL_DIR=/opt/attn-kit-python python3 -m uv python find 3.12)"
+fi
 """
 
 
-def gradescope_files(exercise: catalog.Exercise, hidden_details: bool, seed: int | None) -> dict[str, str]:
-    setup = f"""#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder image (written by attn-kit {__version__}).
+def _install(needs_torch: bool, venv: str) -> str:
+    """Shell: a venv at `venv` holding the kit's wheel (from $HERE) and CPU torch when needed."""
+    torch = f'"{venv}/bin/python" -m {TORCH_CPU}\n' if needs_torch else ""
+    return f"""{_find_python()}"$PY" -m venv "{venv}"
+"{venv}/bin/python" -m pip install --upgrade pip
+{torch}"{venv}/bin/python" -m pip install "$HERE/{wheel_name()}"
+"{venv}/bin/attn-kit" --version
+"""
+
+
+def _fallback(kind: str) -> str:
+    """Shell: a results file saying the kit could not run, when it wrote none."""
+    why = "The autograder could not grade this submission; please tell your instructor."
+    if kind == "gradescope":
+        text = f'{{"score": 0, "output": "{why}", "output_format": "text", "tests": []}}'
+    else:
+        text = f'{{"gradable": false, "score": 0, "message": "{why}", "tests": []}}'
+    return f"""if [ ! -s "$ROOT/results/results.json" ]; then
+  printf '%s\\n' '{text}' > "$ROOT/results/results.json"
+fi
+"""
+
+
+def installer(needs_torch: bool, venv: str, who: str) -> str:
+    """The install script: a Python 3.11+ (the image's, or one installed for the kit), a venv at
+    `venv`, the kit's wheel from beside the script; `who` runs it."""
+    return f"""#!/usr/bin/env bash
+# Run by {who} (written by attn-kit {__version__}). Works on images whose Python is
+# older than 3.11 (Gradescope's default, Ubuntu 22.04 with 3.10: Python 3.12 comes from the deadsnakes
+# archive) as on newer ones, and leaves the kit in {venv}. Needs the network; grading does not.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-if ! command -v python3 >/dev/null || ! python3 -m venv --help >/dev/null 2>&1; then
-  if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" != 1 ]; then apt-get update && apt-get install -y python3 python3-venv; fi
-fi
-{_install(bool(exercise.needs == "torch"), "/opt/attn-kit")}"""
+if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" = 1 ]; then echo "ATTN_KIT_SKIP_INSTALL=1: not installing attn-kit"; exit 0; fi
+{_install(needs_torch, venv)}"""
+
+
+def gradescope_files(exercise: catalog.Exercise, hidden_details: bool, seed: int, allow_unconfined: bool = False) -> dict[str, str]:
+    setup = installer(bool(exercise.needs == "torch"), "/opt/attn-kit", "Gradescope, once, as root, when it builds the autograder image")
     run = f"""#!/usr/bin/env bash
 # Gradescope runs this for every submission: grade /autograder/submission/ into
 # /autograder/results/results.json (written by attn-kit {__version__}, exercise {exercise.id}).
+{_seed_comment(seed)}# {_submit(exercise)}
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 KIT="${{ATTN_KIT:-/opt/attn-kit/bin/attn-kit}}"
 mkdir -p "$ROOT/results"
 rm -f "$ROOT/results/results.json"
-"$KIT" grade "$ROOT/submission" --single {_grade_flags(exercise.id, hidden_details, seed)} \\
+"$KIT" grade "$ROOT/submission" --single {_grade_flags(exercise.id, hidden_details, seed, allow_unconfined)} \\
   --out gradescope="$ROOT/results/results.json"
-if [ ! -s "$ROOT/results/results.json" ]; then
-  printf '%s\\n' '{{"score": 0, "output": "The autograder could not grade this submission; please tell your instructor.", "tests": []}}' \\
-    > "$ROOT/results/results.json"
-fi
-exit 0
+{_fallback("gradescope")}exit 0
 """
-    return {"setup.sh": setup, "run_autograder": run}
+    readme = f"""attn-kit autograder for {exercise.id} (attn-kit {__version__}), for Gradescope
+
+Upload this zip as the programming assignment's autograder. Any Ubuntu base image works
+(Gradescope's default, Ubuntu 22.04 with Python 3.10, included: setup.sh installs Python 3.12 from
+the deadsnakes archive when the image has no Python 3.11+); building needs the network, grading
+does not.
+
+{_submit(exercise)}
+
+The hidden cases' seed is fixed for this assignment ({seed}), so a resubmission or a regrade of
+the same file gets the same grade.
+"""
+    return {"setup.sh": setup, "run_autograder": run, "README.txt": readme}
 
 
-def prairielearn_files(exercise: catalog.Exercise, hidden_details: bool, seed: int | None) -> dict[str, str]:
+PL_IMAGE = "attn-kit-grader"  # the image name the PrairieLearn recipe builds (the course pushes it)
+
+
+def prairielearn_files(exercise: catalog.Exercise, hidden_details: bool, seed: int, allow_unconfined: bool = False) -> dict[str, str]:
     run = f"""#!/usr/bin/env bash
 # PrairieLearn's external grader entrypoint (written by attn-kit {__version__}, exercise {exercise.id}):
-# grades /grade/student/ into /grade/results/results.json.
+# grades /grade/student/ into /grade/results/results.json with the attn-kit baked into the grader
+# image (Containerfile beside the README). It installs nothing and needs no network.
+{_seed_comment(seed)}# {_submit(exercise)}
 set -uo pipefail
-HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${{PL_GRADE_ROOT:-/grade}}"
-KIT="${{ATTN_KIT:-}}"
-if [ -z "$KIT" ]; then
-  if command -v attn-kit >/dev/null; then KIT=attn-kit
-  else
-    ( {_install(bool(exercise.needs == "torch"), "/tmp/attn-kit").replace(chr(10), chr(10) + "      ").rstrip()}
-    ) >&2
-    KIT=/tmp/attn-kit/bin/attn-kit
-  fi
-fi
+KIT="${{ATTN_KIT:-/opt/attn-kit/bin/attn-kit}}"
 mkdir -p "$ROOT/results"
 rm -f "$ROOT/results/results.json"
-"$KIT" grade "$ROOT/student" --single {_grade_flags(exercise.id, hidden_details, seed)} \\
-  --out prairielearn="$ROOT/results/results.json"
-if [ ! -s "$ROOT/results/results.json" ]; then
-  printf '%s\\n' '{{"gradable": false, "score": 0, "message": "The grader could not run; please tell your instructor.", "tests": []}}' \\
-    > "$ROOT/results/results.json"
+if ! command -v "$KIT" >/dev/null; then
+  echo "attn-kit is not in this grader image ($KIT): build the image from the recipe's Containerfile" >&2
+else
+  "$KIT" grade "$ROOT/student" --single {_grade_flags(exercise.id, hidden_details, seed, allow_unconfined)} \\
+    --out prairielearn="$ROOT/results/results.json"
 fi
-exit 0
+{_fallback("prairielearn")}exit 0
 """
-    info = """{
-  "externalGradingOptions": {
+    containerfile = f"""# The PrairieLearn grader image for {exercise.id}, with attn-kit {__version__} baked in: jobs run
+# serverFilesCourse/attn_kit/run.sh, which installs nothing (external graders have no network).
+FROM prairielearn/grader-python
+USER root
+COPY install.sh {wheel_name()} /opt/attn-kit-wheel/
+RUN bash /opt/attn-kit-wheel/install.sh && rm -rf /opt/attn-kit-wheel
+ENV ATTN_KIT=/opt/attn-kit/bin/attn-kit
+"""
+    info = f"""{{
+  "externalGradingOptions": {{
     "enabled": true,
-    "image": "prairielearn/grader-python",
+    "image": "YOUR_DOCKERHUB_USER/{PL_IMAGE}-{exercise.id}",
     "serverFilesCourse": ["attn_kit/"],
     "entrypoint": "/grade/serverFilesCourse/attn_kit/run.sh",
     "timeout": 180
-  }
-}
+  }}
+}}
 """
-    readme = f"""attn-kit external grader for {exercise.id} (attn-kit {__version__})
+    readme = f"""attn-kit external grader for {exercise.id} (attn-kit {__version__}), for PrairieLearn
 
-Copy attn_kit/ into your course's serverFilesCourse/ and merge info-snippet.json into the
-question's info.json. The student's file is submitted to /grade/student/ (call it
-{exercise.id.replace("-", "_")}.py, or solution.py). run.sh installs the kit's wheel the first time
-(networking needed, or use an image with attn-kit installed: see docs/grading.md).
+1. Build the grader image from Containerfile (PrairieLearn's prairielearn/grader-python with the
+   kit installed in /opt/attn-kit) and push it where PrairieLearn pulls images from:
+     docker build -f Containerfile -t YOUR_DOCKERHUB_USER/{PL_IMAGE}-{exercise.id} .
+     docker push YOUR_DOCKERHUB_USER/{PL_IMAGE}-{exercise.id}
+   (Building needs the network; grading does not: run.sh installs nothing.)
+2. Copy serverFilesCourse/attn_kit/ into your course's serverFilesCourse/.
+3. Merge info-snippet.json into the question's info.json, with your image's name.
+
+{_submit(exercise)} The file goes to /grade/student/.
+
+The hidden cases' seed is fixed for this assignment ({seed}), so a resubmission or a regrade of
+the same file gets the same grade. A file that cannot be loaded or found is `gradable: false`:
+the student keeps the attempt.
 """
-    return {"serverFilesCourse/attn_kit/run.sh": run, "info-snippet.json": info, "README.txt": readme}
+    return {
+        "serverFilesCourse/attn_kit/run.sh": run,
+        "Containerfile": containerfile,
+        "install.sh": installer(bool(exercise.needs == "torch"), "/opt/attn-kit", "PrairieLearn's image build"),
+        "info-snippet.json": info,
+        "README.txt": readme,
+    }
 
 
-def github_files(exercise: catalog.Exercise, hidden_details: bool, seed: int | None) -> dict[str, str]:
+SUMMARY = """import json, sys
+data = json.load(open(sys.argv[1], encoding="utf-8"))
+lines = [f"## attn-kit: {data['exercise']} (seed {data['seed']})", ""]
+for sub in data["submissions"]:
+    report = sub.get("report")
+    if report is None:
+        lines += [f"**{sub['name']}**: {sub['state']}: {sub.get('error') or ''}".replace("\\n", " "), ""]
+        continue
+    score = report["score"]
+    lines += [f"**{sub['name']}**: {score['points']} / {score['max_points']} points, {score['passed']} of {score['total']} checks passed"]
+    lines.append("")
+    lines += ["| check | status | points | bug |", "|---|---|---|---|"]
+    for check in report["checks"]:
+        cells = [check["title"], check["status"], f"{check['points']}/{check['max_points']}", check.get("bug") or ""]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\\\|").replace("\\n", " ") for c in cells) + " |")
+    lines.append("")
+print("\\n".join(lines))
+"""
+
+
+def github_files(exercise: catalog.Exercise, hidden_details: bool, seed: int, allow_unconfined: bool = False) -> dict[str, str]:
     solution = exercise.id.replace("-", "_") + ".py"
-    workflow = f"""# Grades the student's file on every push with attn-kit {__version__} and uploads the JUnit report.
+    workflow = f"""# Grades the student's file on every push with attn-kit {__version__}: the score and every check's
+# result on the run's page (the job summary), the JUnit and JSON reports as an artifact.
+{_seed_comment(seed)}# {_submit(exercise)}
 name: attn-kit
 on: [push, pull_request, workflow_dispatch]
 jobs:
@@ -207,8 +314,8 @@ jobs:
     permissions:
       contents: read
     steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
+      - uses: actions/checkout@v6
+      - uses: actions/setup-python@v6
         with:
           python-version: "3.12"
       - name: Install attn-kit
@@ -217,12 +324,14 @@ jobs:
         run: bash .attn-kit/grade.sh
         env:
           SOLUTION: {solution}
-      - name: Upload the JUnit report
+      - name: Upload the reports
         if: always()
-        uses: actions/upload-artifact@v4
+        uses: actions/upload-artifact@v7
         with:
           name: attn-kit-report
-          path: attn-kit-report.xml
+          path: |
+            attn-kit-report.xml
+            attn-kit.json
 """
     install = f"""#!/usr/bin/env bash
 # Installs the attn-kit wheel committed beside this script (attn-kit {__version__}).
@@ -232,46 +341,84 @@ if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" = 1 ]; then exit 0; fi
 {("python -m " + TORCH_CPU + chr(10)) if exercise.needs == "torch" else ""}python -m pip install "$HERE/{wheel_name()}"
 """
     grade = f"""#!/usr/bin/env bash
-# Grades $SOLUTION (default {solution}) into attn-kit-report.xml (JUnit) and attn-kit.json; the
-# step fails unless every check passes.
-set -uo pipefail
+# Grades $SOLUTION (default {solution}) into attn-kit-report.xml (JUnit) and attn-kit.json, and writes
+# the score and every check to the run's page ($GITHUB_STEP_SUMMARY); the step fails unless every
+# check passes.
+{_seed_comment(seed)}set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${{GITHUB_WORKSPACE:-.}}"
 KIT="${{ATTN_KIT:-attn-kit}}"
 cd "$ROOT"
-"$KIT" grade "${{SOLUTION:-{solution}}}" {_grade_flags(exercise.id, hidden_details, seed)} \\
+"$KIT" grade "${{SOLUTION:-{solution}}}" {_grade_flags(exercise.id, hidden_details, seed, allow_unconfined)} \\
   --out junit=attn-kit-report.xml --out json=attn-kit.json
+status=$?
+if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -s attn-kit.json ]; then
+  "$(dirname "$(command -v "$KIT")")/python" "$HERE/summary.py" attn-kit.json >> "$GITHUB_STEP_SUMMARY" \\
+    || python3 "$HERE/summary.py" attn-kit.json >> "$GITHUB_STEP_SUMMARY"
+fi
+exit $status
 """
-    return {".github/workflows/attn-kit.yml": workflow, ".attn-kit/install.sh": install, ".attn-kit/grade.sh": grade}
+    return {
+        ".github/workflows/attn-kit.yml": workflow,
+        ".attn-kit/install.sh": install,
+        ".attn-kit/grade.sh": grade,
+        ".attn-kit/summary.py": SUMMARY,
+    }
 
 
-def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = False, seed: int | None = None) -> tuple[list[Path], list[str]]:
+def write(
+    kind: str, exercise_id: str, output: Path, hidden_details: bool = False, seed: int | None = None, allow_unconfined: bool = False
+) -> tuple[list[Path], list[str]]:
     """Write the `kind` recipe for the exercise to `output` (a zip for gradescope, a folder
-    otherwise); the files written and notes for the user."""
+    otherwise); the files written and notes for the user. Without `seed`, one is drawn now and
+    fixed for the assignment."""
     if kind not in KINDS:
         raise UsageError(f"no autograder recipe named {kind!r}; there are {', '.join(KINDS)}")
     exercise = catalog.exercise(exercise_id)
     output = Path(output)
-    notes = []
+    if kind == "gradescope" and output.suffix != ".zip":
+        raise UsageError(f"-o {output}: Gradescope takes a .zip; name it e.g. autograder.zip.")
+    chosen = seed is not None
+    if seed is None:
+        import random
+
+        seed = random.SystemRandom().randrange(1, 100_000)
+    notes = [
+        f"The hidden cases' seed is fixed for this assignment: {seed}" + ("." if chosen else " (drawn now; pass --seed N to choose it)."),
+        _submit(exercise),
+    ]
     if exercise.needs == "torch":
         notes.append(f"{exercise.id} needs torch: the install step adds CPU-only torch ({TORCH_CPU}).")
+    if allow_unconfined:
+        notes.append("--allow-unconfined: submissions are graded even where their code cannot be confined (no Landlock).")
+    builders = {"gradescope": gradescope_files, "prairielearn": prairielearn_files, "github": github_files}
+    files = builders[kind](exercise, hidden_details, seed, allow_unconfined)
     if kind == "gradescope":
-        if output.suffix != ".zip":
-            raise UsageError(f"-o {output}: Gradescope takes a .zip; name it e.g. autograder.zip.")
-        output.parent.mkdir(parents=True, exist_ok=True)
-        files = gradescope_files(exercise, hidden_details, seed)
-        with io.BytesIO() as wheel_bytes:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                wheel = build_wheel(Path(tmp))
-                wheel_bytes.write(wheel.read_bytes())
-            with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as z:
-                for name, text in files.items():
-                    z.writestr(_entry(name, executable=name.endswith(".sh") or name == "run_autograder"), text)
-                z.writestr(_entry(wheel_name()), wheel_bytes.getvalue())
-        notes.append("Upload the zip as the assignment's autograder; pick an Ubuntu 24.04 base image (Python 3.12).")
+        _write_zip(output, files)
+        notes.append("Upload the zip as the assignment's autograder (any Ubuntu base image; 22.04 gets Python 3.12 from deadsnakes).")
         return [output], notes
-    files = (prairielearn_files if kind == "prairielearn" else github_files)(exercise, hidden_details, seed)
+    written = _write_folder(output, files, output if kind == "prairielearn" else output / ".attn-kit")
+    notes.append(
+        "Build Containerfile into the grader image and push it; run.sh installs nothing (README.txt)."
+        if kind == "prairielearn"
+        else "Commit .github/ and .attn-kit/ to the assignment's template repository."
+    )
+    return written, notes
+
+
+def _write_zip(output: Path, files: dict[str, str]) -> None:
+    import tempfile
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = build_wheel(Path(tmp)).read_bytes()
+    with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in files.items():
+            z.writestr(_entry(name, executable=name.endswith(".sh") or name == "run_autograder"), text)
+        z.writestr(_entry(wheel_name()), wheel)
+
+
+def _write_folder(output: Path, files: dict[str, str], wheel_home: Path) -> list[Path]:
     written = []
     for name, text in files.items():
         path = output / name
@@ -280,8 +427,5 @@ def write(kind: str, exercise_id: str, output: Path, hidden_details: bool = Fals
         if name.endswith(".sh"):
             path.chmod(0o755)
         written.append(path)
-    wheel_home = output / ("serverFilesCourse/attn_kit" if kind == "prairielearn" else ".attn-kit")
     written.append(build_wheel(wheel_home))
-    if kind == "github":
-        notes.append("Commit .github/ and .attn-kit/ to the assignment's template repository.")
-    return written, notes
+    return written

@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from attn_kit.base import text
-from attn_kit.base.errors import KitError
+from attn_kit.base.errors import KitError, UsageError
 from attn_kit.batch.discover import Submission, find_submissions
 
 __all__ = ["Batch", "Result", "Submission", "find_submissions", "grade_all"]
+
+REQUIRE, TRY = "require", "try"  # sandbox.confinement's policies: run nothing unconfined, or say so
 
 GRADED, UNLOADABLE, TIMED_OUT, CRASHED, MISSING = "graded", "unloadable", "timed out", "crashed", "missing"
 DEFAULT_LIMIT = 120.0  # seconds one submission may take in all (every call, load and diagnosis)
@@ -134,14 +136,19 @@ def _set_pdeathsig() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def grade_one(path: str, exercise: str, seed: int, timeout: float, memory: int | None) -> dict:
-    """Grade one file as `attn-kit check --json --seed SEED` does; a Result's fields as a dict."""
+def grade_one(
+    path: str, exercise: str, seed: int, timeout: float, memory: int | None, scope: str | None = None, confine: str = REQUIRE
+) -> dict:
+    """Grade one file as `attn-kit check --json --seed SEED` does; a Result's fields as a dict.
+    `scope`: what its code may read (its file or its folder); `confine`: "require" runs nothing
+    unconfined (sandbox.confinement)."""
     from attn_kit.base.errors import KitError
     from attn_kit.base.records import CallStatus
     from attn_kit.grading import pipeline
 
+    reads = (scope,) if scope else None
     try:
-        report = pipeline.grade(path, pipeline.Options(exercise, seed, timeout=timeout, memory=memory))
+        report = pipeline.grade(path, pipeline.Options(exercise, seed, timeout=timeout, memory=memory, reads=reads, confine=confine))
     except KitError as exc:
         text = str(exc)
         return {
@@ -175,7 +182,15 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
     for line in sys.stdin:
         task = json.loads(line)
         try:
-            answer = grade_one(task["path"], settings["exercise"], settings["seed"], settings["timeout"], settings["memory"])
+            answer = grade_one(
+                task["path"],
+                settings["exercise"],
+                settings["seed"],
+                settings["timeout"],
+                settings["memory"],
+                task.get("scope"),
+                settings.get("confine", REQUIRE),
+            )
         except Exception as exc:  # noqa: BLE001 - a bug of the kit's costs this submission only, not the run
             answer = {"state": CRASHED, "error": f"the kit failed while grading this file ({type(exc).__name__}: {exc})"}
         out.write(json.dumps({"id": task["id"], **answer}) + "\n")
@@ -184,8 +199,10 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
 
 class _Grader:
     def __init__(self, settings: dict):
+        env = {**os.environ, "TMPDIR": settings["tmp"]} if settings.get("tmp") else None
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "attn_kit.batch.run"],
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -201,10 +218,20 @@ class _Grader:
         self.ready = False
         self.born = time.monotonic()
 
-    def send(self, index: int, path: str) -> None:
+    def send(self, index: int, path: str, scope: str) -> None:
         self.task, self.started = index, time.monotonic()
-        self.stdin.write(json.dumps({"id": index, "path": path}) + "\n")
+        self.stdin.write(json.dumps({"id": index, "path": path, "scope": scope}) + "\n")
         self.stdin.flush()
+
+    def finish(self) -> None:
+        """An idle grader at the end of the run: its stdin closed, it ends on its own (its zygote
+        removes the workers' temporary folders on the way out), or is killed after 5 s."""
+        try:
+            self.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -225,6 +252,36 @@ def _seconds(value: object) -> dict[str, float]:
     if not isinstance(value, dict):
         return {}
     return {k: float(v) for k, v in value.items() if isinstance(k, str) and isinstance(v, (int, float)) and 0 <= v < float("inf")}
+
+
+UNCONFINED_REFUSED = (
+    "the submissions' code cannot be confined here ({why}), so each could read every file this "
+    "user can (other submissions, the kit's reference solutions) and use the network; nothing was "
+    "graded. Grade on a Linux kernel with Landlock (5.13 or later, enabled), or pass "
+    "--allow-unconfined to grade anyway (docs/threat-model.md)."
+)
+
+
+def scopes(submissions: list[Submission]) -> list[str]:
+    """What each submission's code may read: its folder, or its file alone where that folder holds
+    other submissions too (one .py file per student in one folder)."""
+    from collections import Counter
+
+    shared = Counter(sub.path.resolve().parent for sub in submissions if sub.path is not None)
+    return [
+        "" if sub.path is None else str(sub.path if shared[sub.path.resolve().parent] > 1 else sub.path.resolve().parent)
+        for sub in submissions
+    ]
+
+
+def require_confinement(allow_unconfined: bool) -> None:
+    """Raise UsageError where the candidates' code cannot be confined, unless allowed."""
+    from attn_kit.sandbox import confinement
+
+    if allow_unconfined or confinement.available() >= 1:
+        return
+    why = "switched off with " + confinement.ENV_OFF if os.environ.get(confinement.ENV_OFF) else "this system has no Landlock"
+    raise UsageError(UNCONFINED_REFUSED.format(why=why))
 
 
 def default_jobs() -> int:
@@ -257,6 +314,7 @@ class _Pool:
         self.submissions, self.settings, self.jobs, self.limit, self.finish = submissions, settings, jobs, limit, finish
         self.begin = begin  # called with a submission's name when a grader starts on it
         self.graders: list[_Grader] = []
+        self.scopes = scopes(submissions)
         self.selector = selectors.DefaultSelector()
         self.failed_starts = 0
 
@@ -265,10 +323,13 @@ class _Pool:
         self.graders.append(grader)
         self.selector.register(grader.stdout, selectors.EVENT_READ, grader)
 
-    def drop(self, grader: _Grader) -> None:
+    def drop(self, grader: _Grader, finish: bool = False) -> None:
         self.selector.unregister(grader.stdout)
         self.graders.remove(grader)
-        grader.kill()
+        if finish and grader.task is None:
+            grader.finish()
+        else:
+            grader.kill()
 
     def lost(self, grader: _Grader, state: str, why: str) -> None:
         """The grader is stopped or gone: its submission (if any) gets `state`, it is dropped."""
@@ -348,7 +409,7 @@ class _Pool:
                 for grader in self.graders:
                     if grader.ready and grader.task is None and todo:
                         i = todo.pop()
-                        grader.send(i, str(self.submissions[i].path))
+                        grader.send(i, str(self.submissions[i].path), self.scopes[i])
                         if self.begin:
                             self.begin(self.submissions[i].name)
                 now = time.monotonic()
@@ -359,7 +420,7 @@ class _Pool:
                 self.expire()
         finally:
             for grader in list(self.graders):
-                self.drop(grader)
+                self.drop(grader, finish=True)
             self.selector.close()
 
 
@@ -373,15 +434,19 @@ def grade_all(
     limit: float = DEFAULT_LIMIT,
     progress: Callable[[Result], None] | None = None,
     started: Callable[[str], None] | None = None,
+    allow_unconfined: bool = False,
 ) -> Batch:
     """Grade every submission in `jobs` grader processes; results in the submissions' order.
     `progress` is called with each result as it arrives, `started` with a submission's name when a
-    grader starts on it (so a progress line can name what is running, not what last finished)."""
+    grader starts on it (so a progress line can name what is running, not what last finished).
+    Where the candidates' code cannot be confined (no Landlock), nothing is graded unless
+    `allow_unconfined`."""
     from attn_kit.grading import pipeline
     from attn_kit.load import catalog
 
     exercise = catalog.exercise(exercise).id
     pipeline.require(catalog.exercise(exercise))
+    require_confinement(allow_unconfined)
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 100_000)
     jobs = max(1, min(jobs or default_jobs(), len(submissions)))
     began = time.monotonic()
@@ -398,8 +463,20 @@ def grade_all(
             finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}", picked=sub.problem))
         else:
             todo.append(i)
-    settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory}
-    _Pool(submissions, settings, jobs, limit, finish, started).run(todo)
+    import tempfile
+
+    from attn_kit.sandbox.zygote import remove_tree
+
+    # every temporary folder of the run (the graders', their workers') is made in this one, removed
+    # at the end whatever happened (a grader killed past --limit cannot remove its own)
+    scratch = tempfile.mkdtemp(prefix="attn-kit-grade-")
+    os.chmod(scratch, 0o711)
+    settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory, "confine": TRY if allow_unconfined else REQUIRE}
+    settings["tmp"] = scratch
+    try:
+        _Pool(submissions, settings, jobs, limit, finish, started).run(todo)
+    finally:
+        remove_tree(scratch)
     return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise), time.monotonic() - began, jobs)
 
 

@@ -78,8 +78,14 @@ def parse_outputs(formats: tuple[str, ...], outs: tuple[str, ...]) -> list[tuple
     help="Show the hidden cases' messages and values in the student-facing formats (junit, gradescope, prairielearn).",
 )
 @click.option("--single", is_flag=True, help="SUBMISSIONS is one submission's folder (as a platform lays it out).")
+@click.option(
+    "--allow-unconfined",
+    is_flag=True,
+    help="Grade even where the submissions' code cannot be confined (no Landlock): it can then read "
+    "every file you can and use the network.",
+)
 @reports_errors
-def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single):
+def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memory, hidden_details, single, allow_unconfined):
     """Grade every submission in the folder SUBMISSIONS, as `attn-kit check` grades one file.
 
     One .py file, .zip file or folder per submission, or Gradescope's export (names from its
@@ -102,14 +108,19 @@ def grade(submissions, exercise, formats, outs, seed, jobs, timeout, limit, memo
     pairs = parse_outputs(formats, outs)
     scratch = tempfile.TemporaryDirectory(prefix="attn-kit-submissions-")  # archives are extracted here
     with scratch:
-        _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, Path(scratch.name))
+        _grade(
+            submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, Path(scratch.name), allow_unconfined
+        )
 
 
-def _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, scratch: Path) -> None:
+def _grade(
+    submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hidden_details, single, scratch: Path, allow_unconfined: bool
+) -> None:
     from attn_kit.base.errors import KitError
     from attn_kit.batch import outputs, run
     from attn_kit.render import grade as render_grade
 
+    run.require_confinement(allow_unconfined)  # before anything is printed or looked at
     found = run.find_submissions(submissions, single, exercise, scratch)
     given = seed is not None
     if seed is None:
@@ -117,7 +128,9 @@ def _grade(submissions, exercise, pairs, seed, jobs, timeout, limit, memory, hid
     render_grade.seed_line(seed, given)
     try:
         with render_grade.progress(len(found)) as (finished, started):
-            result = run.grade_all(found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started)
+            result = run.grade_all(
+                found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started, allow_unconfined=allow_unconfined
+            )
     except KitError as exc:
         if exc.exit_code == EXIT_USAGE:  # an unknown exercise, ...
             raise
@@ -156,13 +169,18 @@ def _recipe(kind: str):
         help="Where to write (a .zip for gradescope, a folder otherwise).",
     )
     @click.option("--hidden-details", is_flag=True, help="Show students the hidden cases' messages and values.")
-    @click.option("--seed", type=SEED, help="Fix the hidden cases for the whole cohort (default: a new seed per submission).")
+    @click.option(
+        "--seed", type=SEED, help="The hidden cases' seed, fixed for the assignment (default: one drawn now, written into the recipe)."
+    )
+    @click.option(
+        "--allow-unconfined", is_flag=True, help="Grade even on a platform where the submissions' code cannot be confined (no Landlock)."
+    )
     @reports_errors
-    def command(exercise, output, hidden_details, seed):
+    def command(exercise, output, hidden_details, seed, allow_unconfined):
         from attn_kit.batch import autograder as recipes
         from attn_kit.render import grade as render_grade
 
-        files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed)
+        files, notes = recipes.write(kind, exercise, output, hidden_details=hidden_details, seed=seed, allow_unconfined=allow_unconfined)
         render_grade.recipe(kind, files, notes)
 
     command.__doc__ = recipes_doc(kind)
@@ -177,13 +195,13 @@ def recipes_doc(kind: str) -> str:
         Example:
           attn-kit autograder gradescope --exercise mha-screen -o autograder.zip
         """,
-        "prairielearn": """Write a PrairieLearn external grader: run.sh, the kit's wheel and a README.
+        "prairielearn": """Write a PrairieLearn external grader: a Containerfile with the kit baked in, run.sh and a README.
 
         \b
         Example:
           attn-kit autograder prairielearn --exercise mha-screen -o grader/
         """,
-        "github": """Write a GitHub Actions workflow that grades the student's file on push and uploads the JUnit report.
+        "github": """Write a GitHub Actions workflow that grades the student's file on push, with a summary on the run's page.
 
         \b
         Example:

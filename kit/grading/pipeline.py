@@ -40,6 +40,8 @@ class Options:
     pure: bool = False
     timeout: float = DEFAULT_TIMEOUT
     memory: int | None = DEFAULT_MEMORY
+    reads: tuple[str, ...] | None = None  # what the code may read (default: its file's folder)
+    confine: str = "try"  # "require": nothing runs where the code cannot be confined
 
 
 def require(exercise: catalog.Exercise) -> None:
@@ -239,7 +241,13 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     notes: list[str] = []
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
     with Sandbox(
-        str(source.path), options.timeout, options.memory, pure=options.pure, preload=(exercise.needs,) if exercise.needs else ()
+        str(source.path),
+        options.timeout,
+        options.memory,
+        pure=options.pure,
+        preload=(exercise.needs,) if exercise.needs else (),
+        reads=options.reads,
+        confine=options.confine,
     ) as sandbox:
         # the zygote is setting up its first worker now; meanwhile this process loads the rest
         from attn_kit.diagnosis import diagnose

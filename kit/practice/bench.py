@@ -427,7 +427,12 @@ def run(
     )
     uses_torch = "torch" in {name for name, _ in source.imports()}
     with Sandbox(
-        str(source.path), timeout=options.budget, memory=options.memory, preload=("torch",) if uses_torch else (), warm=False
+        str(source.path),
+        timeout=options.budget,
+        memory=options.memory,
+        preload=("torch",) if uses_torch else (),
+        warm=False,
+        self_peak=True,  # a torch file's peak memory is read by resetting its own (bench_harness)
     ) as sandbox:  # workers start with torch; a bench runs on the CPU, never on torch's meta device
         info = sandbox.start()
         if info.note:

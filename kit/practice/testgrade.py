@@ -423,7 +423,10 @@ class _Runner:
             names = set(result.collected) or set(expected)
             budget_total = sum(budgets.get(n, self.timeout) for n in names - skipped)
             limit = self.timeout + budget_total + 5.0 * (len(names) + 2) + 10.0
-            with Sandbox(str(self.driver), limit, self.memory, launcher=self.launcher) as sandbox:
+            # the tests may read their own folder, the implementation under test and the kit's
+            # working folder, and write only in the latter (records, compiled files)
+            reads = (str(self.workdir), str(self.test_path.resolve().parent), str(implementation), *self.search_dirs, os.getcwd())
+            with Sandbox(str(self.driver), limit, self.memory, launcher=self.launcher, reads=reads, writes=(str(self.workdir),)) as sandbox:
                 sandbox.start()
                 outcome = sandbox.call(
                     "run_pytest",

@@ -27,6 +27,8 @@ OUTPUT_LIMIT = 4000  # characters of captured output kept per call
 FILE_SIZE_LIMIT = 16 << 20  # a runaway print loop stops at 16 MiB instead of filling the disk
 _KIT_DIR = str(Path(__file__).resolve().parent.parent)  # attn_kit/
 REFUSED = "RefusedAsRoot"  # the error type of a load the worker refused (it could not leave root)
+UNCONFINED = "Unconfined"  # ... or it could not be confined, and the kit requires it
+NO_CONFINEMENT = "confinement not applied (this platform has no Landlock): the code can read every file you can and use the network"
 
 
 def _candidate_frames(tb, path: str) -> tuple[str, str]:
@@ -127,12 +129,12 @@ def _status_bytes(field: str) -> int:
 
 # --- what the candidate's code may import ------------------------------------------------------
 
-_HIDDEN = ("attn_kit.checks", "attn_kit.solutions")  # never importable in the worker
-_INPUTS_ONLY = ("attn_kit.checks", "attn_kit.checks.cases")  # input generators (bench needs them)
+# never importable in the worker (and, confined, not even readable there: sandbox/confinement.py)
+_HIDDEN = ("attn_kit.checks", "attn_kit.solutions")
 
 
 def _kit_private(name: str) -> bool:
-    return name not in _INPUTS_ONLY and any(name == h or name.startswith(h + ".") for h in _HIDDEN)
+    return any(name == h or name.startswith(h + ".") for h in _HIDDEN)
 
 
 def _top(name: str) -> str:
@@ -212,18 +214,23 @@ class Worker:
         self.after = None  # the last call's arguments as it left them, for an "echo" request
         self.refused = ""  # why the candidate's code must not run here (still root)
         self.kept: list[list] = []  # every echoed call's arguments themselves (the objects it was given)
+        self.confine = None  # the sandbox's confinement, applied just before the file is loaded
 
-    def load(self, path: str, memory_bytes: int | None, pure: bool = False) -> dict:
+    def load(
+        self,
+        path: str,
+        memory_bytes: int | None,
+        pure: bool = False,
+        reads: tuple | None = None,
+        policy: str = "try",
+        self_peak: bool = False,
+        writes: tuple = (),
+    ) -> dict:
+        """Load the candidate's file. Just before it runs, the worker enters its confinement:
+        it may read `path` and `reads` (by default the file's folder), write `writes` and its own
+        temporary folder. `policy` "require": a worker that cannot be confined runs nothing."""
         if self.refused:
-            return {
-                "kind": "load",
-                "status": CallStatus.RAISED,
-                "error": ErrorInfo(REFUSED, self.refused),
-                "output": "",
-                "note": "",
-                "functions": {},
-                "pure": [],
-            }
+            return _refusal(REFUSED, self.refused)
         note = apply_limits(memory_bytes)
         _detach_stdin()  # input() must not read (or steal) the user's keystrokes
         self.capture = capture = _Capture()
@@ -235,6 +242,12 @@ class Worker:
         sys.path.insert(0, folder)
         stem = Path(path).stem
         name = stem if stem.isidentifier() else "solution"
+        confined, told = (
+            self.confine(path, tuple(reads or (folder,)), self_peak, tuple(writes)) if self.confine else (False, NO_CONFINEMENT)
+        )
+        if not confined and policy == "require":
+            return _refusal(UNCONFINED, told)
+        note = "; ".join(n for n in (note, told) if n)
         try:
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:  # no loader for the file's suffix
@@ -408,6 +421,19 @@ class Worker:
                 return
 
 
+def _refusal(kind: str, why: str) -> dict:
+    """The answer to a load that runs none of the candidate's code."""
+    return {
+        "kind": "load",
+        "status": CallStatus.RAISED,
+        "error": ErrorInfo(kind, why),
+        "output": "",
+        "note": "",
+        "functions": {},
+        "pure": [],
+    }
+
+
 def _too_large(data: bytes) -> bool:
     """Over the kit's bound for one reply, or for its JSON part."""
     return len(data) - wire.HEADER.size > wire.MAX_REPLY or wire.HEADER.unpack(data[: wire.HEADER.size])[1] > wire.MAX_TEXT
@@ -423,9 +449,12 @@ def _echo_reply(after) -> bytes:
     return wire.encode({"kind": "echo", "after": None}) if _too_large(data) else data
 
 
-def serve(conn, refused: str = "") -> None:
+def serve(conn, refused: str = "", confine=None) -> None:
     """Answer the kit's requests; `refused` (the worker is still root, see sandbox._drop_privileges)
-    makes every load fail with that message, before any of the candidate's code runs."""
+    makes every load fail with that message, before any of the candidate's code runs. `confine`
+    (path, reads, self_peak, writes) -> (confined, note) is the sandbox's confinement (Landlock),
+    entered by the worker just before the file runs; without one the worker is unconfined."""
     worker = Worker(conn)
     worker.refused = refused
+    worker.confine = confine
     worker.serve()

@@ -46,7 +46,7 @@ PROCESS_ALLOWANCE = 128 + 4 * (os.cpu_count() or 1)
 CAP_DAC_READ_SEARCH = 2
 PR_SET_KEEPCAPS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 47, 2
 SECBIT_NO_SETUID_FIXUP = 4
-WORKER_TMP: list[str] = []  # the temporary folder a worker started by root may write in
+WORKER_TMP: list[str] = []  # the worker's own temporary folder (one per worker, made by the zygote)
 ROOT_REFUSED = (
     "the kit runs as root and could not run your code as an unprivileged user ({why}); "
     "run attn-kit as an ordinary user, or in a container as its recipe in "
@@ -80,11 +80,11 @@ def drop_privileges(leave_root: bool = False, processes: int = 0) -> str:  # noq
                 keep = 1 << CAP_DAC_READ_SEARCH
             except OSError as exc:
                 why = f"changing to uid {WORKER_UID} failed: {exc.strerror or exc}"
-            if WORKER_TMP:
-                os.environ["TMPDIR"] = WORKER_TMP[0]
-                import tempfile
+        if WORKER_TMP:  # the worker's own temporary folder, the one folder its code may write
+            os.environ["TMPDIR"] = WORKER_TMP[0]
+            import tempfile
 
-                tempfile.tempdir = WORKER_TMP[0]
+            tempfile.tempdir = WORKER_TMP[0]
         if processes:
             _limit_processes(processes)
         for cap in range(64):
@@ -231,6 +231,36 @@ def private_proc() -> bool:
         if os.path.isdir("/dev/pts"):
             libc.mount(b"tmpfs", b"/dev/pts", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k")
         return done
+    except (OSError, AttributeError):
+        return False
+
+
+TMP_OPTIONS = "size=256m,nr_inodes=65536"  # a worker's private temporary folder and /dev/shm
+
+
+def private_tmp(folder: str, uid: int, gid: int) -> bool:
+    """In nsinit, after private_proc (its own mount namespace): a fresh tmpfs on `folder`, owned by
+    the worker's uid, mode 0700, and another on /dev/shm. Nothing another worker writes is there,
+    and both vanish with the namespace, whatever the code left in them or did to their modes."""
+    try:
+        libc = _libc()
+        flags = MS_NOSUID | MS_NODEV
+        done = libc.mount(b"tmpfs", folder.encode(), b"tmpfs", flags, f"{TMP_OPTIONS},mode=0700,uid={uid},gid={gid}".encode()) == 0
+        if os.path.isdir("/dev/shm"):
+            libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", flags, f"{TMP_OPTIONS},mode=1777".encode())
+        return done
+    except (OSError, AttributeError):
+        return False
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def no_network() -> bool:
+    """In the zygote: a network namespace of its own, with no interface but a loopback that is down,
+    shared by its workers (so UDP and raw sockets reach nothing either; Landlock covers TCP)."""
+    try:
+        return _libc().unshare(CLONE_NEWNET) == 0
     except (OSError, AttributeError):
         return False
 

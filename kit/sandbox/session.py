@@ -44,6 +44,10 @@ MEMORY_POLL = 0.1  # seconds between checks of a call's processes' total memory
 SWEEP_DEADLINE = 4.0  # seconds the end-of-run comparison of every call's arguments may take
 MISSING_ARGUMENTS = "its reply was malformed (the arguments were not sent back); the process was stopped"
 UNREAD_WRITE = "its arguments (their contents changed during a memory-limited call, too large to read back)"
+# the kit resets the worker's peak memory (/proc/PID/clear_refs) before a measured call and reads it
+# after; a worker that made itself non-dumpable (PR_SET_DUMPABLE 0) hides that file from a kit that is
+# not root, and its own reading is the candidate's to fake: the call is then not measured at all
+UNREAD_PEAK = "the worker's peak memory could not be reset in /proc: the process hid it"
 
 
 @dataclass
@@ -66,8 +70,20 @@ class Sandbox:
         pure: bool = False,
         preload: tuple[str, ...] = (),
         warm: bool = True,  # zygote.make_launcher: False for code that never uses torch's meta device
+        reads: tuple[str, ...] | None = None,
+        confine: str = "try",
+        self_peak: bool = False,
+        writes: tuple[str, ...] = (),
     ):
+        """`reads`: what the code may read besides the kit's and Python's own files (default: the
+        file's folder); `writes`: folders it may write besides its own temporary folder; `confine`:
+        "require" runs nothing where the worker cannot be confined (Landlock), "try" runs it with a
+        note saying so; `self_peak` (bench): the code may reset its own peak memory reading."""
         self.path = str(path)
+        self.reads = None if reads is None else tuple(str(r) for r in reads)
+        self.writes = tuple(str(w) for w in writes)
+        self.confine = confine
+        self.self_peak = self_peak
         self.timeout = timeout
         self.memory = memory
         self.pure = pure
@@ -167,7 +183,8 @@ class Sandbox:
         self.memory_note = ""
         self.oom_kills = _proctree._oom_kills() if _limits.LINUX else 0
         try:
-            self._live().send(("load", self.path, self.memory, self.pure), timeout=_zygote.CONTROL_DEADLINE)
+            message = ("load", self.path, self.memory, self.pure, self.reads, self.confine, self.self_peak, self.writes)
+            self._live().send(message, timeout=_zygote.CONTROL_DEADLINE)
         except (OSError, ChannelTimeout):
             raise LoadError(f"loading {self.path}: the process {self._ended()}.") from None
         deadline = time.monotonic() + load_timeout
@@ -348,6 +365,8 @@ class Sandbox:
                 kernel = self._reset_peak()
                 if memory_limit is not None:
                     unlimited = self._limit_data(memory_limit, deadline + min(_channel.REPLY_GRACE, limit))
+                    if kernel is None and not unlimited:  # e.g. the code made itself non-dumpable
+                        unlimited = UNREAD_PEAK
             elif kernel is not None:
                 peak = _proctree.status_field(kernel[0], "VmHWM")
             syncs += 1
@@ -364,11 +383,13 @@ class Sandbox:
     ) -> Outcome | None:
         """The Outcome of a call that answered but whose memory was not limited or measured as
         asked, or None."""
-        if memory_limit is not None and (unlimited or not measure) and reply is not None:
+        # a call that the data limit stopped (MemoryError) is judged on that, read peak or not
+        stopped = unlimited == UNREAD_PEAK and reply is not None and reply.get("status") != CallStatus.OK
+        if memory_limit is not None and (unlimited or not measure) and reply is not None and not stopped:
             why = unlimited or ("the kit measures memory only on Linux" if not _limits.LINUX else "the call was not measured")
             return Outcome(
                 CallStatus.CRASHED,
-                detail=f"the kit could not limit the memory of this call ({why}), so the memory property is not measured",
+                detail=f"the kit could not limit or measure the memory of this call ({why}), so the memory property is not measured",
                 seconds=seconds,
             )
         if measure and reply is not None and syncs < 2 and reply.get("status") == CallStatus.OK:
@@ -653,7 +674,7 @@ def _read_load(reply: dict) -> LoadInfo:
 
 
 def _load_failure_text(path: str, error: ErrorInfo, output: str) -> str:
-    if error.type == "RefusedAsRoot":
+    if error.type in ("RefusedAsRoot", "Unconfined"):
         return f"{path} was not run: {error.message}"
     if error.type == "SyntaxError" or error.type == "IndentationError":
         text = f"{path} has a {error.type}: {error.message}"

@@ -16,6 +16,7 @@ from typing import Any
 from attn_kit.base.blas import BLAS_THREAD_VARIABLES as BLAS_THREAD_VARIABLES  # re-exported: callers name them here
 from attn_kit.base.blas import one_blas_thread as one_blas_thread
 from attn_kit.sandbox import channel as _channel
+from attn_kit.sandbox import confinement as _confinement
 from attn_kit.sandbox import limits as _limits
 from attn_kit.sandbox import proctree as _proctree
 
@@ -84,10 +85,20 @@ def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None: 
     os.setsid()
     _limits._prctl(_limits.PR_SET_PDEATHSIG, signal.SIGKILL)
     _limits._prctl(_limits.PR_SET_DUMPABLE, 0)
+    tmp = _limits.WORKER_TMP[0] if _limits.WORKER_TMP else ""
+    root = os.geteuid() == 0
+    uid, gid = (_limits.WORKER_UID, _limits.WORKER_UID) if root else (os.getuid(), os.getgid())
+    private = own_tmp = False  # /proc and /dev/shm of the namespace's own; a tmpfs of the worker's
     if not namespaced:
         _limits._prctl(_limits.PR_SET_CHILD_SUBREAPER, 1)
     else:
-        _limits.private_proc()
+        private = _limits.private_proc()
+        own_tmp = private and bool(tmp) and _limits.private_tmp(tmp, uid, gid)
+    if tmp and root and not own_tmp:  # no tmpfs of its own: the folder itself becomes the worker's
+        try:
+            os.chown(tmp, uid, gid)
+        except OSError:
+            pass
     pid = os.fork()
     if pid == 0:
         try:
@@ -96,7 +107,10 @@ def _nsinit(sock: socket.socket, namespaced: bool, processes: int = 0) -> None: 
             _limits._prctl(_limits.PR_SET_DUMPABLE, 1)  # the kit reads and resets its peak memory in /proc
             from attn_kit.runtime import worker  # imported by the zygote already (_zygote_child)
 
-            worker.serve(_channel.Channel(sock), refused and _limits.ROOT_REFUSED.format(why=refused))
+            def confine(path: str, reads: tuple[str, ...], self_peak: bool, writes: tuple[str, ...]) -> tuple[bool, str]:
+                return _confinement.apply(path, reads, tmp, own_tmp, self_peak, writes)
+
+            worker.serve(_channel.Channel(sock), refused and _limits.ROOT_REFUSED.format(why=refused), confine)
         finally:
             os._exit(0)
     sock.close()
@@ -141,7 +155,9 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.namespaces = self.read_only = False
         self.spare: tuple[int, socket.socket, int] | None = None
         self.want_spare = False
-        self.tmp = ""
+        self.tmp = ""  # the folder holding each worker's own temporary folder
+        self.folders: dict[int, str] = {}  # keeper pid -> its worker's temporary folder
+        self.made = 0
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -150,12 +166,14 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         _limits._prctl(_limits.PR_SET_PDEATHSIG, signal.SIGKILL)
         _limits._prctl(_limits.PR_SET_DUMPABLE, 0)
         _limits._prctl(_limits.PR_SET_CHILD_SUBREAPER, 1)
-        if _limits.LINUX and os.geteuid() == 0:
-            self.tmp = _worker_tmp()
+        self.tmp = _worker_tmp()
         if _limits.LINUX and not os.environ.get("ATTN_KIT_NO_NAMESPACES"):  # set: test the fallback
             _limits.enter_user_namespace()
             self.read_only = _limits._read_only(_limits.protected_paths())
+            _limits.no_network()
             self.namespaces = True  # tried per worker; each keeper reports whether it worked
+        if _limits.LINUX:
+            _confinement.prepare()  # once: every worker adds only its own rules
         self.spare = self._fork_worker()  # the first worker is ready before the kit asks
         try:
             self._serve()
@@ -211,9 +229,11 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         keeper writes one byte on a pipe: whether the worker has its own PID namespace."""
         a, b = socket.socketpair()
         told, tell = os.pipe()
+        folder = self._new_folder()
         pid = os.fork()
         if pid == 0:
             try:
+                _limits.WORKER_TMP[:] = [folder] if folder else []
                 self.sock.close()
                 a.close()
                 os.close(told)
@@ -226,7 +246,29 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         b.close()
         os.close(tell)
         self.workers[pid] = None
+        if folder:
+            self.folders[pid] = folder
         return pid, a, told
+
+    def _new_folder(self) -> str:
+        """A fresh, empty temporary folder for the next worker (its nsinit mounts a tmpfs of the
+        worker's on it, or, without a namespace, gives it to the worker)."""
+        if not self.tmp:
+            return ""
+        self.made += 1
+        folder = os.path.join(self.tmp, f"w{self.made}")
+        try:  # Landlock does not cover chmod: a worker of the same uid may have taken the modes away
+            os.chmod(self.tmp, 0o711 if os.geteuid() == 0 else 0o700)
+            os.mkdir(folder, 0o700)
+        except OSError:
+            return ""
+        return folder
+
+    def _forget(self, pid: int) -> None:
+        """The worker of keeper `pid` is gone: its temporary folder goes too, whatever is in it."""
+        folder = self.folders.pop(pid, "")
+        if folder:
+            remove_tree(folder)
 
     def _spawn(self) -> None:
         """Hand the kit a worker: the one prepared ahead (its start costs the kit no wait) or a new one."""
@@ -257,6 +299,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 return
             if pid in self.workers:
                 self.workers[pid] = _decode_status(os.waitstatus_to_exitcode(raw))
+                self._forget(pid)
 
     def _wait(self, pid: int) -> int:
         if pid not in self.workers:
@@ -292,9 +335,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             _proctree.kill_tree(os.getpid(), include_root=False)
         self._reap()
         if self.tmp:
-            import shutil
-
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            remove_tree(self.tmp)
 
 
 def share_with_worker(folder: str) -> None:
@@ -308,17 +349,60 @@ def share_with_worker(folder: str) -> None:
 
 
 def _worker_tmp() -> str:  # pragma: no cover - runs in the zygote
-    """In a zygote started by root: a fresh private folder owned by WORKER_UID, the temporary
-    folder of its workers (they cannot write anywhere root owns, /tmp's sticky folder aside)."""
+    """In the zygote: a fresh folder of the kit's user (searchable by WORKER_UID when that is root)
+    that holds one temporary folder per worker (_ZygoteServer._new_folder)."""
     import tempfile
 
     try:
         folder = tempfile.mkdtemp(prefix="attn-kit-worker-")
-        os.chown(folder, _limits.WORKER_UID, _limits.WORKER_UID)
+        if os.geteuid() == 0:
+            os.chmod(folder, 0o711)
     except OSError:
         return ""
-    _limits.WORKER_TMP[:] = [folder]
     return folder
+
+
+def remove_tree(path: str) -> None:
+    """Remove a worker's folder whatever its code did to it: modes taken away (chmod 000) are given
+    back first, on folders only and never through a link, and a second pass removes the rest."""
+    import shutil
+
+    for _ in range(3):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            _unlock(path)
+
+
+def _unlock(path: str, depth: int = 0) -> None:
+    """u+rwx on the folder `path` and every folder below it, never following a link."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)  # chmod through an O_PATH descriptor: this very folder
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    if depth > 64:
+        return
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if stat.S_ISDIR(entry.stat(follow_symlinks=False).st_mode):
+                _unlock(entry.path, depth + 1)
+        except OSError:
+            continue
 
 
 def _warm_torch() -> None:  # pragma: no cover - runs in the zygote
