@@ -5,9 +5,9 @@ the JSON key against the shipped schema, and the mock report's record of its use
 from __future__ import annotations
 
 import ast
-import re
 import io
 import os
+import re
 import tomllib
 from pathlib import Path
 
