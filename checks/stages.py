@@ -16,7 +16,7 @@ next mistake downstream is then found in its own right.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ class Context:
     kv_heads: int
     allowed: Any  # B×T×S booleans, or None (everything allowed)
     positions: Any = None  # rope: the positions, or None (no rotation)
+    values: dict = field(default_factory=dict)  # the stages computed last (for VARIANTS)
     names: tuple[str, ...] = ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")
 
     @property
@@ -139,19 +140,30 @@ def _project_transposed(ctx: Context, x: Any, w: int) -> Any:
 
 
 # stage -> classic wrong ways to compute it, in words, and the value each gives (from the call)
-VARIANTS: dict[str, tuple[tuple[str, Callable[[Context], Any]], ...]] = {
+VARIANTS: dict[str, tuple[tuple[str, Callable[[Context, dict], Any]], ...]] = {
     "q_proj": (
-        ("it is x @ Wqᵀ: the weight matrix is transposed", lambda c: _project_transposed(c, c.x, 0)),
-        ("it is the projected keys (Wk used for the queries)", lambda c: _project(c, c.x, 2)),
+        ("it is x @ Wqᵀ: the weight matrix is transposed", lambda c, v: _project_transposed(c, c.x, 0)),
+        ("it is x @ Wq without the bias bq", lambda c, v: c.x @ np.asarray(c.params[c.names[0]], dtype=np.float64)),
+        ("it is the projected keys (Wk used for the queries)", lambda c, v: _project(c, c.x, 2)),
     ),
     "k_proj": (
-        ("it is x @ Wkᵀ: the weight matrix is transposed", lambda c: _project_transposed(c, c.kv, 2)),
-        ("it is the projected queries (Wq used for the keys)", lambda c: _project(c, c.kv, 0)),
+        ("it is x @ Wkᵀ: the weight matrix is transposed", lambda c, v: _project_transposed(c, c.kv, 2)),
+        ("it is x @ Wk without the bias bk", lambda c, v: c.kv @ np.asarray(c.params[c.names[2]], dtype=np.float64)),
+        ("it is the projected queries (Wq used for the keys)", lambda c, v: _project(c, c.kv, 0)),
     ),
     "v_proj": (
-        ("it is x @ Wvᵀ: the weight matrix is transposed", lambda c: _project_transposed(c, c.kv, 4)),
-        ("it is the projected queries (Wq used for the values)", lambda c: _project(c, c.kv, 0)),
-        ("it is the projected keys (Wk used for the values)", lambda c: _project(c, c.kv, 2)),
+        ("it is x @ Wvᵀ: the weight matrix is transposed", lambda c, v: _project_transposed(c, c.kv, 4)),
+        ("it is x @ Wv without the bias bv", lambda c, v: c.kv @ np.asarray(c.params[c.names[4]], dtype=np.float64)),
+        ("it is the projected queries (Wq used for the values)", lambda c, v: _project(c, c.kv, 0)),
+        ("it is the projected keys (Wk used for the values)", lambda c, v: _project(c, c.kv, 2)),
+    ),
+    "context": (("it is weights @ q: the queries are used as the values", lambda c, v: v["weights"] @ v["q_heads"]),),
+    "output": (
+        (
+            "it is merged + bo: the projection by Wo is missing",
+            lambda c, v: v["merged"] + np.asarray(c.params[c.names[7]], dtype=np.float64),
+        ),
+        ("it is merged @ Woᵀ: the output weights are transposed", lambda c, v: _project_transposed(c, v["merged"], 6)),
     ),
 }
 

@@ -151,9 +151,19 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
     for call, extra in zip(calls, replies):
         ctx = stage_table.context_for(report.exercise, call.args, call.kwargs)
         if ctx is not None:
-            traces.append(find(ctx, records_from(extra)))
+            try:
+                traces.append(find(ctx, records_from(extra)))
+            except (ValueError, IndexError, KeyError, FloatingPointError):  # a value no view fits: no trace
+                continue
             traces[-1].error = str(extra.get("error") or "")[:80]
     return merged(traces) if traces else None
+
+
+def _specific(relation: str) -> int:
+    """How precisely a relation names the cause: a single named cause beats two, two beat none."""
+    if "(" not in relation:
+        return 0
+    return 1 if " or " in relation else 2
 
 
 def merged(traces: list[Trace]) -> Trace:
@@ -166,7 +176,7 @@ def merged(traces: list[Trace]) -> Trace:
             same = next((k for k in seen if k[0] == d.line), None)
             if same is None:
                 seen[(d.line, d.stage)] = d
-            elif "(" in d.relation and "(" not in seen[same].relation:  # a call that tells the causes apart
+            elif _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
                 del seen[same]
                 seen[(d.line, d.stage)] = d
     first = traces[0]
@@ -293,6 +303,7 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
     found: set[str] = set()
     for _ in range(MAX_DIVERGENCES):
         values = stage_table.compute(ctx, given)
+        ctx.values = values
         index = index_views(values)
         matches = [index[r.value.shape].matches(r.value) if r.value.shape in index else set() for r in records]
         first: dict[str, int] = {}
@@ -338,19 +349,23 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     still equal to the stage before it, else the closest value of its shape."""
     shapes = {shape for shape, shelf in index.items() if stage.id in shelf.stacked}
     wrong = [r for r in records[start + 1 :] if not matches[r.index] and r.value.shape in shapes]
-    # a mask is booleans, and booleans are a mask: not scores, weights or projections
-    wrong = [r for r in wrong if r.boolean == (stage.id == "allowed")]
+    wrong = [r for r in wrong if _plausible(stage, r)]
     after = next((s for s in stage_table.ATTENTION if s.previous == stage.id and s.id in values), None)
     for record in wrong:
         for view in index[record.value.shape].views:
             if view.stage == stage.id and (relation := relate(ctx, stage, record.value, view.value)):
-                named = _onward(ctx, after, record, index) if after is not None else None
+                named = _onward(ctx, after, record, index) if after is not None and _plausible(after, record) else None
                 source = _mask_source(ctx, records, start, record, values) if "block" in relation or "invert" in relation else None
                 return source or named or (_divergence(record, stage, relation), _whole(record, view))
     previous = stage_table.resolve(stage.previous, values) if stage.previous else ""
     if previous and previous in first:
-        record = records[first[previous]]
-        factor = _factor_words(ctx, values[previous], values[stage.id])
+        # the last value still equal to the stage before, in the function that made it first
+        # (a helper that receives it later is not where the step was left out)
+        made = records[first[previous]]
+        same = [r for r in records if r.function == made.function and previous in matches[r.index]]
+        record = ([r for r in same if not r.name.startswith("return")] or same)[-1]
+        same = values[previous].shape == values[stage.id].shape
+        factor = _factor_words(ctx, values[previous], values[stage.id]) if same else ""
         relation = f"it is still {stage_table.by_id()[previous].words}" + (f": {factor}" if factor else "")
         return _divergence(record, stage, relation), values[previous]
     whole = [(r, v) for r in wrong for v in index[r.value.shape].views if v.stage == stage.id and v.order is not None]
@@ -359,6 +374,19 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
     return None
+
+
+def _plausible(stage: stage_table.Stage, record: Record) -> bool:
+    """Whether a value of the stage's shape can be a try at it: a mask is booleans and booleans
+    are a mask; only masked scores hold blocked fills; weights lie between 0 and 1 (or are NaN)."""
+    if record.boolean != (stage.id == "allowed"):
+        return False
+    if stage.id != "masked" and np.any(record.value <= BLOCKED):
+        return False
+    if stage.id == "masked" and not np.any(record.value <= BLOCKED):
+        return False  # scores before the mask, not a wrong mask
+    value = record.value[np.isfinite(record.value)]
+    return stage.id != "weights" or bool(np.all((value >= -1e-6) & (value <= 1 + 1e-6)))
 
 
 def _is_input(ctx, value: Any) -> bool:
@@ -373,12 +401,22 @@ def _mask_source(ctx, records: list[Record], start: int, shown: Record, values: 
     expected = values.get("allowed")
     stage = stage_table.by_id()["allowed"]
     for record in reversed(records[start + 1 : shown.index]):
-        value = record.value
-        if value.shape != blocked.shape or not record.boolean or not np.array_equal(value == 0.0, blocked):
+        value = _spread(record.value, blocked.shape) if record.boolean else None
+        if value is None or not np.array_equal(value == 0.0, blocked):
             continue
-        if expected is not None and expected.size == value.size:
-            relation = _blocked(ctx, stage, value, np.squeeze(expected).reshape(value.shape))
+        if expected is not None and expected.size == record.value.size:
+            relation = _blocked(ctx, stage, record.value, np.squeeze(expected).reshape(record.value.shape))
             return _divergence(record, stage, relation or "it is not the call's mask"), None
+    return None
+
+
+def _spread(value: Any, shape: tuple[int, ...]) -> Any:
+    """`value` broadcast to `shape`, one axis (a mask shared by the heads) inserted if need be."""
+    if value.shape == shape:
+        return value
+    for axis in range(len(shape)):
+        if shape[:axis] + shape[axis + 1 :] == value.shape:
+            return np.broadcast_to(np.expand_dims(value, axis), shape)
     return None
 
 
@@ -465,7 +503,7 @@ def _factor_words(ctx, actual: Any, expected: Any) -> str:
         return ""
     size = f"{c:.3g}× too large" if c > 1 else f"{1 / c:.3g}× too small"
     fits = list(dict.fromkeys(words for value, words in _named_factors(ctx) if abs(c - value) < 1e-3 * max(1.0, value)))
-    named = fits[0] if len(fits) == 1 else ""  # two explanations fit (hd = H): this call cannot tell them apart
+    named = " or ".join(fits)  # two explanations may fit (hd = H): this call cannot tell them apart
     return f"it is {size}" + (f" ({named})" if named else "")
 
 
@@ -478,6 +516,8 @@ def _blocked(ctx, stage, actual, expected) -> str:
         return ""
     should = np.isneginf(expected) | (expected <= BLOCKED)
     does = actual <= BLOCKED
+    if stage.id != "allowed" and not np.any(does):
+        return ""  # nothing blocked: not a mask applied wrongly
     if stage.id == "allowed":
         should, does = expected < 0.5, actual < 0.5
     if np.array_equal(should, does):
@@ -544,7 +584,7 @@ def _variant(ctx, stage, actual, expected) -> str:
     """The stage computed a classic wrong way (checks/stages.py VARIANTS)."""
     for words, make in stage_table.VARIANTS.get(stage.id, ()):
         try:
-            other = np.squeeze(make(ctx))
+            other = np.squeeze(make(ctx, ctx.values))
         except (ValueError, IndexError, KeyError, TypeError):
             continue
         if other.size == actual.size and close(actual, other.reshape(actual.shape)):

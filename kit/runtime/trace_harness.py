@@ -25,6 +25,7 @@ MAX_RECORDS = 3000  # values recorded in one run
 MAX_PER_SITE = 12  # of which at most this many per (function, line, name): loops repeat lines
 MAX_ENTRIES = 1 << 16  # entries in one recorded value (larger values are skipped)
 MAX_TOTAL = 1 << 22  # entries in all: 32 MiB of float64, far below wire.MAX_REPLY
+MAX_PARTS = 4  # a returned tuple of values of different shapes: its first parts, each recorded
 MAX_NAME = 60  # characters of a name or a function's qualified name
 
 
@@ -47,6 +48,9 @@ class _Recorder:
             return None
         self.last[id(frame)] = frame.f_lineno
         self.seen[id(frame)] = {}
+        caller = frame.f_back
+        if caller is not None and caller.f_code.co_filename == self.filename:
+            self._changed(frame, caller.f_lineno)  # the arguments: made on the caller's line
         return self.local_trace
 
     def local_trace(self, frame, event, arg):  # noqa: ANN001 - sys.settrace's signature
@@ -56,7 +60,10 @@ class _Recorder:
             self.last[key] = frame.f_lineno
         elif event == "return":
             self._changed(frame, frame.f_lineno)
-            if arg is not None:
+            if type(arg) in (tuple, list) and 1 < len(arg) <= MAX_PARTS and _as_array(arg) is None:
+                for i, part in enumerate(arg):  # (out, weights): each on its own
+                    self._record(frame, frame.f_lineno, f"return[{i}]", part)
+            elif arg is not None:
                 self._record(frame, frame.f_lineno, "return", arg)
             self.seen.pop(key, None)
             self.last.pop(key, None)
