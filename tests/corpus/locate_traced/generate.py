@@ -59,6 +59,31 @@ TRIPLES = {
 }
 
 
+# files whose first traced divergence is on a wrong line (tests/test_locate_trace.py holds the
+# kit to it); the others are recorded misses of the tracing (the edit search may still find them)
+TRACED = {
+    "numpy_call__mask-inverted.py",
+    "numpy_call__reshape-without-transpose.py",
+    "numpy_call__scale-by-model-width.py",
+    "numpy_call__scale-by-model-width__mask-inverted__reshape-without-transpose.py",
+    "numpy_call__softmax-overflow.py",
+    "numpy_call__split-without-transpose.py",
+    "numpy_call__split-without-transpose__values-of-the-query__causal-off-by-one.py",
+    "numpy_call__values-of-the-query.py",
+    "numpy_method_loop__no-output-projection.py",
+    "numpy_method_loop__no-scaling.py",
+    "numpy_method_loop__scale-by-model-width.py",
+    "numpy_method_loop__scale-by-model-width__weights-transposed__softmax-wrong-axis.py",
+    "numpy_method_loop__weights-transposed.py",
+    "torch_module__mask-inverted.py",
+    "torch_module__no-scaling__scores-transposed__weights-transposed.py",
+    "torch_module__reshape-without-transpose.py",
+    "torch_module__scale-by-model-width.py",
+    "torch_module__scale-by-model-width__mask-inverted__biases-ignored.py",
+    "torch_module__weights-transposed.py",
+}
+
+
 def _apply(text: str, mistakes) -> tuple[str, list[int]]:
     lines = []
     for old, new, _ in mistakes:
@@ -83,7 +108,8 @@ def main() -> None:
             entries.append((name, [n + 1 for n in lines], [m[2] for m in combo]))
     out = ["# The traced-locate corpus (written by generate.py): per file, the wrong lines and the mistakes.", ""]
     for name, lines, labels in entries:
-        out += [f'["{name}"]', 'exercise = "mha-screen"', f"lines = {lines}", f"mistakes = {labels!r}".replace("'", '"'), ""]
+        out += [f'["{name}"]', 'exercise = "mha-screen"', f"lines = {lines}", f"mistakes = {labels!r}".replace("'", '"')]
+        out += [f"traced = {'true' if name in TRACED else 'false'}", ""]
     (HERE / "expected.toml").write_text("\n".join(out))
 
 
