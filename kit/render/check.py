@@ -800,7 +800,8 @@ def locate_progress(budget: float):
 
         def progress(phase: str, done: int, total: int) -> None:
             what = "single edits" if phase == "single" else "pairs of edits"
-            status.update(Text(f"locate: trying {what} {done}/{total} · {time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+            elapsed = time.monotonic() - started
+            status.update(Text(f"locate: trying {what} {done}/{total} · {elapsed:.0f} s (budget {budget:g} CPU s)", style="muted"))
 
         yield progress
 
