@@ -205,6 +205,18 @@ def test_stages_are_computed_only_after_the_worker_has_answered_and_gone(monkeyp
 # --- the kit: stages, views and divergences -------------------------------------------------------
 
 
+def test_names_the_candidate_rewrote_reach_the_screen_escaped():
+    value = np.zeros((2, 2))
+    extra = {
+        "records": [
+            {"line": 3, "name": "\x1b[2Jx", "fn": "f\x1b]0;t\x07", "value": value},
+            {"line": "3", "name": "y", "fn": "f", "value": value},
+        ]
+    }
+    [record] = trace_module.records_from(extra)  # a malformed record is dropped
+    assert "\x1b" not in record.name + record.function and record.name == "\\e[2Jx"
+
+
 def test_views_allow_head_layouts_and_a_transposed_key_but_not_swapped_queries_and_keys():
     rng = np.random.default_rng(0)
     table = stages.by_id()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_kit.base import wire
 from attn_kit.base.errors import LoadError
 from attn_kit.base.records import CallStatus
 from attn_kit.checks import stages as stage_table
@@ -126,6 +127,8 @@ def records_from(extra: dict) -> list[Record]:
             and isinstance(value, np.ndarray)
             and value.dtype.kind == "f"
         ):
+            # names come from the candidate's code objects, which it may rewrite: shown escaped
+            name, fn = wire.visible(name[:60]), wire.visible(fn[:60])
             out.append(Record(i, line, name, fn, np.squeeze(np.asarray(value, dtype=np.float64)), item.get("bool") is True))
     return out
 
