@@ -988,10 +988,12 @@ def propose(  # noqa: C901 (skips nodes no operator may touch, in one loop)
     functions: set[str] | None,
     bugs: set[str],
     vouched: frozenset[str] = frozenset(),
+    traced: trace_module.Trace | None = None,
 ) -> list[Edit]:
     """Every edit the operators propose inside `functions` (all functions when None), ranked:
     edits in `vouched` functions (ones passing checks called directly and failing checks did
-    not) last, edits matching a diagnosed bug first, then by operator, then by line."""
+    not) last, edits matching a diagnosed bug first, then by operator, then by line; edits on
+    or near the `traced` divergence lines before all (see `focused`), before the cut."""
     parents = _parents(tree)
     lines = text.splitlines()
     found: dict[tuple, Edit] = {}
@@ -1025,7 +1027,7 @@ def propose(  # noqa: C901 (skips nodes no operator may touch, in one loop)
                     key = (start, end, replacement)
                     if key not in found:
                         found[key] = Edit(start, end, replacement, op, what, change, edit_bugs, rank)
-    edits = sorted(found.values(), key=lambda e: (e.rank, e.start))
+    edits = focused(sorted(found.values(), key=lambda e: (e.rank, e.start)), traced)
     return edits[:MAX_SINGLES]
 
 
@@ -1402,9 +1404,8 @@ def locate(  # noqa: C901 (the two phases and their exits)
     traced = runner.follow(report)
     focus = _focus_functions(tree, traced)
     edits = propose(
-        source.text, tree, None if functions is None else functions | focus, diagnosed, frozenset(passing_calls - failing_calls)
+        source.text, tree, None if functions is None else functions | focus, diagnosed, frozenset(passing_calls - failing_calls), traced
     )
-    edits = focused(edits, traced)
     located = Located(None, proposed=len(edits), depends=depends, failing=failing, trace=traced, cpu=clock.cpu)
 
     def out_of_time() -> bool:
