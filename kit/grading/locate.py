@@ -1331,8 +1331,8 @@ def _closer(before_status, before, after_status, after) -> float:
     return score
 
 
-FOCUS_LINE = 30  # rank taken off an edit on a line where the traced values first go wrong
-FOCUS_NEAR = 12  # ... and off one within NEAR lines of it
+FOCUS_LINE = 8  # rank taken off an edit on a line where the traced values first go wrong (a diagnosed bug: 10)
+FOCUS_NEAR = 3  # ... and off one within NEAR lines of it
 NEAR = 2
 
 
