@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -162,17 +163,22 @@ def test_locate_finds_a_verified_edit_on_the_wrong_line_and_leaves_the_file_alon
         assert pipeline.grade(tmp, pipeline.Options(seed=seed)).passed
 
 
-def test_no_verified_edit_is_said_plainly_with_the_lines_the_calls_run_through():
+def test_a_miss_names_the_line_where_the_values_go_wrong_and_no_line_range():
     # no operator reads a bias the file never reads, so no budget finds an edit here (a file whose
-    # fix the search merely had not reached in time made this test pass or fail with the load)
+    # fix the search merely had not reached in time made this test pass or fail with the load);
+    # the traced values still show where the biases should have been added
     path, report = graded("lists_compact__biases-ignored.py")
     found = locate.locate(path, report, pipeline.Options(seed=SEED), budget=1.5)
     assert found.found is None and found.stopped in ("budget", "exhausted")
-    assert any(fn == "stable_softmax" for fn, _, _ in found.depends)
+    assert found.trace is not None
+    [first, *_] = found.trace.divergences
+    assert first.line == 46 and first.stage == "q_proj" and "bias" in first.relation
     out = check.Console(width=80, file=io.StringIO(), color_system=None, theme=check.THEME)
     check.located(found, report, out=out)
-    text = out.file.getvalue()
-    assert "No verified edit found" in text and "stable_softmax" in text
+    text = " ".join(out.file.getvalue().split())
+    assert "Look at line 46." in text and "should be the projected queries" in text
+    assert "No verified edit fixes every failing check" in text
+    assert not re.search(r"lines \d+-\d+", text)  # never the functions' whole line ranges
 
 
 def test_a_passing_file_is_not_searched():

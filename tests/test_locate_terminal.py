@@ -66,3 +66,16 @@ def test_three_levels(solution):
     unwrapped = fixed.replace("\n", "")
     assert f"- {line} | {WRONG}" in unwrapped and f"+ {line} | {RIGHT}" in unwrapped
     assert (solution.read_bytes(), solution.stat().st_mtime_ns) == before
+
+
+def test_a_miss_shows_where_the_values_go_wrong(tmp_path):
+    # no operator reads a bias the file never reads: the search misses, and the screen says where
+    # the traced values first go wrong, in the stage's words, never the functions' line ranges
+    target = tmp_path / "solution.py"
+    shutil.copy(Path(__file__).parent / "corpus" / "locate" / "lists_compact__biases-ignored.py", target)
+    located, code = run("check", target, "--seed", "4242", "--locate", "--locate-budget", "1")
+    assert code == 1
+    screen = " ".join(located.split())
+    assert "Look at line 46." in screen and "should be the projected queries" in screen
+    assert "No verified edit fixes every failing check" in screen and "CPU s" in screen
+    assert not re.search(r"lines \d+-\d+", screen)

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from attn_kit.base.errors import KitError, LoadError
 from attn_kit.grading import pipeline
+from attn_kit.grading import trace as trace_module
+from attn_kit.grading.clock import Clock
 from attn_kit.load import catalog, preflight
 from attn_kit.report.results import FAILED, CheckStatus, Report
 from attn_kit.sandbox import zygote as sandbox_zygote
@@ -986,17 +988,16 @@ def propose(  # noqa: C901 (skips nodes no operator may touch, in one loop)
     functions: set[str] | None,
     bugs: set[str],
     vouched: frozenset[str] = frozenset(),
+    traced: trace_module.Trace | None = None,
 ) -> list[Edit]:
     """Every edit the operators propose inside `functions` (all functions when None), ranked:
     edits in `vouched` functions (ones passing checks called directly and failing checks did
-    not) last, edits matching a diagnosed bug first, then by operator, then by line."""
+    not) last, edits matching a diagnosed bug first, then by operator, then by line; edits on
+    or near the `traced` divergence lines before all (see `focused`), before the cut."""
     parents = _parents(tree)
     lines = text.splitlines()
     found: dict[tuple, Edit] = {}
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    for fn in defs:
-        if functions is not None and fn.name not in functions:
-            continue
+    for fn in searched(tree, functions):
         scope = _scope(fn, tree)
         node: Any
         for node in ast.walk(fn):
@@ -1026,8 +1027,23 @@ def propose(  # noqa: C901 (skips nodes no operator may touch, in one loop)
                     key = (start, end, replacement)
                     if key not in found:
                         found[key] = Edit(start, end, replacement, op, what, change, edit_bugs, rank)
-    edits = sorted(found.values(), key=lambda e: (e.rank, e.start))
+    edits = focused(sorted(found.values(), key=lambda e: (e.rank, e.start)), traced)
     return edits[:MAX_SINGLES]
+
+
+def searched(tree: ast.Module, functions: set[str] | None) -> list[ast.FunctionDef]:
+    """The functions to edit: the module-level functions named in `functions` (all when None), and
+    the methods of the classes named there (an nn.Module's forward, a class's __call__). Closures
+    and nested functions are searched inside the function that holds them."""
+    out = []
+    for node in tree.body:
+        if functions is not None and getattr(node, "name", None) not in functions:
+            continue
+        if isinstance(node, ast.FunctionDef):
+            out.append(node)
+        elif isinstance(node, ast.ClassDef):
+            out.extend(n for n in node.body if isinstance(n, ast.FunctionDef))
+    return out
 
 
 def _inside(node, parents, kinds) -> bool:
@@ -1097,9 +1113,14 @@ class Located:
     stopped: str = "exhausted"  # exhausted | budget | passed
     depends: list[tuple[str, int, int]] = field(default_factory=list)  # (function, first line, last line)
     failing: tuple[str, ...] = ()
+    trace: trace_module.Trace | None = None  # where the traced values first go wrong
+    partial: Found | None = None  # no full edit: one verified to fix some failing checks and break none
+    cpu: bool = True  # `seconds` is CPU time (kit and workers), not wall time
 
     def to_json(self, fix: bool = False) -> dict:
         return {
+            "divergences": self.trace.to_json()["divergences"] if self.trace else [],
+            "partial": self.partial.to_json(fix) if self.partial else None,
             "found": self.found.to_json(fix) if self.found else None,
             "tried": self.tried,
             "proposed": self.proposed,
@@ -1111,8 +1132,8 @@ class Located:
 
 
 def reachable(tree: ast.Module, roots: set[str]) -> set[str]:
-    """The module-level functions `roots` call, directly or through each other."""
-    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    """The module-level functions and classes `roots` use, directly or through each other."""
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     seen: set[str] = set()
     todo = [r for r in roots if r in defs]
     while todo:
@@ -1159,6 +1180,7 @@ class _Runner:
         from attn_kit.diagnosis import diagnose
 
         self.folder = Path(tempfile.mkdtemp(prefix="attn-kit-locate-"))
+        self.path = path
         self.name = path.name if path.suffix == ".py" else "solution.py"
         self.options = options
         self.exercise = exercise
@@ -1249,6 +1271,28 @@ class _Runner:
             set(self.checks[check_id].catches) & set(self.checks[other].catches)
         )
 
+    def follow(self, report: Report) -> trace_module.Trace | None:
+        """The traced run of the smallest failing calls (trace.follow); None when it cannot run."""
+        try:
+            return trace_module.follow(
+                str(self.path), report, min(self.options.timeout, 10.0), self.options.memory, self.options.pure, self.preload
+            )
+        except KitError:
+            return None
+
+    def verify_partial(self, text: str) -> set[str]:
+        """The failing checks the edited file passes on the run's seed, when it fails no check the
+        original passed (else none)."""
+        path = self._write(text)
+        try:
+            edited = pipeline.grade(path, dataclasses.replace(self.options, exercise=self.exercise.id))
+        except KitError:
+            return set()
+        statuses = {r.id: r.status for r in edited.results}
+        if any(statuses.get(c) in FAILED for c, s in self.original.items() if s == CheckStatus.PASS):
+            return set()
+        return {c for c in self.failing if statuses.get(c) == CheckStatus.PASS}
+
     def verify(self, text: str) -> bool:
         """The edited file passes every check the original failed and fails none it passed, on
         the run's seed; and fails no check on a second seed."""
@@ -1287,6 +1331,50 @@ def _closer(before_status, before, after_status, after) -> float:
     return score
 
 
+FOCUS_LINE = 8  # rank taken off an edit on a line where the traced values first go wrong (a diagnosed bug: 10)
+FOCUS_NEAR = 3  # ... and off one within NEAR lines of it
+NEAR = 2
+
+
+def focused(edits: list[Edit], traced: trace_module.Trace | None) -> list[Edit]:
+    """The edits with those at the divergence lines first (then those near them)."""
+    lines = {d.line for d in traced.divergences} if traced else set()
+    if not lines:
+        return edits
+
+    def bonus(edit: Edit) -> float:
+        if any(line in lines for line in edit.lines):
+            return FOCUS_LINE
+        return FOCUS_NEAR if any(abs(line - d) <= NEAR for line in edit.lines for d in lines) else 0.0
+
+    moved = [dataclasses.replace(e, rank=e.rank - bonus(e)) for e in edits]
+    return sorted(moved, key=lambda e: (e.rank, e.start))
+
+
+def _focus_functions(tree: ast.Module, traced: trace_module.Trace | None) -> set[str]:
+    """The module-level functions and classes holding a divergence line (searched even when no
+    failing check called them by name: a method, a helper reached through an object)."""
+    if not traced:
+        return set()
+    lines = {d.line for d in traced.divergences}
+    return {
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and any(n.lineno <= line <= (n.end_lineno or n.lineno) for line in lines)
+    }
+
+
+def _best_partial(runner: _Runner, text: str, partial: list[Partial], failing: tuple[str, ...], diagnosed: set[str]) -> Found | None:
+    """No full edit: the single edit that repaired the most failing checks, verified on the run's
+    seed to repair them without breaking a check the file passed; None when there is none."""
+    for p in sorted((p for p in partial if p.repaired), key=lambda p: (-len(p.repaired), p.edit.rank))[:2]:
+        repaired = runner.verify_partial(apply(text, [p.edit]))
+        if repaired:
+            bugs = tuple(b for b in p.edit.bugs if b in diagnosed)
+            return Found((p.edit,), tuple(c for c in failing if c in repaired), bugs, diff(text, [p.edit]))
+    return None
+
+
 def locate(  # noqa: C901 (the two phases and their exits)
     path: str | Path,
     report: Report,
@@ -1296,7 +1384,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
 ) -> Located:
     """Search for the smallest edit of the file at `path` that makes `report`'s failing checks
     pass (see the module's docstring). `progress(phase, done, total)` is told as it goes."""
-    started = time.perf_counter()
+    clock = Clock()
     path = Path(path)
     failing = tuple(r.id for r in report.results if r.status in FAILED)
     if not failing:
@@ -1311,17 +1399,23 @@ def locate(  # noqa: C901 (the two phases and their exits)
     diagnosed = {d.bug for d in report.diagnosis}
     passing_calls = {call.fn for r in report.results if r.status == CheckStatus.PASS for call in r.calls}
     failing_calls = {call.fn for r in report.results if r.status in FAILED for call in r.calls}
-    edits = propose(source.text, tree, functions, diagnosed, frozenset(passing_calls - failing_calls))
-    located = Located(None, proposed=len(edits), depends=depends, failing=failing)
     options = dataclasses.replace(options, seed=report.seed, exercise=exercise.id)
     runner = _Runner(path, report, options, exercise)
+    traced = runner.follow(report)
+    focus = _focus_functions(tree, traced)
+    edits = propose(
+        source.text, tree, None if functions is None else functions | focus, diagnosed, frozenset(passing_calls - failing_calls), traced
+    )
+    located = Located(None, proposed=len(edits), depends=depends, failing=failing, trace=traced, cpu=clock.cpu)
 
     def out_of_time() -> bool:
-        return time.perf_counter() - started > budget
+        return clock.spent() > budget
 
     def finish(found: Found | None, stopped: str) -> Located:
         located.found, located.stopped = found, stopped
-        located.seconds = time.perf_counter() - started
+        if found is None:
+            located.partial = _best_partial(runner, source.text, partial, failing, diagnosed)
+        located.seconds = clock.spent()
         located.tried = runner.count
         return located
 
@@ -1342,8 +1436,8 @@ def locate(  # noqa: C901 (the two phases and their exits)
             return found(tuple(sorted((a, b), key=lambda e: e.start)))
         return None
 
+    partial: list[Partial] = []
     try:
-        partial: list[Partial] = []
         queue: list[tuple[Edit, Edit]] = []
         built: tuple[int, bool] = (-1, True)
         index = 0
@@ -1362,9 +1456,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
                     if (id(p[0]), id(p[1])) not in tried_pairs
                 ]
                 built = (len(partial), singles_left)
-            pairs_now = bool(queue) and (
-                not singles_left or ((misses == 2 or time.perf_counter() - started > budget / 2) and turn % 2 == 1)
-            )
+            pairs_now = bool(queue) and (not singles_left or ((misses == 2 or clock.spent() > budget / 2) and turn % 2 == 1))
             turn += 1
             if pairs_now:
                 a, b = queue.pop(0)

@@ -801,7 +801,8 @@ def locate_progress(budget: float):
 
         def progress(phase: str, done: int, total: int) -> None:
             what = "single edits" if phase == "single" else "pairs of edits"
-            status.update(Text(f"locate: trying {what} {done}/{total} · {time.monotonic() - started:.0f}/{budget:g} s", style="muted"))
+            elapsed = time.monotonic() - started
+            status.update(Text(f"locate: trying {what} {done}/{total} · {elapsed:.0f} s (budget {budget:g} CPU s)", style="muted"))
 
         yield progress
 
@@ -815,15 +816,11 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
     out.print()
     out.print(Text("Locate", style="label"))
     found = loc.found
+    divergences = loc.trace.divergences if loc.trace else []
     if found is None:
-        why = "within the time budget" if loc.stopped == "budget" else "among the edits tried"
-        out.print(
-            hanging("  ", Text(f"No verified edit found {why} ({loc.tried} edited versions of your file run in {loc.seconds:.1f} s)."))
-        )
-        if loc.depends:
-            spans = ", ".join(f"`{f}` (lines {a}-{b})" for f, a, b in loc.depends)
-            out.print(hanging("  ", Text("The failing checks' calls run through: " + spans, style="muted")))
+        _located_miss(loc, rep, divergences, fix, out)
         return
+    _divergences_elsewhere(divergences, found.lines, out)
     lines = found.lines
     where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
     out.print(hanging("  ● ", Text(f"Look at {where}.", style="label")))
@@ -838,6 +835,58 @@ def located(loc, rep: Report, fix: bool = False, out: Console | None = None) -> 
             "    ", Text(f"Changing {which} makes every failing check pass ({repairs}), on this seed and on a second one.", style="muted")
         )
     )
+    _edit_diff(found, fix, out)
+
+
+def _divergences_elsewhere(divergences, lines, out: Console) -> None:
+    """Where the traced values go wrong, on lines the edit does not touch (another mistake)."""
+    for d in divergences:
+        if d.line and d.line not in lines:
+            out.print(hanging("  ● ", Text(f"Your values go wrong at line {d.line}: ", style="label") + Text(d.text())))
+
+
+def _located_miss(loc, rep: Report, divergences, fix: bool, out: Console) -> None:
+    """No full edit: where the values first go wrong, a partial edit if one was verified, and the
+    diagnosed bugs' fixes when no small edit exists; never the whole file's lines."""
+    for d in divergences:
+        if d.line:
+            out.print(hanging("  ● ", Text(f"Look at line {d.line}. ", style="label") + Text(d.text())))
+    why = "within the time budget" if loc.stopped == "budget" else "among the edits tried"
+    clock = "CPU s" if loc.cpu else "s"
+    ran = f"{loc.tried} edited versions of your file run in {loc.seconds:.1f} {clock}"
+    out.print(
+        hanging(
+            "  ",
+            Text(
+                f"No verified edit fixes every failing check {why} ({ran}).",
+                style="muted",
+            ),
+        )
+    )
+    if loc.partial is not None:
+        part = loc.partial
+        rest = next((d.line for d in divergences if d.line and d.line not in part.lines), None)
+        other = f" (see line {rest})" if rest else ""
+        out.print(hanging("  ● ", Text(f"A partial edit at line {part.lines[0]}: ", style="label") + Text(part.edits[0].what)))
+        out.print(
+            hanging(
+                "    ",
+                Text(
+                    f"It fixes {len(part.repairs)} of your {len(loc.failing)} failing checks; the rest fail for another reason{other}.",
+                    style="muted",
+                ),
+            )
+        )
+        _edit_diff(part, fix, out)
+    elif loc.stopped == "exhausted":  # every small edit was tried: the fix is new code
+        for d in rep.diagnosis[:2]:
+            if d.fix:
+                out.print(
+                    hanging("    ", Text(f"No small edit of your lines fixes {d.bug}: it needs new code. ", style="muted") + Text(d.fix))
+                )
+
+
+def _edit_diff(found, fix: bool, out: Console) -> None:
     if not fix:
         out.print(hanging("    ", Text("To see the edit: add --fix.", style="muted")))
         return

@@ -1,0 +1,117 @@
+"""Writes the traced-locate corpus: each base in bases/ (a correct solution whose work is done in
+methods, an nn.Module's forward, a class's __call__ and closures) with one or three mistakes put
+in, and expected.toml recording, beside each file, the lines that are wrong.
+
+Run from the repository root: python tests/corpus/locate_traced/generate.py. Each mistake is
+(old text, new text, label): the old text occurs exactly once in the base, on one line, and the
+new text stays on that line, so the line is the wrong one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).parent
+BASES = HERE / "bases"
+
+MISTAKES = {
+    "torch_module": [
+        ("att = att / hd**0.5", "att = att / D**0.5", "scale-by-model-width"),
+        ("att = att / hd**0.5", "att = att", "no-scaling"),
+        ("s.masked_fill(~ok,", "s.masked_fill(ok,", "mask-inverted"),
+        ('k = self.project(x, "k")', 'k = self.project(x, "q")', "keys-from-wq"),
+        ("ctx = (w @ v).transpose(1, 2).reshape(B, T, D)", "ctx = (w @ v).reshape(B, T, D)", "reshape-without-transpose"),
+        ("return y if bias is None else y + bias", "return y", "biases-ignored"),
+        ("total = e.sum(dim=-1, keepdim=True)", "total = e.sum(dim=-2, keepdim=True)", "softmax-wrong-axis"),
+        ("w = stable_softmax(att, allowed)", "w = stable_softmax(att.transpose(-2, -1), allowed)", "scores-transposed"),
+        ('return self.project(ctx, "o"), w', "return ctx, w", "no-output-projection"),
+        ('y = x @ self.w["W" + name]', 'y = x @ self.w["W" + name].T', "weights-transposed"),
+    ],
+    "numpy_call": [
+        ("scores = scores / np.sqrt(hd)", "scores = scores / np.sqrt(D)", "scale-by-model-width"),
+        ("scores = scores / np.sqrt(hd)", "scores = scores", "no-scaling"),
+        ("else np.asarray(allowed, dtype=bool)", "else ~np.asarray(allowed, dtype=bool)", "mask-inverted"),
+        ("return a.reshape(B, T, H, hd).transpose(0, 2, 1, 3)", "return a.reshape(B, H, T, hd)", "split-without-transpose"),
+        ("merged = heads.transpose(0, 2, 1, 3).reshape(B, T, D)", "merged = heads.reshape(B, T, D)", "reshape-without-transpose"),
+        ('out = out + self.p["b" + name]', 'out = out - self.p["b" + name]', "bias-subtracted"),
+        ("return weights @ v, weights", "return weights @ q, weights", "values-of-the-query"),
+        ("np.exp(filled - top)", "np.exp(filled)", "softmax-overflow"),
+        ("j <= i", "j < i", "causal-off-by-one"),
+    ],
+    "numpy_method_loop": [
+        ("scaled = scores / math.sqrt(q.shape[-1])", "scaled = scores / math.sqrt(q.shape[-1] * self.num_heads)", "scale-by-model-width"),
+        ("scaled = scores / math.sqrt(q.shape[-1])", "scaled = scores", "no-scaling"),
+        ('k = x @ self.weight("Wk") + self.bias("bk", D)', 'k = x @ self.weight("Wk").T + self.bias("bk", D)', "weights-transposed"),
+        ("cols = slice(h * hd, (h + 1) * hd)", "cols = slice(h, D, self.num_heads)", "heads-interleaved"),
+        ("merged = np.concatenate(outs, axis=-1)", "merged = np.concatenate(outs, axis=1)", "heads-concatenated-over-time"),
+        ('out = merged @ self.weight("Wo") + self.bias("bo", D)', 'out = merged + self.bias("bo", D)', "no-output-projection"),
+        ("return np.zeros(width) if b is None else np.asarray(b, dtype=np.float64)", "return np.zeros(width)", "biases-ignored"),
+        ("top = filled.max(axis=-1, keepdims=True)", "top = s.max(axis=-1, keepdims=True)", "max-over-blocked"),
+        ("total = e.sum(axis=-1, keepdims=True)", "total = e.sum(axis=-2, keepdims=True)", "softmax-wrong-axis"),
+    ],
+}
+
+# three mistakes in one file (indices into the base's list)
+TRIPLES = {
+    "torch_module": [(0, 2, 5), (3, 4, 6), (1, 7, 9)],
+    "numpy_call": [(0, 2, 4), (1, 5, 7), (3, 6, 8)],
+    "numpy_method_loop": [(0, 2, 8), (1, 3, 6), (4, 5, 7)],
+}
+
+
+# files whose first traced divergence is on a wrong line (tests/test_locate_trace.py holds the
+# kit to it); the others are recorded misses of the tracing (the edit search may still find them)
+TRACED = {
+    "numpy_call__mask-inverted.py",
+    "numpy_call__reshape-without-transpose.py",
+    "numpy_call__scale-by-model-width.py",
+    "numpy_call__scale-by-model-width__mask-inverted__reshape-without-transpose.py",
+    "numpy_call__softmax-overflow.py",
+    "numpy_call__split-without-transpose.py",
+    "numpy_call__split-without-transpose__values-of-the-query__causal-off-by-one.py",
+    "numpy_call__values-of-the-query.py",
+    "numpy_method_loop__no-output-projection.py",
+    "numpy_method_loop__no-scaling.py",
+    "numpy_method_loop__scale-by-model-width.py",
+    "numpy_method_loop__scale-by-model-width__weights-transposed__softmax-wrong-axis.py",
+    "numpy_method_loop__weights-transposed.py",
+    "torch_module__mask-inverted.py",
+    "torch_module__no-scaling__scores-transposed__weights-transposed.py",
+    "torch_module__reshape-without-transpose.py",
+    "torch_module__scale-by-model-width.py",
+    "torch_module__scale-by-model-width__mask-inverted__biases-ignored.py",
+    "torch_module__weights-transposed.py",
+}
+
+
+def _apply(text: str, mistakes) -> tuple[str, list[int]]:
+    lines = []
+    for old, new, _ in mistakes:
+        assert text.count(old) == 1, old
+        before = text[: text.index(old)]
+        lines.append(before.count("\n") + 1)
+        text = text.replace(old, new)
+    return text, sorted(lines)
+
+
+def main() -> None:
+    entries = []
+    for base, mistakes in MISTAKES.items():
+        source = (BASES / f"{base}.py").read_text()
+        combos = [(m,) for m in mistakes] + [tuple(mistakes[i] for i in t) for t in TRIPLES[base]]
+        for combo in combos:
+            text, lines = _apply(source, combo)
+            name = f"{base}__{'__'.join(m[2] for m in combo)}.py"
+            header = f"# attn-kit: mha-screen\n# traced-locate corpus: bases/{base}.py with {', '.join(m[2] for m in combo)}\n"
+            body = text.split("\n", 1)[1]
+            (HERE / name).write_text(header + body)
+            entries.append((name, [n + 1 for n in lines], [m[2] for m in combo]))
+    out = ["# The traced-locate corpus (written by generate.py): per file, the wrong lines and the mistakes.", ""]
+    for name, lines, labels in entries:
+        out += [f'["{name}"]', 'exercise = "mha-screen"', f"lines = {lines}", f"mistakes = {labels!r}".replace("'", '"')]
+        out += [f"traced = {'true' if name in TRACED else 'false'}", ""]
+    (HERE / "expected.toml").write_text("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
