@@ -24,7 +24,8 @@ def test_teaching_material_is_complete(exercise_id):
     assert len(ex.hints) >= 4
     first = ex.hints[0].text
     assert "?" in first and "np." not in first and "(" not in first, "level 1 nudges with a question, no code"
-    assert "nearly in code" in " ".join(h.title for h in ex.hints[2:]), "a late hint is near-code"
+    assert ex.hints[0].step == "question" and "code" in [h.step for h in ex.hints[2:]], "a late hint is near-code"
+    assert [h.step for h in ex.hints].index("code") > [h.step for h in ex.hints].index("concept"), "the idea comes before the code"
     assert len(ex.questions) >= 5
     assert all(len(q.key_points) >= 3 for q in ex.questions)
     assert [m for q in ex.questions for m in check.question_rule_problems(q)] == []

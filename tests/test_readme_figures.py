@@ -20,7 +20,7 @@ from attn_kit.base.paths import bug_files, reference_files, solutions_dir
 from attn_kit.grading import pipeline as grading
 from attn_kit.load import catalog
 from attn_kit.render import check as render
-from attn_kit.render import practice
+from attn_kit.render import practice, screen
 
 from conftest import need_torch
 from helpers import CORPUS, check_count, graded_tests
@@ -62,7 +62,7 @@ def test_the_check_example_is_a_real_report(tmp_path):
     report = grading.grade(mine, grading.Options(seed=7))
     report.path = "mha_screen.py"  # as `attn-kit check mha_screen.py` run in its folder shows it
     out = Console(width=80, file=io.StringIO(), color_system=None, theme=render.THEME)
-    render.report(report, MHA, out)
+    screen.report(report, MHA, out)  # the first screen, as a plain `check` prints it
     real = [line.rstrip() for line in out.file.getvalue().split("\n")]
     shown = block_after("A solution with heads taking interleaved columns")
     assert shown[0] == "$ attn-kit check mha_screen.py --seed 7"

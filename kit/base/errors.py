@@ -119,6 +119,15 @@ class TestTimedOut(BaseException):
     __test__ = False  # not a test class, whatever pytest's naming rules say
 
 
+class ArchiveRefused(Exception):
+    """A submitted archive the kit will not extract (an unsafe name, a link, too large): why."""
+
+
+class ForgedReading(Exception):
+    """A timing or memory reading that cannot have been measured (NaN, infinite, negative, not a
+    number): the bench harness runs in the candidate's process, which changed it."""
+
+
 class UnsafePath(OSError):
     """A folder or file the kit will not write through (a symlink, someone else's folder)."""
 

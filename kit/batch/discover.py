@@ -13,7 +13,7 @@ In a folder of submissions (docs/grading.md says the same):
   submission, named by its submitters' names from that file.
 In one submission's folder (or extracted archive), the graded file is the first rule that picks
 one (FOLDER_RULES): its only `*.py` file (tests, conftest.py and __init__.py do not count); the file
-named as `attn-kit start` names it (`mha_screen.py`); `solution.py`; the one file whose first line
+named as `attn-kit start` names it (the exercise id with underscores); `solution.py`; the one file whose first line
 is `# attn-kit: ID`; the one file that defines the exercise's main function (the others are its
 helpers, importable from it when graded: the worker puts the file's folder first on sys.path).
 With no `*.py` file at its top, a lone zip archive or a lone folder is looked into, one level only.
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from attn_kit.base.errors import ArchiveRefused as Refused
 from attn_kit.base.errors import UsageError
 
 NOT_SOLUTIONS = ("test_", "conftest.py", "__init__.py")
@@ -199,10 +200,6 @@ def pick(folder: Path, ctx: Context, down: int = 1, unzip: int = 1) -> tuple[Pat
 
 
 # --- archives ------------------------------------------------------------------------------------------
-
-
-class Refused(Exception):
-    """The archive is not extracted: why."""
 
 
 def _entry_target(info: zipfile.ZipInfo) -> PurePosixPath:

@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from attn_kit.base.errors import BenchError, DependencyMissing, UsageError
+from attn_kit.base.errors import BenchError, DependencyMissing, ForgedReading, UsageError
 from attn_kit.base.harness import DEFAULT_RUNS, MAX_RUNS, MIN_TIMED_SECONDS
 from attn_kit.base.records import Outcome
 from attn_kit.checks.cases import lists
@@ -300,20 +300,15 @@ def _failure_text(workload: Workload, T: int, outcome: Outcome) -> str:
     return text
 
 
-class _Forged(Exception):
-    """A timing or memory reading that cannot have been measured (NaN, infinite, negative, not a
-    number): the harness runs in the candidate's process, which changed it."""
-
-
 def _readings(extra: dict, many: str, one: str) -> list[float]:
-    """The harness's readings (`many`, a list, or `one`), as measured seconds; _Forged if any is not
+    """The harness's readings (`many`, a list, or `one`), as measured seconds; ForgedReading if any is not
     a finite, non-negative number."""
     value = extra.get(many) if many in extra else [extra.get(one)]
     if not isinstance(value, list) or not value:
-        raise _Forged(f"came back as {value!r}, not a list of seconds")
+        raise ForgedReading(f"came back as {value!r}, not a list of seconds")
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise _Forged(f"came back as {v!r}, not a number of seconds")
+            raise ForgedReading(f"came back as {v!r}, not a number of seconds")
     return [float(v) for v in value]
 
 
@@ -496,7 +491,7 @@ def _ladder(
             times, cpu_times, memory, failed = _measure_size(
                 sandbox, workload, plan.memory_harness, args, kwargs, options.repeats, timeout=left
             )
-        except _Forged as exc:
+        except ForgedReading as exc:
             result.failure = (
                 f"the timing of `{workload.function}` at T={T} {exc}: the measurement runs in your "
                 "code's process, and something there changed it, so no timing is shown as measured."
