@@ -294,7 +294,7 @@ def step_returns_output_and_cache(ctx):
     catches=(
         "rope-on-latent",
         "mla-positions-ignored",
-        "scale-by-nope-width",
+        "mla-scale-wrong-width",
         "no-scaling",
         "double-scaling",
         "scale-after-softmax",
@@ -314,7 +314,7 @@ def public_decode_example(ctx):
 MOST = (
     "rope-on-latent",
     "mla-positions-ignored",
-    "scale-by-nope-width",
+    "mla-scale-wrong-width",
     "no-scaling",
     "double-scaling",
     "scale-after-softmax",
@@ -432,7 +432,7 @@ def positions_move_the_scores(ctx):
     points=2,
     after=("step-returns-output-and-cache",),
     concept="scaling",
-    catches=("scale-by-nope-width", "no-scaling", "double-scaling", "scale-after-softmax"),
+    catches=("mla-scale-wrong-width", "no-scaling", "double-scaling", "scale-after-softmax"),
 )
 def scores_scaled_by_sqrt_of_nope_plus_rope_width(ctx):
     """Scores are divided by sqrt(d_nope + d_R), the width of the query and key a head compares.

@@ -1,7 +1,7 @@
 # attn-kit: mla-decode
-"""Known bug `scale-by-nope-width`: the scores are divided by sqrt(d_nope), leaving the rotary width out.
+"""Known bug `mla-scale-wrong-width`: the scores are divided by sqrt(d_nope), leaving the rotary width out.
 
-The reference solution with exactly one change, marked BUG(scale-by-nope-width).
+The reference solution with exactly one change, marked BUG(mla-scale-wrong-width).
 """
 import numpy as np
 
@@ -50,7 +50,7 @@ def mla_decode_step(x_t, params, num_heads, position, cache=None):
 
     scores = np.einsum("bhc,btc->bht", q_latent, latents)       # B×H×t: latents scored directly
     scores += np.einsum("bhr,btr->bht", q_rope, rope_keys)      # the shared rotary key, every head
-    scores /= np.sqrt(d_nope)  # BUG(scale-by-nope-width): the d_R rotary columns are left out of the width
+    scores /= np.sqrt(d_nope)  # BUG(mla-scale-wrong-width): the d_R rotary columns are left out of the width
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores)
     weights /= weights.sum(axis=-1, keepdims=True)
