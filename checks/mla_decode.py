@@ -35,8 +35,9 @@ check = SUITE.check
 FN = "mla_decode_step"
 STEP_AXES = ("batch", "step", "feature")
 CACHE_KEYS = ("c_kv", "k_rope")
-# the memory check's case: per-head keys and values over 2,048 cached tokens are 32 MiB, the bound 5 MiB
-MEMORY = {"B": 1, "D": 32, "H": 16, "d_c": 16, "d_R": 8, "d_nope": 64, "d_v": 64, "t": 2048}
+# the memory check's case: wide heads, so that even ONE head's keys over the 2,048 cached tokens
+# (8 MiB) exceed the bound (3.5 MiB): a loop that up-projects head by head fails as well
+MEMORY = {"B": 1, "D": 32, "H": 4, "d_c": 16, "d_R": 8, "d_nope": 512, "d_v": 512, "t": 2048}
 
 
 @dataclass(frozen=True)
@@ -505,8 +506,9 @@ def replay_peak_over_bound(module, x_t, params, H, position, cache) -> list[floa
 def memory_stays_within_bound(ctx):
     """With 2,048 cached tokens one step allocates at most 64·B·t·(d_c + d_R + H) bytes: no per-head keys or values.
 
-    B=1, D=32, H=16, d_c=16, d_R=8, d_nope=d_v=64: the bound is 5 MiB, while the per-head keys
-    alone (B·t·H·d_nope float64) are 16 MiB. Measured in your process with tracemalloc from the
+    B=1, D=32, H=4, d_c=16, d_R=8, d_nope=d_v=512: the bound is 3.5 MiB, while the keys of a single
+    head (B·t·d_nope float64) are 8 MiB, so up-projecting head by head fails too. Measured in your
+    process with tracemalloc from the
     start of the call (the cache passed in does not count; the one you return does), and on Linux
     also by the kernel. Absorb W_uk into the query and apply W_uv after the weighted sum of latents.
     """
@@ -520,8 +522,10 @@ def memory_stays_within_bound(ctx):
     ctx.describe(B=d.B, t=t, H=d.H, d_c=d.d_c, d_R=d.d_R, d_nope=d.d_nope, d_v=d.d_v)
     limit = kernel_limit(bound, naive)
     outcome = ctx.outcome(FN, *args, harness="attn_kit.base.harness:measure_quiet", memory_limit=limit, time_limit=measured_time_limit(ctx))
+    one_head = 8 * d.B * t * d.d_nope
     naive_text = (
-        f"bound 64·B·t·(d_c + d_R + H) = {bound / 2**20:.2f} MiB; per-head keys and values over the cache are {naive / 2**20:.0f} MiB"
+        f"bound 64·B·t·(d_c + d_R + H) = {bound / 2**20:.2f} MiB; one head's keys over the cache are "
+        f"{one_head / 2**20:.0f} MiB, every head's keys and values {naive / 2**20:.0f} MiB"
     )
     advice = "Absorb W_uk into the query and apply W_uv to the weighted sum of latents"
     failed = limit_failure(ctx, args, replay_peak_over_bound, limit, f"with t={t} cached tokens", naive_text, advice)

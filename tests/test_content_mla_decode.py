@@ -107,16 +107,19 @@ def test_mla_worked_example_step_one_figures():
 def test_mla_memory_bound_figures_match_the_check():
     m = suite.MEMORY
     stated = re.search(
-        r"t = ([\d,]+) cached\s+tokens, B = (\d+), D = (\d+), H = (\d+), d_c = (\d+), d_R = (\d+) and d_nope = d_v = (\d+)",
-        TEXT.replace("\n", " ").replace("  ", " "),
+        r"t = ([\d,]+) cached tokens, B = (\d+), D = (\d+), H = (\d+), d_c = (\d+), d_R = (\d+) and d_nope = d_v = (\d+)",
+        " ".join(TEXT.split()),
     )
     t, B, D, H, d_c, d_R, width = (int(v.replace(",", "")) for v in stated.groups())
     assert (t, B, D, H, d_c, d_R, width, width) == (m["t"], m["B"], m["D"], m["H"], m["d_c"], m["d_R"], m["d_nope"], m["d_v"])
     bound = suite.memory_bound(B, t, d_c, d_R, H)
-    assert bound == 64 * B * t * (d_c + d_R + H) and bound / 2**20 == 5.0
-    assert "64·B·t·(d_c + d_R + H) bytes = 5 MiB" in TEXT
-    keys = 8 * B * t * H * width
-    assert keys / 2**20 == 16.0 and "are 16 MiB in float64" in TEXT.replace("\n", " ").replace("  ", " ")
+    flat = " ".join(TEXT.split())
+    assert bound == 64 * B * t * (d_c + d_R + H) and bound / 2**20 == 3.5
+    assert "64·B·t·(d_c + d_R + H) bytes = 3.5 MiB" in flat
+    one_head, every_head = 8 * B * t * width, 8 * B * t * H * (width + width)
+    assert one_head / 2**20 == 8.0 and "of a single head over the cache are 8 MiB in float64" in flat
+    assert every_head / 2**20 == 64.0 and "every head's keys and values, 64 MiB" in flat
+    assert one_head > bound  # up-projecting head by head breaks the bound too
 
 
 def test_mla_reference_stays_within_the_memory_bound_and_the_naive_form_does_not():
