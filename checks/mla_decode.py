@@ -199,7 +199,7 @@ def decode(ctx, x, p, H: int, positions=None, arrays: bool = False) -> Decoding:
         outs.append(arr)
         sizes.append(_floats(cache))
         caches.append(cache)
-    loop = _record_loop(ctx, steps, x if arrays else lists(x), sent_p, H, positions, outs, sizes, T)
+    loop = _record_loop(ctx, steps, x if arrays else lists(x), sent_p, H, positions, outs, sizes, T, cache)
     ctx.describe(B=B, T=T, D=D, H=H, positions=positions, input="NumPy arrays" if arrays else "lists")
     if failure:
         ctx.failing_call = steps[-1]
@@ -214,18 +214,33 @@ def decode(ctx, x, p, H: int, positions=None, arrays: bool = False) -> Decoding:
     return Decoding(np.stack(outs, axis=1), sizes, caches, steps, loop, sizes_due, (np.asarray(x), p, H, positions))
 
 
+def final_entries(cache) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(c_kv, k_rope) of the last returned cache as float arrays, each None where it cannot be read."""
+    if not isinstance(cache, dict):
+        return None, None
+    found = []
+    for key in CACHE_KEYS:
+        try:
+            found.append(to_array(cache.get(key), f"cache[{key!r}]"))
+        except ValueProblem:
+            found.append(None)
+    return found[0], found[1]
+
+
 def replay_decoding(module, x, params, H, positions):
     """Feed x (B×T×D) to `module`'s mla_decode_step one token at a time: (outputs B×T×D, numbers
-    the cache holds after each step), the value `_record_loop` records."""
+    the cache holds after each step, the last cache's c_kv and k_rope), the value `_record_loop`
+    records. The cache's entries are evidence too: a step that rotates by the cache length instead
+    of the position given gives the right outputs and the wrong rotated keys."""
     cache, outs, sizes = None, [], []
     for t in range(len(x[0])):
         out_t, cache = module.mla_decode_step([seq[t] for seq in x], params, H, positions[t], cache)
         outs.append(np.asarray(out_t, dtype=np.float64))
         sizes.append(float(_floats(cache)))
-    return np.stack(outs, axis=1), sizes
+    return (np.stack(outs, axis=1), sizes, *final_entries(cache))
 
 
-def _record_loop(ctx, steps, x_sent, p_sent, H, positions, outs, sizes, T):
+def _record_loop(ctx, steps, x_sent, p_sent, H, positions, outs, sizes, T, cache):
     """Record the step calls for the diagnosis as one call that sums them up (see replay_decoding)."""
     from attn_kit.base.records import Outcome
 
@@ -237,8 +252,17 @@ def _record_loop(ctx, steps, x_sent, p_sent, H, positions, outs, sizes, T):
     elif len(outs) < T:
         summary = Outcome("ok", value=None, mutated=mutated, output=output)
     else:
-        summary = Outcome("ok", value=(np.stack(outs, axis=1), [float(n) for n in sizes]), mutated=mutated, output=output)
+        value = (np.stack(outs, axis=1), [float(n) for n in sizes], *final_entries(cache))
+        summary = Outcome("ok", value=value, mutated=mutated, output=output)
     return ctx.record_for_diagnosis(FN, (x_sent, p_sent, H, positions), {}, summary, replay=replay_decoding, instead_of=steps)
+
+
+def expect_loop(dec: Decoding, expected: np.ndarray) -> None:
+    """Give the loop's recorded call its expected value (as replay_decoding returns it): a passing
+    check's loop is evidence too, where a bug model would change what the candidate gets right."""
+    x, p, _, positions = dec.inputs
+    c, k = latent_cache(x, p, positions)
+    dec.loop.expected = (expected, dec.expected_sizes, c, k)
 
 
 def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded outputs"):
@@ -246,7 +270,7 @@ def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded o
 
     The loop's recorded call gets its expected value either way: a passing check's loop is evidence
     too, where a bug model would change outputs or cache sizes the candidate gets right."""
-    dec.loop.expected = (expected, dec.expected_sizes)
+    expect_loop(dec, expected)
     mismatch = compare(dec.outputs, expected, what, STEP_AXES)
     if mismatch is None:
         return
@@ -361,7 +385,7 @@ def cache_holds_dc_plus_dr_numbers_per_token(ctx):
     d, T = SMALL, 5
     x, p = case(ctx, d, T)
     dec = decode(ctx, x, p, d.H)
-    dec.loop.expected = (naive_mla(x, p, d.H, range(T)), dec.expected_sizes)
+    expect_loop(dec, naive_mla(x, p, d.H, range(T)))
     per_token = d.B * (d.d_c + d.d_R)
     expected = [per_token * t for t in range(1, T + 1)]
     ctx.describe(cache_sizes=dec.sizes, expected_sizes=expected)
@@ -380,21 +404,21 @@ def cache_holds_dc_plus_dr_numbers_per_token(ctx):
     points=3,
     after=("step-returns-output-and-cache",),
     concept="positions",
-    catches=("rope-on-latent", "rope-key-by-cache-index", "cache-stores-up-projected"),
+    catches=("rope-on-latent", "rope-key-by-cache-index", "mla-position-from-cache-length", "cache-stores-up-projected"),
 )
 def only_the_rope_part_is_rotated(ctx):
     """The cache holds the latents unrotated and ONE rotated key of width d_R per token, shared by every head.
 
     After each step, cache['c_kv'][:, j] must equal x_j·W_dkv exactly as projected, and
     cache['k_rope'][:, j] must equal rope(x_j·W_kr) at token j's position (positions 3..7 here):
-    rotating the latent, or caching k_R unrotated and turning it later by its index in the cache,
-    fails.
+    rotating the latent, caching k_R unrotated and turning it later by its index in the cache, or
+    taking the position from the cache's length instead of the argument, fails.
     """
     d, T = SMALL, 5
     positions = list(range(3, 3 + T))
     x, p = case(ctx, d, T)
     dec = decode(ctx, x, p, d.H, positions)
-    dec.loop.expected = (naive_mla(x, p, d.H, positions), dec.expected_sizes)
+    expect_loop(dec, naive_mla(x, p, d.H, positions))
     want_c, want_k = latent_cache(x, p, positions)
     for t, (cache, step) in enumerate(zip(dec.caches, dec.steps)):
         ctx.failing_call = step
