@@ -218,7 +218,7 @@ def final_entries(cache) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(c_kv, k_rope) of the last returned cache as float arrays, each None where it cannot be read."""
     if not isinstance(cache, dict):
         return None, None
-    found = []
+    found: list[np.ndarray | None] = []
     for key in CACHE_KEYS:
         try:
             found.append(to_array(cache.get(key), f"cache[{key!r}]"))
@@ -275,7 +275,8 @@ def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded o
     if mismatch is None:
         return
     if float32_like(dec.outputs, expected):
-        twin = naive_mla(*dec.inputs, dtype=np.float32)
+        x, p, H, positions = dec.inputs
+        twin = naive_mla(x, p, H, positions, dtype=np.float32)
         ok, worst = within_float32(dec.outputs, expected, twin)
         if ok:
             ctx.note(f"{what}: computed in float32, within float32 rounding of the float64 layer (largest difference {worst:.1e})")
