@@ -124,3 +124,63 @@ def test_reference_matches_the_statement_examples(name):
     np.testing.assert_allclose(w[0][1][2], [0.013770, 0.027928, 0.958302], atol=1e-6)
     t_out, _ = torch_attention(np.array(x, float), {k: np.array(v, float) for k, v in p.items()}, 2, np.asarray(ref.causal_mask(1, 3)))
     np.testing.assert_allclose(out, t_out, atol=1e-12)
+
+
+# --- mla-decode: the absorbed reference against torch's attention over up-projected heads --------
+
+
+MLA = load_module(str(solutions_dir("mla-decode") / "reference_numpy.py"))
+
+
+def torch_rope(x, positions):
+    """RoPE as a complex multiplication: the pair (first half, second half) is a + ib, turned by
+    e^{i·p·θ}; x is …×T×n, one position per row."""
+    half = x.shape[-1] // 2
+    theta = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    turn = torch.polar(torch.ones(len(positions), half, dtype=torch.float64), torch.tensor(positions, dtype=torch.float64)[:, None] * theta)
+    z = torch.complex(x[..., :half], x[..., half:]) * turn
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
+def torch_mla(x, p, H, positions):
+    """Causal multi-head attention with every head's keys and values up-projected from the latents,
+    computed by torch's scaled_dot_product_attention (its default scale is 1/sqrt(d_nope + d_R))."""
+    x = torch.tensor(x, dtype=torch.float64)
+    W = {k: torch.tensor(v, dtype=torch.float64) for k, v in p.items()}
+    B, T, _ = x.shape
+    d_R = W["W_kr"].shape[1]
+    d_nope, d_v = W["W_uk"].shape[1] // H, W["W_uv"].shape[1] // H
+    c = x @ W["W_dkv"]
+    k_rope = torch_rope(x @ W["W_kr"], positions)  # B×T×d_R
+    q = (x @ W["W_q"]).view(B, T, H, d_nope + d_R).transpose(1, 2)  # B×H×T×(d_nope+d_R)
+    q = torch.cat([q[..., :d_nope], torch_rope(q[..., d_nope:], positions)], dim=-1)
+    k_nope = (c @ W["W_uk"]).view(B, T, H, d_nope).transpose(1, 2)
+    k = torch.cat([k_nope, k_rope[:, None].expand(B, H, T, d_R)], dim=-1)
+    v = (c @ W["W_uv"]).view(B, T, H, d_v).transpose(1, 2)
+    heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # B×H×T×d_v
+    return (heads.transpose(1, 2).reshape(B, T, H * d_v) @ W["W_o"]).numpy()
+
+
+def test_mla_reference_matches_torch_step_by_step():
+    rng = np.random.default_rng(37)
+    for _ in range(25):
+        B, T, H, D = (int(v) for v in (rng.integers(1, 4), rng.integers(1, 8), rng.integers(1, 5), rng.integers(2, 9)))
+        d_c, d_R, d_nope, d_v = int(rng.integers(1, 7)), 2 * int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        shapes = {
+            "W_dkv": (D, d_c),
+            "W_uk": (d_c, H * d_nope),
+            "W_uv": (d_c, H * d_v),
+            "W_q": (D, H * (d_nope + d_R)),
+            "W_kr": (D, d_R),
+            "W_o": (H * d_v, D),
+        }
+        p = {name: rng.normal(0, 1 / np.sqrt(rows), size=(rows, cols)) for name, (rows, cols) in shapes.items()}
+        x = rng.normal(0, 20.0 if rng.random() < 0.3 else 1.0, size=(B, T, D))
+        start = int(rng.integers(0, 3000))
+        positions = list(range(start, start + T))
+        want = torch_mla(x, p, H, positions)
+        cache = None
+        for t in range(T):
+            out, cache = MLA.mla_decode_step(x[:, t], p, H, positions[t], cache)
+            np.testing.assert_allclose(out, want[:, t], rtol=1e-9, atol=1e-9)
+        assert sum(np.size(v) for v in cache.values()) == B * T * (d_c + d_R)
