@@ -1,0 +1,183 @@
+"""Probes for mha-screen: narrow questions put to the candidate's functions when a check failed.
+
+Each probe's inputs make the catalogue's other mistakes irrelevant to its question, and each
+reads a pattern only its bugs make; otherwise it stays silent (kit/diagnosis/probes.py explains
+how the answers meet the composed search). Inputs go as nested lists, as the checks send them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, fit_factor, same, scale_answer
+
+from .cases import lists
+
+FN = "multi_head_attention"
+# rows 0-3: two blocked keys each where possible, so a constant fill shows as equal blocked weights
+MASK = np.array([[True, False, True, False], [False, True, False, False], [True, True, False, False], [False, False, True, True]])
+
+
+def _rng():
+    return np.random.default_rng(20261206)
+
+
+def _attend(asker, x, p, H, mask=None):
+    """(output B×T×D, weights B×H×T×T) from the candidate, as float64 arrays."""
+    B, T, D = x.shape
+    value = asker.call(FN, lists(x), lists(p), H, mask=lists(mask), return_weights=True)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise Silent("no weights")
+    return asker.array(value[0], (B, T, D)), asker.array(value[1], (B, H, T, T))
+
+
+def _plain_params(D: int, rng=None, biases: bool = False) -> dict:
+    """Identity projections (scores are the raw dot products of the tokens' head slices)."""
+    p: dict[str, np.ndarray] = {f"W{n}": np.eye(D) for n in "qkvo"}
+    if biases:
+        p.update({f"b{n}": np.zeros(D) for n in "qkvo"})
+    return p
+
+
+def scale(asker) -> Answer | None:
+    """The factor on q·k, fitted off the returned weights (identity projections, no mask)."""
+    B, T, D, H = 1, 4, 8, 2
+    hd = D // H
+    x = _rng().normal(0.0, 0.9, size=(B, T, D)).round(6)
+    _, w = _attend(asker, x, _plain_params(D, biases=True), H)
+    heads = x.reshape(B, T, H, hd).transpose(0, 2, 1, 3)
+    raw = heads @ heads.transpose(0, 1, 3, 2)
+    fitted = fit_factor(w, raw)
+    return None if fitted is None else scale_answer(fitted[0], fitted[1], hd, H)
+
+
+def biases(asker) -> Answer | None:
+    """Whether bq, bv, bo and Wo reach the output: each changed alone, the output must move."""
+    rng = _rng()
+    B, T, D, H = 1, 3, 4, 2
+    x = rng.normal(0.0, 1.0, size=(B, T, D)).round(6)
+    p = {f"W{n}": rng.normal(0.0, 0.5, size=(D, D)).round(6) for n in "qkvo"}
+    p.update({f"b{n}": rng.normal(0.0, 0.5, size=D).round(6) for n in "qkvo"})
+    base, _ = _attend(asker, x, p, H)
+
+    def unmoved(name: str, change) -> bool:
+        out, _ = _attend(asker, x, dict(p, **{name: p[name] + change}), H)
+        return same(out, base)
+
+    if unmoved("Wv", 0.5):  # nothing about the values reaches the output: no question to ask
+        return None
+    if unmoved("Wo", rng.normal(0.0, 0.5, size=(D, D)).round(6)):
+        return Answer("no-output-projection", "changing Wo changed nothing in your output: the heads' concatenation is returned as it is")
+    ignored = [name for name in ("bq", "bv", "bo") if unmoved(name, 1.0)]
+    if not ignored:
+        return None
+    return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")
+
+
+def _masked(asker, mask):
+    """(weights with the mask, weights without it, the mask B×T×T) on random tokens."""
+    B, T, D, H = 1, 4, 4, 2
+    x = _rng().normal(0.0, 1.0, size=(B, T, D)).round(6)
+    p = _plain_params(D)
+    _, plain = _attend(asker, x, p, H)
+    _, w = _attend(asker, x, p, H, mask[None])
+    return w, plain, np.broadcast_to(mask[None, None], w.shape)
+
+
+def mask_pattern(asker) -> Answer | None:
+    """Which keys each query sees, read off the zeros of the weights under a partial mask."""
+    w, plain, allowed = _masked(asker, MASK)
+    return mask_answer(w, plain, allowed, "the mask")
+
+
+def mask_answer(w: np.ndarray, plain: np.ndarray, allowed: np.ndarray, what: str) -> Answer | None:
+    """mask-ignored, mask-inverted or fill-value-too-weak from the weights under a mask that leaves
+    every row an allowed and a blocked key (`plain`: the same call without the mask); None when
+    the blocked keys get zero weight, or for any other pattern."""
+    if not (np.isfinite(w).all() and np.isfinite(plain).all()):
+        return None
+    zero = np.abs(w) <= 1e-12
+    if (zero == ~allowed).all():
+        return None
+    if np.allclose(w, plain, rtol=1e-12, atol=1e-15):
+        return Answer("mask-ignored", f"with {what} and without it your weights are the same: blocked keys keep their weight")
+    if (zero == allowed).all():
+        return Answer("mask-inverted", f"under {what}, your weights are zero exactly on the allowed keys and positive on the blocked ones")
+    if zero.any() or not _constant_fill(w, plain, allowed):
+        return None
+    return Answer(
+        "fill-value-too-weak",
+        f"under {what}, the blocked keys of each row keep one and the same positive weight: "
+        "their scores were replaced by a constant that does not block them",
+    )
+
+
+def _constant_fill(w: np.ndarray, plain: np.ndarray, allowed: np.ndarray) -> bool:
+    """Every row with two blocked keys gives them one weight, where without the mask they differ."""
+    rows = 0
+    for wr, pr, ar in zip(w.reshape(-1, w.shape[-1]), plain.reshape(-1, w.shape[-1]), allowed.reshape(-1, w.shape[-1])):
+        blocked = np.flatnonzero(~ar)
+        if len(blocked) < 2:
+            continue
+        if np.ptp(wr[blocked]) > 1e-9 * wr[blocked].max() or np.ptp(pr[blocked]) < 1e-3 * pr[blocked].max():
+            return False
+        rows += 1
+    return rows > 0
+
+
+def empty_row_layer(asker) -> Answer | None:
+    """What multi_head_attention gives a query whose every key is blocked, when its other rows
+    are masked right."""
+    mask = MASK.copy()
+    mask[1] = False
+    w, plain, allowed = _masked(asker, mask)
+    alive = allowed.any(axis=-1)
+    if not (np.abs(w[~allowed & alive[..., None]]) <= 1e-12).all() or not (w[alive] > 0).sum():
+        return None  # the mask itself is not applied right: another question
+    return blocked_row_answer(w[0, 0, 1], plain[0, 0, 1], "the attention weights of a query whose every key is masked")
+
+
+def empty_row_softmax(asker) -> Answer | None:
+    """What stable_softmax gives a vector whose every entry is blocked, when it blocks a key of a
+    vector that keeps one."""
+    scores = [0.5, 2.0, -1.0]
+    partial = asker.array(asker.call("stable_softmax", scores, allowed=[True, False, True]), (3,))
+    kept = np.exp(np.array([0.5, -1.0]) - 0.5)
+    if not np.allclose(partial, [kept[0] / kept.sum(), 0.0, kept[1] / kept.sum()], rtol=1e-6, atol=1e-12):
+        return None  # blocking itself is wrong: another question
+    got = asker.array(asker.call("stable_softmax", scores, allowed=[False, False, False]), (3,))
+    raw = np.exp(np.array(scores) - max(scores))
+    return blocked_row_answer(got, raw / raw.sum(), "stable_softmax([0.5, 2.0, -1.0]) with every entry blocked")
+
+
+def causal_mask(asker) -> Answer | None:
+    """causal_mask(1, 4) against the lower triangle with the diagonal."""
+    got = asker.array(asker.call("causal_mask", 1, 4), (1, 4, 4)) != 0
+    if (got[0] == np.tril(np.ones((4, 4), bool), -1)).all():
+        return Answer("causal-off-by-one", "causal_mask(1, 4) blocks each query's own position (the diagonal)")
+    if (got[0] == np.tril(np.ones((4, 4), bool), 1)).all():
+        return Answer("causal-off-by-one", "causal_mask(1, 4) lets each query see one key in its future")
+    return None
+
+
+def padding_mask(asker) -> Answer | None:
+    """padding_mask([2, 3], 4): which axis the lengths block."""
+    got = asker.array(asker.call("padding_mask", [2, 3], 4), (2, 4, 4)) != 0
+    n = np.array([2, 3])[:, None, None]
+    i, j = np.arange(4)[None, :, None], np.arange(4)[None, None, :]
+    if (got == np.broadcast_to(i < n, got.shape)).all():
+        return Answer("padding-masks-queries", "padding_mask([2, 3], 4) blocks the query rows past each length, not the key columns")
+    if (got == ((i < n) & (j < n))).all():
+        return Answer("padding-masks-queries", "padding_mask([2, 3], 4) blocks the query rows past each length as well as the key columns")
+    return None
+
+
+PROBES = (
+    Probe("softmax-empty-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_row_softmax),
+    Probe("layer-empty-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_row_layer),
+    Probe("causal-mask", ("causal-off-by-one",), causal_mask),
+    Probe("padding-mask", ("padding-masks-queries",), padding_mask),
+    Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), scale),
+    Probe("biases", ("biases-ignored", "no-output-projection"), biases),
+    Probe("mask-pattern", ("mask-ignored", "mask-inverted", "fill-value-too-weak"), mask_pattern),
+)
