@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, fit_factor, same, scale_answer
+from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, both_widths, fit_factor, same, scale_answer
 
 from .mha_masked_bias import FN, Case, send
 from .probes_mha_screen import mask_answer
 
 B, Q, K, H, D = 1, 4, 4, 2, 4  # Q = K: a key mask put on the query axis broadcasts and shows
-C = H * D
 
 
 def _rng():
     return np.random.default_rng(20261206)
 
 
-def _case(masks=None, biases: bool = False, rng=None, **overrides) -> Case:
-    """Random tokens, identity projections of width C (scores are the raw dot products of the
+def _case(masks=None, biases: bool = False, rng=None, D: int = D, **overrides) -> Case:
+    """Random tokens, identity projections of width C = H·D (scores are the raw dot products of the
     tokens' head slices), w_o random; no biases unless asked."""
     rng = rng or _rng()
+    C = H * D
     acts = {"query": rng.normal(0.0, 0.9, size=(B, Q, C)).round(6), "context": rng.normal(0.0, 0.9, size=(B, K, C)).round(6)}
     params = {"w_q": np.eye(C), "w_k": np.eye(C), "w_v": np.eye(C), "w_o": rng.normal(0.0, 0.5, size=(C, C)).round(6)}
     if biases:
@@ -43,18 +43,22 @@ def _attend(asker, case: Case) -> tuple[np.ndarray, np.ndarray]:
     return asker.array(value[0], out_shape), asker.array(value[1], att_shape)
 
 
-def _raw_scores(case: Case) -> np.ndarray:
+def _raw_scores(case: Case, D: int) -> np.ndarray:
     q = case.activations["query"].reshape(B, Q, H, D).transpose(0, 2, 1, 3)
     k = case.activations["context"].reshape(B, K, H, D).transpose(0, 2, 1, 3)
     return q @ k.transpose(0, 1, 3, 2)
 
 
 def scale(asker) -> Answer | None:
-    """The factor on q·k, fitted off the returned attention (identity projections, no mask)."""
-    case = _case()
-    _, att = _attend(asker, case)
-    fitted = fit_factor(att, _raw_scores(case))
-    return None if fitted is None else scale_answer(fitted[0], fitted[1], D, H)
+    """The factor on q·k, fitted off the returned attention (identity projections, no mask), at
+    head widths 4 and 9: a catalogue scaling gives the same name at both."""
+    found = []
+    for width in (D, 9):
+        case = _case(D=width)
+        _, att = _attend(asker, case)
+        fitted = fit_factor(att, _raw_scores(case, width))
+        found.append(None if fitted is None else scale_answer(fitted[0], fitted[1], width, H))
+    return both_widths(found[0], found[1], 9)
 
 
 def biases(asker) -> Answer | None:
@@ -71,7 +75,10 @@ def biases(asker) -> Answer | None:
         return None
     if unmoved("w_o", rng.normal(0.0, 0.5, size=case.parameters["w_o"].shape).round(6)):
         return Answer("no-output-projection", "changing w_o changed nothing in your output: the heads' concatenation is returned as it is")
-    ignored = [name for name in ("b_q", "b_v", "b_o") if unmoved(name, 1.0)]
+    # a bias counts as ignored only where its weight is used: queries made from the wrong weight
+    # are another mistake, not an ignored bias
+    used = [b for b, w in (("b_q", "w_q"), ("b_v", "w_v"), ("b_o", "w_o")) if b[-1] != "q" or not unmoved(w, 0.5)]
+    ignored = [name for name in used if unmoved(name, 1.0)]
     if not ignored:
         return None
     return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")

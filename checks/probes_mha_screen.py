@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, fit_factor, same, scale_answer
+from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, both_widths, fit_factor, same, scale_answer
 
 from .cases import lists
 
@@ -40,8 +40,15 @@ def _plain_params(D: int, rng=None, biases: bool = False) -> dict:
 
 
 def scale(asker) -> Answer | None:
-    """The factor on q·k, fitted off the returned weights (identity projections, no mask)."""
-    B, T, D, H = 1, 4, 8, 2
+    """The factor on q·k, fitted off the returned weights (identity projections, no mask), at two
+    head widths: a catalogue scaling gives the same name at both (a stray factor of 2 looks like
+    no scaling at head width 4 only)."""
+    found = [_scale_at(asker, D, 2) for D in (8, 18)]
+    return both_widths(found[0], found[1], 9)
+
+
+def _scale_at(asker, D: int, H: int) -> Answer | None:
+    B, T = 1, 4
     hd = D // H
     x = _rng().normal(0.0, 0.9, size=(B, T, D)).round(6)
     _, w = _attend(asker, x, _plain_params(D, biases=True), H)
@@ -68,7 +75,10 @@ def biases(asker) -> Answer | None:
         return None
     if unmoved("Wo", rng.normal(0.0, 0.5, size=(D, D)).round(6)):
         return Answer("no-output-projection", "changing Wo changed nothing in your output: the heads' concatenation is returned as it is")
-    ignored = [name for name in ("bq", "bv", "bo") if unmoved(name, 1.0)]
+    # a bias counts as ignored only where its weight is used: queries made from the wrong weight
+    # are another mistake, not an ignored bias
+    used = [b for b, w in (("bq", "Wq"), ("bv", "Wv"), ("bo", "Wo")) if b[-1] != "q" or not unmoved(w, 0.5)]
+    ignored = [name for name in used if unmoved(name, 1.0)]
     if not ignored:
         return None
     return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")

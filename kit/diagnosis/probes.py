@@ -206,6 +206,14 @@ def scale_answer(c: float, total: float, D: int, H: int, reference: float = 1.0)
     return None
 
 
+def both_widths(first: Answer | None, second: Answer | None, width: int) -> Answer | None:
+    """The scaling answer when two head widths give the same bug, else None: one width alone cannot
+    tell a missing 1/sqrt(D) from a stray constant that equals it there."""
+    if first is None or second is None or first.bug != second.bug:
+        return None
+    return Answer(first.bug, f"{first.evidence}; the same at head width {width}")
+
+
 def blocked_row_answer(row: np.ndarray, raw: np.ndarray | None, where: str) -> Answer | None:
     """What a row with no allowed key gave (the reference gives zeros): uniform, NaN, or the softmax
     of its raw scores (`raw`, when known); None for zeros or anything else."""
