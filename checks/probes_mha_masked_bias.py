@@ -43,6 +43,13 @@ def _attend(asker, case: Case) -> tuple[np.ndarray, np.ndarray]:
     return asker.array(value[0], out_shape), asker.array(value[1], att_shape)
 
 
+def _plain(asker) -> np.ndarray:
+    """The attention on `_case()` without any mask, asked once for every probe."""
+    if "plain" not in asker.kept:
+        asker.kept["plain"] = _attend(asker, _case())[1]
+    return asker.kept["plain"]
+
+
 def _raw_scores(case: Case, D: int) -> np.ndarray:
     q = case.activations["query"].reshape(B, Q, H, D).transpose(0, 2, 1, 3)
     k = case.activations["context"].reshape(B, K, H, D).transpose(0, 2, 1, 3)
@@ -55,7 +62,7 @@ def scale(asker) -> Answer | None:
     found = []
     for width in (D, 9):
         case = _case(D=width)
-        _, att = _attend(asker, case)
+        att = _plain(asker) if width == D else _attend(asker, case)[1]
         fitted = fit_factor(att, _raw_scores(case, width))
         found.append(None if fitted is None else scale_answer(fitted[0], fitted[1], width, H))
     return both_widths(found[0], found[1], 9)
@@ -91,14 +98,14 @@ KEY_MASK = np.array([[True, False, True, False]])
 def attention_mask(asker) -> Answer | None:
     """Which keys each query sees under attention_mask alone, off the zeros of the attention."""
     mask = np.broadcast_to(ATTENTION_MASK, (B, H, Q, K)).copy()
-    _, plain = _attend(asker, _case())
+    plain = _plain(asker)
     _, att = _attend(asker, _case({"attention_mask": mask}))
     return mask_answer(att, plain, mask, "attention_mask")
 
 
 def key_mask(asker) -> Answer | None:
     """Which keys each query sees under key_mask alone: blocked keys' columns, or query rows."""
-    _, plain = _attend(asker, _case())
+    plain = _plain(asker)
     _, att = _attend(asker, _case({"key_mask": KEY_MASK}))
     zero = np.abs(att) <= 1e-12
     on_queries = np.broadcast_to(~KEY_MASK[:, None, :, None], att.shape)
@@ -115,7 +122,7 @@ def empty_head_row(asker) -> Answer | None:
     rows are masked right."""
     mask = np.broadcast_to(ATTENTION_MASK, (B, H, Q, K)).copy()
     mask[0, 0, 1] = False
-    _, plain = _attend(asker, _case())
+    plain = _plain(asker)
     _, att = _attend(asker, _case({"attention_mask": mask}))
     alive = np.asarray(mask.any(axis=-1))
     if not (np.abs(att[~mask & alive[..., None]]) <= 1e-12).all():
@@ -134,6 +141,50 @@ def dead_query(asker) -> Answer | None:
     return Answer("b-o-not-suppressed", "a query blocked by query_mask has zero attention in every head, yet its output is b_o, not zeros")
 
 
+CAUSAL_CASES = ((4, 4, 0), (2, 5, 1))  # (Q, K, causal_offset)
+CAUSAL_RULES = (  # (bug, what the file lets query i see, as a rule on j) for query i, key j
+    (None, "j <= i + offset", lambda i, j, Q, K, o: j <= i + o),
+    ("causal-off-by-one", "j < i + offset", lambda i, j, Q, K, o: j < i + o),
+    ("causal-off-by-one", "j <= i + offset + 1", lambda i, j, Q, K, o: j <= i + o + 1),
+    ("causal-offset-ignored", "j <= i, whatever the offset", lambda i, j, Q, K, o: j <= i),
+    ("causal-offset-ignored", "j <= i - offset", lambda i, j, Q, K, o: j <= i - o),
+    ("causal-alignment-wrong", "j <= i + (K - Q) + offset", lambda i, j, Q, K, o: j <= i + (K - Q) + o),
+    ("mask-ignored", "every key (causal=True changes nothing)", lambda i, j, Q, K, o: np.ones_like(i + j, bool)),
+)
+
+
+def causal(asker) -> Answer | None:
+    """Which keys each query sees under causal=True alone, read off the zeros of the attention at
+    Q = K = 4 (offset 0) and Q = 2, K = 5 (offset 1). Rows the file makes NaN or uniform (an empty
+    row, as another mistake may give it) are left out; one rule must fit every other row."""
+    fits = set(range(len(CAUSAL_RULES)))
+    for Qc, Kc, offset in CAUSAL_CASES:
+        rng = _rng()
+        acts = {"query": rng.normal(0.0, 0.9, size=(1, Qc, H * D)).round(6), "context": rng.normal(0.0, 0.9, size=(1, Kc, H * D)).round(6)}
+        params = {"w_q": np.eye(H * D), "w_k": np.eye(H * D), "w_v": np.eye(H * D), "w_o": np.eye(H * D)}
+        _, att = _attend(asker, Case(acts, params, {}, H, causal=True, causal_offset=offset))
+        seen = np.abs(att) > 1e-12
+        if seen.all():  # every key kept weight: ignored only if the weights are those without causal
+            _, plain = _attend(asker, Case(acts, params, {}, H))
+            if not np.allclose(att, plain, rtol=1e-12, atol=1e-15):
+                return None  # blocked keys keep some weight: a fill that does not block, another question
+        readable = np.isfinite(att).all(axis=-1) & ~np.isclose(att, 1.0 / Kc, rtol=1e-9, atol=0).all(axis=-1)
+        i, j = np.arange(Qc)[:, None], np.arange(Kc)[None, :]
+        fits &= {
+            n
+            for n, (_, _, rule) in enumerate(CAUSAL_RULES)
+            if (seen == np.broadcast_to(rule(i, j, Qc, Kc, offset), seen.shape))[readable].all()
+        }
+    if len(fits) != 1:
+        return None
+    bug, rule, _ = CAUSAL_RULES[fits.pop()]
+    if bug is None:
+        return None
+    return Answer(
+        bug, f"with causal=True and no mask, query i of your attention sees the keys j with {rule} (the reference: j <= i + offset)"
+    )
+
+
 PROBES = (
     Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), scale),
     Probe("biases", ("biases-ignored", "no-output-projection"), biases),
@@ -141,4 +192,5 @@ PROBES = (
     Probe("key-mask", ("key-mask-on-query-axis", "mask-ignored", "mask-inverted", "fill-value-too-weak"), key_mask),
     Probe("empty-head-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_head_row),
     Probe("dead-query", ("b-o-not-suppressed",), dead_query),
+    Probe("causal", ("causal-off-by-one", "causal-offset-ignored", "causal-alignment-wrong"), causal),
 )

@@ -177,3 +177,12 @@ def test_every_probe_stays_silent_on_a_correct_file(exercise, path):
         answers = probes.ask_all(module.PROBES, asker)
     assert asker.calls > 10  # the probes did ask
     assert [(p.id, a.bug) for p, a in answers] == []
+
+
+def test_a_square_only_layer_fails_the_shapes_says_which_widths_it_supports_and_is_still_diagnosed():
+    need_torch()
+    report = pipeline.grade(PROBED / "module_square_noscale_bv.py", pipeline.Options(seed=1))
+    shapes = next(r for r in report.results if r.id == "output-shapes")
+    assert shapes.status == "fail" and shapes.points == 0
+    assert "your code runs only when Dv = D and Cq = Cctx = Cout = H·D" in shapes.message
+    assert sorted(d.bug for d in report.diagnosis) == ["biases-ignored", "no-scaling"]

@@ -36,7 +36,7 @@ from attn_kit.load import catalog
 from attn_kit.report.results import CheckResult, Diagnosis
 
 PROBE_TIMEOUT = 2.0  # seconds for one probe call: the inputs are a few numbers
-BUDGET = 1.0  # seconds of probing at most, in all (a probe's calls are a few milliseconds each)
+BUDGET = 3.0  # seconds of probing at most, in all: a net for slow code (a probe's call takes milliseconds)
 BLOCKED = "skipped because"  # a check skipped for a failed prerequisite (grading.pipeline.BLOCKED)
 
 
@@ -68,6 +68,7 @@ class Asker:
     source: Any = None
     deadline: float = field(default_factory=lambda: time.monotonic() + BUDGET)
     calls: int = 0
+    kept: dict = field(default_factory=dict)  # answers the probes share (the same call without a mask)
 
     def call(self, fn: str, *args: Any, **kwargs: Any) -> Any:
         """The candidate's answer; Silent when it raised, hung, or the probing budget is spent."""
@@ -112,8 +113,8 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
     named = {d.bug for d in finding.diagnoses}
     added = []
     for probe, answer in answers:
-        if named & set(probe.bugs):
-            continue  # the search answered this question: its name stands
+        if answer.bug in named or named & set(probe.bugs):
+            continue  # the search answered this question (or another probe did): its name stands
         checks = tuple(r.id for r in results if answer.bug in r.catches and _failed(r))
         if not checks:
             continue  # no failing check shows this bug: no name
