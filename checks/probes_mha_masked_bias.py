@@ -121,13 +121,13 @@ def empty_head_row(asker) -> Answer | None:
     """What the attention gives a (query, head) row whose every key is blocked, when the other
     rows are masked right."""
     mask = np.broadcast_to(ATTENTION_MASK, (B, H, Q, K)).copy()
-    mask[0, 0, 1] = False
+    mask[0, :, 1] = False  # in every head: a layer that takes one mask for all heads can take it
     plain = _plain(asker)
     _, att = _attend(asker, _case({"attention_mask": mask}))
     alive = np.asarray(mask.any(axis=-1))
     if not (np.abs(att[~mask & alive[..., None]]) <= 1e-12).all():
         return None  # the mask itself is not applied right: another question
-    return blocked_row_answer(att[0, 0, 1], plain[0, 0, 1], "the attention of head 0 for query 1, whose every key is masked,")
+    return blocked_row_answer(att[0, 0, 1], plain[0, 0, 1], "the attention of head 0 for query 1, whose every key is masked in every head,")
 
 
 def dead_query(asker) -> Answer | None:

@@ -161,11 +161,13 @@ CORRECT = [
     ("mha-screen", CORPUS.parent.parent / "solutions" / "mha-screen" / "reference_lists.py"),
     ("mha-masked-bias", PROBED / "module_correct.py"),
     ("mha-masked-bias", CORPUS.parent.parent / "solutions" / "mha-masked-bias" / "reference_numpy.py"),
+    ("cross-attention", CORPUS.parent.parent / "solutions" / "cross-attention" / "reference_lists.py"),
+    ("gqa", CORPUS.parent.parent / "solutions" / "gqa" / "reference_numpy.py"),
 ]
 
 
-@pytest.mark.parametrize(("exercise", "path"), CORRECT, ids=[p.name for _, p in CORRECT])
-def test_every_probe_stays_silent_on_a_correct_file(exercise, path):
+def _ask(exercise: str, path) -> tuple[list, int]:
+    """Every probe of the exercise asked of the file directly, in a real sandbox: ([(probe id, bug)], calls)."""
     import importlib
 
     _needs(exercise)
@@ -175,8 +177,29 @@ def test_every_probe_stays_silent_on_a_correct_file(exercise, path):
         sandbox.start()
         asker = probes.Asker(lambda fn, a, k: sandbox.call(fn, a, k, echo=False), None, source, deadline=float("inf"))
         answers = probes.ask_all(module.PROBES, asker)
-    assert asker.calls > 10  # the probes did ask
-    assert [(p.id, a.bug) for p, a in answers] == []
+    return [(p.id, a.bug) for p, a in answers], asker.calls
+
+
+@pytest.mark.parametrize(("exercise", "path"), CORRECT, ids=[p.name for _, p in CORRECT])
+def test_every_probe_stays_silent_on_a_correct_file(exercise, path):
+    answers, calls = _ask(exercise, path)
+    assert calls > 10  # the probes did ask
+    assert answers == []
+
+
+SHARED_LAYER = [
+    ("cross-attention", "blocked-row-uniform"),
+    ("cross-attention", "biases-ignored"),
+    ("gqa", "no-scaling"),
+    ("gqa", "mask-inverted"),
+]
+
+
+@pytest.mark.parametrize(("exercise", "bug"), SHARED_LAYER)
+def test_the_layer_probes_serve_every_exercise_with_the_same_layer(exercise, bug):
+    path = CORPUS.parent.parent / "solutions" / exercise / "bugs" / f"{bug}.py"
+    answers, _ = _ask(exercise, path)
+    assert [b for _, b in answers] == [bug]
 
 
 def test_a_square_only_layer_fails_the_shapes_says_which_widths_it_supports_and_is_still_diagnosed():
@@ -186,3 +209,22 @@ def test_a_square_only_layer_fails_the_shapes_says_which_widths_it_supports_and_
     assert shapes.status == "fail" and shapes.points == 0
     assert "your code runs only when Dv = D and Cq = Cctx = Cout = H·D" in shapes.message
     assert sorted(d.bug for d in report.diagnosis) == ["biases-ignored", "no-scaling"]
+
+
+def test_a_bug_whose_only_evidence_is_its_own_crash_is_not_named():
+    from types import SimpleNamespace
+
+    crash = SimpleNamespace(key="shapes", any_wrong=True, wrong=np.ones(1, bool), raised="RuntimeError")
+    rows = SimpleNamespace(key="values", any_wrong=True, wrong=np.array([True, False]), raised="")
+
+    def single(same_message: bool, on_rows: bool):
+        fits = {
+            "shapes": diagnose._Fit(np.ones(1, bool), np.ones(1, bool), same_message=same_message),
+            "values": diagnose._Fit(np.array([on_rows, True]), np.array([on_rows, False])),
+        }
+        return SimpleNamespace(fits=fits)
+
+    finding = diagnose.Finding()
+    by_bug = {"a": single(False, False), "b": single(True, False), "c": single(False, True)}
+    assert diagnose._crash_only_bugs({"a", "b", "c"}, by_bug, [crash, rows], finding) == {"a"}
+    assert finding.near_misses and finding.near_misses[0].startswith("a was not named")
