@@ -130,6 +130,22 @@ def empty_head_row(asker) -> Answer | None:
     return blocked_row_answer(att[0, 0, 1], plain[0, 0, 1], "the attention of head 0 for query 1, whose every key is masked in every head,")
 
 
+def empty_key_mask_row(asker) -> Answer | None:
+    """The same question through key_mask alone, for layers that take only a key mask: batch 1
+    allows no key, batch 0 allows keys 0 and 2 (its blocked keys must get zero weight)."""
+    rng = _rng()
+    C = H * D
+    acts = {"query": rng.normal(0.0, 0.9, size=(2, Q, C)).round(6), "context": rng.normal(0.0, 0.9, size=(2, K, C)).round(6)}
+    params = {"w_q": np.eye(C), "w_k": np.eye(C), "w_v": np.eye(C), "w_o": np.eye(C)}
+    keys = np.array([KEY_MASK[0], np.zeros(K, bool)])
+    case = Case(acts, params, {"key_mask": keys}, H)
+    _, att = _attend(asker, case)
+    _, plain = _attend(asker, Case(acts, params, {}, H))
+    if not (np.abs(att[0][..., ~keys[0]]) <= 1e-12).all() or not (att[0][..., keys[0]] > 0).all():
+        return None  # the key mask itself is not applied right: another question
+    return blocked_row_answer(att[1, 0, 0], plain[1, 0, 0], "the attention of a query whose key_mask allows no key,")
+
+
 def dead_query(asker) -> Answer | None:
     """What a query blocked by query_mask outputs: the reference gives zeros; b-o-not-suppressed
     gives b_o, with the query's attention rows all zero."""
@@ -191,6 +207,7 @@ PROBES = (
     Probe("attention-mask", ("mask-ignored", "mask-inverted", "fill-value-too-weak"), attention_mask),
     Probe("key-mask", ("key-mask-on-query-axis", "mask-ignored", "mask-inverted", "fill-value-too-weak"), key_mask),
     Probe("empty-head-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_head_row),
+    Probe("empty-key-mask-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_key_mask_row),
     Probe("dead-query", ("b-o-not-suppressed",), dead_query),
     Probe("causal", ("causal-off-by-one", "causal-offset-ignored", "causal-alignment-wrong"), causal),
 )
