@@ -2,8 +2,8 @@
 
     python benchmarks/run.py                   # all of them, Markdown to stdout
     python benchmarks/run.py --only kv-cache   # mha-vs-torch, tiled, sliding-window, kv-cache, check-startup,
-                                               # help-startup,
-                                               # bench-command, grade, diagnosis
+                                               # help-startup, grade-jobs,
+                                               # bench-command, grade, diagnosis, probes
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
     python benchmarks/run.py --only locate     # `check --locate` on tests/corpus/locate (a few minutes)
 
@@ -566,6 +566,11 @@ THREE_BUG_FILES = (  # (corpus file, exercise): three catalogue bugs each, one o
     ("multibug/einsum_causal_padding_no_scaling.py", "mha-screen"),
     ("families/np_transposed_wv_dropped_bq_plus1.py", "mha-screen"),
     ("multibug/einsum_uniform_rows_biases_model_width.py", "mha-screen"),
+    ("probes/class_width_inverted_causal.py", "mha-screen"),  # named by probes where the search cannot
+)
+PROBED_FILES = (  # (corpus file, exercise): three bugs each, some named only by the probes
+    ("probes/class_width_inverted_causal.py", "mha-screen"),
+    ("probes/module_width_inverted_bo.py", "mha-masked-bias"),
 )
 
 
@@ -604,6 +609,48 @@ def diagnosis_time(repeats: int) -> list[Row]:
                 wall / 1.0,
                 "≤ 1×",
                 wall <= 1.0,
+            )
+        )
+    return rows
+
+
+def probe_time(repeats: int) -> list[Row]:
+    """Kit time the probes add to a failing check (diagnosis/probes.py): the wall time of asking
+    every probe of the exercise (their calls to the candidate in the sandbox, and reading the
+    answers), median of `repeats` gradings per file. Target: at most 0.3 s (issue 33)."""
+    from attn_kit.diagnosis import probes
+    from attn_kit.grading import pipeline
+
+    corpus = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+    asked = probes.ask_all
+    rows = []
+    for rel, exercise_id in PROBED_FILES:
+        walls, calls, named = [], [], []
+
+        def timed(table, asker, walls=walls, calls=calls):
+            started = time.perf_counter()
+            answers = asked(table, asker)
+            walls.append(time.perf_counter() - started)
+            calls.append(asker.calls)
+            return answers
+
+        probes.ask_all = timed
+        try:
+            for _ in range(max(repeats, 3)):
+                report = pipeline.grade(corpus / rel, pipeline.Options(seed=1, exercise=exercise_id))
+                named = sorted(d.bug for d in report.diagnosis if d.evidence.startswith("a probe"))
+        finally:
+            probes.ask_all = asked
+        wall = statistics.median(walls)
+        rows.append(
+            Row(
+                f"probes on `{rel}` ({exercise_id}, seed 1; {statistics.median(calls):.0f} calls; named by probes: "
+                f"{', '.join(named) or 'nothing'}), median wall vs the 0.3 s budget",
+                f"{wall:.2f} s",
+                "0.3 s",
+                wall / 0.3,
+                "≤ 1×",
+                wall <= 0.3,
             )
         )
     return rows
@@ -791,6 +838,7 @@ BENCHMARKS = {
     "grade": grade_vs_check_loop,
     "grade-jobs": grade_jobs,
     "diagnosis": diagnosis_time,
+    "probes": probe_time,
     "locate": locate_corpus,
 }
 

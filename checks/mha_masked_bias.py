@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attn_kit.base.errors import CallFailed
 from attn_kit.base.records import TensorValue
 from attn_kit.compare.registry import CheckSkipped, Suite
 
@@ -233,13 +234,50 @@ def output_shapes(ctx):
     """Returns the pair (output [B,Q,Cout], attention [B,H,Q,K]), shapes checked strictly.
 
     With Q ≠ K, D ≠ Dv and Cq, Cctx, Cout all different, so every width has one right place.
+    When that call raises, the check still fails, and says at which simpler widths the code runs.
     """
     case = make_case(ctx.rng, B=2, Q=3, K=5, H=2, D=3, Dv=2, Cq=4, Cctx=6, Cout=7)
     out_shape, att_shape = case.shapes()
     ctx.describe(**case.describe())
-    out, att = pair(ctx, ctx.call(FN, *send(ctx, case), **case.kwargs))
+    outcome = ctx.outcome(FN, *send(ctx, case), **case.kwargs)
+    general = ctx.last_call
+    if outcome.status == "raised":
+        supported = supported_widths(ctx)
+        if supported:
+            ctx.failing_call = general
+            ctx.fail(
+                f"with D ≠ Dv and Cq, Cctx, Cout all different the call {outcome.describe_failure()}; "
+                f"your code runs only when {supported}. Each projection has its own shape: w_q Cq×H·D, "
+                "w_k Cctx×H·D, w_v Cctx×H·Dv, w_o H·Dv×Cout"
+            )
+    if not outcome.ok:
+        ctx.failing_call = general
+        raise CallFailed(general)
+    out, att = pair(ctx, outcome.value)
     ctx.array(out, "output", out_shape, "B×Q×Cout")
     ctx.array(att, "attention", att_shape, "B×H×Q×K")
+
+
+SIMPLER_WIDTHS = (  # (what the code then supports, the widths), H = 2 and D = 3 throughout
+    ("Dv = D", {"Dv": 3}),
+    ("Cq = Cctx = Cout", {"Cq": 6, "Cctx": 6, "Cout": 6}),
+    ("Dv = D and Cq = Cctx = Cout = H·D", {"Dv": 3, "Cq": 6, "Cctx": 6, "Cout": 6}),
+)
+
+
+def supported_widths(ctx) -> str:
+    """The first simpler set of widths at which the candidate returns the right shapes ('' if none);
+    no masks, so that only the widths are in question."""
+    for said, widths in SIMPLER_WIDTHS:
+        dims = {"B": 2, "Q": 3, "K": 5, "H": 2, "D": 3, "Dv": 2, "Cq": 4, "Cctx": 6, "Cout": 7, **widths}
+        case = make_case(ctx.rng, masks=(), **dims)
+        outcome = ctx.outcome(FN, *send(ctx, case), **case.kwargs)
+        value = outcome.value if outcome.ok else None
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            shapes = tuple(tuple(getattr(v, "shape", np.shape(v))) for v in value)
+            if shapes == case.shapes():
+                return said
+    return ""
 
 
 @check(points=2, after=("output-shapes",))

@@ -47,6 +47,11 @@ is right.
    A known bug is offered as a near miss only when it reproduces most of the rows it changes.
 4. A check's `bug` is the named bug that explains the worst row of that check's own mismatch.
 
+A crash alone is no evidence: a bug whose every wrong unit matched on its own is a call the
+candidate raised on, where its model raises another message, is not named (`_crash_only_bugs`;
+two mistakes both crash on a shape the code does not support). Where the search names nothing for a
+question, the probes (diagnosis/probes.py, asked by the pipeline while the sandbox is open) may.
+
 Mutation is not an output: `mutates-input` is named from the candidate's per-call mutation
 record (`Outcome.mutated`), never by matching outputs.
 """
@@ -804,6 +809,7 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
         named = set.intersection(*({f.bug for f in g} for g in groups))
         group = groups[0]
         by_bug = {s.form.bug: s for s in singles if s.form in group}
+        named -= _crash_only_bugs(named, by_bug, evs, finding)
         check_bug = _attribute_with_group(group, failing, evs, by_bug)
         for bug in sorted(named, key=lambda b: order.index(b) if b in order else len(order)):
             checks = [c for c, needed in _needed_checks(group, evs, failing_ids).items() if bug in needed]
@@ -840,6 +846,23 @@ def _search(exercise, failing, evs, finding: Finding) -> None:  # noqa: C901 (th
                 finding.check_bug.setdefault(cid, bug)
         return
     _per_check(failing, evs, singles, finding, wrong_total, order)
+
+
+def _crash_only_bugs(bugs, by_bug: dict, evs, finding: Finding) -> set:
+    """The bugs whose only evidence is a crash of their own: every wrong unit the form matches on
+    its own is a call the candidate raised on, and its model raises there with another message.
+    Two different mistakes both crash on a shape the code does not support; that is no evidence
+    of either (a near miss says so)."""
+    out = set()
+    for bug in sorted(bugs):
+        single = by_bug[bug]
+        hits = [(ev, fit) for ev in evs if ev.any_wrong for fit in (single.fits[ev.key],) if (fit.agree & fit.differs & ev.wrong).any()]
+        if hits and all(ev.raised and not fit.same_message for ev, fit in hits):
+            out.add(bug)
+            finding.near_misses.append(
+                f"{bug} was not named: its model raises where your code raises, but with another error, and a crash alone is no evidence"
+            )
+    return out
 
 
 def _guarded_evidence(exercise, evs) -> list | None:  # noqa: C901 (one branch per way a row can be guarded)
@@ -1171,7 +1194,7 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
         figures = _rule_figures(single, evs, wrong_total, {ev.call.fn for ev in evs if ev.check in whole})
         finding.considered.append(dict(figures, bug=bug))
         split = None if figures["named"] else _half_fix(single, evs)
-        if figures["named"] or (split and figures["share"] >= MIN_SHARE):
+        if (figures["named"] or (split and figures["share"] >= MIN_SHARE)) and not _crash_only_bugs({bug}, {bug: single}, evs, finding):
             named.append((bug, sorted({h[0] for h in hits}), figures["explained"], single))
             halves[bug] = split or ((), ())
     named.sort(key=lambda t: (-t[2], order.index(t[0]) if t[0] in order else len(order)))

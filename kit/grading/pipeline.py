@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
-from attn_kit.base.records import CallStatus
+from attn_kit.base.records import CallStatus, Outcome
 from attn_kit.load import catalog, preflight
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
@@ -264,6 +264,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
             raise _another_exercise(source, exercise, other, options)
         preflight.check_functions(exercise, info.functions, source.path)
         results, late = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
+        answers = _probe(exercise, sandbox, oracle, source, results)
         notes.extend(not_checked(results))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
@@ -280,6 +281,10 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     if progress is not None and any(r.status in FAILED for r in results):
         progress(f"{source.path.name}: matching the failures against the known bugs")
     finding = diagnose.analyse(exercise, results)
+    if answers:
+        from attn_kit.diagnosis import probes
+
+        probes.meet(finding, answers, results)
     diagnoses = [_in_exercise(exercise, d) for d in finding.diagnoses]
     if written and not any(d.bug == MUTATION_BUG for d in diagnoses):
         diagnoses.append(_in_exercise(exercise, _mutation_diagnosis(written, results)))
@@ -300,6 +305,26 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         unexplained=list(finding.unexplained),
         seconds=time.perf_counter() - started,
     )
+
+
+def _probe(
+    exercise: catalog.Exercise, sandbox: Sandbox, oracle: ModuleType, source: preflight.SourceFile, results: list[CheckResult]
+) -> list:
+    """The exercise's probes' answers (checks/probes_<suite>.py's PROBES), asked when a check
+    failed and no call hung or crashed (a probe must not wait on a stuck worker)."""
+    if not any(r.status in FAILED for r in results) or any(c.outcome.status in STOPPED for r in results for c in r.calls):
+        return []
+    name = f"attn_kit.checks.probes_{exercise.checks}"
+    if importlib.util.find_spec(name) is None:
+        return []
+    from attn_kit.diagnosis import probes
+
+    table = importlib.import_module(name).PROBES
+
+    def run(fn: str, args: tuple, kwargs: dict) -> Outcome:
+        return sandbox.call(fn, args, kwargs, timeout=probes.PROBE_TIMEOUT, echo=False)
+
+    return probes.ask_all(table, probes.Asker(run, oracle, source))
 
 
 def _attributed(result: CheckResult, check_bug: dict[str, str], exercise: catalog.Exercise, checks: Sequence[Check]) -> CheckResult:

@@ -111,6 +111,9 @@ def _verdict(rep: Report, failures: list[CheckResult]) -> Text:
     )
 
 
+PROBED = "a probe: "  # how diagnosis/probes.py starts the evidence of a name it gives
+
+
 def _rows(d: Diagnosis) -> str:
     if not d.explained:
         return ""
@@ -136,6 +139,9 @@ def _cause(d: Diagnosis, rep: Report) -> object:
     else:
         where = _and(_where(d, rep)) if _where(d, rep) else ""
         body += Text(": " + ", ".join(p for p in (rows, f"in {where}" if where else "") if p) + "." if rows or where else "")
+        if not rows and d.evidence.startswith(PROBED):  # named by a probe: what it saw, in words
+            seen = d.evidence[len(PROBED) :].strip().rstrip(".")
+            body += Text(" " + seen[:1].upper() + seen[1:] + ".", style="muted")
     if d.fix:
         body += Text(" Fix: " + d.fix, style="hint")
     return hanging(Text("● ", style="bug.id"), body)

@@ -1,0 +1,230 @@
+"""Probes: narrow questions put to the candidate's functions, and how their answers meet the search.
+
+- The readings (kit/diagnosis/probes.py) on numbers built for each answer: the fitted scale
+  factor, an empty row, the zeros of masked weights.
+- `meet`: a name the composed search gave stands; a probe names only bugs a failing check declares.
+- tests/corpus/probes/: files with three catalogue bugs each, written as classes (an nn.Module, an
+  object with __call__), einsum and float32, where each detector's mistake sits beside two
+  unrelated ones: every listed bug is named, nothing else (expected_*.toml). Correct files in the
+  same styles: every probe stays silent when asked directly, in a real sandbox.
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+import numpy as np
+import pytest
+
+from attn_kit.diagnosis import diagnose, probes
+from attn_kit.grading import pipeline
+from attn_kit.load import preflight
+from attn_kit.report.results import CheckResult, Diagnosis
+from attn_kit.sandbox.session import Sandbox
+
+from conftest import CORPUS, need_torch
+
+PROBED = CORPUS / "probes"
+EXPECTED = {**tomllib.loads((PROBED / "expected_screen.toml").read_text()), **tomllib.loads((PROBED / "expected_masked.toml").read_text())}
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# --- the readings -------------------------------------------------------------------------------
+
+RAW = np.random.default_rng(3).normal(0.0, 2.0, size=(2, 3, 4))
+
+
+@pytest.mark.parametrize(
+    ("factor", "total", "bug"),
+    [
+        (1 / 2, 1.0, None),  # 1/sqrt(4): right
+        (1.0, 1.0, "no-scaling"),
+        (1 / np.sqrt(8), 1.0, "scale-by-model-width"),
+        (1 / 4, 1.0, "double-scaling"),
+        (1.0, 1 / 2, "scale-after-softmax"),
+        (0.7, 1.0, None),  # a factor the catalogue does not describe
+    ],
+)
+def test_the_scale_factor_is_fitted_off_the_weights_and_named(factor, total, bug):
+    fitted = probes.fit_factor(softmax(factor * RAW) * total, RAW)
+    assert fitted is not None and np.isclose(fitted[0], factor) and np.isclose(fitted[1], total)
+    answer = probes.scale_answer(*fitted, D=4, H=2)
+    assert (answer.bug if answer else None) == bug
+
+
+def test_weights_that_are_no_scaled_softmax_give_no_factor():
+    weights = softmax(0.5 * RAW)
+    weights[0, 0] = softmax(0.9 * RAW[0, 0])  # one row scaled otherwise: some other mistake
+    assert probes.fit_factor(weights, RAW) is None
+    assert probes.fit_factor(np.full_like(RAW, np.nan), RAW) is None
+
+
+def test_one_head_width_is_not_enough_to_name_a_scaling():
+    at_4 = probes.Answer("no-scaling", "c = 1")
+    assert probes.both_widths(at_4, probes.Answer("no-scaling", "c = 1"), 9).bug == "no-scaling"
+    assert probes.both_widths(at_4, None, 9) is None  # a stray factor 2 is c = 1 only at width 4
+
+
+@pytest.mark.parametrize(
+    ("row", "bug"),
+    [
+        ([np.nan] * 3, "blocked-row-nan"),
+        ([1 / 3] * 3, "blocked-row-uniform"),
+        (list(softmax(np.array([0.5, 2.0, -1.0]))), "additive-mask-leaks"),
+        ([0.0] * 3, None),
+        ([0.2, 0.3, 0.1], None),
+    ],
+)
+def test_an_empty_row_is_read_as_the_bug_that_gives_it(row, bug):
+    answer = probes.blocked_row_answer(np.array(row), softmax(np.array([0.5, 2.0, -1.0])), "the row")
+    assert (answer.bug if answer else None) == bug
+
+
+def test_the_zeros_of_masked_weights_tell_ignored_inverted_and_weak_masks_apart():
+    from attn_kit.checks.probes_mha_screen import MASK, mask_answer
+
+    scores = np.random.default_rng(5).normal(size=(1, 2, 4, 4))
+    allowed = np.broadcast_to(MASK, scores.shape)
+    plain = softmax(scores)
+
+    def under(blocked_score) -> np.ndarray:
+        return softmax(np.where(allowed, scores, blocked_score))
+
+    assert mask_answer(under(-np.inf), plain, allowed, "m") is None
+    assert mask_answer(plain, plain, allowed, "m").bug == "mask-ignored"
+    assert mask_answer(softmax(np.where(~allowed, scores, -np.inf)), plain, allowed, "m").bug == "mask-inverted"
+    assert mask_answer(under(-1e-12), plain, allowed, "m").bug == "fill-value-too-weak"
+    assert mask_answer(under(-3.0 + 0.1 * scores), plain, allowed, "m") is None  # blocked keys keep their own weights
+
+
+# --- meeting the composed search ------------------------------------------------------------------
+
+
+def _failing(cid: str, catches: tuple[str, ...]) -> CheckResult:
+    return CheckResult(cid, cid, "fail", 0, 1, catches=catches)
+
+
+def _probe(bugs):
+    return probes.Probe("q", tuple(bugs), lambda asker: None)
+
+
+def test_a_probe_names_a_bug_only_for_the_failing_checks_that_catch_it():
+    finding = diagnose.Finding()
+    results = [_failing("scaled", ("no-scaling",)), _failing("masks", ("mask-inverted",))]
+    added = probes.meet(finding, [(_probe(["no-scaling"]), probes.Answer("no-scaling", "c = 1"))], results)
+    assert [(d.bug, d.checks, d.evidence) for d in added] == [("no-scaling", ("scaled",), "a probe: c = 1")]
+    assert finding.check_bug == {"scaled": "no-scaling"}
+    nobody = probes.meet(diagnose.Finding(), [(_probe(["biases-ignored"]), probes.Answer("biases-ignored", "b"))], results)
+    assert nobody == []  # no failing check shows biases-ignored
+
+
+def test_the_search_s_name_stands_against_a_probe_of_the_same_question():
+    finding = diagnose.Finding(diagnoses=[Diagnosis("double-scaling", "t", "the search", checks=("scaled",))])
+    results = [_failing("scaled", ("no-scaling", "double-scaling"))]
+    answer = probes.Answer("no-scaling", "c = 1")
+    assert probes.meet(finding, [(_probe(["no-scaling", "double-scaling"]), answer)], results) == []
+    assert [d.bug for d in finding.diagnoses] == ["double-scaling"]
+
+
+# --- files with three bugs, and correct files in unlike styles --------------------------------------
+
+
+def _needs(exercise: str) -> None:
+    if exercise == "mha-masked-bias":
+        need_torch()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_bug_of_a_probed_file_is_named_and_nothing_else(name):
+    data = EXPECTED[name]
+    _needs(data["exercise"])
+    report = pipeline.grade(PROBED / name, pipeline.Options(seed=1, exercise=data["exercise"]))
+    named = sorted(d.bug for d in report.diagnosis)
+    assert named == sorted(data["bugs"]), f"{name}: named {named}"
+    assert report.passed == (not data["bugs"])
+
+
+def test_a_probe_s_evidence_is_in_words_in_the_report():
+    report = pipeline.grade(PROBED / "class_after_ignored_nan.py", pipeline.Options(seed=1))
+    evidence = {d.bug: d.to_json()["evidence"] for d in report.diagnosis}
+    assert "with the mask and without it your weights are the same" in evidence["mask-ignored"]
+    assert "sums to 0.5 = 1/sqrt(4)" in evidence["scale-after-softmax"]
+
+
+CORRECT = [
+    ("mha-screen", PROBED / "class_correct.py"),
+    ("mha-screen", PROBED / "class_correct_float32.py"),
+    ("mha-screen", CORPUS.parent.parent / "solutions" / "mha-screen" / "reference_lists.py"),
+    ("mha-masked-bias", PROBED / "module_correct.py"),
+    ("mha-masked-bias", CORPUS.parent.parent / "solutions" / "mha-masked-bias" / "reference_numpy.py"),
+    ("cross-attention", CORPUS.parent.parent / "solutions" / "cross-attention" / "reference_lists.py"),
+    ("gqa", CORPUS.parent.parent / "solutions" / "gqa" / "reference_numpy.py"),
+]
+
+
+def _ask(exercise: str, path) -> tuple[list, int]:
+    """Every probe of the exercise asked of the file directly, in a real sandbox: ([(probe id, bug)], calls)."""
+    import importlib
+
+    _needs(exercise)
+    source = preflight.read_source(path)
+    module = importlib.import_module(f"attn_kit.checks.probes_{exercise.replace('-', '_')}")
+    with Sandbox(str(path), 10.0, None, preload=("torch",) if exercise == "mha-masked-bias" else ()) as sandbox:
+        sandbox.start()
+        asker = probes.Asker(lambda fn, a, k: sandbox.call(fn, a, k, echo=False), None, source, deadline=float("inf"))
+        answers = probes.ask_all(module.PROBES, asker)
+    return [(p.id, a.bug) for p, a in answers], asker.calls
+
+
+@pytest.mark.parametrize(("exercise", "path"), CORRECT, ids=[p.name for _, p in CORRECT])
+def test_every_probe_stays_silent_on_a_correct_file(exercise, path):
+    answers, calls = _ask(exercise, path)
+    assert calls > 10  # the probes did ask
+    assert answers == []
+
+
+SHARED_LAYER = [
+    ("cross-attention", "blocked-row-uniform"),
+    ("cross-attention", "biases-ignored"),
+    ("gqa", "no-scaling"),
+    ("gqa", "mask-inverted"),
+]
+
+
+@pytest.mark.parametrize(("exercise", "bug"), SHARED_LAYER)
+def test_the_layer_probes_serve_every_exercise_with_the_same_layer(exercise, bug):
+    path = CORPUS.parent.parent / "solutions" / exercise / "bugs" / f"{bug}.py"
+    answers, _ = _ask(exercise, path)
+    assert [b for _, b in answers] == [bug]
+
+
+def test_a_square_only_layer_fails_the_shapes_says_which_widths_it_supports_and_is_still_diagnosed():
+    need_torch()
+    report = pipeline.grade(PROBED / "module_square_noscale_bv.py", pipeline.Options(seed=1))
+    shapes = next(r for r in report.results if r.id == "output-shapes")
+    assert shapes.status == "fail" and shapes.points == 0
+    assert "your code runs only when Dv = D and Cq = Cctx = Cout = H·D" in shapes.message
+    assert sorted(d.bug for d in report.diagnosis) == ["biases-ignored", "no-scaling"]
+
+
+def test_a_bug_whose_only_evidence_is_its_own_crash_is_not_named():
+    from types import SimpleNamespace
+
+    crash = SimpleNamespace(key="shapes", any_wrong=True, wrong=np.ones(1, bool), raised="RuntimeError")
+    rows = SimpleNamespace(key="values", any_wrong=True, wrong=np.array([True, False]), raised="")
+
+    def single(same_message: bool, on_rows: bool):
+        fits = {
+            "shapes": diagnose._Fit(np.ones(1, bool), np.ones(1, bool), same_message=same_message),
+            "values": diagnose._Fit(np.array([on_rows, True]), np.array([on_rows, False])),
+        }
+        return SimpleNamespace(fits=fits)
+
+    finding = diagnose.Finding()
+    by_bug = {"a": single(False, False), "b": single(True, False), "c": single(False, True)}
+    assert diagnose._crash_only_bugs({"a", "b", "c"}, by_bug, [crash, rows], finding) == {"a"}
+    assert finding.near_misses and finding.near_misses[0].startswith("a was not named")
