@@ -324,19 +324,23 @@ def step_returns_output_and_cache(ctx):
             ctx.fail(f"after step {t}: {exc}")
 
 
+# the bugs that change what an ordinary step returns
+MOST = (
+    "rope-on-latent",
+    "mla-positions-ignored",
+    "mla-scale-wrong-width",
+    "no-scaling",
+    "double-scaling",
+    "scale-after-softmax",
+    "absorbed-heads-misreshaped",
+)
+
+
 @check(
     points=2,
     public=True,
     after=("step-returns-output-and-cache",),
-    catches=(
-        "rope-on-latent",
-        "mla-positions-ignored",
-        "mla-scale-wrong-width",
-        "no-scaling",
-        "double-scaling",
-        "scale-after-softmax",
-        "absorbed-heads-misreshaped",
-    ),
+    catches=MOST,
 )
 def public_decode_example(ctx):
     """The statement's worked example: three steps at positions 0, 1, 2."""
@@ -347,16 +351,6 @@ def public_decode_example(ctx):
 
 
 # --- agreement with the naive layer ---------------------------------------------------------------
-
-MOST = (
-    "rope-on-latent",
-    "mla-positions-ignored",
-    "mla-scale-wrong-width",
-    "no-scaling",
-    "double-scaling",
-    "scale-after-softmax",
-    "absorbed-heads-misreshaped",
-)
 
 
 @check(points=4, after=("step-returns-output-and-cache",), concept="positions", catches=MOST)

@@ -1,75 +1,13 @@
-"""Real public attention code (tests/corpus/real/): the verdict, the names, and no false accusation.
-
-Each file keeps a public implementation verbatim (a layer, a function, a library call) with a thin
-adapter that maps only layouts to an exercise's interface; the licence and source are in its header.
-Its expected diagnosis, in tests/corpus/real/expected.toml, was written from the code and the
-contract before the kit judged it. Graded in-process (helpers.graded) on seeds 1-3:
-
-- the verdict is the expected one (strict);
-- nothing is named outside the file's `bugs` and `also_fair` ids (strict: a false accusation);
-- every id of `bugs` is named on every seed. The ids the engine does not name yet are the file's
-  `gaps`: those cases are expected failures (xfail, not strict), so a better engine turns them
-  into passes, and then the id leaves `gaps`. A false accusation main's engine is known to make is
-  the file's `known_false` (the same xfail, so that any other one still fails the test).
-
-A torch file on a NumPy exercise imports torch while the kit loads it, within one call's timeout;
-on a loaded machine that import alone can pass 10 s (a LoadError). These gradings get a 60 s
-timeout: what they test is the diagnosis, and a wall-clock limit is not asserted in unit tests.
-
-The expected lines (`lines`, for `check --locate`) are checked here only for being lines of the
-file; benchmarks/diagnosis_rates.py and tests/corpus/real/README.md report how --locate does.
-"""
+"""Real public attention code (tests/corpus/real/), the first third of the files, and the corpus's
+data: see tests/real_corpus.py."""
 
 from __future__ import annotations
 
-import tomllib
-
-import pytest
-
 from attn_kit.load import catalog
 
-from conftest import CORPUS, need_torch
-from helpers import graded
+from real_corpus import EXPECTED, FIELDS, OPTIONAL, REAL, corpus_part
 
-REAL = CORPUS / "real"
-SEEDS = (1, 2, 3)
-EXPECTED = tomllib.loads((REAL / "expected.toml").read_text(encoding="utf-8"))
-FIELDS = {"exercise", "passes", "bugs", "lines", "also_fair", "offcatalogue", "gaps", "note"}
-OPTIONAL = {"known_false"}
-TIMEOUT = 60.0
-
-
-def _report(name: str, seed: int):
-    data = EXPECTED[name]
-    if "import torch" in (REAL / name).read_text(encoding="utf-8"):
-        need_torch()
-    return graded(REAL / name, seed, data["exercise"], timeout=TIMEOUT)
-
-
-def _named(name: str, seed: int) -> list[str]:
-    return [d.bug for d in _report(name, seed).diagnosis]
-
-
-def _cases():
-    return [pytest.param(name, seed, id=f"{name}-seed{seed}") for name in EXPECTED for seed in SEEDS]
-
-
-def _accusation_cases():
-    out = []
-    for name, data in EXPECTED.items():
-        known = data.get("known_false", [])
-        marks = [pytest.mark.xfail(reason=f"known false accusation: {known}", strict=False)] if known else []
-        out += [pytest.param(name, seed, marks=marks, id=f"{name}-seed{seed}") for seed in SEEDS]
-    return out
-
-
-def _name_cases():
-    out = []
-    for name, data in EXPECTED.items():
-        for bug in data["bugs"]:
-            marks = [pytest.mark.xfail(reason=f"known gap: {bug} is not named yet", strict=False)] if bug in data["gaps"] else []
-            out += [pytest.param(name, seed, bug, marks=marks, id=f"{name}-{bug}-seed{seed}") for seed in SEEDS]
-    return out
+globals().update(corpus_part(0))
 
 
 def test_the_corpus_is_complete_and_its_data_consistent():
@@ -95,26 +33,3 @@ def test_the_corpus_is_complete_and_its_data_consistent():
         assert set(data["lines"]) == set(data["bugs"]), f"{name}: a line (or an empty list) for every expected id"
         for bug, where in data["lines"].items():
             assert all(1 <= n <= len(lines) and lines[n - 1].strip() for n in where), f"{name}: {bug} at {where}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,seed", _cases())
-def test_the_verdict_is_right(name, seed):
-    report = _report(name, seed)
-    data = EXPECTED[name]
-    assert report.passed is data["passes"], f"{name} seed {seed}: {[(r.id, r.status, r.message[:120]) for r in report.results]}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,seed", _accusation_cases())
-def test_nothing_is_named_that_the_file_does_not_do(name, seed):
-    data = EXPECTED[name]
-    fair = set(data["bugs"]) | set(data["also_fair"])
-    named = _named(name, seed)
-    assert set(named) <= fair, f"{name} seed {seed}: false accusation {sorted(set(named) - fair)} (named {named})"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name,seed,bug", _name_cases())
-def test_every_mistake_the_file_makes_is_named(name, seed, bug):
-    assert bug in _named(name, seed), f"{name} seed {seed}: {bug} not named"

@@ -128,6 +128,10 @@ class ForgedReading(Exception):
     number): the bench harness runs in the candidate's process, which changed it."""
 
 
+class ProbeSilent(Exception):
+    """A diagnosis probe cannot answer: a call raised, returned no readable value, or the budget ran out."""
+
+
 class UnsafePath(OSError):
     """A folder or file the kit will not write through (a symlink, someone else's folder)."""
 

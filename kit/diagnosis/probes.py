@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from attn_kit.base.errors import ProbeSilent as Silent
 from attn_kit.base.records import CallStatus, Outcome, TensorValue
 from attn_kit.load import catalog
 from attn_kit.report.results import CheckResult, Diagnosis
@@ -38,10 +39,6 @@ from attn_kit.report.results import CheckResult, Diagnosis
 PROBE_TIMEOUT = 2.0  # seconds for one probe call: the inputs are a few numbers
 BUDGET = 3.0  # seconds of probing at most, in all: a net for slow code (a probe's call takes milliseconds)
 BLOCKED = "skipped because"  # a check skipped for a failed prerequisite (grading.pipeline.BLOCKED)
-
-
-class Silent(Exception):
-    """The probe cannot answer: a call raised, returned no readable value, or the budget ran out."""
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,9 @@ def _in_full(rep: Report, r: CheckResult, picture, case: bool, width: int) -> li
     if r.output.strip():
         cut = any(line.startswith("… [output truncated") for line in r.output.splitlines())  # the worker's notice
         tail = " (output truncated; --full shows what was kept)" if cut else ""
-        body.append(Text("your code printed: ", style="muted") + _clipped(Text(r.output.strip().splitlines()[0]), 1, width - 22 - len(tail)))
+        body.append(
+            Text("your code printed: ", style="muted") + _clipped(Text(r.output.strip().splitlines()[0]), 1, width - 22 - len(tail))
+        )
         if tail:
             body[-1].append(tail, style="muted")
     return lines + [Padding(b, (0, 0, 0, 2), expand=False) for b in body]
