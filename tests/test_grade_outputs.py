@@ -122,7 +122,9 @@ def test_each_format_is_one_module_named_once():
         text = path.read_text(encoding="utf-8")
         for name in ("csv", "junit"):  # (gradescope and prairielearn are recipes' names too)
             assert f'"{name}"' not in text and f"'{name}'" not in text, f"{path} names the {name} format itself"
-    docs = (kit.parent / "docs" / "grading.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "grading.md").read_text(
+        encoding="utf-8"
+    )  # the project's, not the installed kit's
     for name in NAMES:
         assert f"| `{name}` |" in docs, f"docs/grading.md's table of formats misses {name}"
 
