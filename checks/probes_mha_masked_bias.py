@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, both_widths, fit_factor, same, scale_answer
+from attn_kit.diagnosis.probes import (
+    Answer,
+    Probe,
+    Silent,
+    blocked_row_answer,
+    both_widths,
+    fit_factor,
+    projection_answer,
+    same,
+    scale_answer,
+)
 
 from .mha_masked_bias import FN, Case, send
 from .probes_mha_screen import mask_answer
@@ -78,17 +88,9 @@ def biases(asker) -> Answer | None:
         out, _ = _attend(asker, _case(biases=True, rng=_rng(), **{name: case.parameters[name] + change}))
         return same(out, base)
 
-    if unmoved("w_v", 0.5):
-        return None
-    if unmoved("w_o", rng.normal(0.0, 0.5, size=case.parameters["w_o"].shape).round(6)):
-        return Answer("no-output-projection", "changing w_o changed nothing in your output: the heads' concatenation is returned as it is")
-    # a bias counts as ignored only where its weight is used: queries made from the wrong weight
-    # are another mistake, not an ignored bias
-    used = [b for b, w in (("b_q", "w_q"), ("b_v", "w_v"), ("b_o", "w_o")) if b[-1] != "q" or not unmoved(w, 0.5)]
-    ignored = [name for name in used if unmoved(name, 1.0)]
-    if not ignored:
-        return None
-    return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")
+    return projection_answer(
+        unmoved, (("b_q", "w_q"), ("b_v", "w_v"), ("b_o", "w_o")), rng.normal(0.0, 0.5, size=case.parameters["w_o"].shape).round(6)
+    )
 
 
 ATTENTION_MASK = np.array([[True, False, True, False], [False, True, False, False], [True, True, False, False], [False, False, True, True]])

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.diagnosis.probes import Answer, Probe, Silent, blocked_row_answer, both_widths, fit_factor, same, scale_answer
+from attn_kit.diagnosis.probes import (
+    Answer,
+    Probe,
+    Silent,
+    blocked_row_answer,
+    both_widths,
+    fit_factor,
+    projection_answer,
+    same,
+    scale_answer,
+)
 
 from .cases import lists
 
@@ -85,17 +95,7 @@ def biases(asker) -> Answer | None:
         out = _output(asker, x, dict(p, **{name: p[name] + change}), H)
         return same(out, base)
 
-    if unmoved("Wv", 0.5):  # nothing about the values reaches the output: no question to ask
-        return None
-    if unmoved("Wo", rng.normal(0.0, 0.5, size=(D, D)).round(6)):
-        return Answer("no-output-projection", "changing Wo changed nothing in your output: the heads' concatenation is returned as it is")
-    # a bias counts as ignored only where its weight is used: queries made from the wrong weight
-    # are another mistake, not an ignored bias
-    used = [b for b, w in (("bq", "Wq"), ("bv", "Wv"), ("bo", "Wo")) if b[-1] != "q" or not unmoved(w, 0.5)]
-    ignored = [name for name in used if unmoved(name, 1.0)]
-    if not ignored:
-        return None
-    return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")
+    return projection_answer(unmoved, (("bq", "Wq"), ("bv", "Wv"), ("bo", "Wo")), rng.normal(0.0, 0.5, size=(D, D)).round(6))
 
 
 def _masked(asker, mask):

@@ -34,7 +34,7 @@ import numpy as np
 from attn_kit.base.errors import ProbeSilent as Silent
 from attn_kit.base.records import CallStatus, Outcome, TensorValue
 from attn_kit.load import catalog
-from attn_kit.report.results import CheckResult, Diagnosis
+from attn_kit.report.results import PROBE_EVIDENCE, CheckResult, Diagnosis
 
 PROBE_TIMEOUT = 2.0  # seconds for one probe call: the inputs are a few numbers
 BUDGET = 3.0  # seconds of probing at most, in all: a net for slow code (a probe's call takes milliseconds)
@@ -119,7 +119,7 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
         diagnosis = Diagnosis(
             answer.bug,
             bug.title if bug else answer.bug,
-            "a probe: " + answer.evidence,
+            PROBE_EVIDENCE + answer.evidence,
             bug.symptom if bug else "",
             bug.fix if bug else "",
             checks,
@@ -203,6 +203,29 @@ def scale_answer(c: float, total: float, D: int, H: int, reference: float = 1.0)
     if near(c, 1.0 / d):
         return Answer("double-scaling", f"{said} = 1/{D}: divided by sqrt({D}) twice")
     return None
+
+
+def projection_answer(unmoved: Callable[[str, Any], bool], names: Sequence[tuple[str, str]], w_o_change: Any) -> Answer | None:
+    """The bias probes' reading, for every exercise with q, v and output projections: `names` are
+    the (bias, its weight) pairs of q, v and the output, in that order, as the exercise calls them;
+    `unmoved(name, change)` asks whether adding `change` to that parameter leaves the output as it
+    was. No answer when the values' weight does not reach the output (nothing to ask); an output
+    weight that changes nothing is no-output-projection; else the biases that change nothing where
+    their weight is used are biases-ignored."""
+    (b_q, _), (_, w_v), (_, w_o) = names
+    if unmoved(w_v, 0.5):
+        return None
+    if unmoved(w_o, w_o_change):
+        return Answer(
+            "no-output-projection", f"changing {w_o} changed nothing in your output: the heads' concatenation is returned as it is"
+        )
+    # a bias counts as ignored only where its weight is used: queries made from the wrong weight
+    # are another mistake, not an ignored bias
+    used = [b for b, w in names if b != b_q or not unmoved(w, 0.5)]
+    ignored = [name for name in used if unmoved(name, 1.0)]
+    if not ignored:
+        return None
+    return Answer("biases-ignored", f"changing {' or '.join(ignored)} by 1 changed nothing in your output (the reference's output moves)")
 
 
 def both_widths(first: Answer | None, second: Answer | None, width: int) -> Answer | None:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from attn_kit.render import check, grid
 from attn_kit.render.check import MARK, _clip, _row, check_header, hanging
-from attn_kit.report.results import FAILED, CheckResult, CheckStatus, Diagnosis, Report
+from attn_kit.report.results import FAILED, PROBE_EVIDENCE, CheckResult, CheckStatus, Diagnosis, Report
 
 ROWS = 18  # 24, less the prompt and what check prints after the report (--locate's line, the hints)
 
@@ -111,9 +111,6 @@ def _verdict(rep: Report, failures: list[CheckResult]) -> Text:
     )
 
 
-PROBED = "a probe: "  # how diagnosis/probes.py starts the evidence of a name it gives
-
-
 def _rows(d: Diagnosis) -> str:
     if not d.explained:
         return ""
@@ -139,8 +136,8 @@ def _cause(d: Diagnosis, rep: Report) -> object:
     else:
         where = _and(_where(d, rep)) if _where(d, rep) else ""
         body += Text(": " + ", ".join(p for p in (rows, f"in {where}" if where else "") if p) + "." if rows or where else "")
-        if not rows and d.evidence.startswith(PROBED):  # named by a probe: what it saw, in words
-            seen = d.evidence[len(PROBED) :].strip().rstrip(".")
+        if not rows and d.evidence.startswith(PROBE_EVIDENCE):  # named by a probe: what it saw, in words
+            seen = d.evidence[len(PROBE_EVIDENCE) :].strip().rstrip(".")
             body += Text(" " + seen[:1].upper() + seen[1:] + ".", style="muted")
     if d.fix:
         body += Text(" Fix: " + d.fix, style="hint")

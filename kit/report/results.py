@@ -121,6 +121,9 @@ class CheckResult:
         }
 
 
+PROBE_EVIDENCE = "a probe: "  # how a name given by a diagnosis probe starts its evidence (diagnosis/probes.py)
+
+
 @dataclass
 class Diagnosis:
     bug: str
