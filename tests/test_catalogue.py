@@ -234,10 +234,24 @@ def test_the_isolation_table_names_real_checks_and_bugs():
 # --- every graded check can fail ----------------------------------------------------------------
 # For each exercise, each check fails (status `fail`, a behavioural verdict, not an error from a
 # stub) for at least one known-bug implementation or one file of the pathological corpus listed in
-# tests/corpus/can_fail.toml. A bug file is read with the seed the tests above graded it with in
-# this run (the session cache: no second grading), seed 1 when they did not run; corpus files with seed 1.
+# tests/corpus/can_fail.toml, or in a can_fail.toml beside an exercise's own corpus folder
+# (tests/corpus/<folder>/can_fail.toml: a new exercise edits no shared list). A bug file is read
+# with the seed the tests above graded it with in this run (the session cache: no second grading),
+# seed 1 when they did not run; corpus files with seed 1.
 
-EXTRA: dict[str, list[str]] = corpus_data("can_fail.toml")
+
+def _extra_corpus() -> tuple[dict[str, list[str]], list[str]]:
+    """({exercise: corpus files, relative to tests/corpus/}, exercises listed in two files)."""
+    merged: dict[str, list[str]] = dict(corpus_data("can_fail.toml"))
+    twice = []
+    for own in sorted(CORPUS.glob("*/can_fail.toml")):
+        for exercise_id, names in corpus_data(own.relative_to(CORPUS).as_posix()).items():
+            twice += [exercise_id] if exercise_id in merged else []
+            merged[exercise_id] = list(names)
+    return merged, twice
+
+
+EXTRA, EXTRA_TWICE = _extra_corpus()
 
 
 @pytest.mark.slow
@@ -261,7 +275,9 @@ def test_every_check_fails_for_some_known_mistake(exercise):
 
 
 def test_the_extra_corpus_names_real_exercises_and_files():
-    """An exercise without an entry has no extra corpus (`dev new` edits no shared table)."""
+    """An exercise without an entry has no extra corpus (`dev new` edits no shared table); an
+    exercise's list sits in one file."""
+    assert not EXTRA_TWICE, f"listed in two can_fail.toml files: {EXTRA_TWICE}"
     assert set(EXTRA) <= set(catalog.exercises()), set(EXTRA) - set(catalog.exercises())
     for names in EXTRA.values():
         for name in names:

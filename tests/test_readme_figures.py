@@ -17,6 +17,7 @@ from rich.console import Console
 
 from attn_kit.base.errors import INSTALL
 from attn_kit.base.paths import bug_files, reference_files, solutions_dir
+from attn_kit.dev import readme as readme_tables
 from attn_kit.grading import pipeline as grading
 from attn_kit.load import catalog
 from attn_kit.render import check as render
@@ -74,7 +75,9 @@ def test_the_all_pass_line_and_mock_figures_follow_the_suite():
     total, most = check_count("mha-screen"), points("mha-screen")
     assert f"`✓ All {total} checks passed — {most}/{most} points.`" in README
     assert f"Mock submitted: {total}/{total} checks, {most}/{most} points, passed." in README
-    questions = sum(len(e.questions) for e in catalog.exercises().values())  # plain `discuss`: every exercise's
+    # `discuss mha-screen`: its questions alone, so adding an exercise changes no figure here
+    questions = len(MHA.questions)
+    assert "      $ attn-kit discuss mha-screen\n      Card 1/5 · new · " in README
     assert f"new questions: {questions - 1} of {questions}." in README
 
 
@@ -109,11 +112,24 @@ def test_the_test_tests_example_is_a_real_run():
     assert len(shown) <= 23, "the example fits an 80×24 screen, with the prompt after it"
 
 
-def test_the_catalogue_sizes_the_readme_states():
-    bugs = len(catalog.bugs())
-    said = re.search(r"(\d+) known bugs in `prompts/bugs\.toml`", README)
-    assert said and int(said.group(1)) == bugs, f"the catalogue has {bugs} known bugs"
-    # the exercise count sits in a table `attn-kit dev update` writes: test_docs checks it is current
+def test_the_catalogue_sizes_are_written_by_dev_update_not_by_hand():
+    """The figures that grow with the set of exercises are not written by hand in the README: the
+    exercise count sits in a table `attn-kit dev update` writes (test_docs checks it is current),
+    and the catalogue's size and every exercise's ids in docs/catalogue.md, which it writes too
+    (dev check's readme_tables_are_up_to_date; test_devcheck breaks it)."""
+    hand_written = readme_tables.REGION.sub("", README)
+    # (not "10/24 known bugs caught": the test-tests example counts mha-screen's own bug files)
+    counted = re.findall(
+        r"(?<![/\w])(\d+|" + "|".join(readme_tables.WORDS[2:]) + r") (?:known bugs|exercises|questions|bug ids)\b", hand_written
+    )
+    assert not counted, f"a count that adding an exercise would change, written by hand: {counted}"
+    assert "[docs/catalogue.md](docs/catalogue.md)" in README
+    doc = (ROOT / "docs" / "catalogue.md").read_text(encoding="utf-8")
+    assert f"The catalogue has {len(catalog.bugs())} known bugs." in doc
+    for exercise in catalog.exercises().values():
+        assert f"## `{exercise.id}`: {exercise.title}\n\n{len(set(exercise.bug_ids))} known bug" in doc
+        for bug_id in exercise.bug_ids:
+            assert f"| `{bug_id}` | {' '.join(catalog.bugs()[bug_id].title.split())} |" in doc
 
 
 def test_the_torch_command_is_the_kit_s():

@@ -23,12 +23,13 @@ def dev():
 @dev.command("update")
 @reports_errors
 def update_readme():
-    """Rewrite the README's tables of exercises and properties from the content.
+    """Rewrite the README's tables of exercises and properties, and docs/catalogue.md, from the content.
 
     Each table sits between `<!-- dev update: NAME -->` and `<!-- end -->` in README.md and is
     written from prompts/exercises/*.toml (`builds`, `proves`, [properties], [[functions]]) and
-    prompts/properties.toml; `attn-kit dev check` reports a table that is out of date. Runs in a
-    source checkout only (exit 2 in an installed copy, which has no README).
+    prompts/properties.toml; docs/catalogue.md lists each exercise's known bugs (prompts/bugs.toml,
+    prompts/catalogue/*.toml). `attn-kit dev check` reports either out of date. Runs in a source
+    checkout only (exit 2 in an installed copy, which has no README).
 
     \b
     Example:
@@ -41,6 +42,8 @@ def update_readme():
         click.echo(f"✓ README.md: rewrote the {', '.join(changed)} table(s)")
     else:
         click.echo("✓ README.md is up to date")
+    if devcheck.update_catalogue_doc():
+        click.echo("✓ docs/catalogue.md: rewrote the known bugs of each exercise")
 
 
 @dev.command("check")
@@ -83,7 +86,8 @@ def check_content():
 )
 @reports_errors
 def new_exercise(exercise_id, bug):
-    """Write the skeleton of a new exercise: its TOML, checks module, reference and one bug file.
+    """Write the skeleton of a new exercise: its TOML, its own catalogue file (its features and the
+    bugs only it makes), checks module, reference and one bug file.
 
     The skeleton grades from the start (it is single-head attention); every placeholder in it is
     marked TODO(dev new), and `attn-kit dev check` lists each one left until you fill it in.

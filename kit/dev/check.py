@@ -74,6 +74,14 @@ class Content:
         path = self.readme or self.prompts.parent / "README.md"
         return path if path.is_file() else None
 
+    @property
+    def catalogue_doc(self) -> Path | None:
+        """docs/catalogue.md beside the README, in a source checkout (None in an installed copy, or
+        a copy of the content with a README but no docs/ folder)."""
+        readme = self.readme_file
+        path = readme.parent / readme_tables.CATALOGUE_DOC if readme is not None else None
+        return path if path is not None and path.parent.is_dir() else None
+
     def relative(self, path: Path) -> str:
         for root in (self.prompts, self.solutions):
             if path.is_relative_to(root):
@@ -103,9 +111,13 @@ class Content:
     @cached_property
     def bugs(self) -> dict[str, catalog.Bug]:
         try:
-            return catalog.load_bugs(self.prompts / "bugs.toml")
+            return catalog.load_catalogue_bugs(self.prompts, lenient=True)  # toml_files_load reports the rest
         except (CatalogError, OSError):
             return {}
+
+    def own_catalogue_files(self) -> list[Path]:
+        """prompts/catalogue/<exercise>.toml: each exercise's own part of the catalogue."""
+        return catalog.own_catalogue_files(self.prompts)
 
     def suite(self, exercise: catalog.Exercise) -> Suite | None:
         """The exercise's graded suite, or None (with a note) when it cannot be imported here."""
@@ -168,7 +180,7 @@ def no_placeholders_left(content: Content) -> Iterable[Problem]:
     one left is reported with its line, which says what to write there."""
     for path in sorted((content.prompts / "exercises").glob("*.toml")):
         exercise = content.exercises.get(path.stem)
-        files = [path]
+        files = [path, content.prompts / catalog.OWN_DIR / path.name]
         if exercise is not None:
             files.append(content.checks / f"{exercise.checks}.py")
             files += content.reference_files(exercise.id) + content.bug_files(exercise.id)
@@ -204,26 +216,58 @@ def toml_files_load(content: Content) -> Iterable[Problem]:
         catalog.load_properties(path)
     except (CatalogError, OSError) as exc:
         yield Problem(content.relative(path), str(exc))
+    yield from _own_catalogues_load(content)
+
+
+def _own_catalogues_load(content: Content) -> Iterable[Problem]:
+    """Each prompts/catalogue/<id>.toml loads, and merges with the shared files: no bug id, [[family]]
+    or [features] entry defined in two places."""
+    loaded = True
+    for path in content.own_catalogue_files():
+        try:
+            catalog.load_own_catalogue(path)
+        except CatalogError as exc:
+            loaded = False
+            yield Problem(content.relative(path), str(exc).removeprefix(f"{catalog.OWN_DIR}/{path.name}").lstrip(": "))
+    if not loaded:
+        return
+    for merge in (catalog.load_catalogue_bugs, catalog.load_coverage):
+        try:
+            merge(content.prompts)
+        except CatalogError as exc:
+            where, _, message = str(exc).partition(": ")
+            yield Problem(f"prompts/{where}" if where.startswith(catalog.OWN_DIR) else where, message)
+        except OSError:
+            pass  # a shared file that is missing is reported above
+
+
+def _catalogue_entries(content: Content) -> Iterable[tuple[Path, int, dict]]:
+    """(file, 1-based index, raw [[bugs]] entry) of prompts/bugs.toml, then of each exercise's own
+    file (a file that does not parse is reported by toml_files_load)."""
+    for path in [content.prompts / "bugs.toml", *content.own_catalogue_files()]:
+        try:
+            entries = tomllib.loads(path.read_text(encoding="utf-8")).get("bugs", [])
+        except (tomllib.TOMLDecodeError, OSError):
+            continue
+        for n, entry in enumerate(entries, 1):
+            yield path, n, entry
 
 
 @validator
 def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
-    """Bug ids are unique lowercase-dashed words, and every entry's texts are filled in."""
-    path = content.prompts / "bugs.toml"
-    try:
-        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("bugs", [])
-    except (tomllib.TOMLDecodeError, OSError):
-        return  # reported by toml_files_load
-    seen: set[str] = set()
+    """Bug ids are unique lowercase-dashed words across prompts/bugs.toml and the exercises' own
+    files, and every entry's texts are filled in."""
+    seen: dict[str, str] = {}
     titles: dict[str, str] = {}
-    for n, entry in enumerate(entries, 1):
+    for path, n, entry in _catalogue_entries(content):
         bug_id = str(entry.get("id", ""))
         where = f"{content.relative(path)} [bugs] #{n}"
         if not ID.fullmatch(bug_id):
             yield Problem(where, f"id '{bug_id}' is not lowercase words joined by dashes")
         if bug_id in seen:
-            yield Problem(where, f"id '{bug_id}' is declared twice")
-        seen.add(bug_id)
+            yield Problem(where, f"id '{bug_id}' is declared twice (first in {seen[bug_id]})")
+            continue  # its texts were checked with the first
+        seen[bug_id] = content.relative(path)
         for key in ("title", "symptom", "fix", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
@@ -719,13 +763,14 @@ def unmarked_changes(bug_text: str, reference_text: str, bug_id: str) -> list[in
 
 
 def applicable_bugs(content: Content, exercise_id: str) -> set[str] | None:
-    """The catalogue bugs prompts/coverage.toml says can be made in the exercise: those whose
-    needed features it has (its own id counts as one); None when the file does not load."""
+    """The catalogue bugs prompts/coverage.toml (with the exercises' own files) says can be made in
+    the exercise: those whose needed features it has (its own id counts as one); None when the
+    coverage does not load."""
     try:
-        data = tomllib.loads((content.prompts / "coverage.toml").read_text(encoding="utf-8"))
-        have = set(data["features"].get(exercise_id, ())) | {exercise_id}
-        return {b for b, need in data["needs"].items() if set(need) <= have and b in content.bugs}
-    except (OSError, tomllib.TOMLDecodeError, KeyError, AttributeError, TypeError):
+        features, needs = catalog.load_coverage(content.prompts, lenient=True)  # toml_files_load reports the rest
+        have = set(features.get(exercise_id, ())) | {exercise_id}
+        return {b for b, need in needs.items() if set(need) <= have and b in content.bugs}
+    except (OSError, CatalogError, KeyError, AttributeError, TypeError):
         return None
 
 
@@ -955,19 +1000,22 @@ def every_suite_belongs_to_an_exercise(content: Content) -> Iterable[Problem]:
 
 @validator
 def families_fit_their_bug_files(content: Content) -> Iterable[Problem]:
-    """Every entry of prompts/families.toml still edits text its bug file or reference holds: an
-    edited reference or bug file must take its family entries along."""
+    """Every [[family]] entry (prompts/families.toml and the exercises' own files) still edits text
+    its bug file or reference holds: an edited reference or bug file must take its family entries
+    along."""
     path = content.prompts / compose.FAMILIES
-    entries = compose.read_families(path)
+    entries = [(path, entry) for entry in compose.read_families(path)]
+    for own in catalog.own_catalogues(content.prompts, lenient=True):  # toml_files_load reports the rest
+        entries += [(own.path, entry) for entry in own.families]
     for exercise in content.exercises.values():
         textbook = {form.path.stem: form for form in compose.forms(exercise.id)}
-        for entry in entries:
+        for where, entry in entries:
             if entry.get("exercise") != exercise.id or entry.get("form") not in textbook:
                 continue
             try:
                 compose.family_forms_of(entry, textbook[entry["form"]])
             except FamilyError as exc:
-                yield Problem(content.relative(path), str(exc))
+                yield Problem(content.relative(where), str(exc))
 
 
 # --- files ----------------------------------------------------------------------------------------
@@ -979,15 +1027,25 @@ def _entries(folder: Path) -> list[Path]:
 
 @validator
 def no_unexpected_prompt_files(content: Content) -> Iterable[Problem]:
-    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml, properties.toml and
-    exercises/<id>.toml only: a stray file is a typo or a leftover."""
+    """prompts/ holds bugs.toml, coverage.toml, families.toml, concepts.toml, properties.toml,
+    exercises/<id>.toml and catalogue/<id>.toml (for an exercise <id>) only: a stray file is a typo
+    or a leftover."""
     expected = ("__init__.py", "bugs.toml", "coverage.toml", "families.toml", CONCEPTS_FILE, PROPERTIES_FILE)
     for path in _entries(content.prompts):
-        if path.name not in expected + ("exercises",):
-            yield Problem(content.relative(path), f"unexpected in prompts/ (expected {', '.join(expected)}, exercises/)")
+        if path.name not in expected + ("exercises", catalog.OWN_DIR):
+            yield Problem(
+                content.relative(path), f"unexpected in prompts/ (expected {', '.join(expected)}, exercises/, {catalog.OWN_DIR}/)"
+            )
     for path in _entries(content.prompts / "exercises"):
         if path.suffix != ".toml":
             yield Problem(content.relative(path), "unexpected in prompts/exercises/ (only <exercise>.toml)")
+    toml_stems = {p.stem for p in (content.prompts / "exercises").glob("*.toml")}
+    for path in _entries(content.prompts / catalog.OWN_DIR):
+        if path.suffix != ".toml" or path.stem not in toml_stems:
+            yield Problem(
+                content.relative(path),
+                f"unexpected in prompts/{catalog.OWN_DIR}/ (only <exercise>.toml, named after an exercise of prompts/exercises/)",
+            )
 
 
 def _unexpected_in_exercise_folder(content: Content, folder: Path) -> Iterable[Problem]:
@@ -1091,6 +1149,21 @@ def readme_tables_are_up_to_date(content: Content) -> Iterable[Problem]:
         return
     for what in readme_tables.stale(path.read_text(encoding="utf-8"), regions):
         yield Problem("README.md", f"out of date ({what}): run attn-kit dev update")
+    doc, text = content.catalogue_doc, catalogue_text(content)
+    if doc is not None and text is not None and (not doc.is_file() or doc.read_text(encoding="utf-8") != text):
+        yield Problem(readme_tables.CATALOGUE_DOC, "out of date (the known bugs of each exercise): run attn-kit dev update")
+
+
+def catalogue_text(content: Content) -> str | None:
+    """docs/catalogue.md as `dev update` writes it; None while some content does not load."""
+    if len(content.exercises) != len(list((content.prompts / "exercises").glob("*.toml"))) or not content.bugs:
+        return None
+    ordered = sorted(content.exercises.values(), key=lambda e: (e.order, e.id))
+    rows = {}
+    for exercise in ordered:
+        present = {bug_id_of(p) for p in content.bug_files(exercise.id)}
+        rows[exercise.id] = [(b.id, " ".join(b.title.split())) for b in content.bugs.values() if b.id in present]
+    return readme_tables.catalogue_doc(ordered, rows, len(content.bugs))
 
 
 def update_readme(content: Content | None = None) -> list[str]:
@@ -1119,3 +1192,14 @@ def update_readme(content: Content | None = None) -> list[str]:
     if new != text:
         safefile.write_text(path, new)
     return changed
+
+
+def update_catalogue_doc(content: Content | None = None) -> bool:
+    """Rewrite docs/catalogue.md (a source checkout's; update_readme refuses an installed copy
+    first); returns whether it changed."""
+    content = content or Content.installed()
+    doc, text = content.catalogue_doc, catalogue_text(content)
+    if doc is None or text is None or (doc.is_file() and doc.read_text(encoding="utf-8") == text):
+        return False
+    safefile.write_text(doc, text)
+    return True

@@ -1,4 +1,5 @@
-"""The README's tables of exercises and properties, written from the content (`attn-kit dev update`).
+"""The README's tables of exercises and properties, and docs/catalogue.md (every known bug of every
+exercise with its one-line title), written from the content (`attn-kit dev update`).
 
 A table that lists exercises is a copy of data: prompts/exercises/<id>.toml says what each
 exercise builds (`builds`), what the kit proves of a follow-up (`proves`) and which checks state
@@ -16,6 +17,7 @@ which `attn-kit dev update` rewrites and `attn-kit dev check` compares with what
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Iterable
 
 from attn_kit.load.catalog import Exercise, Property, PropertyCell
@@ -119,3 +121,34 @@ def update(readme: str, generated: dict[str, str]) -> str:
         return f"<!-- dev update: {name} -->\n{_body(generated[name])}<!-- end -->"
 
     return REGION.sub(rewrite, readme)
+
+
+# --- docs/catalogue.md: every known bug of every exercise, with its one-line description ----------
+
+CATALOGUE_DOC = "docs/catalogue.md"  # beside README.md in a checkout; written whole by `dev update`
+
+
+def catalogue_doc(exercises: list[Exercise], bugs: dict[str, list[tuple[str, str]]], total: int) -> str:
+    """The users' list of known bugs: a section per exercise in `order`, a row per bug it has a file
+    for ({exercise id: [(bug id, title)]}, in catalogue order), `total` the catalogue's size."""
+    intro = (
+        f"The catalogue has {_count(total, 'known bug')}. Each is a file `solutions/<exercise>/bugs/<id>.py`, "
+        "the exercise's reference with one marked change, and `attn-kit check` names the one your code's "
+        'behaviour matches (README, "Diagnosis: which classic bug is this?"). A bug several exercises '
+        "can make is listed under each; `attn-kit check` shows its symptom, fix and test idea in the "
+        "exercise's own terms."
+    )
+    parts = [
+        "# Known bugs, by exercise\n",
+        "<!-- Written by `attn-kit dev update` from prompts/bugs.toml, prompts/catalogue/*.toml and\n"
+        "solutions/<exercise>/bugs/; `attn-kit dev check` fails when it is out of date. Do not edit. -->\n",
+        textwrap.fill(intro, width=100, break_on_hyphens=False, break_long_words=False) + "\n",
+    ]
+    for e in exercises:
+        rows = [[f"`{bug_id}`", title] for bug_id, title in bugs.get(e.id, [])]
+        parts.append(f"## `{e.id}`: {e.title}\n\n{_count(len(rows), 'known bug')}.\n\n" + _table(["id", "what goes wrong"], rows))
+    return "\n".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

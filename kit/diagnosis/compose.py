@@ -25,6 +25,7 @@ from pathlib import Path
 
 from attn_kit.base.errors import FamilyError
 from attn_kit.base.paths import bug_files, bug_id_of, package_dir, reference_files
+from attn_kit.load import catalog
 from attn_kit.sandbox import zygote as sandbox_zygote
 
 SOURCE_ATTR = "__attn_kit_source__"  # a model module's own source text (diagnose's float32 twin reads it)
@@ -294,7 +295,8 @@ FAMILIES = "families.toml"
 
 @functools.cache
 def _family_table() -> tuple[dict, ...]:
-    return read_families(package_dir("prompts") / FAMILIES)
+    prompts = package_dir("prompts")
+    return read_families(prompts / FAMILIES) + catalog.own_families(prompts)
 
 
 def read_families(path: Path) -> tuple[dict, ...]:
@@ -351,7 +353,8 @@ def family_forms_of(entry: dict, textbook: BugForm) -> list[BugForm]:
 
 @functools.cache
 def family_forms(exercise_id: str) -> tuple[BugForm, ...]:
-    """Every family form of the exercise's bugs (prompts/families.toml), beside the bug files."""
+    """Every family form of the exercise's bugs (prompts/families.toml and the exercise's own
+    prompts/catalogue/<id>.toml), beside the bug files."""
     textbook = {f.path.stem: f for f in forms(exercise_id)}
     out: list[BugForm] = []
     for entry in _family_table():
@@ -367,5 +370,5 @@ def all_forms(exercise_id: str) -> tuple[BugForm, ...]:
 
 
 def family_entries() -> tuple[dict, ...]:
-    """The entries of prompts/families.toml (for tests and the content validator)."""
+    """The entries of prompts/families.toml, then the exercises' own (for tests and the content validator)."""
     return _family_table()

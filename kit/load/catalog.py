@@ -2,7 +2,10 @@
 
 prompts/exercises/<id>.toml holds one exercise (statement, starter, functions, hints, discussion
 questions, follow-ups, rubric, and the [bench] workload `attn-kit bench` runs); prompts/bugs.toml
-holds the known-bug catalogue shared by all exercises.
+holds the known bugs several exercises share, and prompts/catalogue/<id>.toml one exercise's own
+part of the catalogue (OwnCatalogue: the bugs only it makes, its bug families, its features), so
+that adding an exercise edits no shared file. The loaders merge the two: shared entries first, then
+each exercise's file in name order; an id defined twice is an error.
 """
 
 from __future__ import annotations
@@ -378,8 +381,125 @@ def load_bugs(path: Path) -> dict[str, Bug]:
 
 @functools.cache
 def bugs() -> dict[str, Bug]:
-    """The known-bug catalogue by id, in file order."""
-    return load_bugs(package_dir("prompts") / "bugs.toml")
+    """The known-bug catalogue by id: prompts/bugs.toml's in file order, then each exercise's own."""
+    return load_catalogue_bugs(package_dir("prompts"))
+
+
+# --- one exercise's own part of the catalogue: prompts/catalogue/<id>.toml ---------------------------
+
+OWN_DIR = "catalogue"  # prompts/catalogue/<exercise id>.toml
+OWN_KEYS = ("features", "bugs", "family")
+
+
+@dataclass(frozen=True)
+class OwnCatalogue:
+    """What one exercise adds to the shared catalogue files, in its own file: the bugs only it makes
+    (their coverage need is the exercise's id: they apply to it alone), the [[family]] entries of
+    its bug files (families.toml's format; `exercise` may be left out), and its coverage features
+    (coverage.toml's [features] entry). An id of prompts/bugs.toml, a family of another exercise or
+    features declared in coverage.toml too are errors: each definition lives in one place."""
+
+    exercise: str  # the file name's stem
+    bugs: dict[str, Bug]
+    features: tuple[str, ...] | None  # None: the file declares none (coverage.toml may)
+    families: tuple[dict, ...]  # each with exercise = this exercise
+    path: Path = field(default=Path(), compare=False)
+
+
+def own_catalogue_files(prompts: Path) -> list[Path]:
+    """prompts/catalogue/*.toml, in name order (the order their entries are merged in)."""
+    return sorted((prompts / OWN_DIR).glob("*.toml"))
+
+
+def load_own_catalogue(path: Path, lenient: bool = False) -> OwnCatalogue:
+    """One exercise's own file; `lenient` leaves out a family of another exercise instead of raising."""
+    data = _read_toml(path)
+    where, exercise_id = f"{OWN_DIR}/{path.name}", path.stem
+    unknown = sorted(set(data) - set(OWN_KEYS))
+    if unknown:
+        raise CatalogError(f"{where}: unknown key '{unknown[0]}' (allowed: format, {', '.join(OWN_KEYS)})")
+    items = [_build(Bug, item, f"{where} [bugs] #{i + 1}") for i, item in enumerate(data.get("bugs", []))]
+    twice = sorted({b.id for b in items if [c.id for c in items].count(b.id) > 1})
+    if twice:
+        raise CatalogError(f"{where}: bug id '{twice[0]}' is defined twice")
+    features = data.get("features")
+    if features is not None and not (isinstance(features, list) and all(isinstance(f, str) for f in features)):
+        raise CatalogError(f"{where}: 'features' must be a list of feature names (prompts/coverage.toml's header says each)")
+    families = []
+    for i, entry in enumerate(data.get("family", [])):
+        if entry.setdefault("exercise", exercise_id) != exercise_id and lenient:
+            continue
+        if entry["exercise"] != exercise_id:
+            raise CatalogError(
+                f"{where} [[family]] #{i + 1}: exercise = '{entry['exercise']}' is another exercise's: "
+                f"its families belong in prompts/{OWN_DIR}/{entry['exercise']}.toml"
+            )
+        families.append(entry)
+    return OwnCatalogue(exercise_id, {b.id: b for b in items}, None if features is None else tuple(features), tuple(families), path)
+
+
+def own_catalogues(prompts: Path, lenient: bool = False) -> tuple[OwnCatalogue, ...]:
+    """Every exercise's own file, loaded; `lenient` leaves out a file that does not load (for
+    `dev check`, which reports it once and checks the rest against what loads)."""
+    found = []
+    for path in own_catalogue_files(prompts):
+        try:
+            found.append(load_own_catalogue(path, lenient))
+        except CatalogError:
+            if not lenient:
+                raise
+    return tuple(found)
+
+
+def _twice(message: str, lenient: bool) -> None:
+    if not lenient:
+        raise CatalogError(message)
+
+
+def load_catalogue_bugs(prompts: Path, lenient: bool = False) -> dict[str, Bug]:
+    """Every known bug: prompts/bugs.toml's, then each exercise's own; an id defined twice is an
+    error (`lenient`: the first definition stands, and own files that do not load are left out)."""
+    merged = load_bugs(prompts / "bugs.toml")
+    origin = dict.fromkeys(merged, "bugs.toml")
+    for own in own_catalogues(prompts, lenient):
+        for bug_id, bug in own.bugs.items():
+            if bug_id in merged:
+                _twice(f"{OWN_DIR}/{own.path.name}: bug id '{bug_id}' is also defined in {origin[bug_id]}: define it once", lenient)
+                continue
+            merged[bug_id], origin[bug_id] = bug, f"{OWN_DIR}/{own.path.name}"
+    return merged
+
+
+def load_coverage(prompts: Path, lenient: bool = False) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """({exercise: its features}, {bug: the features it needs}): prompts/coverage.toml's tables, then
+    each exercise's own features and its own bugs, which need just its id (`lenient` as for
+    load_catalogue_bugs)."""
+    path = prompts / "coverage.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+    if data.get("format") != FORMAT_VERSION or not isinstance(data.get("features"), dict) or not isinstance(data.get("needs"), dict):
+        raise CatalogError(f"{path}: expected 'format = 1', a [features] table and a [needs] table")
+    features = {e: tuple(f) for e, f in data["features"].items()}
+    needs = {b: tuple(f) for b, f in data["needs"].items()}
+    for own in own_catalogues(prompts, lenient):
+        where = f"{OWN_DIR}/{own.path.name}"
+        if own.features is not None and own.exercise in features:
+            _twice(f"{where}: the features of '{own.exercise}' are also declared in coverage.toml [features]: declare them once", lenient)
+        elif own.features is not None:
+            features[own.exercise] = own.features
+        for bug_id in own.bugs:
+            if bug_id in needs:
+                _twice(f"{where}: '{bug_id}' also has an entry in coverage.toml [needs]: an exercise's own bug needs only its id", lenient)
+                continue
+            needs[bug_id] = (own.exercise,)
+    return features, needs
+
+
+def own_families(prompts: Path) -> tuple[dict, ...]:
+    """Every exercise's own [[family]] entries, after which they follow prompts/families.toml's."""
+    return tuple(entry for own in own_catalogues(prompts) for entry in own.families)
 
 
 def bug_in(exercise: Exercise | None, bug_id: str) -> Bug | None:

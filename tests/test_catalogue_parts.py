@@ -1,0 +1,153 @@
+"""An exercise's own part of the catalogue (prompts/catalogue/<id>.toml) and the shared files.
+
+The loaders merge each exercise's own bugs, families and features after prompts/bugs.toml,
+families.toml and coverage.toml. Folding an own file back into the shared files (as mla-decode's
+entries were before they moved) loads the same catalogue; `dev check` rejects a definition made
+in two places, and docs/catalogue.md (every exercise's ids with their titles) when it is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attn_kit.base.paths import package_dir
+from attn_kit.dev import check as devcheck
+from attn_kit.diagnosis import compose
+from attn_kit.load import catalog
+
+OWN = "mla-decode"  # the exercise whose own entries moved out of the shared files
+
+
+def _value(value) -> str:
+    """A TOML value: strings, lists of them and lists of lists (a family's edits), inline tables."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def _table(name: str, entry: dict) -> str:
+    return f"\n[[{name}]]\n" + "".join(f"{k} = {_value(v)}\n" for k, v in entry.items())
+
+
+def _fold(prompts) -> None:
+    """Move every own file's entries into the shared files, as they were written before."""
+    for path in catalog.own_catalogue_files(prompts):
+        own = catalog.load_own_catalogue(path)
+        with open(prompts / "bugs.toml", "a", encoding="utf-8") as fh:
+            for bug in own.bugs.values():
+                fh.write(_table("bugs", {k: v for k, v in vars(bug).items() if v != ""}))
+        with open(prompts / compose.FAMILIES, "a", encoding="utf-8") as fh:
+            fh.write("".join(_table("family", entry) for entry in own.families))
+        coverage = (prompts / "coverage.toml").read_text(encoding="utf-8")
+        if own.features is not None:
+            coverage = coverage.replace("\n[needs]\n", f"\n{own.exercise} = {_value(list(own.features))}\n\n[needs]\n", 1)
+        coverage += "".join(f"{bug_id} = {_value([own.exercise])}\n" for bug_id in own.bugs)
+        (prompts / "coverage.toml").write_text(coverage, encoding="utf-8")
+        path.unlink()
+
+
+def _loaded(prompts) -> tuple:
+    features, needs = catalog.load_coverage(prompts)
+    families = compose.read_families(prompts / compose.FAMILIES) + catalog.own_families(prompts)
+    return list(catalog.load_catalogue_bugs(prompts).items()), features, dict(needs), list(families)
+
+
+def test_mla_decode_s_entries_live_in_its_own_file():
+    own = catalog.load_own_catalogue(package_dir("prompts") / catalog.OWN_DIR / f"{OWN}.toml")
+    assert own.features == ("scores", "softmax") and len(own.bugs) == 8 and len(own.families) == 2
+    shared = (package_dir("prompts") / "bugs.toml").read_text(encoding="utf-8")
+    assert not any(f'id = "{bug_id}"' in shared for bug_id in own.bugs)
+    assert OWN not in (package_dir("prompts") / compose.FAMILIES).read_text(encoding="utf-8")
+    assert set(own.bugs) <= set(catalog.bugs()) and set(catalog.exercise(OWN).bug_ids) >= set(own.bugs)
+
+
+def test_own_files_load_as_if_written_in_the_shared_files(tmp_path):
+    prompts = shutil.copytree(package_dir("prompts"), tmp_path / "prompts", ignore=shutil.ignore_patterns("__pycache__"))
+    split = _loaded(prompts)
+    _fold(prompts)
+    assert not catalog.own_catalogue_files(prompts)
+    assert _loaded(prompts) == split
+    assert [b for b, _ in split[0]][-8:] == list(catalog.load_own_catalogue(package_dir("prompts") / "catalogue" / f"{OWN}.toml").bugs)
+
+
+@pytest.fixture
+def copy(tmp_path) -> devcheck.Content:
+    ignore = shutil.ignore_patterns("__pycache__")
+    prompts = shutil.copytree(package_dir("prompts"), tmp_path / "prompts", ignore=ignore)
+    solutions = shutil.copytree(package_dir("solutions"), tmp_path / "solutions", ignore=ignore)
+    return devcheck.Content(prompts, solutions)
+
+
+def _edit(path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _own_entry(content: devcheck.Content, header: str) -> str:
+    """The text of the first `[[header]]` table of mla-decode's own file, to copy elsewhere."""
+    text = (content.prompts / "catalogue" / f"{OWN}.toml").read_text(encoding="utf-8")
+    return "\n" + header + text.split(header, 2)[1].split("\n\n")[0] + "\n"
+
+
+BREAKAGES = {
+    "an own bug also in bugs.toml": (
+        lambda c: (c.prompts / "bugs.toml").open("a", encoding="utf-8").write(_own_entry(c, "[[bugs]]")),
+        ("prompts/catalogue/mla-decode.toml: bug id 'rope-on-latent' is also defined in bugs.toml", "is declared twice"),
+    ),
+    "features declared in both places": (
+        lambda c: _edit(c.prompts / "coverage.toml", "\n[needs]\n", '\nmla-decode = ["scores", "softmax"]\n\n[needs]\n'),
+        ("prompts/catalogue/mla-decode.toml: the features of 'mla-decode' are also declared in coverage.toml",),
+    ),
+    "an own bug with a [needs] entry too": (
+        lambda c: (c.prompts / "coverage.toml").open("a", encoding="utf-8").write('rope-on-latent = ["mla-decode"]\n'),
+        ("prompts/catalogue/mla-decode.toml: 'rope-on-latent' also has an entry in coverage.toml [needs]",),
+    ),
+    "another exercise's family": (
+        lambda c: _edit(
+            c.prompts / "catalogue" / f"{OWN}.toml", 'form = "mla-scale-wrong-width"', 'exercise = "rope"\nform = "mla-scale-wrong-width"'
+        ),
+        ("prompts/catalogue/mla-decode.toml: [[family]] #1: exercise = 'rope' is another exercise's",),
+    ),
+    "a file for no exercise": (
+        lambda c: (c.prompts / "catalogue" / "no-such-exercise.toml").write_text("format = 1\n", encoding="utf-8"),
+        ("prompts/catalogue/no-such-exercise.toml: unexpected in prompts/catalogue/",),
+    ),
+    "an own family that no longer fits": (
+        lambda c: _edit(c.prompts / "catalogue" / f"{OWN}.toml", '[["np.sqrt(d_nope)"', '[["np.sqrt(d_nope_)"'),
+        ("prompts/catalogue/mla-decode.toml: families.toml: mla-scale-wrong-width",),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BREAKAGES)
+def test_dev_check_rejects_a_definition_made_in_two_places(copy, name):
+    assert devcheck.run(copy).ok  # untouched, the copy passes: each problem comes from the edit
+    breakage, expected = BREAKAGES[name]
+    broken = devcheck.Content(copy.prompts, copy.solutions)  # fresh: nothing cached from the first run
+    breakage(broken)
+    found = [str(p) for p in devcheck.run(broken).problems]
+    for said in expected:
+        assert any(said in p for p in found), f"{said!r} not in:\n" + "\n".join(found)
+    assert len(found) <= 2, "one problem per breakage (two for a bug id: the merge and the id rule):\n" + "\n".join(found)
+
+
+def test_dev_check_fails_a_stale_catalogue_doc(copy):
+    root = copy.prompts.parent
+    shutil.copy(Path(__file__).resolve().parents[1] / "README.md", root / "README.md")
+    (root / "docs").mkdir()
+    doc = root / "docs" / "catalogue.md"
+    doc.write_text(devcheck.catalogue_text(copy) or "", encoding="utf-8")
+    assert devcheck.run(copy, [devcheck.readme_tables_are_up_to_date]).ok
+    _edit(copy.prompts / "catalogue" / f"{OWN}.toml", 'title = "The latent is rotated by RoPE"', 'title = "The latent is rotated"')
+    fresh = devcheck.Content(copy.prompts, copy.solutions)
+    found = [str(p) for p in devcheck.run(fresh, [devcheck.readme_tables_are_up_to_date]).problems]
+    assert found == ["docs/catalogue.md: out of date (the known bugs of each exercise): run attn-kit dev update"]
+    assert devcheck.update_catalogue_doc(fresh) and "| `rope-on-latent` | The latent is rotated |" in doc.read_text(encoding="utf-8")
+    assert devcheck.run(fresh, [devcheck.readme_tables_are_up_to_date]).ok
