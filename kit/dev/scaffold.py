@@ -3,10 +3,11 @@
 An exercise is data joined by ids (kit/dev/check.py lists the joins): prompts/exercises/<id>.toml
 (statement, starter, hints, questions, scoring, bench workload), checks/<module>.py (its graded
 suite), solutions/<id>/reference_numpy.py (the oracle) and solutions/<id>/bugs/<bug-id>.py (a
-known bug: the reference with one marked change). The kit finds exercises by listing those
-folders, so a new exercise touches no shared file: prompts/coverage.toml and
-tests/corpus/can_fail.toml treat an exercise without an entry as having none, and the README's
-tables of exercises are written from the TOML by `attn-kit dev update`.
+known bug: the reference with one marked change), and prompts/catalogue/<id>.toml, its own part
+of the bug catalogue (its features, the bugs only it makes and their families, which the loaders
+merge with the shared prompts/bugs.toml, families.toml and coverage.toml). The kit finds exercises
+by listing those folders, so a new exercise touches no shared file: the README's tables and
+docs/catalogue.md are written from the content by `attn-kit dev update`.
 
 The skeleton is a working single-head attention, `softmax(q·kᵀ / sqrt(d)) @ v`, so it loads and
 grades from the start; every line a contributor must write is marked PLACEHOLDER, and
@@ -47,6 +48,7 @@ def _refuse_bad_id(exercise_id: str, roots: dict[str, Path]) -> None:
             roots["prompts"] / "exercises" / f"{exercise_id}.toml",
             roots["solutions"] / exercise_id,
             roots["checks"] / f"{module_name(exercise_id)}.py",
+            roots["prompts"] / catalog.OWN_DIR / f"{exercise_id}.toml",
         )
         if p.exists()
     ]
@@ -60,9 +62,12 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
     Raises UsageError, writing nothing, when the id is invalid or taken or `bug` is no catalogue id."""
     roots = roots or {name: package_dir(name) for name in ("prompts", "solutions", "checks")}
     _refuse_bad_id(exercise_id, roots)
-    known = catalog.load_bugs(roots["prompts"] / "bugs.toml")
+    known = catalog.load_catalogue_bugs(roots["prompts"])
     if bug not in known:
-        raise UsageError(f"'{bug}' is not a bug id in prompts/bugs.toml: pass --bug with one of its ids.")
+        raise UsageError(
+            f"'{bug}' is not a bug id in the catalogue (prompts/bugs.toml, prompts/catalogue/): pass --bug with one of its "
+            "ids, and add a bug of the new exercise's own to the prompts/catalogue/<id>.toml that `dev new` writes."
+        )
     orders = [catalog.load_exercise(p).order for p in (roots["prompts"] / "exercises").glob("*.toml")]
     fields = {
         "id": exercise_id,
@@ -76,6 +81,7 @@ def new(exercise_id: str, bug: str = DEFAULT_BUG, roots: dict[str, Path] | None 
     folder = roots["solutions"] / exercise_id
     files = {
         roots["prompts"] / "exercises" / f"{exercise_id}.toml": EXERCISE_TOML,
+        roots["prompts"] / catalog.OWN_DIR / f"{exercise_id}.toml": CATALOGUE_TOML,
         roots["checks"] / f"{module_name(exercise_id)}.py": CHECKS_PY,
         folder / "reference_numpy.py": REFERENCE_PY,
         folder / "bugs" / f"{bug}.py": BUG_PY,
@@ -175,6 +181,37 @@ def bench_inputs(rng, T, d):
     """`attn-kit bench`'s inputs at length T, with the [bench.dims] of the TOML."""
     return (rng.normal(size=(T, d)), rng.normal(size=(T, d)), rng.normal(size=(T, d))), {{}}
 '''
+
+CATALOGUE_TOML = """# {id}'s own part of the known-bug catalogue, written by `attn-kit dev new {id}`: what
+# prompts/bugs.toml, families.toml and coverage.toml hold for the exercises they share, for this
+# exercise alone. The loaders merge it after the shared files; `attn-kit dev check` rejects an id
+# or a table defined in both. A bug several exercises make stays in prompts/bugs.toml.
+format = 1
+
+# Its features (prompts/coverage.toml's header says what each means): every shared bug whose
+# features it has applies here and needs a bug file under solutions/{id}/bugs/.
+features = []  # {todo}: list the features its candidate's code has, or leave it empty
+
+# The bugs only this exercise makes, each with a bug file solutions/{id}/bugs/<id>.py that a check
+# declares it catches; they apply to this exercise alone. One entry per bug, as in prompts/bugs.toml:
+#
+#   [[bugs]]
+#   id = "{id}-..."
+#   severity = "wrong"        # crash, wrong or edge: prompts/bugs.toml's header says which
+#   title = "..."             # one line: the catalogue list of docs/catalogue.md shows it
+#   symptom = "..."
+#   fix = "..."
+#   test_idea = "..."
+#   concept = "..."           # a concept of prompts/concepts.toml [concept_words]
+#
+# More forms of a bug of its bug files, as in prompts/families.toml (whose header says how):
+#
+#   [[family]]
+#   form = "<bug file name without .py>"
+#   parameter = "..."
+#   values = ["...", "..."]
+#   edits = [["old text", "new text with {{choice}}"]]
+"""
 
 EXERCISE_TOML = '''# A new exercise, written by `attn-kit dev new {id}`. Every value marked as a placeholder is yours
 # to write; `attn-kit dev check` names each one left. Compare with any prompts/exercises/*.toml.
