@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from attn_kit.base.errors import UsageError
 from attn_kit.base.paths import package_dir
 from attn_kit.dev import check as devcheck
 from attn_kit.diagnosis import compose
@@ -151,3 +152,76 @@ def test_dev_check_fails_a_stale_catalogue_doc(copy):
     assert found == ["docs/catalogue.md: out of date (the known bugs of each exercise): run attn-kit dev update"]
     assert devcheck.update_catalogue_doc(fresh) and "| `rope-on-latent` | The latent is rotated |" in doc.read_text(encoding="utf-8")
     assert devcheck.run(fresh, [devcheck.readme_tables_are_up_to_date]).ok
+
+
+# --- `attn-kit dev split`: an exercise's blocks at the end of the shared files, moved to its own ---
+
+
+def _as_blocks(prompts, exercise_id: str) -> None:
+    """Write an exercise's own entries as they were before own files: a `# --- <id> ---` block at
+    the end of each shared file (its features line in coverage.toml's block, which lies in [needs])."""
+    own = catalog.load_own_catalogue(prompts / catalog.OWN_DIR / f"{exercise_id}.toml")
+    header = f"\n# --- {exercise_id} ---------------------------------------------\n"
+    with open(prompts / "bugs.toml", "a", encoding="utf-8") as fh:
+        fh.write(header + "".join(_table("bugs", {k: v for k, v in vars(bug).items() if v != ""}) for bug in own.bugs.values()))
+    with open(prompts / compose.FAMILIES, "a", encoding="utf-8") as fh:
+        fh.write(header + "".join(_table("family", entry) for entry in own.families))
+    lines = [f"{exercise_id} = {_value(list(own.features or ()))}"] + [f"{b} = {_value([exercise_id])}" for b in own.bugs]
+    with open(prompts / "coverage.toml", "a", encoding="utf-8") as fh:
+        fh.write(header + "\n".join(lines) + "\n")
+    (prompts / catalog.OWN_DIR / f"{exercise_id}.toml").unlink()
+
+
+def test_dev_split_moves_an_exercise_s_blocks_into_its_own_file(copy):
+    from attn_kit.dev import split
+
+    original = {p.name: p.read_text(encoding="utf-8") for p in copy.prompts.glob("*.toml")}
+    _as_blocks(copy.prompts, OWN)
+    moved = split.split(copy.prompts, OWN)
+    assert moved.features == ("scores", "softmax") and len(moved.bugs) == 8 and moved.families == 2
+    assert {p.name: p.read_text(encoding="utf-8") for p in copy.prompts.glob("*.toml")} == original
+    assert _loaded(copy.prompts)[:3] == _loaded(package_dir("prompts"))[:3]
+    result = devcheck.run(devcheck.Content(copy.prompts, copy.solutions))
+    assert result.ok, "\n".join(map(str, result.problems))
+    with pytest.raises(UsageError, match="no '# --- mla-decode ---' block"):
+        split.split(copy.prompts, OWN)
+
+
+def test_dev_split_refuses_a_block_with_a_shared_bug(copy):
+    from attn_kit.dev import split
+
+    _as_blocks(copy.prompts, OWN)
+    coverage = copy.prompts / "coverage.toml"
+    _edit(coverage, 'rope-on-latent = ["mla-decode"]', 'rope-on-latent = ["scores"]')
+    before = {p.name: p.read_bytes() for p in copy.prompts.rglob("*.toml")}
+    with pytest.raises(UsageError, match="'rope-on-latent' the needs \\['scores'\\]: a bug other exercises can make"):
+        split.split(copy.prompts, OWN)
+    assert {p.name: p.read_bytes() for p in copy.prompts.rglob("*.toml")} == before, "a refused split writes nothing"
+
+
+def test_dev_split_puts_every_file_back_when_the_catalogue_would_change(copy):
+    from attn_kit.dev import split
+
+    _as_blocks(copy.prompts, OWN)
+    _edit(copy.prompts / "coverage.toml", "\n[needs]\n", '\nmla-decode = ["scores"]\n\n[needs]\n')  # features twice
+    before = {p.relative_to(copy.prompts).as_posix(): p.read_bytes() for p in copy.prompts.rglob("*.toml")}
+    with pytest.raises(UsageError, match="would change the catalogue as loaded: nothing was moved"):
+        split.split(copy.prompts, OWN)
+    assert {p.relative_to(copy.prompts).as_posix(): p.read_bytes() for p in copy.prompts.rglob("*.toml")} == before
+
+
+def test_the_dev_split_command(copy, monkeypatch):
+    from click.testing import CliRunner
+
+    from attn_kit.base import paths
+    from attn_kit.cli.app import cli
+
+    _as_blocks(copy.prompts, OWN)
+    monkeypatch.setattr(paths, "package_dir", lambda name: copy.prompts if name == "prompts" else package_dir(name))
+    result = CliRunner().invoke(cli, ["dev", "split", OWN])
+    assert (result.exit_code, result.output) == (
+        0,
+        f"✓ prompts/catalogue/{OWN}.toml: its features, 8 bug(s) and 2 family entries moved there\n",
+    )
+    again = CliRunner().invoke(cli, ["dev", "split", OWN])
+    assert again.exit_code == 2 and "nothing to move" in again.output and "Traceback" not in again.output

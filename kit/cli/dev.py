@@ -105,3 +105,29 @@ def new_exercise(exercise_id, bug):
     for path in skeleton.files:
         click.echo(f"+ {path}")
     click.echo("Fill in every TODO(dev new) in these files, then run `attn-kit dev update` and `attn-kit dev check`.")
+
+
+@dev.command("split")
+@click.argument("exercise_id", metavar="EXERCISE_ID")
+@reports_errors
+def split_exercise(exercise_id):
+    """Move an exercise's `# --- EXERCISE_ID ---` blocks of prompts/bugs.toml, families.toml and
+    coverage.toml into its own prompts/catalogue/EXERCISE_ID.toml.
+
+    For an exercise added before exercises had their own catalogue file: each block runs from its
+    header line to the next `# --- ` line or the end of the file. The catalogue as loaded stays the
+    same, or nothing is written (exit 2, saying why).
+
+    \b
+    Example:
+      attn-kit dev split varlen-prefill
+      attn-kit dev check
+    """
+    from attn_kit.base.paths import package_dir
+    from attn_kit.dev import split
+
+    moved = split.split(package_dir("prompts"), exercise_id)
+    features = "its features, " if moved.features is not None else ""
+    click.echo(
+        f"✓ prompts/catalogue/{exercise_id}.toml: {features}{len(moved.bugs)} bug(s) and {moved.families} family entries moved there"
+    )
