@@ -116,6 +116,14 @@ BREAKAGES = {
         ),
         ("prompts/catalogue/mla-decode.toml: [[family]] #1: exercise = 'rope' is another exercise's",),
     ),
+    "a concept's words in both places": (
+        lambda c: (c.prompts / "catalogue" / f"{OWN}.toml").open("a", encoding="utf-8").write("\n[concept_words]\nscaling = 'sqrt'\n"),
+        ("prompts/catalogue/mla-decode.toml: [concept_words] scaling is also defined in prompts/concepts.toml",),
+    ),
+    "words for a bug of another exercise": (
+        lambda c: (c.prompts / "catalogue" / f"{OWN}.toml").open("a", encoding="utf-8").write("\n[bug_words]\nno-scaling = 'sqrt'\n"),
+        ("prompts/catalogue/mla-decode.toml: [bug_words] no-scaling is not one of this exercise's own bugs",),
+    ),
     "a file for no exercise": (
         lambda c: (c.prompts / "catalogue" / "no-such-exercise.toml").write_text("format = 1\n", encoding="utf-8"),
         ("prompts/catalogue/no-such-exercise.toml: unexpected in prompts/catalogue/",),
@@ -225,3 +233,16 @@ def test_the_dev_split_command(copy, monkeypatch):
     )
     again = CliRunner().invoke(cli, ["dev", "split", OWN])
     assert again.exit_code == 2 and "nothing to move" in again.output and "Traceback" not in again.output
+
+
+def test_an_exercise_s_own_words_join_prompts_concepts_toml(copy):
+    """A concept an exercise introduces and its own bugs' words sit in its own file too."""
+    own = copy.prompts / "catalogue" / f"{OWN}.toml"
+    own.write_text(
+        own.read_text(encoding="utf-8") + "\n[concept_words]\nlatent-cache = 'latent'\n\n[bug_words]\nrope-on-latent = 'latent'\n",
+        encoding="utf-8",
+    )
+    concepts, bugs = devcheck.concept_words(copy)
+    assert concepts["latent-cache"] == "latent" and concepts["scaling"] == "sqrt|scal" and bugs["rope-on-latent"] == "latent"
+    result = devcheck.run(copy)
+    assert result.ok, "\n".join(map(str, result.problems))

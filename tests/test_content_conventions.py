@@ -12,7 +12,6 @@ import dataclasses
 import math
 import re
 import textwrap
-import tomllib
 
 import numpy as np
 import pytest
@@ -259,8 +258,8 @@ def test_no_content_leans_on_the_old_figures():
 
 
 def concept_words() -> dict[str, str]:
-    data = tomllib.loads((package_dir("prompts") / "concepts.toml").read_text(encoding="utf-8"))
-    return dict(data["concept_words"])
+    """prompts/concepts.toml's [concept_words], with those an exercise's own file adds."""
+    return devcheck.concept_words(devcheck.Content.installed())[0]
 
 
 def topic_text(exercise: catalog.Exercise, level: int) -> str:

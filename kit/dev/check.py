@@ -545,14 +545,33 @@ def bug_texts_reword_bugs_of_the_exercise(content: Content) -> Iterable[Problem]
 CONCEPTS_FILE = "concepts.toml"  # prompts/concepts.toml: [concept_words] and [bug_words]
 
 
+def word_sources(content: Content) -> list[tuple[Path, dict, set[str] | None]]:
+    """(file, its word tables, the bugs it may give words to: None for any) for prompts/concepts.toml
+    and each exercise's own file (its own bugs only); a file that does not load is left out."""
+    found: list[tuple[Path, dict, set[str] | None]] = []
+    try:
+        found.append((content.prompts / CONCEPTS_FILE, tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8")), None))
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    for own in catalog.own_catalogues(content.prompts, lenient=True):
+        found.append((own.path, own.words, set(own.bugs)))
+    return found
+
+
+def merged_words(content: Content, table: str) -> dict:
+    """One table of prompts/concepts.toml with the exercises' own entries (the first definition stands)."""
+    merged: dict = {}
+    for _, data, _ in word_sources(content):
+        for key, value in dict(data.get(table, {})).items():
+            merged.setdefault(key, value)
+    return merged
+
+
 def concept_words(content: Content) -> tuple[dict[str, str], dict[str, str]]:
     """({concept: words a question on it uses}, {bug id: words one of its questions uses}), from
-    prompts/concepts.toml (regular expressions); empty tables when the file does not load."""
-    try:
-        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}, {}
-    return dict(data.get("concept_words", {})), dict(data.get("bug_words", {}))
+    prompts/concepts.toml and the exercises' own files (regular expressions); empty tables when
+    nothing loads."""
+    return merged_words(content, "concept_words"), merged_words(content, "bug_words")
 
 
 def question_text(question: catalog.Question) -> str:
@@ -598,14 +617,11 @@ def bugs_reach_questions_that_teach_them(content: Content) -> Iterable[Problem]:
 
 def hint_words(content: Content) -> dict[str, tuple[str, str]]:
     """{bug id: (words of the nudging question, words of the concept step)}: prompts/concepts.toml's
-    [hint_words]; an entry that is not two strings is left out (concept_words_are_valid says so)."""
-    try:
-        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+    [hint_words] and the exercises' own; an entry that is not two strings is left out
+    (_concept_file_problems says so)."""
     return {
         bug_id: (words[0], words[1])
-        for bug_id, words in dict(data.get("hint_words", {})).items()
+        for bug_id, words in merged_words(content, "hint_words").items()
         if isinstance(words, list) and len(words) == 2 and all(isinstance(w, str) for w in words)
     }
 
@@ -661,11 +677,27 @@ def bugs_reach_hints_that_name_them(content: Content) -> Iterable[Problem]:
 def _concept_file_problems(content: Content) -> Iterable[Problem]:
     where = f"prompts/{CONCEPTS_FILE}"
     try:
-        data = tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
+        tomllib.loads((content.prompts / CONCEPTS_FILE).read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         yield Problem(where, f"does not load: {exc}")
         return
-    for table in ("concept_words", "bug_words", "hint_words"):
+    seen: dict[tuple[str, str], str] = {}
+    for path, data, own_bugs in word_sources(content):
+        where = content.relative(path)
+        for table in catalog.WORD_TABLES:
+            for key in dict(data.get(table, {})):
+                if (table, key) in seen:
+                    yield Problem(where, f"[{table}] {key} is also defined in {seen[table, key]}: define it once")
+                seen.setdefault((table, key), where)
+                if own_bugs is not None and table != "concept_words" and key not in own_bugs:
+                    yield Problem(
+                        where, f"[{table}] {key} is not one of this exercise's own bugs: its words belong in prompts/{CONCEPTS_FILE}"
+                    )
+        yield from _word_table_problems(content, where, data)
+
+
+def _word_table_problems(content: Content, where: str, data: dict) -> Iterable[Problem]:
+    for table in catalog.WORD_TABLES:
         for key, value in dict(data.get(table, {})).items():
             patterns = value if table == "hint_words" else [value]
             if table == "hint_words" and content.bugs and key not in content.bugs:

@@ -202,7 +202,12 @@ features = []  # {todo}: list the features its candidate's code has, or leave it
 #   symptom = "..."
 #   fix = "..."
 #   test_idea = "..."
-#   concept = "..."           # a concept of prompts/concepts.toml [concept_words]
+#   concept = "..."           # a concept of prompts/concepts.toml [concept_words], or a new one
+#
+# A new concept's words, and words for its own bugs, go here too, as in prompts/concepts.toml:
+#
+#   [concept_words]
+#   my-concept = 'words|a question on it uses'
 #
 # More forms of a bug of its bug files, as in prompts/families.toml (whose header says how):
 #

@@ -388,21 +388,25 @@ def bugs() -> dict[str, Bug]:
 # --- one exercise's own part of the catalogue: prompts/catalogue/<id>.toml ---------------------------
 
 OWN_DIR = "catalogue"  # prompts/catalogue/<exercise id>.toml
-OWN_KEYS = ("features", "bugs", "family")
+WORD_TABLES = ("concept_words", "bug_words", "hint_words")  # prompts/concepts.toml's tables (kit/dev/check.py reads them)
+OWN_KEYS = ("features", "bugs", "family", *WORD_TABLES)
 
 
 @dataclass(frozen=True)
 class OwnCatalogue:
     """What one exercise adds to the shared catalogue files, in its own file: the bugs only it makes
     (their coverage need is the exercise's id: they apply to it alone), the [[family]] entries of
-    its bug files (families.toml's format; `exercise` may be left out), and its coverage features
-    (coverage.toml's [features] entry). An id of prompts/bugs.toml, a family of another exercise or
-    features declared in coverage.toml too are errors: each definition lives in one place."""
+    its bug files (families.toml's format; `exercise` may be left out), its coverage features
+    (coverage.toml's [features] entry), and the words of prompts/concepts.toml for a concept it
+    introduces and for its own bugs ([concept_words], [bug_words], [hint_words]). An id of
+    prompts/bugs.toml, a family of another exercise or features declared in coverage.toml too
+    are errors: each definition lives in one place."""
 
     exercise: str  # the file name's stem
     bugs: dict[str, Bug]
     features: tuple[str, ...] | None  # None: the file declares none (coverage.toml may)
     families: tuple[dict, ...]  # each with exercise = this exercise
+    words: dict[str, dict] = field(default_factory=dict, compare=False)  # its WORD_TABLES: a new concept's words, its bugs'
     path: Path = field(default=Path(), compare=False)
 
 
@@ -435,7 +439,12 @@ def load_own_catalogue(path: Path, lenient: bool = False) -> OwnCatalogue:
                 f"its families belong in prompts/{OWN_DIR}/{entry['exercise']}.toml"
             )
         families.append(entry)
-    return OwnCatalogue(exercise_id, {b.id: b for b in items}, None if features is None else tuple(features), tuple(families), path)
+    words = {table: data[table] for table in WORD_TABLES if table in data}
+    if not all(isinstance(t, dict) for t in words.values()):
+        raise CatalogError(f"{where}: {', '.join(WORD_TABLES)} must be tables, as in prompts/concepts.toml")
+    return OwnCatalogue(
+        exercise_id, {b.id: b for b in items}, None if features is None else tuple(features), tuple(families), words=words, path=path
+    )
 
 
 def own_catalogues(prompts: Path, lenient: bool = False) -> tuple[OwnCatalogue, ...]:
