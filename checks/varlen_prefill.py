@@ -10,7 +10,7 @@ references in solutions/varlen-prefill/). A whole pack's expected output is thos
 Besides agreement, three checks compare the candidate with itself: editing one document must leave
 every other document's rows bit-identical, moving a document within the pack must leave its rows
 as they were, and prefilling in chunks (each call sends the earlier chunks' keys as the cache)
-must give the rows of one-shot prefill. The memory check packs 256 documents of 32 tokens and
+must give the rows of one-shot prefill. The memory check packs 512 documents of 16 tokens and
 measures one call under tracemalloc, as tiled-softmax's does: the total × total block-diagonal
 mask of the pack (64 MiB even as bools) is over the bound.
 """
@@ -31,8 +31,9 @@ check = SUITE.check
 FN = "varlen_prefill"
 AXES = ("token", "head", "feature")
 DIMS = "total_q×H×dv"
-# the memory check's pack: 256 one-shot documents of 32 tokens, two query heads over one K/V head
-MEMORY = {"docs": 256, "length": 32, "H": 2, "H_kv": 1, "d": 8, "dv": 8}
+# the memory check's pack: 512 one-shot documents of 16 tokens, two query heads over one K/V head
+# (small documents and heads keep a correct solution on Python lists within the time limit)
+MEMORY = {"docs": 512, "length": 16, "H": 2, "H_kv": 1, "d": 4, "dv": 4}
 
 
 # --- the plain, obviously-correct computation ----------------------------------------------------
@@ -430,8 +431,8 @@ def inputs_left_unmodified(ctx):
 
 
 def memory_bound(total_q: int, H: int, max_k: int, dv: int) -> int:
-    """The statement's bound: 48·total_q·H·(max_k + dv) bytes."""
-    return 48 * total_q * H * (max_k + dv)
+    """The statement's bound: 64·total_q·H·(max_k + dv) bytes."""
+    return 64 * total_q * H * (max_k + dv)
 
 
 def replay_peak_over_bound(module, q, k, v, cu_q, cu_k) -> list[float]:
@@ -442,9 +443,9 @@ def replay_peak_over_bound(module, q, k, v, cu_q, cu_k) -> list[float]:
 
 @check(points=4, after=("output-shape",), concept="memory", catches=("materialises-scores",))
 def memory_stays_within_bound(ctx):
-    """With 256 documents of 32 tokens the peak memory stays within 48·total_q·H·(max_k + dv) bytes.
+    """With 512 documents of 16 tokens the peak memory stays within 64·total_q·H·(max_k + dv) bytes.
 
-    total_q = total_k = 8,192, H = 2, H_kv = 1, d = dv = 8, max_k = 32: the bound is 30 MiB, while
+    total_q = total_k = 8,192, H = 2, H_kv = 1, d = dv = 4, max_k = 16: the bound is 20 MiB, while
     the total × total block-diagonal mask of the pack is 64 MiB as bools (512 MiB as float64
     scores). Measured in your process with tracemalloc from the start of the call (inputs do not
     count; your output does), and on Linux also by the kernel. Attend one document (or one padded
@@ -456,12 +457,15 @@ def memory_stays_within_bound(ctx):
     total = len(p.q)
     bound, naive = memory_bound(total, m["H"], m["length"], m["dv"]), total * total
     ctx.describe(documents=m["docs"], length=m["length"], total_q=total, H=m["H"], H_kv=m["H_kv"], d=m["d"], dv=m["dv"])
-    limit = kernel_limit(bound, naive)
+    # the kernel's limit sits between the bound and the float64 scores of the pack (271 MiB): it also
+    # counts tracemalloc's own bookkeeping, which a correct solution on Python lists makes large
+    # (about 100 MiB at 17 MiB traced, measured at 256 documents of 32 tokens); the bool mask is left to tracemalloc's reading
+    limit = kernel_limit(bound, 8 * naive)
     outcome = ctx.outcome(
         FN, *p.args(), harness="attn_kit.base.harness:measure_quiet", memory_limit=limit, time_limit=measured_time_limit(ctx)
     )
     naive_text = (
-        f"bound 48·total_q·H·(max_k + dv) = {bound / 2**20:.0f} MiB; the total × total mask of the pack is "
+        f"bound 64·total_q·H·(max_k + dv) = {bound / 2**20:.0f} MiB; the total × total mask of the pack is "
         f"{naive / 2**20:.0f} MiB as bools and {8 * naive / 2**20:.0f} MiB as float64 scores"
     )
     advice = "Attend one document (or a padded batch of documents) at a time: never index the pack with a total × total mask"
@@ -472,7 +476,7 @@ def memory_stays_within_bound(ctx):
         raise failed
     if not outcome.ok:
         raise CallFailed(ctx.calls[-1])
-    peak, over, seconds = peak_verdict(ctx, p.args(), bound, naive, replay_peak_over_bound)
+    peak, over, seconds = peak_verdict(ctx, p.args(), bound, 8 * naive, replay_peak_over_bound)
     figures = f"peak {peak / 2**20:.2f} MiB during the call; {naive_text}"
     if not over:
         ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
