@@ -149,11 +149,12 @@ def run(ctx, p: Pack, what: str = "output", **facts) -> np.ndarray:
 # --- shape and the public example -----------------------------------------------------------------
 
 
-@check(points=1, public=True)
+@check(points=1, public=True, catches=("rope-on-values",))
 def output_shape(ctx):
     """The output is total_q×H×dv: one row per packed query, every query head, dv-wide.
 
-    Three documents of 2, 3 and 1 tokens; four query heads over two K/V heads; d = 4, dv = 3.
+    Three documents of 2, 3 and 1 tokens; four query heads over two K/V heads; d = 4, dv = 3 (an
+    odd dv: rotating the values, which carry no position, cannot even pair their columns).
     """
     p = pack(ctx.rng, [2, 3, 1], H=4, H_kv=2, d=4, dv=3)
     ctx.describe(**p.facts())
@@ -303,7 +304,7 @@ def chunked_prefill_equals_one_shot(ctx):
     points=3,
     after=("output-shape",),
     concept="kv-cache",
-    catches=("varlen-causal-top-left", "varlen-keys-by-query-offsets", "causal-off-by-one", "softmax-wrong-axis"),
+    catches=("varlen-causal-top-left", "varlen-keys-by-query-offsets", "causal-off-by-one"),
 )
 def uniform_when_queries_are_zero(ctx):
     """With q = 0 every score is 0: query t of a document averages the values of keys 0..n_k - n_q + t.
@@ -374,7 +375,12 @@ def query_heads_share_kv_heads_in_groups(ctx):
         run(ctx, pack(ctx.rng, [3, 4], cached=[1, 0], H=6, H_kv=H_kv, d=4), f"output, 6 query heads over {H_kv} K/V heads")
 
 
-@check(points=2, after=("output-shape",), concept="scaling", catches=("no-scaling", "double-scaling", "scale-after-softmax"))
+@check(
+    points=2,
+    after=("output-shape",),
+    concept="scaling",
+    catches=("no-scaling", "double-scaling", "scale-after-softmax", "softmax-wrong-axis"),
+)
 def scores_scaled_by_sqrt_d(ctx):
     """Scores are divided by sqrt(d), the head width (d = 8 here, inputs twice as large)."""
     run(ctx, pack(ctx.rng, [4, 3], H=2, H_kv=1, d=8, scale=2.0))

@@ -235,7 +235,7 @@ def test_varlen_chunked_prefill_question():
     assert "2,048 + 4,096 + 6,144 + 8,192 = 20,480 keys" in text and sum(reads) / N == 2.5 and "2.5 times" in text
 
 
-def test_varlen_positions_question_holds_for_one_shot_packs_only():
+def test_varlen_positions_question():
     """The claim itself: pack-wide positions pass a one-shot pack (within rounding) and fail as soon
     as a document has a cache."""
     bug = load_module(str(FOLDER / "bugs" / "varlen-positions-not-restarted.py"))

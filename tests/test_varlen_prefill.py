@@ -2,7 +2,7 @@
 RoPE, a float32 one, one in plain Python loops over lists and the padded reference pass; one that
 masks the whole pack with segment ids fails only the memory bound and is named
 materialises-scores; one that aligns a chunk's causal bound with np.tril's default diagonal is
-named varlen-causal-top-left."""
+named varlen-causal-top-left; two forms of the varlen families are named too."""
 
 from __future__ import annotations
 
@@ -44,3 +44,15 @@ def test_varlen_top_left_chunks_are_named():
     failing = {r.id for r in report.results if r.status in ("fail", "error")}
     assert "chunked-prefill-equals-one-shot" in failing and "each-document-equals-attention-run-alone" not in failing
     assert [d.bug for d in report.diagnosis] == ["varlen-causal-top-left"]
+
+
+@pytest.mark.parametrize(
+    ("name", "bug"),
+    [("indep_query_pack_positions.py", "varlen-positions-not-restarted"), ("indep_inclusive_ends.py", "varlen-cu-seqlens-off-by-one")],
+)
+def test_varlen_family_forms_are_named(name, bug):
+    """Forms of prompts/families.toml's varlen families, written independently: pack-wide positions
+    on the queries only, and each document's end read as inclusive."""
+    report = graded(VARLEN / name, 3)
+    assert not report.passed
+    assert [d.bug for d in report.diagnosis] == [bug]
