@@ -184,3 +184,48 @@ def test_mla_reference_matches_torch_step_by_step():
             out, cache = MLA.mla_decode_step(x[:, t], p, H, positions[t], cache)
             np.testing.assert_allclose(out, want[:, t], rtol=1e-9, atol=1e-9)
         assert sum(np.size(v) for v in cache.values()) == B * T * (d_c + d_R)
+
+
+# --- varlen-prefill: both references against torch's attention, one document at a time -----------
+
+
+VARLEN = {name: load_module(str(solutions_dir("varlen-prefill") / name)) for name in ("reference_numpy.py", "reference_padded.py")}
+
+
+def torch_varlen(q, k, v, cu_q, cu_k):
+    """Each document alone through scaled_dot_product_attention: RoPE as a complex multiplication
+    (torch_rope) at positions from 0 in the document, the chunk's queries after its cache, a
+    bottom-right causal mask (torch's is_causal is top-left when n_q < n_k), and enable_gqa for
+    the grouped K/V heads."""
+    out = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=torch.float64)
+    for i in range(len(cu_q) - 1):
+        n_q, n_k = int(cu_q[i + 1] - cu_q[i]), int(cu_k[i + 1] - cu_k[i])
+        if n_q == 0:
+            continue
+        qd = torch.tensor(q[cu_q[i] : cu_q[i + 1]], dtype=torch.float64).transpose(0, 1)  # H×n_q×d
+        kd = torch.tensor(k[cu_k[i] : cu_k[i + 1]], dtype=torch.float64).transpose(0, 1)
+        vd = torch.tensor(v[cu_k[i] : cu_k[i + 1]], dtype=torch.float64).transpose(0, 1)
+        qd = torch_rope(qd, list(range(n_k - n_q, n_k)))
+        kd = torch_rope(kd, list(range(n_k)))
+        mask = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+        out[cu_q[i] : cu_q[i + 1]] = F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask, enable_gqa=True).transpose(0, 1)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("name", sorted(VARLEN))
+def test_varlen_references_match_torch_per_document(name):
+    rng = np.random.default_rng(37)
+    for n in range(25):
+        docs = int(rng.integers(1, 6))
+        n_q = rng.integers(0, 7, size=docs)
+        n_k = n_q + rng.integers(0, 5, size=docs) * (rng.random(docs) < 0.6)
+        cu_q, cu_k = (np.concatenate([[0], np.cumsum(a)]).astype(np.int32) for a in (n_q, n_k))
+        H_kv = int(rng.integers(1, 4))
+        H, d, dv = H_kv * int(rng.integers(1, 4)), 2 * int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        scale = 20.0 if n % 5 == 4 else 1.0
+        q = rng.normal(0, scale, size=(int(cu_q[-1]), H, d))
+        k = rng.normal(0, scale, size=(int(cu_k[-1]), H_kv, d))
+        v = rng.normal(size=(int(cu_k[-1]), H_kv, dv))
+        np.testing.assert_allclose(
+            VARLEN[name].varlen_prefill(q, k, v, cu_q, cu_k), torch_varlen(q, k, v, cu_q, cu_k), rtol=1e-9, atol=1e-9
+        )
