@@ -124,7 +124,7 @@ def test_github_actions_grade_step(recipes, tmp_path, layout):
         return
     assert sub["state"] == "graded" and sub["report"]["score"]["points"] == FULL and PICKED[layout] in sub["picked"] + (sub["path"] or "")
     assert int(suite.get("failures")) == int(suite.get("errors")) == 0
-    assert f"{FULL} / {FULL} points" in page
+    assert f"{FULL} / {FULL} points" in page and ("Graded file: attention.py (in hw3.zip" in page) is (layout == "zip")
 
 
 def test_the_recipes_say_what_students_submit_with_zips_and_folders(recipes):

@@ -6,8 +6,14 @@ blocked time), and no run of a copy starts once the budget is spent."""
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
+from test_sandbox_unprivileged import UNPRIVILEGED, _chown_tree, _setup, _why_not
 
 from attn_kit.base.paths import solutions_dir
 from attn_kit.grading import clock, locate, pipeline
@@ -85,6 +91,34 @@ def test_a_file_slow_only_in_the_copies_ends_the_search_within_the_budget(tmp_pa
     if how == "sleeps":  # the copies' sleep was counted: without it, the CPU alone never reaches 2 s
         assert session.METER.blocked - blocked >= 1.0
     assert session.METER.deadline is None  # nothing bounds the runs after the search
+
+
+@pytest.mark.slow
+def test_as_an_ordinary_user_the_search_reports_no_more_than_its_budget(tmp_path):
+    """`check --locate --json` run by uid UNPRIVILEGED (setpriv, as the other unprivileged tests):
+    the search's own account of what it spent (`locate.seconds`) stays within budget + margin."""
+    why = _why_not()
+    if why:
+        pytest.skip(why)
+    root = Path(tempfile.mkdtemp(prefix="attn-kit-locate-unprivileged-"))
+    try:
+        user = _setup(root)
+        case = root / "case"
+        (case / "home").mkdir(parents=True)
+        shutil.copy(_hostile(tmp_path, "sleeps"), case / "mha_screen.py")
+        _chown_tree(case)
+        env = {"ATTN_KIT_HOME": str(case / "home"), "NO_COLOR": "1"}
+        argv = [str(case / "mha_screen.py"), "--seed", str(SEED), "--locate", "--locate-budget", str(BUDGET), "--json"]
+        probe = subprocess.run(user.argv(env, "-c", "import os; print(os.getuid())"), capture_output=True, text=True, timeout=60)
+        if probe.stdout.strip() != str(UNPRIVILEGED):
+            pytest.skip(f"cannot run the kit as uid {UNPRIVILEGED}: {(probe.stderr or probe.stdout).strip()[-300:]}")
+        proc = subprocess.run(user.argv(env, "-m", "attn_kit.cli", "check", *argv), capture_output=True, text=True, timeout=600, cwd=case)
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        searched = json.loads(proc.stdout)["locate"]
+        assert searched["stopped"] == "budget" and searched["found"] is None
+        assert 0 < searched["seconds"] <= BUDGET + clock.MARGIN
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_no_run_starts_once_the_budget_is_spent():

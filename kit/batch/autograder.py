@@ -290,6 +290,8 @@ for sub in data["submissions"]:
         continue
     score = report["score"]
     lines += [f"**{sub['name']}**: {score['points']} / {score['max_points']} points, {score['passed']} of {score['total']} checks passed"]
+    if sub.get("picked"):
+        lines += ["", "Graded file: " + sub["picked"].replace("\\n", " ")]
     lines.append("")
     lines += ["| check | status | points | bug |", "|---|---|---|---|"]
     for check in report["checks"]:
