@@ -74,6 +74,8 @@ class Budget:
         return self.clock.cpu
 
     def spent(self) -> float:
+        if not self.clock.cpu:  # wall time already holds every wait
+            return self.clock.spent()
         return self.clock.spent() + (self.meter.blocked - self.blocked)
 
     def left(self) -> float:
