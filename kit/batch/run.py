@@ -379,10 +379,11 @@ class Pool:
 
     def close(self) -> None:
         """Every grader goes: idle ones are told the run is over and end together (each removes its
-        zygote), within 5 s; busy ones are killed."""
+        zygote), within 5 s; busy ones, and ones still warming up (a run with nothing to grade), are
+        killed (their zygotes die with them; the run's folder is removed after)."""
         deadline = time.monotonic() + 5.0
         for grader in self.graders:
-            if grader.task is None:
+            if grader.task is None and grader.ready:
                 grader.close_input()
             else:
                 grader.kill()
