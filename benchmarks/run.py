@@ -6,6 +6,7 @@
                                                # bench-command, grade, diagnosis, probes
     python benchmarks/run.py --quick           # fewer repetitions, for a smoke run
     python benchmarks/run.py --only locate     # `check --locate` on tests/corpus/locate (a few minutes)
+    python benchmarks/run.py --only grade-jobs --realtime   # as root on a busy machine: see grade_jobs
 
 Prints ratios side by side with their targets, and the machine the figures came from. The two
 sides of a comparison run in alternation after one warm-up each; times are medians (perf_counter)
@@ -479,41 +480,85 @@ def _cohort(tmp: Path) -> Path:
     return folder
 
 
+REALTIME = [False]  # --realtime: the grade commands run under SCHED_FIFO (chrt -f 1), see main()
+
+
+def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one command: the CPU is user + system time of the command and of
+    every process below it that was waited for (the graders, zygotes and workers of `attn-kit grade`)."""
+    import resource
+
+    if REALTIME[0]:
+        cmd = ["chrt", "-f", "1", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-500:]}")
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def jobs_model(n: int, one: float, w1: float, cpu2: float, jobs: int = 2) -> tuple[float, float, float]:
+    """What 2 idle cores allow `--jobs 2` over `--jobs 1`, from figures a loaded machine disturbs
+    little: (bound, per-submission seconds, fixed seconds). A run of one submission with --jobs 1
+    takes `one` s and of `n` takes `w1`: a submission's path through a grader is p = (w1 - one) /
+    (n - 1), the rest of a run (the kit's start and end, a grader's warm-up) f = one - p. With two
+    graders each takes half the submissions, and together they cannot finish before the CPU time
+    they need (`cpu2`, measured with --jobs 2) is spread over both cores: bound = w1 / max(f + n p /
+    2, cpu2 / 2)."""
+    per = (w1 - one) / (n - 1)
+    fixed = max(0.0, one - per)
+    return w1 / max(fixed + n * per / jobs, cpu2 / jobs), per, fixed
+
+
 def grade_jobs(repeats: int) -> list[Row]:
     """`attn-kit grade --jobs 2` against `--jobs 1` on the same 100 submissions, whole commands,
-    alternated; ratio = the median of the per-pair speed-ups. Meaningful on 2 idle cores only: the
-    row records the load average, and says n/a on one core."""
+    alternated with a run on one submission (for the model); ratio = the median of the per-pair
+    speed-ups, beside the bound `jobs_model` computes from the same runs' CPU times. The wall ratio
+    is meaningful on 2 idle cores only (or with --realtime, which gives the commands the cores
+    before anything else on the machine): the row records the load average, and says n/a on one
+    core. Bytecode caches are written and used, as an installed kit has them."""
     import tempfile
 
     kit = str(Path(sys.executable).parent / "attn-kit")
     env = dict(os.environ, NO_COLOR="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    times: dict[int, list[float]] = {1: [], 2: []}
+    runs: dict[str, list[tuple[float, float]]] = {"2": [], "1": [], "one": []}
     with tempfile.TemporaryDirectory() as tmp:
         folder = _cohort(Path(tmp))
-        for _ in range(max(1, repeats // 2)):
-            for jobs in (2, 1):
-                start = time.perf_counter()
-                proc = subprocess.run(
-                    [kit, "grade", str(folder), "-e", "mha-screen", "--seed", "1", "--jobs", str(jobs)],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                )
-                times[jobs].append(time.perf_counter() - start)
-                if proc.returncode not in (0, 1):
-                    raise RuntimeError(f"attn-kit grade --jobs {jobs} failed: {proc.stderr[-500:]}")
-    speedup = statistics.median(one / two for one, two in zip(times[1], times[2])) if cores >= 2 else float("nan")
+        single = Path(tmp) / "one"
+        single.mkdir()
+        first = sorted(folder.iterdir())[0]
+        (single / first.name).write_bytes(first.read_bytes())
+        n = len(list(folder.iterdir()))
+
+        def grade(where: Path, jobs: int) -> tuple[float, float]:
+            return _timed([kit, "grade", str(where), "-e", "mha-screen", "--seed", "1", "--jobs", str(jobs)], env)
+
+        grade(single, 1)  # warm-up: bytecode caches, the file cache
+        for _ in range(max(1, (repeats + 1) // 2)):
+            runs["2"].append(grade(folder, 2))
+            runs["1"].append(grade(folder, 1))
+            runs["one"].append(grade(single, 1))
+    speedup = statistics.median(one[0] / two[0] for one, two in zip(runs["1"], runs["2"])) if cores >= 2 else float("nan")
+    w1, one = statistics.median(w for w, _ in runs["1"]), statistics.median(w for w, _ in runs["one"])
+    cpu1, cpu2 = statistics.median(c for _, c in runs["1"]), statistics.median(c for _, c in runs["2"])
+    bound, per, fixed = jobs_model(n, one, w1, cpu2)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    how = "SCHED_FIFO (--realtime)" if REALTIME[0] else f"load average {load:.1f} at the end"
     return [
         Row(
-            "`attn-kit grade --jobs 2` vs `--jobs 1` on 100 mha-screen submissions (whole commands; ratio = speed-up)",
-            ms(statistics.median(times[2])),
-            ms(statistics.median(times[1])),
+            f"`attn-kit grade --jobs 2` vs `--jobs 1` on {n} mha-screen submissions (whole commands; ratio = speed-up)",
+            ms(statistics.median(w for w, _ in runs["2"])),
+            ms(w1),
             speedup,
             "≥ 1.5× on 2 idle cores",
             speedup >= 1.5,
-            f"{cores} cores, load average {load:.1f} at the end",
+            f"{cores} cores, {how}; CPU {cpu1:.1f} s with --jobs 1, {cpu2:.1f} s with --jobs 2; "
+            f"a submission {per * 1e3:.0f} ms, the rest of a run {fixed:.2f} s; model bound {bound:.2f}×",
         )
     ]
 
@@ -847,7 +892,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run grade-jobs' commands under SCHED_FIFO (chrt -f 1; root): the cores as if idle on a busy machine",
+    )
     args = parser.parse_args(argv)
+    REALTIME[0] = args.realtime
     repeats = 2 if args.quick else REPEATS
     emit("## Machine")
     for line in machine():

@@ -120,7 +120,7 @@ def _submit(exercise: catalog.Exercise) -> str:
     return (
         f"Students submit their solution as one Python file, {name} (or solution.py, or any one .py "
         f"file whose first line is `# attn-kit: {exercise.id}`); other .py files beside it are helper "
-        "modules it may import."
+        "modules it may import. A zip of those files, or one folder holding them, is graded the same way."
     )
 
 
@@ -290,6 +290,8 @@ for sub in data["submissions"]:
         continue
     score = report["score"]
     lines += [f"**{sub['name']}**: {score['points']} / {score['max_points']} points, {score['passed']} of {score['total']} checks passed"]
+    if sub.get("picked"):
+        lines += ["", "Graded file: " + sub["picked"].replace("\\n", " ")]
     lines.append("")
     lines += ["| check | status | points | bug |", "|---|---|---|---|"]
     for check in report["checks"]:
@@ -343,13 +345,21 @@ if [ "${{ATTN_KIT_SKIP_INSTALL:-}}" = 1 ]; then exit 0; fi
     grade = f"""#!/usr/bin/env bash
 # Grades $SOLUTION (default {solution}) into attn-kit-report.xml (JUnit) and attn-kit.json, and writes
 # the score and every check to the run's page ($GITHUB_STEP_SUMMARY); the step fails unless every
-# check passes.
+# check passes. Without that file, the repository is graded as one submission, as students hand it
+# in: the exercise file under another name or in one folder, or a zip (the outputs say what was picked).
 {_seed_comment(seed)}set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${{GITHUB_WORKSPACE:-.}}"
 KIT="${{ATTN_KIT:-attn-kit}}"
+SOLUTION="${{SOLUTION:-{solution}}}"
 cd "$ROOT"
-"$KIT" grade "${{SOLUTION:-{solution}}}" {_grade_flags(exercise.id, hidden_details, seed, allow_unconfined)} \\
+if [ -f "$SOLUTION" ]; then
+  TARGET=("$SOLUTION")
+else
+  echo "$SOLUTION is not in the repository: grading the repository as one submission"
+  TARGET=(. --single)
+fi
+"$KIT" grade "${{TARGET[@]}}" {_grade_flags(exercise.id, hidden_details, seed, allow_unconfined)} \\
   --out junit=attn-kit-report.xml --out json=attn-kit.json
 status=$?
 if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -s attn-kit.json ]; then

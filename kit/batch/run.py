@@ -4,16 +4,20 @@ How a submission's file is found (files, folders, zip archives, Gradescope's exp
 batch/discover.py's business; `find_submissions` is re-exported here.
 
 Process model: the kit starts `jobs` grader processes (`python -m attn_kit.batch.run`), each a fresh
-interpreter that grades one submission after another with grading.grade, so each keeps one warm
-zygote for the whole run. They are the kit's own processes: the candidate's code runs in their
-sandboxed workers, never in them. Each grader answers one JSON line per submission on a pipe
-(nothing is unpickled). A submission that outlives its time limit costs its grader: the kit kills
-that grader (its zygote and workers die with it: PR_SET_PDEATHSIG) and starts another, so one
-hostile file costs that file only.
+interpreter in a session of its own that grades one submission after another with grading.grade, so
+each keeps one warm zygote for the whole run. The first grader starts before the submissions are
+found (`graders`), and each warms up (its zygote, the suite, the oracle, the bug files) before it
+says it is ready, beside whatever the kit does meanwhile. They are the kit's own processes: the
+candidate's code runs in their sandboxed workers, never in them. Each grader answers one JSON line
+per submission on a pipe (nothing is unpickled). A submission that outlives its time limit costs
+its grader: the kit kills that grader (its zygote and workers die with it: PR_SET_PDEATHSIG) and
+starts another, so one hostile file costs that file only. At the end every grader is told at once
+and they end together while the kit writes its outputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -21,15 +25,16 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from attn_kit.base import text
 from attn_kit.base.errors import KitError, UsageError
 from attn_kit.batch.discover import Submission, find_submissions
 
-__all__ = ["Batch", "Result", "Submission", "find_submissions", "grade_all"]
+__all__ = ["Batch", "Pool", "Result", "Submission", "find_submissions", "grade_all", "graders"]
 
 REQUIRE, TRY = "require", "try"  # sandbox.confinement's policies: run nothing unconfined, or say so
 
@@ -167,6 +172,25 @@ def grade_one(
     }
 
 
+def warm_up(exercise: str) -> list[dict]:
+    """In a grader, before its first submission: start the zygote (forked now, while this process
+    holds no expected value) and load what every grading loads (the suite, the oracle, the bug
+    files), so the first submission costs what the others cost and this runs beside the kit's own
+    start (it finds the submissions meanwhile). The suite's checks, for the kit's outputs."""
+    from attn_kit.diagnosis import diagnose
+    from attn_kit.grading import pipeline
+    from attn_kit.load import catalog
+    from attn_kit.sandbox import zygote
+
+    ex = catalog.exercise(exercise)
+    pipeline.require(ex)
+    zygote.shared_launcher((ex.needs,) if ex.needs else ())  # the key pipeline.grade's Sandbox asks for
+    zygote.expected_values_loaded()
+    diagnose.oracle_for(ex)
+    diagnose.preload(ex)
+    return _suite_checks(ex.id)
+
+
 def serve() -> None:  # pragma: no cover - runs in the grader process
     """`python -m attn_kit.batch.run`: read a settings line, then one task line per submission on stdin;
     answer one JSON line per task. The candidate's code never runs here (it runs in the sandbox's
@@ -177,7 +201,11 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
     os.dup2(devnull, 1)
     sys.stdout = open(os.devnull, "w", encoding="utf-8")
     settings = json.loads(sys.stdin.readline())
-    out.write(json.dumps({"ready": True}) + "\n")
+    try:
+        checks = warm_up(settings["exercise"])
+    except Exception:  # noqa: BLE001 - each submission's grading reports what went wrong, in its own result
+        checks = []
+    out.write(json.dumps({"ready": True, "checks": checks}) + "\n")
     out.flush()
     for line in sys.stdin:
         task = json.loads(line)
@@ -195,11 +223,20 @@ def serve() -> None:  # pragma: no cover - runs in the grader process
             answer = {"state": CRASHED, "error": f"the kit failed while grading this file ({type(exc).__name__}: {exc})"}
         out.write(json.dumps({"id": task["id"], **answer}) + "\n")
         out.flush()
+    # stdin closed: the run is over. The zygote goes (it removes its workers' folders), then the
+    # process ends at once, without tearing its modules down: the kit waits for this
+    from attn_kit.sandbox import zygote
+
+    zygote.close_shared()
+    out.close()
+    os._exit(0)
 
 
 class _Grader:
     def __init__(self, settings: dict):
         env = {**os.environ, "TMPDIR": settings["tmp"]} if settings.get("tmp") else None
+        # a session of its own: the terminal's Ctrl-C reaches the kit, which stops it; and where the
+        # kernel groups CPU time by session (autogroup), each grader gets its own share
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "attn_kit.batch.run"],
             env=env,
@@ -208,6 +245,7 @@ class _Grader:
             stderr=subprocess.DEVNULL,
             text=True,
             encoding="utf-8",
+            start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
@@ -223,13 +261,18 @@ class _Grader:
         self.stdin.write(json.dumps({"id": index, "path": path, "scope": scope}) + "\n")
         self.stdin.flush()
 
-    def finish(self) -> None:
-        """An idle grader at the end of the run: its stdin closed, it ends on its own (its zygote
-        removes the workers' temporary folders on the way out), or is killed after 5 s."""
+    def close_input(self) -> None:
+        """The end of the run for an idle grader: it removes its zygote and ends on its own."""
         try:
             self.stdin.close()
-            self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
+            pass
+
+    def finish(self, deadline: float) -> None:
+        """Wait until `deadline` for a grader whose input was closed to end, then kill it."""
+        try:
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             pass
         self.kill()
 
@@ -284,6 +327,13 @@ def require_confinement(allow_unconfined: bool) -> None:
     raise UsageError(UNCONFINED_REFUSED.format(why=why))
 
 
+def exercise_id(exercise: str) -> str:
+    """The exercise's id as the catalogue spells it; UsageError naming the ids when there is none."""
+    from attn_kit.load import catalog
+
+    return catalog.exercise(exercise).id
+
+
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -299,37 +349,48 @@ def _suite_checks(exercise: str) -> list[dict]:
     return [{"id": c.id, "title": c.title, "points": c.points, "public": c.public} for c in suite.checks]
 
 
-class _Pool:
-    """The grader processes of one run: hands out submissions, reads answers, enforces limits."""
+class Pool:
+    """The grader processes of one run: hands out submissions, reads answers, enforces limits.
 
-    def __init__(
-        self,
-        submissions: list[Submission],
-        settings: dict,
-        jobs: int,
-        limit: float,
-        finish: Callable[[int, Result], None],
-        begin: Callable[[str], None] | None = None,
-    ):
-        self.submissions, self.settings, self.jobs, self.limit, self.finish = submissions, settings, jobs, limit, finish
-        self.begin = begin  # called with a submission's name when a grader starts on it
+    Made by `graders` before the submissions are known: its first grader starts (and warms up)
+    while the kit finds them; `run` starts the others as the submissions need them."""
+
+    def __init__(self, settings: dict, limit: float):
+        self.settings, self.limit = settings, limit
+        self.submissions: list[Submission] = []
+        self.jobs = 1
+        self.finish: Callable[[int, Result], None] = lambda i, result: None
+        self.begin: Callable[[str], None] | None = None  # called with a submission's name when a grader starts on it
         self.graders: list[_Grader] = []
-        self.scopes = scopes(submissions)
+        self.scopes: list[str] = []
         self.selector = selectors.DefaultSelector()
         self.failed_starts = 0
+        self.checks: list[dict] = []  # the suite's checks, as the first grader to warm up gave them
 
     def start(self) -> None:
         grader = _Grader(self.settings)
         self.graders.append(grader)
         self.selector.register(grader.stdout, selectors.EVENT_READ, grader)
 
-    def drop(self, grader: _Grader, finish: bool = False) -> None:
+    def drop(self, grader: _Grader) -> None:
         self.selector.unregister(grader.stdout)
         self.graders.remove(grader)
-        if finish and grader.task is None:
-            grader.finish()
-        else:
-            grader.kill()
+        grader.kill()
+
+    def close(self) -> None:
+        """Every grader goes: idle ones are told the run is over and end together (each removes its
+        zygote), within 5 s; busy ones, and ones still warming up (a run with nothing to grade), are
+        killed (their zygotes die with them; the run's folder is removed after)."""
+        deadline = time.monotonic() + 5.0
+        for grader in self.graders:
+            if grader.task is None and grader.ready:
+                grader.close_input()
+            else:
+                grader.kill()
+        for grader in self.graders:
+            grader.finish(deadline)
+        self.graders.clear()
+        self.selector.close()
 
     def lost(self, grader: _Grader, state: str, why: str) -> None:
         """The grader is stopped or gone: its submission (if any) gets `state`, it is dropped."""
@@ -369,6 +430,8 @@ class _Pool:
             return
         if answer.get("ready"):
             grader.ready = True
+            if not self.checks and isinstance(answer.get("checks"), list):
+                self.checks = answer["checks"]
             return
         i = grader.task
         if i is None:
@@ -400,28 +463,65 @@ class _Pool:
             elif grader.task is None and not grader.ready and now > grader.born + GRADER_START:
                 self.lost(grader, CRASHED, "")
 
-    def run(self, todo: list[int]) -> None:
+    def run(
+        self,
+        submissions: list[Submission],
+        todo: list[int],
+        jobs: int,
+        finish: Callable[[int, Result], None],
+        begin: Callable[[str], None] | None = None,
+    ) -> None:
+        """Grade submissions[i] for every i in `todo`, in `jobs` graders at most; `finish(i, result)`
+        as each ends. Graders beyond what is left are closed as soon as they are idle."""
+        self.submissions, self.scopes, self.jobs, self.finish, self.begin = submissions, scopes(submissions), jobs, finish, begin
         todo = todo[::-1]  # popped from the end: in the submissions' order
+        while todo or self.busy():
+            while todo and len(self.graders) < min(self.jobs, len(todo) + self.busy()):
+                self.start()
+            for grader in self.graders:
+                if grader.ready and grader.task is None and todo:
+                    i = todo.pop()
+                    grader.send(i, str(self.submissions[i].path), self.scopes[i])
+                    if self.begin:
+                        self.begin(self.submissions[i].name)
+            now = time.monotonic()
+            waits = [g.started + self.limit - now if g.task is not None else g.born + GRADER_START - now for g in self.graders]
+            for key, _ in self.selector.select(max(0.0, min(waits, default=1.0))):
+                if key.data in self.graders:
+                    self.read(key.data)
+            self.expire()
+        for grader in self.graders:  # all idle: they end while the kit writes its outputs
+            grader.close_input()
+
+
+@contextlib.contextmanager
+def graders(
+    exercise: str,
+    seed: int,
+    timeout: float = 10.0,
+    memory: int | None = 2 << 30,
+    limit: float = DEFAULT_LIMIT,
+    allow_unconfined: bool = False,
+) -> Iterator[Pool]:
+    """A run's grader processes, the first one started now (it warms up while the kit goes on,
+    finding the submissions, say); pass it to `grade_all`. Every temporary folder of the run (the
+    graders', their workers') is made in one folder, removed at the end whatever happened (a
+    grader killed past --limit cannot remove its own), and every grader is gone by then."""
+    from attn_kit.sandbox.zygote import remove_tree
+
+    scratch = tempfile.mkdtemp(prefix="attn-kit-grade-")
+    os.chmod(scratch, 0o711)
+    settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory, "confine": TRY if allow_unconfined else REQUIRE}
+    settings["tmp"] = scratch
+    pool = Pool(settings, limit)
+    try:
+        pool.start()
+        yield pool
+    finally:
         try:
-            while todo or self.busy():
-                while todo and len(self.graders) < min(self.jobs, len(todo) + self.busy()):
-                    self.start()
-                for grader in self.graders:
-                    if grader.ready and grader.task is None and todo:
-                        i = todo.pop()
-                        grader.send(i, str(self.submissions[i].path), self.scopes[i])
-                        if self.begin:
-                            self.begin(self.submissions[i].name)
-                now = time.monotonic()
-                waits = [g.started + self.limit - now if g.task is not None else g.born + GRADER_START - now for g in self.graders]
-                for key, _ in self.selector.select(max(0.0, min(waits, default=1.0))):
-                    if key.data in self.graders:
-                        self.read(key.data)
-                self.expire()
+            pool.close()
         finally:
-            for grader in list(self.graders):
-                self.drop(grader, finish=True)
-            self.selector.close()
+            remove_tree(scratch)
 
 
 def grade_all(
@@ -435,19 +535,26 @@ def grade_all(
     progress: Callable[[Result], None] | None = None,
     started: Callable[[str], None] | None = None,
     allow_unconfined: bool = False,
+    pool: Pool | None = None,
 ) -> Batch:
     """Grade every submission in `jobs` grader processes; results in the submissions' order.
     `progress` is called with each result as it arrives, `started` with a submission's name when a
     grader starts on it (so a progress line can name what is running, not what last finished).
     Where the candidates' code cannot be confined (no Landlock), nothing is graded unless
-    `allow_unconfined`."""
+    `allow_unconfined`. `pool`: graders started early (`graders`), with this exercise and seed."""
     from attn_kit.grading import pipeline
     from attn_kit.load import catalog
 
     exercise = catalog.exercise(exercise).id
     pipeline.require(catalog.exercise(exercise))
     require_confinement(allow_unconfined)
-    seed = seed if seed is not None else random.SystemRandom().randrange(1, 100_000)
+    if pool is None:
+        seed = seed if seed is not None else random.SystemRandom().randrange(1, 100_000)
+        with graders(exercise, seed, timeout, memory, limit, allow_unconfined) as made:
+            return grade_all(submissions, exercise, seed, jobs, timeout, memory, limit, progress, started, allow_unconfined, made)
+    if (pool.settings["exercise"], pool.settings["seed"]) != (exercise, seed if seed is not None else pool.settings["seed"]):
+        raise ValueError("grade_all: the pool's graders were started for another exercise or seed")
+    seed = pool.settings["seed"]
     jobs = max(1, min(jobs or default_jobs(), len(submissions)))
     began = time.monotonic()
     results: list[Result | None] = [None] * len(submissions)
@@ -463,21 +570,9 @@ def grade_all(
             finish(i, Result(sub.name, None, MISSING, error=f"no solution file found: {sub.problem}", picked=sub.problem))
         else:
             todo.append(i)
-    import tempfile
-
-    from attn_kit.sandbox.zygote import remove_tree
-
-    # every temporary folder of the run (the graders', their workers') is made in this one, removed
-    # at the end whatever happened (a grader killed past --limit cannot remove its own)
-    scratch = tempfile.mkdtemp(prefix="attn-kit-grade-")
-    os.chmod(scratch, 0o711)
-    settings = {"exercise": exercise, "seed": seed, "timeout": timeout, "memory": memory, "confine": TRY if allow_unconfined else REQUIRE}
-    settings["tmp"] = scratch
-    try:
-        _Pool(submissions, settings, jobs, limit, finish, started).run(todo)
-    finally:
-        remove_tree(scratch)
-    return Batch(exercise, seed, [r for r in results if r is not None], _suite_checks(exercise), time.monotonic() - began, jobs)
+    pool.run(submissions, todo, jobs, finish, started)
+    checks = pool.checks or _suite_checks(exercise)
+    return Batch(exercise, seed, [r for r in results if r is not None], checks, time.monotonic() - began, jobs)
 
 
 if __name__ == "__main__":

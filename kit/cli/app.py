@@ -235,7 +235,7 @@ def show(exercise):
     default=10.0,
     show_default=True,
     metavar="SECONDS",
-    help="CPU time (of the kit and its workers) --locate may search for.",
+    help="CPU time (of the kit and its workers, and your code's time asleep in its runs) --locate may search for.",
 )
 @reports_errors
 def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, repro, first, watch, tests_file, locate, fix, locate_budget):

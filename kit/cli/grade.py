@@ -121,16 +121,18 @@ def _grade(
     from attn_kit.render import grade as render_grade
 
     run.require_confinement(allow_unconfined)  # before anything is printed or looked at
-    found = run.find_submissions(submissions, single, exercise, scratch)
     given = seed is not None
     if seed is None:
         seed = random.SystemRandom().randrange(1, 100_000)
-    render_grade.seed_line(seed, given)
     try:
-        with render_grade.progress(len(found)) as (finished, started):
-            result = run.grade_all(
-                found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started, allow_unconfined=allow_unconfined
-            )
+        # the first grader process starts now and warms up while the submissions are found
+        with run.graders(run.exercise_id(exercise), seed, timeout, parse_size(memory), limit, allow_unconfined) as pool:
+            found = run.find_submissions(submissions, single, exercise, scratch)
+            render_grade.seed_line(seed, given)
+            with render_grade.progress(len(found)) as (finished, started):
+                result = run.grade_all(
+                    found, exercise, seed, jobs, timeout, parse_size(memory), limit, finished, started, allow_unconfined, pool
+                )
     except KitError as exc:
         if exc.exit_code == EXIT_USAGE:  # an unknown exercise, ...
             raise

@@ -45,3 +45,70 @@ class Clock:
 
     def spent(self) -> float:
         return self._now() - self.start
+
+
+MARGIN = 1.0  # seconds a search may end past its budget: the kit's own work on the run the budget ended
+
+
+class Budget:
+    """A search's budget (`check --locate`): `seconds` of the Clock's CPU time plus the time the
+    candidate's code spent blocked in the search's runs (asleep, waiting: no CPU, but the search
+    waits for it; sandbox.session.METER reads it from the kernel), so a copy that sleeps costs the
+    search what it takes. Every run happens inside `run()`: each of its loads and calls ends by the
+    deadline the budget left gives and is stopped there, later ones are not run, and no run starts
+    once the budget is spent. A search therefore ends within MARGIN of its budget, plus, for code
+    that computes on several cores at once, the CPU time of its extra cores until that deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        from attn_kit.sandbox import session
+
+        self.seconds = seconds
+        self.meter = session.METER
+        self.clock = Clock()
+        self.blocked = self.meter.blocked
+        self.runs = 0  # runs started
+        self.late = 0  # runs asked for once the budget was spent (none was started)
+
+    @property
+    def cpu(self) -> bool:
+        return self.clock.cpu
+
+    def spent(self) -> float:
+        if not self.clock.cpu:  # wall time already holds every wait
+            return self.clock.spent()
+        return self.clock.spent() + (self.meter.blocked - self.blocked)
+
+    def left(self) -> float:
+        return self.seconds - self.spent()
+
+    def over(self) -> bool:
+        return self.left() <= 0
+
+    def start(self) -> bool:
+        """Whether a run may start now (the budget is not spent); counted either way."""
+        if self.over():
+            self.late += 1
+            return False
+        self.runs += 1
+        return True
+
+    def run(self) -> _Run:
+        """One run of the search, bounded by what is left of the budget (as wall seconds: a run never
+        gets more CPU time than wall time on one core)."""
+        return _Run(self)
+
+
+class _Run:
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.outer: float | None = None
+
+    def __enter__(self) -> _Run:
+        meter = self.budget.meter
+        self.outer = meter.deadline
+        deadline = time.monotonic() + max(0.0, self.budget.left())
+        meter.deadline = deadline if self.outer is None else min(deadline, self.outer)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.budget.meter.deadline = self.outer

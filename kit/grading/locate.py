@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 from attn_kit.base.errors import KitError, LoadError
 from attn_kit.grading import pipeline
 from attn_kit.grading import trace as trace_module
-from attn_kit.grading.clock import Clock
+from attn_kit.grading.clock import Budget
 from attn_kit.load import catalog, preflight
 from attn_kit.report.results import FAILED, CheckStatus, Report
 from attn_kit.sandbox import zygote as sandbox_zygote
@@ -1115,7 +1115,9 @@ class Located:
     failing: tuple[str, ...] = ()
     trace: trace_module.Trace | None = None  # where the traced values first go wrong
     partial: Found | None = None  # no full edit: one verified to fix some failing checks and break none
-    cpu: bool = True  # `seconds` is CPU time (kit and workers), not wall time
+    cpu: bool = True  # `seconds` is CPU time (kit and workers) and the code's blocked time, not wall time
+    runs: int = 0  # runs of edited copies (and the traced run) started
+    late: int = 0  # runs asked for once the budget was spent: none of them was started
 
     def to_json(self, fix: bool = False) -> dict:
         return {
@@ -1176,8 +1178,10 @@ class _Runner:
     """Grades edited versions of one file in the sandbox, each in a fresh worker from the warm
     zygote, in a private temporary folder."""
 
-    def __init__(self, path: Path, report: Report, options: pipeline.Options, exercise: catalog.Exercise):
+    def __init__(self, path: Path, report: Report, options: pipeline.Options, exercise: catalog.Exercise, budget: Budget | None = None):
         from attn_kit.diagnosis import diagnose
+
+        self.budget = budget or Budget(float("inf"))  # every run below starts only within it, bounded by it
 
         self.folder = Path(tempfile.mkdtemp(prefix="attn-kit-locate-"))
         self.path = path
@@ -1223,13 +1227,18 @@ class _Runner:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return False, set()
+        if not self.budget.start():
+            return False, set()
         path = self._write(text)
         source = preflight.SourceFile(path, text, tree, None, tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef)))
         repaired: set[str] = set()
         order = sorted(self.failing, key=lambda c: -(self.rejects[c] + 1) / self.cost[c])
         statuses = {k: v for k, v in self.original.items()}
         left = misses
-        with Sandbox(str(path), self.timeout, self.options.memory, pure=self.options.pure, preload=self.preload) as sandbox:
+        with (
+            self.budget.run(),
+            Sandbox(str(path), self.timeout, self.options.memory, pure=self.options.pure, preload=self.preload) as sandbox,
+        ):
             try:
                 sandbox.start()
             except LoadError:
@@ -1273,19 +1282,25 @@ class _Runner:
 
     def follow(self, report: Report) -> trace_module.Trace | None:
         """The traced run of the smallest failing calls (trace.follow); None when it cannot run."""
+        if not self.budget.start():
+            return None
         try:
-            return trace_module.follow(
-                str(self.path), report, min(self.options.timeout, 10.0), self.options.memory, self.options.pure, self.preload
-            )
+            with self.budget.run():
+                return trace_module.follow(
+                    str(self.path), report, min(self.options.timeout, 10.0), self.options.memory, self.options.pure, self.preload
+                )
         except KitError:
             return None
 
     def verify_partial(self, text: str) -> set[str]:
         """The failing checks the edited file passes on the run's seed, when it fails no check the
         original passed (else none)."""
+        if not self.budget.start():
+            return set()
         path = self._write(text)
         try:
-            edited = pipeline.grade(path, dataclasses.replace(self.options, exercise=self.exercise.id))
+            with self.budget.run():
+                edited = pipeline.grade(path, dataclasses.replace(self.options, exercise=self.exercise.id))
         except KitError:
             return set()
         statuses = {r.id: r.status for r in edited.results}
@@ -1299,8 +1314,11 @@ class _Runner:
         path = self._write(text)
         seed = self.options.seed or 0
         for i, run_seed in enumerate((seed, seed + SECOND_SEED_STEP)):
+            if not self.budget.start():
+                return False
             try:
-                edited = pipeline.grade(path, dataclasses.replace(self.options, seed=run_seed, exercise=self.exercise.id))
+                with self.budget.run():
+                    edited = pipeline.grade(path, dataclasses.replace(self.options, seed=run_seed, exercise=self.exercise.id))
             except KitError:
                 return False
             statuses = {r.id: r.status for r in edited.results}
@@ -1384,7 +1402,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
 ) -> Located:
     """Search for the smallest edit of the file at `path` that makes `report`'s failing checks
     pass (see the module's docstring). `progress(phase, done, total)` is told as it goes."""
-    clock = Clock()
+    clock = Budget(budget)  # kit CPU time and the candidate's blocked time; every run bounded by it
     path = Path(path)
     failing = tuple(r.id for r in report.results if r.status in FAILED)
     if not failing:
@@ -1400,7 +1418,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
     passing_calls = {call.fn for r in report.results if r.status == CheckStatus.PASS for call in r.calls}
     failing_calls = {call.fn for r in report.results if r.status in FAILED for call in r.calls}
     options = dataclasses.replace(options, seed=report.seed, exercise=exercise.id)
-    runner = _Runner(path, report, options, exercise)
+    runner = _Runner(path, report, options, exercise, clock)
     traced = runner.follow(report)
     focus = _focus_functions(tree, traced)
     edits = propose(
@@ -1409,7 +1427,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
     located = Located(None, proposed=len(edits), depends=depends, failing=failing, trace=traced, cpu=clock.cpu)
 
     def out_of_time() -> bool:
-        return clock.spent() > budget
+        return clock.over()
 
     def finish(found: Found | None, stopped: str) -> Located:
         located.found, located.stopped = found, stopped
@@ -1417,6 +1435,7 @@ def locate(  # noqa: C901 (the two phases and their exits)
             located.partial = _best_partial(runner, source.text, partial, failing, diagnosed)
         located.seconds = clock.spent()
         located.tried = runner.count
+        located.runs, located.late = clock.runs, clock.late
         return located
 
     def found(chosen: tuple[Edit, ...]) -> Found:

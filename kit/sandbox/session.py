@@ -50,6 +50,38 @@ UNREAD_WRITE = "its arguments (their contents changed during a memory-limited ca
 UNREAD_PEAK = "the worker's peak memory could not be reset in /proc: the process hid it"
 
 
+class Meter:
+    """Process-wide bookkeeping for a search that runs many copies of a file (locate): `deadline`
+    (monotonic seconds, or None) by which every load and call of every Sandbox in this process must
+    end, the later ones not run at all; and `blocked`, the seconds the workers spent neither
+    computing nor waiting for a CPU during their loads and calls (asleep, waiting on a child or on
+    input), read from the kernel's per-task counters while `deadline` is set (Linux)."""
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+        self.blocked = 0.0
+
+    def left(self, limit: float) -> float:
+        """`limit` seconds, or what is left before the deadline when that is less."""
+        return limit if self.deadline is None else min(limit, self.deadline - time.monotonic())
+
+
+METER = Meter()
+OUT_OF_TIME = "not run: the time allowed for the search had run out"
+
+
+def _task_seconds(pid: int | None) -> float | None:
+    """CPU time plus run-queue wait of a process's main task (/proc/PID/schedstat), in seconds."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as fh:
+            ran, waited = fh.read().split()[:2]
+        return (int(ran) + int(waited)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass
 class LoadInfo:
     functions: dict[str, str]  # name -> signature text, as the candidate's file defines them
@@ -107,6 +139,8 @@ class Sandbox:
         self._sent = 0  # echoed calls sent to the current worker
         self._rotation = 0  # which older call to compare again next (one per call)
         self.late: list[tuple[str, str]] = []  # (fn, part) written after its call returned, found late
+        self._metered: tuple[int | None, float | None] | None = None  # see _meter_start
+        self._waited = 0.0  # seconds spent in _wait since _meter_start
 
     def __enter__(self):
         return self
@@ -179,7 +213,11 @@ class Sandbox:
         except OSError as exc:
             self.broken = f"no worker process could be started ({exc})"
             raise LoadError(self.broken) from None
-        load_timeout = self.timeout  # importing the file gets the same budget as one call
+        load_timeout = METER.left(self.timeout)  # importing the file gets the same budget as one call
+        if load_timeout <= 0:
+            self._drop_worker()
+            raise LoadError(f"{self.path}: {OUT_OF_TIME}")
+        self._metered = self._meter_start()
         self.memory_note = ""
         self.oom_kills = _proctree._oom_kills() if _limits.LINUX else 0
         try:
@@ -189,12 +227,14 @@ class Sandbox:
             raise LoadError(f"loading {self.path}: the process {self._ended()}.") from None
         deadline = time.monotonic() + load_timeout
         if not self._wait(deadline):
+            self._meter_end()
             self._drop_worker()
             raise LoadError(
                 f"{self.path} did not finish loading within {load_timeout:g} s: "
                 "is there a loop or a long computation at the top level of the file?"
             )
         reply, status, detail = self._read(deadline, "answer to loading the file")
+        self._meter_end()
         if reply is None:
             raise LoadError(f"loading {self.path}: {self.memory_note or detail}.")
         try:
@@ -216,6 +256,15 @@ class Sandbox:
 
     def _wait(self, deadline: float) -> bool:
         """Wait for the worker to answer, watching the total memory of its processes."""
+        if self._metered is None:
+            return self._wait_for(deadline)
+        began = time.monotonic()
+        try:
+            return self._wait_for(deadline)
+        finally:
+            self._waited += time.monotonic() - began
+
+    def _wait_for(self, deadline: float) -> bool:
         first = True
         while True:
             left = deadline - time.monotonic()
@@ -292,7 +341,9 @@ class Sandbox:
         failed = self._ready()
         if failed is not None:
             return failed
-        limit = self.timeout if timeout is None else timeout
+        limit = METER.left(self.timeout if timeout is None else timeout)
+        if limit <= 0:
+            return Outcome(CallStatus.TIMEOUT, detail=OUT_OF_TIME, seconds=0.0)
         self.text_limit = wire.text_limit((args, kwargs))
         before: list = wire.to_plain(list(args) + list(kwargs.values())) if echo else []  # used only with echo
         measure = bool(harness and "measure" in harness and _limits.LINUX)
@@ -309,8 +360,10 @@ class Sandbox:
         except (OSError, ChannelTimeout):  # the worker died between calls, or reads nothing
             return Outcome(CallStatus.CRASHED, detail=f"the process {self._ended()}", seconds=time.perf_counter() - started)
         deadline = time.monotonic() + limit
+        self._metered = self._meter_start()
         mine = wire.digest(before) if echo else None  # while the worker runs the call
         answered = self._answer(deadline, limit, measure, memory_limit, started)
+        self._meter_end()
         if isinstance(answered, Outcome):
             return answered
         reply, status, detail, syncs, peak_bytes, unlimited = answered
@@ -352,6 +405,7 @@ class Sandbox:
         syncs = 0
         while True:
             if not self._wait(deadline):
+                self._meter_end()  # before the worker goes: its CPU time is read from its counters
                 self._drop_worker()
                 return Outcome(
                     CallStatus.TIMEOUT,
@@ -553,6 +607,28 @@ class Sandbox:
             self._drop_worker()
             return [], MISSING_ARGUMENTS
         return after, ""
+
+    def _meter_start(self) -> tuple[int | None, float | None] | None:
+        """Where METER has a deadline: (the worker's pid, its CPU and run-queue seconds so far)."""
+        if METER.deadline is None:
+            return None
+        tree = _proctree.children_tree(self.pid) if (_limits.LINUX and self.pid is not None) else []
+        worker = tree[1] if len(tree) > 1 else None  # keeper -> nsinit -> worker
+        self._waited = 0.0
+        return worker, _task_seconds(worker)
+
+    def _meter_end(self) -> None:
+        """Add to METER.blocked the time the worker spent blocked since _meter_start while the kit
+        waited for it: the kit's waiting less the worker's CPU and run-queue time (all of the
+        waiting where the worker is gone or cannot be read: a stopped worker ran to the deadline).
+        The kit's own work meanwhile is CPU time, counted where the budget counts CPU."""
+        if self._metered is None:
+            return
+        worker, before = self._metered
+        self._metered = None
+        after = _task_seconds(worker)
+        busy = after - before if (after is not None and before is not None) else 0.0
+        METER.blocked += max(0.0, self._waited - busy)
 
     def _worker_pid(self) -> int | None:
         """The worker's pid as /proc shows it (self.pid is its keeper: keeper -> nsinit -> worker)."""

@@ -698,7 +698,7 @@ def shared_launcher(preload: tuple[str, ...] = (), warm: bool = True):
         if not _SHARED:
             import atexit
 
-            atexit.register(_close_shared)
+            atexit.register(close_shared)
         launcher = _SHARED[key] = _ForkLauncher(("numpy", *preload), warm)
     elif launcher.zygote is None or launcher.zygote.broken or not _zygote_alive(launcher.zygote.pid):
         launcher._replace()
@@ -713,7 +713,9 @@ def _zygote_alive(pid: int) -> bool:
     return done == 0
 
 
-def _close_shared() -> None:
+def close_shared() -> None:
+    """Close every shared launcher (their zygotes remove their workers' folders); at exit, or
+    before a process ends with os._exit."""
     for launcher in _SHARED.values():
         try:
             launcher.close()
