@@ -31,7 +31,7 @@ check = SUITE.check
 FWD, BWD = "flash_forward", "flash_backward"
 OUT_AXES = ("query", "feature")
 NAMES = ("dq", "dk", "dv")
-MEMORY = {"T": 2048, "S": 2048, "d": 16, "dv": 16, "block": 64}
+MEMORY = {"T": 1024, "S": 1024, "d": 8, "dv": 8, "block": 64}
 
 
 # --- the plain, obviously-correct forms ------------------------------------------------------------
@@ -639,10 +639,10 @@ def replay_peak_over_bound(module, q, k, v, out, lse, d_out, **kwargs) -> list[f
 
 @check(points=4, after=("backward-returns-three-gradients",), concept="memory", catches=("materialises-scores",))
 def backward_memory_stays_within_bound(ctx):
-    """At T = S = 2048 the backward's peak allocation stays within 32·(T + S)·(d + dv) bytes: no T×S P or dP.
+    """At T = S = 1024 the backward's peak allocation stays within 32·(T + S)·(d + dv) bytes: no T×S P or dP.
 
-    d = dv = 16, block_q = block_k = 64, causal: the bound is 4 MiB, while a T×S float64 matrix
-    is 32 MiB and even a float16 one 8 MiB. Measured in your process with tracemalloc from the
+    d = dv = 8, block_q = block_k = 64, causal: the bound is 1 MiB, while a T×S float64 matrix
+    is 8 MiB and even a float16 one 2 MiB. Measured in your process with tracemalloc from the
     start of the call (the inputs do not count, your dq, dk, dv do), and on Linux also by the
     kernel. Recompute each block of P from the scores and lse instead of storing it.
     """
