@@ -540,8 +540,11 @@ def needed_rows(T: int, S: int, block_q: int, block_k: int) -> tuple[int, int]:
 READ_CASE = {"T": 11, "S": 14, "d": 3, "dv": 2, "block_q": 3, "block_k": 4}
 
 
-def read_verdict(rows, widest, T, S, block_q, block_k) -> tuple[bool, list[str]]:
-    """(within budget, what broke it) for rows and widest reads of (q, k, v)."""
+def read_verdict(rows, widest, T, S, block_q, block_k) -> tuple[list[float], list[str]]:
+    """([1.0 when more rows were read than the blocks need, 1.0 when a read was wider than one
+    block], what broke them) for the rows and widest reads of (q, k, v): [0.0, 0.0] passes. The two
+    halves tell a loop that reads every block (causal-blocks-not-skipped) from one that reads an
+    array whole (materialises-scores, or a conversion)."""
     keys, queries = needed_rows(T, S, block_q, block_k)
     problems = []
     for name, n, w, budget, width in (
@@ -556,16 +559,16 @@ def read_verdict(rows, widest, T, S, block_q, block_k) -> tuple[bool, list[str]]
             )
         elif n > budget:
             problems.append(f"{int(n)} rows of {name} were read in all, more than the {budget} the blocks on or below the diagonal need")
-    return not problems, problems
+    verdict = [float(any("in all" in p for p in problems)), float(any("at once" in p for p in problems))]
+    return verdict, problems
 
 
 def replay_reads(module, fn, *args, **kwargs) -> list[float]:
-    """[1.0] when `module`'s fn, run under count_reads on these inputs, reads more of q, k or v
-    than the blocks on or below the causal diagonal need, else [0.0]: the read check's verdict."""
+    """read_verdict of `module`'s fn run under count_reads on these inputs: the read check's
+    verdict, [0.0, 0.0] when it reads only the blocks on or below the causal diagonal, by slices."""
     _, extra = count_reads(getattr(module, fn), *args, **kwargs)
     T, S = len(args[0]), len(args[1])
-    ok, _ = read_verdict(extra["rows"], extra["widest"], T, S, kwargs["block_q"], kwargs["block_k"])
-    return [0.0 if ok else 1.0]
+    return read_verdict(extra["rows"], extra["widest"], T, S, kwargs["block_q"], kwargs["block_k"])[0]
 
 
 def _replay_forward(module, *args, **kwargs):
@@ -580,7 +583,7 @@ def _replay_backward(module, *args, **kwargs):
     points=4,
     after=("forward-returns-output-and-lse", "backward-returns-three-gradients"),
     concept="causal-mask",
-    catches=("causal-blocks-not-skipped",),
+    catches=("causal-blocks-not-skipped", "materialises-scores"),
 )
 def blocks_above_the_causal_diagonal_are_never_read(ctx):
     """Under causal=True neither pass reads a block of q, k or v that lies entirely above the diagonal.
@@ -606,16 +609,16 @@ def blocks_above_the_causal_diagonal_are_never_read(ctx):
         if not outcome.ok:
             raise CallFailed(real)
         rows, widest = outcome.extra.get("rows", [-1.0] * 3), outcome.extra.get("widest", [-1.0] * 3)
-        ok, problems = read_verdict(rows, widest, T, S, bq, bk)
+        verdict, problems = read_verdict(rows, widest, T, S, bq, bk)
         ctx.record_for_diagnosis(
             fn,
             args,
             kwargs,
-            Outcome("ok", value=[0.0 if ok else 1.0], mutated=outcome.mutated, output=outcome.output, seconds=outcome.seconds),
+            Outcome("ok", value=verdict, mutated=outcome.mutated, output=outcome.output, seconds=outcome.seconds),
             replay=replay,
             instead_of=(real,),
-        ).expected = [0.0]
-        if not ok:
+        ).expected = [0.0, 0.0]
+        if problems:
             counts = ", ".join(f"{n}: {int(r)} rows" for n, r in zip("qkv", rows))
             ctx.fail(
                 f"{fn} read {counts}; " + "; ".join(problems) + ". Skip a key block when its first key lies above the "

@@ -126,3 +126,63 @@ def test_flash_reference_matches_torch_sdpa_with_a_bottom_right_causal_mask():
     grads = ref.flash_backward(q, k, v, out, lse, d_out, causal=True, block_q=4, block_k=3)
     for got, tensor in zip(grads, (tq, tk, tv)):
         np.testing.assert_allclose(got, tensor.grad.numpy(), atol=1e-12)
+
+
+# --- named on code the kit did not write ----------------------------------------------------------
+
+# (corpus file, exact text, its replacement, the id the diagnosis must name)
+FOREIGN_BUGS = [
+    ("class_based.py", "prob * (gb @ vb.T - delta[i0:i1, None])", "prob * (gb @ vb.T)", "softmax-jacobian-diagonal"),
+    ("class_based.py", "keep &= jj - ii <= S - T", "keep &= jj <= ii", "causal-top-left-aligned"),
+    ("float32.py", "lse[i0:i1][ok] = m[ok] + np.log(l[ok])", "lse[i0:i1][ok] = np.log(l[ok])", "lse-missing-max"),
+    ("float32.py", "sh = np.where(np.isfinite(lse32), lse32, F(0))", "sh = lse32", "lse-empty-row-nan"),
+    ("loops.py", "            if causal and j0 > i1 - 1 + S - T:\n                break\n", "", "causal-blocks-not-skipped"),
+    (
+        "loops.py",
+        "D = [float(np.dot(d_out[i], out[i])) for i in range(T)]",
+        "D = [float(np.sum(d_out[i])) for i in range(T)]",
+        "flash-delta-wrong",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, old, new, bug", FOREIGN_BUGS, ids=[f"{b[0]}:{b[3]}" for b in FOREIGN_BUGS])
+def test_a_mistake_in_a_foreign_style_is_named(name, old, new, bug, tmp_path):
+    source = (FLASH / name).read_text(encoding="utf-8")
+    assert source.count(old) == 1
+    path = tmp_path / name
+    path.write_text(source.replace(old, new), encoding="utf-8")
+    report = graded(path, 2)
+    assert not report.passed
+    assert [d.bug for d in report.diagnosis][:1] == [bug], [d.bug for d in report.diagnosis]
+
+
+def family_forms() -> list[tuple[str, str, str]]:
+    """(bug id, variant label, source) of every flash-backward form in prompts/families.toml."""
+    import tomllib
+
+    from attn_kit.base.paths import package_dir
+
+    found = []
+    root = solutions_dir("flash-backward")
+    for family in tomllib.loads((package_dir("prompts") / "families.toml").read_text(encoding="utf-8"))["family"]:
+        if family["exercise"] != "flash-backward":
+            continue
+        base = (root / ("reference_numpy.py" if family.get("on") == "reference" else f"bugs/{family['form']}.py")).read_text(
+            encoding="utf-8"
+        )
+        for variant in family.get("variant", []):
+            text = base
+            for old, new in variant["edits"]:
+                text = text.replace(old, new)
+            found.append((family["form"], variant["label"], text))
+    return found
+
+
+@pytest.mark.parametrize("bug, label, source", family_forms(), ids=[f"{f[0]}:{f[1]}" for f in family_forms()])
+def test_every_flash_family_form_is_named(bug, label, source, tmp_path):
+    path = tmp_path / "candidate.py"
+    path.write_text(source, encoding="utf-8")
+    report = graded(path, 1)
+    assert not report.passed, label
+    assert [d.bug for d in report.diagnosis][:1] == [bug], (label, [d.bug for d in report.diagnosis])
