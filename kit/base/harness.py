@@ -54,7 +54,7 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[None, dict
     return None, {"seconds": time.perf_counter() - start}
 
 
-# --- counting the rows a function reads (flash-backward's causal block skipping) -----------------
+# --- counting the rows a function reads (a check's proof that blocks are skipped) -----------------
 
 
 class CountedRows:
