@@ -175,6 +175,9 @@ def test_counted_rows_behave_like_arrays_for_the_usual_operations():
     assert a.rows == 8 and a.widest == 6
     np.testing.assert_array_equal((a * 2)[0], [0.0, 2.0])
     assert a.astype(np.float32).dtype == np.float32 and a.rows == 20
+    assert np.zeros_like(a).shape == (6, 2) and np.empty_like(a, dtype=np.float32).dtype == np.float32
+    assert np.shape(a) == (6, 2) and a.rows == 20  # shape-only functions read nothing
+    assert np.sum(a) == 66.0 and a.rows == 26
 
 
 # --- the hint ladder's code, assembled -------------------------------------------------------------

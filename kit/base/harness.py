@@ -62,8 +62,9 @@ class CountedRows:
 
     `a[i0:i1]` (any index whose first part selects rows) returns a new NumPy array and counts the
     rows it selects, and the widest single read. Anything else that needs the numbers, np.asarray(a),
-    a @ x, a.T, a.astype(...), a ufunc, any other attribute, reads every row at once. shape, ndim,
-    dtype, size and len() read nothing. Writes go to the array itself (the kit sees them as a
+    a @ x, a.T, a.astype(...), a ufunc, another NumPy function, any other attribute, reads every
+    row at once. shape, ndim, dtype, size, len() and np.zeros_like(a) (empty_, ones_, full_like)
+    read nothing. Writes go to the array itself (the kit sees them as a
     modified input)."""
 
     def __init__(self, array: Any) -> None:
@@ -112,6 +113,16 @@ class CountedRows:
             kwargs["out"] = tuple(x._array if isinstance(x, CountedRows) else x for x in kwargs["out"])
         return getattr(ufunc, method)(*plain, **kwargs)
 
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """np.zeros_like(a) and the like read only the shape and dtype; any other NumPy function
+        reads every row of each CountedRows it is given."""
+        import numpy as np
+
+        if func in (np.zeros_like, np.empty_like, np.ones_like, np.full_like, np.shape, np.ndim, np.size):
+            blank = np.zeros(self._array.shape, self._array.dtype)
+            return func(*(blank if a is self else a for a in args), **kwargs)
+        return func(*_plain(args), **_plain(kwargs))
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -131,6 +142,17 @@ class CountedRows:
 
     def __repr__(self) -> str:
         return f"CountedRows(shape={self.shape}, dtype={self.dtype})"
+
+
+def _plain(value: Any) -> Any:
+    """value with every CountedRows in it (through lists, tuples and dict values) read whole."""
+    if isinstance(value, CountedRows):
+        return value._whole()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _arith(name: str) -> Callable[..., Any]:

@@ -65,9 +65,9 @@ class FlashAttention:
         lse = np.asarray(lse, dtype=float)
         delta = (np.asarray(d_out) * np.asarray(out)).sum(axis=1)
         ref = np.where(np.isneginf(lse), 0.0, lse)
-        grads_q = np.zeros(q.shape)
-        grads_k = np.zeros(k.shape)
-        grads_v = np.zeros(v.shape)
+        grads_q = np.zeros_like(q, dtype=float)
+        grads_k = np.zeros_like(k, dtype=float)
+        grads_v = np.zeros_like(v, dtype=float)
         for j0 in range(0, S, self.bk):
             j1 = min(S, j0 + self.bk)
             kb, vb = k[j0:j1], v[j0:j1]
