@@ -995,7 +995,16 @@ def test_a_fully_blocked_query_rule_is_this_exercises_convention(exercise):
 
 def test_every_blocked_row_rule_is_named_where_expected():
     named = {e.id for e in EXERCISES if "this exercise's convention" in " ".join(e.statement.split())}
-    assert named == {"mha-screen", "gqa", "cross-attention", "mha-masked-bias", "rope", "tiled-softmax", "attention-backward"}
+    assert named == {
+        "mha-screen",
+        "gqa",
+        "cross-attention",
+        "mha-masked-bias",
+        "rope",
+        "tiled-softmax",
+        "attention-backward",
+        "flash-backward",
+    }
 
 
 def test_the_corrected_claims_can_fail():
