@@ -82,8 +82,9 @@ def test_a_two_bug_file_shows_the_bigger_cause_and_both_fixes(tmp_path):
     assert [rows for _, rows in found] == sorted((rows for _, rows in found), reverse=True), "the biggest cause first"
     text = joined(lines)
     exercise = catalog.exercise("mha-screen")
-    for bug, _ in found:  # in the exercise's own wording of the bug, where it has one
-        assert "Fix: " + " ".join(catalog.bug_in(exercise, bug).fix.split()) in text, (bug, text)
+    for bug, _ in found:  # the fix in a phrase, in the exercise's own wording where it has one
+        phrase = catalog.bug_in(exercise, bug).fix_short
+        assert phrase and f"Fix: {phrase}." in text, (bug, text)
     assert re.search(r"^\s+expected \[|which keys each query sees", "\n".join(lines), re.M), "the worst failure, expected beside yours"
     assert any(line.startswith("--full: each failure in full") for line in lines), "what shows more, on the screen too"
 
