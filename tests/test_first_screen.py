@@ -113,6 +113,32 @@ def test_a_causal_off_by_one_lights_the_extra_key(tmp_path):
     assert len(marked) == len({q for q, _ in extra})
 
 
+WINDOW_WIDER = solutions_dir("sliding-window") / "bugs" / "window-off-by-one.py"  # window + 1 keys per query
+WINDOW_NARROWER = solutions_dir("sliding-window") / "bugs" / "window-off-by-one@narrow.py"  # window - 1 keys
+
+
+@pytest.mark.parametrize(("path", "extra"), [(WINDOW_WIDER, 1), (WINDOW_NARROWER, -1)], ids=["wider", "narrower"])
+def test_a_window_off_by_one_draws_the_band_with_the_key_it_gets_wrong(tmp_path, path, extra):
+    """sliding-window passes a window number, not a mask: its picture comes from the check that
+    reads the weights (v = I), read against the band the case names (window = 3)."""
+    child = run("check", path, "--seed", 1, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = screen_after(child)
+    assert any(line.startswith("attn-kit check sliding-window") for line in lines), "the header scrolled off:\n" + "\n".join(lines)
+    assert any(line.startswith("● window-off-by-one:") for line in lines), "\n".join(lines)
+    assert any("which keys each query sees" in line for line in lines), "\n".join(lines)
+    rows = grid_rows(lines)
+    window = 3
+    assert rows and len(rows) + 2 <= 8, "at most 8 lines"
+    for q, expected, yours in rows:
+        assert [c != "·" for c in expected] == [q - window < j <= q for j in range(len(expected))], (q, expected)
+        assert [c != "·" for c in yours] == [q - window - extra < j <= q for j in range(len(yours))], (q, yours)
+    marked = {q for q, _, _ in rows if any(line.rstrip().endswith("←") and re.match(rf"^\s+q{q}\s", line) for line in lines)}
+    differs = {q for q, e, y in rows if [c != "·" for c in e] != [c != "·" for c in y]}
+    assert marked == differs and differs, (marked, differs)
+
+
 def test_a_half_fix_names_the_function_that_still_has_the_bug(tmp_path):
     text = joined(check_screen(HALF_FIX, tmp_path))
     assert "● blocked-row-uniform:" in text

@@ -41,11 +41,12 @@ def causes(rep: Report) -> list[Diagnosis]:
 
 
 def worst(rep: Report, failures: list[CheckResult]) -> CheckResult:
-    """The failure to show in full: of the biggest cause's checks (else of all), one with a worst
+    """The failure to show in full: of the biggest cause's checks (those it matches or explains;
+    else of all), one with a worst
     row on the smallest case (those with a picture first, rows of one entry last); a failure
     without one (raised, hung) when none has a row."""
     ranked = causes(rep)
-    mine = [r for r in failures if ranked and r.bug == ranked[0].bug] or failures
+    mine = [r for r in failures if ranked and (r.bug == ranked[0].bug or r.id in ranked[0].checks)] or failures
     with_rows = [r for r in mine if r.mismatch is not None] or [r for r in failures if r.mismatch is not None]
     if not with_rows:
         return mine[0]
@@ -231,7 +232,7 @@ def _in_full(rep: Report, r: CheckResult, picture, case: bool, out: Console) -> 
     body: list = []
     message = r.message.splitlines()
     if message:
-        body.append(_clipped(Text(message[0]), 2, width - 2))
+        body.append(_wrapped_to(Text(message[0]), 2, width - 2, out))
     body += [_wrapped_to(Text(seen, style="muted"), 2, width - 2, out) for seen in _probe_saw(rep, r)]
     m = r.mismatch
     if picture is not None:
