@@ -181,3 +181,22 @@ def test_piped_and_no_color_pictures_are_plain(tmp_path):
         cwd=tmp_path,
     )
     assert "which keys" not in as_json.stdout and "█" not in as_json.stdout
+
+
+def test_three_causes_and_what_lies_outside_all_fit_with_their_fixes(tmp_path):
+    """Three named bugs (two named by a probe) and checks outside the catalogue: every cause keeps
+    its one or two lines and its fix, and the header stays on the screen, because the worst
+    failure's numbers give way (its message still says where it differs)."""
+    path = ROOT / "corpus" / "probes" / "class_width_inverted_causal.py"
+    first = run("check", path, "--seed", 7, cwd=tmp_path)  # the first run also says where history is kept, once
+    first.expect(pexpect.EOF)
+    first.close()
+    lines = check_screen(path, tmp_path, seed=7)
+    text = joined(lines)
+    exercise = catalog.exercise("mha-screen")
+    for bug in ("causal-off-by-one", "scale-by-model-width", "mask-inverted"):
+        assert f"● {bug}:" in text and f"Fix: {catalog.bug_in(exercise, bug).fix_short}." in text, (bug, "\n".join(lines))
+    assert "a probe saw it in `multi_head_attention`" in text
+    assert "● outside the catalogue:" in text
+    causes = [n for n, line in enumerate(lines) if line.startswith("● ")]
+    assert all(not lines[n + 1].startswith("    ") for n in causes), "each cause in at most two lines"

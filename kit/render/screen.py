@@ -68,14 +68,16 @@ def first_screen(rep: Report, out: Console, rows: int = ROWS, footer: bool = Tru
     failures = [r for r in rep.results if r.status in FAILED]
     shown = worst(rep, failures)
     picture = grid.picture(shown, out.width - 2)  # indented under the failure's title
-    # (each other failure on its own line, the picture, the case line), most complete first
+    # (each other failure on its own line, the picture, the case line), most complete first; last,
+    # the worst row's numbers give way too (its message still says where it differs and by how much)
     plans = [(True, True, True), (False, True, True), (False, True, False), (False, False, True), (False, False, False)]
     if picture is None:
         plans = [p for p in plans if not p[1]] or plans
         plans = [(each, False, case) for each, _, case in plans]
         plans = list(dict.fromkeys(plans))
-    for each, draw, case in plans:
-        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case)
+    for n, (each, draw, case) in enumerate([*plans, plans[-1]]):
+        numbers = n < len(plans)
+        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case, numbers=numbers)
         if footer:
             lines.append(_footer(rep, failures, out.width))
         if _height(out, lines) <= rows:
@@ -88,13 +90,15 @@ def _height(out: Console, renderables: list) -> int:
     return sum(len(out.render_lines(r, out.options, pad=False)) for r in renderables)
 
 
-def _screen(rep: Report, failures: list[CheckResult], shown: CheckResult, picture, out: Console, each_line: bool, case: bool) -> list:
+def _screen(
+    rep: Report, failures: list[CheckResult], shown: CheckResult, picture, out: Console, each_line: bool, case: bool, numbers: bool = True
+) -> list:
     lines: list = [check_header(rep, out.width), _verdict(rep, failures, out.width)]
     lines += [_cut(Text(f"note: {note}", style="warning"), out.width) for note in rep.notes]
     lines += [_cause(d, rep, out) for d in causes(rep)]
     lines += _outside(rep, failures, out)
     lines.append(Text())
-    lines += _in_full(rep, shown, picture, case, out)
+    lines += _in_full(rep, shown, picture, case, out, numbers)
     others = [r for r in failures if r is not shown]
     lines += [_one_line(rep, r, out.width) for r in others] if each_line else _by_cause(rep, others, out)
     return lines
@@ -221,7 +225,7 @@ def _names(results: list[CheckResult], most: int = 2) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _in_full(rep: Report, r: CheckResult, picture, case: bool, out: Console) -> list:
+def _in_full(rep: Report, r: CheckResult, picture, case: bool, out: Console, numbers: bool = True) -> list:
     """The worst failure: its title, what differs, what a probe saw of it, expected beside yours
     (or the picture), the case."""
     width = out.width
@@ -233,15 +237,13 @@ def _in_full(rep: Report, r: CheckResult, picture, case: bool, out: Console) -> 
     message = r.message.splitlines()
     if message:
         body.append(_wrapped_to(Text(message[0]), 2, width - 2, out))
-    body += [_wrapped_to(Text(seen, style="muted"), 2, width - 2, out) for seen in _probe_saw(rep, r)]
+    if numbers:
+        body += [_wrapped_to(Text(seen, style="muted"), 2, width - 2, out) for seen in _probe_saw(rep, r)]
     m = r.mismatch
     if picture is not None:
         body += picture
     elif m is not None:
-        start = f" (from index {m.row_offset})" if m.row_offset else ""
-        body.append(Text(f"worst row{start}:", style="muted"))
-        body.append(Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"))
-        body.append(Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"))
+        body += _worst_row(m) if numbers else []
     elif len(message) > 1:
         body.append(Text(_clip("\n".join(message[1:4]), 400), style="muted"))
     facts = {k: v for k, v in r.case.items() if k != "seed"}  # the header has the seed
@@ -273,6 +275,15 @@ def _probe_saw(rep: Report, r: CheckResult) -> list[str]:
     """What a probe saw, for each bug it named (with no rows counted) that explains failure `r`."""
     named = [d for d in causes(rep) if r.id in d.checks and not d.explained and d.evidence.startswith(PROBE_EVIDENCE)]
     return [PROBE_EVIDENCE + d.evidence[len(PROBE_EVIDENCE) :].strip() for d in named]
+
+
+def _worst_row(m) -> list[Text]:
+    start = f" (from index {m.row_offset})" if m.row_offset else ""
+    return [
+        Text(f"worst row{start}:", style="muted"),
+        Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"),
+        Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"),
+    ]
 
 
 def _clipped(text: Text, lines: int, width: int) -> Text:
