@@ -23,6 +23,7 @@ check = SUITE.check
 
 FN = "sliding_window_attention"
 AXES = ("batch", "head", "query", "feature")
+WEIGHT_AXES = ("batch", "head", "query", "key")
 DIMS = "B×H×T×d"
 MEMORY = {"B": 1, "H": 2, "T": 2048, "d": 16, "window": 32}
 
@@ -118,6 +119,20 @@ def matches_banded_attention(ctx):
     q, k, v = qkv(ctx.rng, 2, 2, 11, 4)
     for window in (2, 3, 5):
         compare_window(ctx, q, k, v, window, what=f"output with window={window}")
+
+
+@check(
+    points=2, after=("output-shape",), catches=("window-off-by-one", "window-not-causal", "window-excludes-self"), concept="sliding-window"
+)
+def weights_cover_exactly_the_window(ctx):
+    """With one-hot values (v = I) the output is the weights: query i weighs keys i-window+1 .. i only (T=d=5, window=3)."""
+    B, H, T, window = 1, 1, 5, 3
+    q, k, _ = qkv(ctx.rng, B, H, T, T)
+    v = np.broadcast_to(np.eye(T), (B, H, T, T)).copy()
+    # the case names its window: the first screen draws the weights against the band it implies
+    ctx.describe(B=B, H=H, T=T, d=T, window=window, v="one-hot (v = I)")
+    got = ctx.call(FN, q, k, v, window)
+    ctx.expect_close(got, banded_attention(q, k, v, window), "weights (v = I)", WEIGHT_AXES, "B×H×T×T")
 
 
 @check(

@@ -372,3 +372,17 @@ def test_the_docs_properties_example_names_every_property():
     block = next(b.split("```", 1)[0] for b in text.split("```toml")[1:] if b.lstrip().startswith("[properties]"))
     cells = catalog._load_property_cells(tomllib.loads(block)["properties"], "docs")
     assert [c.property for c in cells] == [p.id for p in devcheck.Content.installed().properties]
+
+
+def test_every_bug_needs_a_short_fix_phrase(copy):
+    """The first screen gives each cause one or two lines: every bug has a fix_short of at most
+    FIX_SHORT_MOST characters, and an exercise that rewords a fix rewords the phrase too."""
+    bugs = copy.prompts / "bugs.toml"
+    edit(bugs, 'fix_short = "Divide scores by √(head width) before softmax"\n', "")
+    edit(bugs, 'fix_short = "Take the max over allowed entries only"', 'fix_short = "' + "x" * 49 + '"')
+    sliding = copy.prompts / "exercises" / "sliding-window.toml"
+    edit(sliding, 'fix_short = "Score each query chunk only against its band"\n', "")
+    found = problems(copy)
+    assert_found(found, "prompts/bugs.toml [bugs] #1", "'fix_short' is empty")
+    assert_found(found, "prompts/bugs.toml [bugs] #6", "'max-over-blocked': fix_short has 49 characters, more than 48")
+    assert_found(found, "prompts/exercises/sliding-window.toml", "'materialises-scores' rewords fix but not fix_short")

@@ -82,8 +82,9 @@ def test_a_two_bug_file_shows_the_bigger_cause_and_both_fixes(tmp_path):
     assert [rows for _, rows in found] == sorted((rows for _, rows in found), reverse=True), "the biggest cause first"
     text = joined(lines)
     exercise = catalog.exercise("mha-screen")
-    for bug, _ in found:  # in the exercise's own wording of the bug, where it has one
-        assert "Fix: " + " ".join(catalog.bug_in(exercise, bug).fix.split()) in text, (bug, text)
+    for bug, _ in found:  # the fix in a phrase, in the exercise's own wording where it has one
+        phrase = catalog.bug_in(exercise, bug).fix_short
+        assert phrase and f"Fix: {phrase}." in text, (bug, text)
     assert re.search(r"^\s+expected \[|which keys each query sees", "\n".join(lines), re.M), "the worst failure, expected beside yours"
     assert any(line.startswith("--full: each failure in full") for line in lines), "what shows more, on the screen too"
 
@@ -110,6 +111,32 @@ def test_a_causal_off_by_one_lights_the_extra_key(tmp_path):
         assert [c != "·" for c in expected] == [j <= q for j in range(len(expected))]
     marked = [line for line in lines if line.rstrip().endswith("←")]
     assert len(marked) == len({q for q, _ in extra})
+
+
+WINDOW_WIDER = solutions_dir("sliding-window") / "bugs" / "window-off-by-one.py"  # window + 1 keys per query
+WINDOW_NARROWER = solutions_dir("sliding-window") / "bugs" / "window-off-by-one@narrow.py"  # window - 1 keys
+
+
+@pytest.mark.parametrize(("path", "extra"), [(WINDOW_WIDER, 1), (WINDOW_NARROWER, -1)], ids=["wider", "narrower"])
+def test_a_window_off_by_one_draws_the_band_with_the_key_it_gets_wrong(tmp_path, path, extra):
+    """sliding-window passes a window number, not a mask: its picture comes from the check that
+    reads the weights (v = I), read against the band the case names (window = 3)."""
+    child = run("check", path, "--seed", 1, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    lines = screen_after(child)
+    assert any(line.startswith("attn-kit check sliding-window") for line in lines), "the header scrolled off:\n" + "\n".join(lines)
+    assert any(line.startswith("● window-off-by-one:") for line in lines), "\n".join(lines)
+    assert any("which keys each query sees" in line for line in lines), "\n".join(lines)
+    rows = grid_rows(lines)
+    window = 3
+    assert rows and len(rows) + 2 <= 8, "at most 8 lines"
+    for q, expected, yours in rows:
+        assert [c != "·" for c in expected] == [q - window < j <= q for j in range(len(expected))], (q, expected)
+        assert [c != "·" for c in yours] == [q - window - extra < j <= q for j in range(len(yours))], (q, yours)
+    marked = {q for q, _, _ in rows if any(line.rstrip().endswith("←") and re.match(rf"^\s+q{q}\s", line) for line in lines)}
+    differs = {q for q, e, y in rows if [c != "·" for c in e] != [c != "·" for c in y]}
+    assert marked == differs and differs, (marked, differs)
 
 
 def test_a_half_fix_names_the_function_that_still_has_the_bug(tmp_path):
@@ -154,3 +181,22 @@ def test_piped_and_no_color_pictures_are_plain(tmp_path):
         cwd=tmp_path,
     )
     assert "which keys" not in as_json.stdout and "█" not in as_json.stdout
+
+
+def test_three_causes_and_what_lies_outside_all_fit_with_their_fixes(tmp_path):
+    """Three named bugs (two named by a probe) and checks outside the catalogue: every cause keeps
+    its one or two lines and its fix, and the header stays on the screen, because the worst
+    failure's numbers give way (its message still says where it differs)."""
+    path = ROOT / "corpus" / "probes" / "class_width_inverted_causal.py"
+    first = run("check", path, "--seed", 7, cwd=tmp_path)  # the first run also says where history is kept, once
+    first.expect(pexpect.EOF)
+    first.close()
+    lines = check_screen(path, tmp_path, seed=7)
+    text = joined(lines)
+    exercise = catalog.exercise("mha-screen")
+    for bug in ("causal-off-by-one", "scale-by-model-width", "mask-inverted"):
+        assert f"● {bug}:" in text and f"Fix: {catalog.bug_in(exercise, bug).fix_short}." in text, (bug, "\n".join(lines))
+    assert "a probe saw it in `multi_head_attention`" in text
+    assert "● outside the catalogue:" in text
+    causes = [n for n, line in enumerate(lines) if line.startswith("● ")]
+    assert all(not lines[n + 1].startswith("    ") for n in causes), "each cause in at most two lines"

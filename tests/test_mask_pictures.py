@@ -50,3 +50,13 @@ def test_show_draws_the_masks_under_the_statement():
     assert len(rows) == 6 and len(lines[at:]) <= grid.MAX_LINES
     # query 5 sees every key under causal, the last three under the window
     assert rows[5].split()[1:] == ["█"] * 6 + ["·", "·", "·"] + ["█"] * 3
+
+
+def test_a_case_that_names_its_window_gives_the_band_a_picture_reads_against():
+    """A call that passes a window number instead of a mask: the check's case names the window
+    (and any sinks, the first keys every query also sees), and the blocked keys follow from it."""
+    blocked = grid._band({"window": 2, "sinks": 1}, (1, 5, 5))
+    allowed = [["█" if not b else "·" for b in row] for row in blocked[0]]
+    assert ["".join(row) for row in allowed] == ["█····", "██···", "███··", "█·██·", "█··██"]
+    assert grid._band({"window": 2}, (5, 5))[4].tolist() == [True, True, True, False, False]
+    assert grid._band({"T": 5}, (5, 5)) is None and grid._band({"window": True}, (5, 5)) is None

@@ -34,6 +34,13 @@ def save(path: Path, source: Path) -> None:
     path.write_text(source.read_text())
 
 
+def skip_self_assessment(child: pexpect.spawn) -> None:
+    """After the report, a terminal is asked to score the rest (test_mock_self_assessment.py):
+    end of input there asks nothing more."""
+    child.expect(r"Level \(junior, mid, senior\)")
+    child.sendeof()
+
+
 def answer_questions(child: pexpect.spawn, covered_pattern=(True, False)) -> int:
     """Answer every discussion question, marking key points covered in turn by the pattern;
     returns how many questions were asked."""
@@ -79,6 +86,7 @@ def test_full_mock_with_saves_hints_submit_questions_and_report(tmp_path):
     assert 2 <= asked <= 3
     child.expect(r"Report: ")
     child.expect(r"report\.md")
+    skip_self_assessment(child)
     assert finish(child) == 0
 
     folder = sol.parent
@@ -122,6 +130,7 @@ def test_time_up_ends_the_session_and_diagnoses_bugs(tmp_path):
     child.expect("mask-inverted")
     answer_questions(child, covered_pattern=(False,))
     child.expect(r"report\.md")
+    skip_self_assessment(child)
     assert finish(child) == 0
     data = json.loads((sol.parent / "report.json").read_text())
     assert data["status"] == "time-up" and data["passed"] is False
@@ -164,6 +173,7 @@ def test_ctrl_c_then_submit_grades(tmp_path):
     child.sendline("")  # the default is submit
     child.expect(f"All {CHECKS} checks passed")
     answer_questions(child)
+    skip_self_assessment(child)
     assert finish(child) == 0
     assert json.loads((sol.parent / "report.json").read_text())["status"] == "submitted"
 

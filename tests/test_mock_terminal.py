@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mock import PUBLIC, session_file
+from test_mock import PUBLIC, session_file, skip_self_assessment
 
 from conftest import attn_kit
 from test_practice import finish, spawn
@@ -29,6 +29,7 @@ def test_end_of_input_at_submit_or_abandon_submits(tmp_path):
     child.expect("an empty line ends your answer")
     child.sendeof()  # end of input again: the discussion is cut short
     child.expect(r"report\.md")
+    skip_self_assessment(child)  # and at the self-assessment: nothing is asked after it
     assert finish(child) in (0, 1)
     data = json.loads((sol.parent / "report.json").read_text())
     assert data["status"] == "submitted" and data["score"] is not None

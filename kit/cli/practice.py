@@ -339,6 +339,41 @@ class MockTerminal:
 
         render_practice.mock_finished(path, status, report, discussion)
 
+    def level(self, open_rows: list[dict]) -> str:
+        """What is left to score, then the level for the recommendation's rule; Enter takes mid.
+        EOFError at end of input."""
+        from attn_kit.grading.rubric import DEFAULT_LEVEL, LEVELS
+        from attn_kit.render import practice as render_practice
+
+        render_practice.self_assessment_intro(open_rows)
+        return self._choice(f"Level ({', '.join(LEVELS)}) [{DEFAULT_LEVEL}]: ", {**{lv: lv for lv in LEVELS}, "": DEFAULT_LEVEL})
+
+    def self_score(self, row: dict, index: int, count: int) -> int | None:
+        """A score 1-4 for one dimension; Enter skips (None). EOFError at end of input."""
+        from attn_kit.render import practice as render_practice
+
+        render_practice.self_score_dimension(row, index, count)
+        answer = self._choice(f"{row['dimension']} 1-4 (Enter skips): ", {"1": "1", "2": "2", "3": "3", "4": "4", "": ""})
+        return int(answer) if answer else None
+
+    def self_assessed(self, data: dict, given: dict[str, int], path: Path) -> None:
+        from attn_kit.render import practice as render_practice
+
+        render_practice.self_assessed(data, given, path)
+
+    def _choice(self, prompt: str, answers: dict[str, str]) -> str:
+        """Read one line until it is one of `answers` (lower-cased); EOFError at end of input."""
+        while True:
+            click.echo(prompt, nl=False)
+            line = sys.stdin.readline()
+            if not line:
+                click.echo()
+                raise EOFError
+            answer = line.strip().lower()
+            if answer in answers:
+                return answers[answer]
+            click.echo(f"Type one of: {', '.join(a for a in answers if a)}, or Enter.")
+
 
 @click.command()
 @click.argument("exercise", required=False)

@@ -253,6 +253,14 @@ def _catalogue_entries(content: Content) -> Iterable[tuple[Path, int, dict]]:
             yield path, n, entry
 
 
+def _fix_short_fits(where: str, what: str, phrase: str) -> Iterable[Problem]:
+    """A fix_short is one phrase the first screen can give in its cause's one or two lines."""
+    if len(phrase.strip()) > catalog.FIX_SHORT_MOST:
+        yield Problem(where, f"{what}: fix_short has {len(phrase.strip())} characters, more than {catalog.FIX_SHORT_MOST} (one phrase)")
+    if "\n" in phrase or phrase.strip().endswith("."):
+        yield Problem(where, f"{what}: fix_short is one phrase on one line, without a final full stop")
+
+
 @validator
 def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
     """Bug ids are unique lowercase-dashed words across prompts/bugs.toml and the exercises' own
@@ -268,9 +276,10 @@ def bug_catalogue_ids(content: Content) -> Iterable[Problem]:
             yield Problem(where, f"id '{bug_id}' is declared twice (first in {seen[bug_id]})")
             continue  # its texts were checked with the first
         seen[bug_id] = content.relative(path)
-        for key in ("title", "symptom", "fix", "test_idea", "concept"):
+        for key in ("title", "symptom", "fix", "fix_short", "test_idea", "concept"):
             if not str(entry.get(key, "")).strip():
                 yield Problem(where, f"'{key}' is empty")
+        yield from _fix_short_fits(where, f"'{bug_id}'", str(entry.get("fix_short", "")))
         title = " ".join(str(entry.get("title", "")).split())
         if title and title in titles:
             yield Problem(where, f"title '{title}' is also {titles[title]}'s: every bug needs its own")
@@ -538,8 +547,11 @@ def bug_texts_reword_bugs_of_the_exercise(content: Content) -> Iterable[Problem]
             if entry.bug in seen:
                 yield Problem(where, f"[[bug_texts]] '{entry.bug}' is given twice")
             seen.add(entry.bug)
-            if not any(t.strip() for t in (entry.symptom, entry.fix, entry.test_idea)):
-                yield Problem(where, f"[[bug_texts]] '{entry.bug}' sets no text (symptom, fix or test_idea)")
+            if not any(t.strip() for t in (entry.symptom, entry.fix, entry.test_idea, entry.fix_short)):
+                yield Problem(where, f"[[bug_texts]] '{entry.bug}' sets no text (symptom, fix, fix_short or test_idea)")
+            if entry.fix.strip() and not entry.fix_short.strip():
+                yield Problem(where, f"[[bug_texts]] '{entry.bug}' rewords fix but not fix_short (the first screen's phrase)")
+            yield from _fix_short_fits(where, f"[[bug_texts]] '{entry.bug}'", entry.fix_short)
 
 
 CONCEPTS_FILE = "concepts.toml"  # prompts/concepts.toml: [concept_words] and [bug_words]

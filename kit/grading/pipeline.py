@@ -395,7 +395,7 @@ def _in_exercise(exercise: catalog.Exercise, diagnosis: Diagnosis) -> Diagnosis:
     bug = exercise.bug(diagnosis.bug)
     if bug is None:
         return diagnosis
-    return dataclasses.replace(diagnosis, explanation=bug.symptom, fix=bug.fix)
+    return dataclasses.replace(diagnosis, explanation=bug.symptom, fix=bug.fix, fix_short=bug.fix_short)
 
 
 def _mutation_diagnosis(written: list[str], results: list[CheckResult]) -> Diagnosis:

@@ -102,6 +102,7 @@ class BugText:
     symptom: str = ""
     fix: str = ""
     test_idea: str = ""
+    fix_short: str = ""  # the fix in a phrase, for the first screen (required when `fix` is set)
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,7 @@ class Exercise:
         return bug_in(self, bug_id)
 
 
+FIX_SHORT_MOST = 48  # a bug's fix_short, in characters: a cause then fits two lines at 80 columns
 SEVERITIES = ("crash", "wrong", "edge")  # a bug's severity, worst first (prompts/bugs.toml's header says what each means)
 # The one known bug the kit names from data rather than from a bug file's outputs: the sandbox
 # sees the candidate's calls write into their arguments (grading.pipeline.mutation_found, judged by the check that runs last).
@@ -244,6 +246,9 @@ class Bug:
     test_idea: str  # the one-line idea of a test that catches it
     concept: str  # the discussion concept it belongs to (for review scheduling)
     severity: str = ""  # one of SEVERITIES (`attn-kit dev check` requires it): sets the mock's correctness
+    # the fix in a phrase of at most FIX_SHORT_MOST characters: a failing check's first screen
+    # gives each cause one or two lines at 80 columns (`attn-kit dev check` requires it)
+    fix_short: str = ""
 
 
 if TYPE_CHECKING:
@@ -517,7 +522,7 @@ def bug_in(exercise: Exercise | None, bug_id: str) -> Bug | None:
     own = next((t for t in exercise.bug_texts if t.bug == bug_id), None) if exercise is not None else None
     if shared is None or own is None:
         return shared
-    changed = {k: getattr(own, k) for k in ("symptom", "fix", "test_idea") if getattr(own, k).strip()}
+    changed = {k: getattr(own, k) for k in ("symptom", "fix", "test_idea", "fix_short") if getattr(own, k).strip()}
     return dataclasses.replace(shared, **changed)
 
 

@@ -128,6 +128,22 @@ class Terminal(Protocol):
         """The last lines: the outcome and where the report is."""
         ...
 
+    def level(self, open_rows: list[dict]) -> str:
+        """Self-assessment, on a terminal only: says which dimensions (scoring rows) are left to
+        score, then asks the level whose rule turns the scores into a recommendation (one of
+        rubric.LEVELS). Raises EOFError at end of input."""
+        ...
+
+    def self_score(self, row: dict, index: int, count: int) -> int | None:
+        """Self-assessment: a score 1-4 for one dimension without one (a scoring row: its
+        dimension and anchors), None to skip it. Raises EOFError at end of input."""
+        ...
+
+    def self_assessed(self, data: dict, given: dict[str, int], path: Path) -> None:
+        """The recommendation from the scores given (report_data's dict, with them and the level),
+        and the report they were recorded in."""
+        ...
+
 
 # --- choosing and creating ----------------------------------------------------------------------
 
@@ -320,15 +336,15 @@ def scores(
     return rows
 
 
-def recommendation(rows: list[dict]) -> dict:
-    """The rubric's recommendation for the score rows: decided (with reasons) once all six scores are
-    known, else the range the scores given so far leave open."""
+def recommendation(rows: list[dict], level: str = rubric.DEFAULT_LEVEL) -> dict:
+    """The rubric's recommendation at `level` for the score rows: decided (with reasons) once all
+    six scores are known, else the range the scores given so far leave open."""
     given = {row["dimension"]: row["score"] for row in rows}
     if all(s is not None for s in given.values()) and set(given) == set(catalog.DIMENSIONS):
-        verdict, reasons = rubric.recommend(given)
+        verdict, reasons = rubric.recommend(given, level)
         return {"verdict": verdict, "reasons": reasons, "range": [verdict, verdict]}
     filled = {d: given.get(d) for d in catalog.DIMENSIONS}
-    worst, best = rubric.recommendation_range(filled)
+    worst, best = rubric.recommendation_range(filled, level)
     missing = [d for d, s in filled.items() if s is None]
     return {"verdict": None, "reasons": [f"still to score: {', '.join(missing)}"], "range": [worst, best]}
 
@@ -458,7 +474,40 @@ def run(
     data = report_data(session, status, used, ended, report, discussion, hints_during, hints_total, locate_runs)
     path = _finish(session, store, ui, data, ended, used)
     ui.finished(path, status, report, discussion)
+    if terminal and not unattended:  # someone is at the keyboard: they can score the rest themselves
+        self_assess(session, data, ui)
     return 0, path
+
+
+def self_assess(session: Session, data: dict, ui: Terminal) -> dict[str, int]:
+    """Someone practising alone scores the dimensions the kit could not: their level, then each
+    dimension without a score (its anchors shown), 1-4 or skipped; end of input or Ctrl-C stops
+    the asking and keeps what was given. The scores given are recorded in report.json and
+    report.md (marked as self-given), and the recommendation comes only from them, at that level.
+    Returns the scores given (none: nothing is rewritten)."""
+    open_rows = [row for row in data["scoring"] if row["score"] is None]
+    if not open_rows or data.get("recommendation") is None:
+        return {}
+    given: dict[str, int] = {}
+    level = rubric.DEFAULT_LEVEL
+    try:
+        level = ui.level(open_rows)
+        for index, row in enumerate(open_rows, 1):
+            score = ui.self_score(row, index, len(open_rows))
+            if score is not None:  # a hint used on the dimension caps it, as it caps the kit's scores
+                given[row["dimension"]] = min(score, row["cap"] or 4)
+    except (EOFError, KeyboardInterrupt):
+        pass
+    if not given:
+        return given
+    for row in open_rows:
+        if row["dimension"] in given:
+            row["score"], row["given_by"] = given[row["dimension"]], "self"
+    data["level"] = level
+    data["recommendation"] = recommendation(data["scoring"], level)
+    path = write_report(session, data, ui.report_markdown(data))
+    ui.self_assessed(data, given, path)
+    return given
 
 
 def _graded_run(session: Session, store: Store | None, ui: Terminal):

@@ -3,7 +3,8 @@ shaded by weight, blocked cells marked, expected beside yours (the way attention
 
 `check` draws one under its first screen's worst failure when that failure is about which keys a
 query sees (the keys with weight differ from the expected ones: causal and window bounds, inverted
-or misplaced masks, padding on the wrong axis, fully blocked rows, sinks); `show` draws an
+or misplaced masks, padding on the wrong axis, fully blocked rows, sinks; a call that passes a
+window number instead of a mask is read against the band its case names); `show` draws an
 exercise's mask pattern the same way. The shades are characters, so the picture reads the same
 without colour (NO_COLOR, a pipe): colour only marks the cells that differ. `--json` has none.
 """
@@ -81,6 +82,9 @@ def matrices(result: CheckResult) -> tuple[np.ndarray, np.ndarray, int, int, str
         pairs, key=lambda p: abs(abs(float(p[0][0][m.index]) - float(p[1][0][m.index])) - m.max_abs) if m.max_abs == m.max_abs else 0
     )
     blocked = None if is_mask else _blocked(call, m.shape)
+    band = blocked is None and not is_mask
+    if band:
+        blocked = _band(result.case, m.shape)
     outer = tuple(m.index[:-2])
     if expected.ndim == 1:
         expected, yours, query = expected[None, :], yours[None, :], 0
@@ -92,10 +96,20 @@ def matrices(result: CheckResult) -> tuple[np.ndarray, np.ndarray, int, int, str
     weights = finite.size == expected.size and finite.min() >= -NONE and finite.max() <= 1 + 1e-6
     if not weights or not (seen(expected) != seen(yours)).any():
         return None  # not weights, or the same keys seen with other weights (scaling, projections)
-    if not is_mask and (blocked is None or not (blocked & seen(yours)).any()):
-        return None  # weights on keys the mask allows only: another mistake (heads, projections) moved them
+    if not is_mask and (blocked is None or not _about_keys(blocked, expected, yours, band)):
+        return None
     where = m.row_label.rsplit(", query", 1)[0] if ", query" in m.row_label else ""
     return expected, yours, int(query), int(m.index[-1]), where
+
+
+def _about_keys(blocked: np.ndarray, expected: np.ndarray, yours: np.ndarray, band: bool) -> bool:
+    """Whether weights that see other keys than expected do so because of which keys the query may
+    see: yours weigh a key the mask blocks, or (a window's band, whose weights come from one-hot
+    values and never underflow) none at all on a key it allows. Otherwise another mistake (heads,
+    projections, at scores large enough to underflow) moved the weights."""
+    if (blocked & seen(yours)).any():
+        return True
+    return band and bool((~blocked & seen(expected) & ~seen(yours)).any())
 
 
 def _blocked(call, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -115,6 +129,18 @@ def _blocked(call, shape: tuple[int, ...]) -> np.ndarray | None:
         except ValueError:
             continue
     return None
+
+
+def _band(case: dict, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a sliding window blocks a key, for a call that passes a window number rather than a
+    mask: the check's case names it (`window`, and `sinks`, the first keys every query also sees),
+    and query i sees keys i - window < j <= i. Broadcast to the weights' `shape`; None without one."""
+    window, sinks = case.get("window"), case.get("sinks", 0)
+    if not isinstance(window, int) or isinstance(window, bool) or not isinstance(sinks, int) or len(shape) < 2:
+        return None
+    i, j = np.indices(shape[-2:])
+    allowed = (j <= i) & ((j > i - window) | (j < sinks))
+    return ~np.broadcast_to(allowed, shape)
 
 
 def _window(size: int, centre: int, most: int) -> range:

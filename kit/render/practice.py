@@ -424,13 +424,59 @@ def mock_finished(path: Path, status: str, report, discussion, out: Console | No
     mock_report_written(path, summary, out)
 
 
+def self_assessment_intro(open_rows: list[dict], out: Console | None = None) -> None:
+    """Before a solo candidate scores themselves: what the kit scored, what is left, how to answer."""
+    from attn_kit.grading.rubric import LEVELS
+
+    out = _out(out)
+    mock_heading("Score yourself", out)
+    left = ", ".join(row["dimension"] for row in open_rows)
+    out.print(
+        Text(
+            f"The kit scored what it could; {left} {'is' if len(open_rows) == 1 else 'are'} yours to score. "
+            "Give each the highest anchor that fully holds (1 when none does); Enter skips one, "
+            "Ctrl-D stops. The recommendation comes only from the scores given.",
+            style="muted",
+        )
+    )
+    out.print(Text(f"First, your level ({', '.join(LEVELS)}): its rule turns the scores into a recommendation.", style="muted"))
+
+
+def self_score_dimension(row: dict, index: int, count: int, out: Console | None = None) -> None:
+    """One dimension to score: its name and its four anchors, 1 to 4."""
+    out = _out(out)
+    out.print()
+    capped = f" (a hint used caps it at {row['cap']})" if row.get("cap") else ""
+    out.print(Text(f"{row['dimension']} ", style="label") + Text(f"({index}/{count}){capped}", style="muted"))
+    for number, anchor in enumerate(row["anchors"], 1):
+        out.print(check.hanging(f"  {number}  ", Text(anchor)))
+
+
+def self_assessed(data: dict, given: dict[str, int], path: Path, out: Console | None = None) -> None:
+    """The recommendation from the scores given (mock.report_data's dict, with them and the level)
+    and where they were recorded."""
+    out = _out(out)
+    level = data.get("level") or "mid"
+    out.print()
+    out.print(Rule(Text(f"Recommendation ({level} level, from the scores given)", style="label")))
+    for line in recommendation_lines(data["recommendation"], data["exercise"], data["scoring"], level):
+        plain = line.removeprefix("- ").replace("**", "").replace("`", "")
+        out.print(check.hanging("  ", Text(plain, style="label" if plain.startswith("Recommendation") else "")))
+    scored = ", ".join(f"{d} {s}" for d, s in given.items())
+    out.print(Text(f"Recorded ({scored}) in ", style="muted") + Text(str(path), style="command"))
+
+
 def mock_report_markdown(data: dict) -> str:
     """report.md of a mock screen, from mock.report_data's dict (the same data as report.json)."""
     lines = [f"# Mock screen: {data['title']} (`{data['exercise']}`)", ""] + _summary_markdown(data)
     if data.get("scoring"):
         lines += _scoring_markdown(data["scoring"])
     if data.get("recommendation"):
-        lines += ["", "## Recommendation", ""] + recommendation_lines(data["recommendation"], data["exercise"], data.get("scoring"))
+        level = data.get("level")
+        lines += ["", "## Recommendation", ""] + (
+            [f"- Level: {level} (its rule turns the scores into the recommendation)"] if level else []
+        )
+        lines += recommendation_lines(data["recommendation"], data["exercise"], data.get("scoring"), level)
     if data["checks"]:
         lines += ["", "## Checks", "", "| check | status | points | bug |", "|---|---|---|---|"]
         for c in data["checks"]:
@@ -491,7 +537,7 @@ def _scoring_markdown(scoring: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for row in scoring:
-        score = "–" if row["score"] is None else f"{row['score']}/4"
+        score = "–" if row["score"] is None else f"{row['score']}/4" + (" (self)" if row.get("given_by") == "self" else "")
         cap = f"3 (hint {', '.join(map(str, row['capped_by']))})" if row["cap"] else ""
         anchors = [a.replace("|", "\\|") for a in row["anchors"]]
         lines.append(f"| {row['dimension']} | {score} | {cap} | " + " | ".join(anchors) + " |")
@@ -518,12 +564,14 @@ def _discussion_markdown(d: dict) -> list[str]:
     return lines
 
 
-def recommendation_lines(recommendation: dict, exercise: str | None = None, scoring: list[dict] | None = None) -> list[str]:
+def recommendation_lines(
+    recommendation: dict, exercise: str | None = None, scoring: list[dict] | None = None, level: str | None = None
+) -> list[str]:
     """The recommendation of a mock's scores (mock.recommendation's dict) as Markdown lines. It
     comes only from the scores given: a verdict once they decide it, else none yet, with what the
     given scores already rule out, and (with `exercise` and `scoring`) how someone practising alone
     gives the missing scores and gets the verdict."""
-    from attn_kit.grading.rubric import VERDICTS
+    from attn_kit.grading.rubric import DEFAULT_LEVEL, VERDICTS
 
     verdict, (worst, best) = recommendation["verdict"], recommendation["range"]
     if verdict:
@@ -535,10 +583,11 @@ def recommendation_lines(recommendation: dict, exercise: str | None = None, scor
         lines.append(f"- The scores given already rule out anything better than **{best}**.")
     if exercise and scoring:
         filled = ",".join(f"{row['dimension']}={'?' if row['score'] is None else row['score']}" for row in scoring)
+        at = f" --level {level}" if level and level != DEFAULT_LEVEL else ""
         lines.append(
             "- Practising alone? Score each dimension without a score yourself, at the highest anchor "
             "in the table above that fully holds (1 when none does), then replace each ? in "
-            f"`attn-kit mock {exercise} --interviewer --scores {filled}` and run it: it prints the "
+            f"`attn-kit mock {exercise} --interviewer --scores {filled}{at}` and run it: it prints the "
             "recommendation and the reasons."
         )
     return lines

@@ -41,11 +41,12 @@ def causes(rep: Report) -> list[Diagnosis]:
 
 
 def worst(rep: Report, failures: list[CheckResult]) -> CheckResult:
-    """The failure to show in full: of the biggest cause's checks (else of all), one with a worst
+    """The failure to show in full: of the biggest cause's checks (those it matches or explains;
+    else of all), one with a worst
     row on the smallest case (those with a picture first, rows of one entry last); a failure
     without one (raised, hung) when none has a row."""
     ranked = causes(rep)
-    mine = [r for r in failures if ranked and r.bug == ranked[0].bug] or failures
+    mine = [r for r in failures if ranked and (r.bug == ranked[0].bug or r.id in ranked[0].checks)] or failures
     with_rows = [r for r in mine if r.mismatch is not None] or [r for r in failures if r.mismatch is not None]
     if not with_rows:
         return mine[0]
@@ -67,14 +68,16 @@ def first_screen(rep: Report, out: Console, rows: int = ROWS, footer: bool = Tru
     failures = [r for r in rep.results if r.status in FAILED]
     shown = worst(rep, failures)
     picture = grid.picture(shown, out.width - 2)  # indented under the failure's title
-    # (each other failure on its own line, the picture, the case line), most complete first
+    # (each other failure on its own line, the picture, the case line), most complete first; last,
+    # the worst row's numbers give way too (its message still says where it differs and by how much)
     plans = [(True, True, True), (False, True, True), (False, True, False), (False, False, True), (False, False, False)]
     if picture is None:
         plans = [p for p in plans if not p[1]] or plans
         plans = [(each, False, case) for each, _, case in plans]
         plans = list(dict.fromkeys(plans))
-    for each, draw, case in plans:
-        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case)
+    for n, (each, draw, case) in enumerate([*plans, plans[-1]]):
+        numbers = n < len(plans)
+        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case, numbers=numbers)
         if footer:
             lines.append(_footer(rep, failures, out.width))
         if _height(out, lines) <= rows:
@@ -87,28 +90,33 @@ def _height(out: Console, renderables: list) -> int:
     return sum(len(out.render_lines(r, out.options, pad=False)) for r in renderables)
 
 
-def _screen(rep: Report, failures: list[CheckResult], shown: CheckResult, picture, out: Console, each_line: bool, case: bool) -> list:
-    lines: list = [check_header(rep, out.width), _verdict(rep, failures)]
+def _screen(
+    rep: Report, failures: list[CheckResult], shown: CheckResult, picture, out: Console, each_line: bool, case: bool, numbers: bool = True
+) -> list:
+    lines: list = [check_header(rep, out.width), _verdict(rep, failures, out.width)]
     lines += [_cut(Text(f"note: {note}", style="warning"), out.width) for note in rep.notes]
-    lines += [_cause(d, rep) for d in causes(rep)]
-    lines += _outside(rep, failures)
+    lines += [_cause(d, rep, out) for d in causes(rep)]
+    lines += _outside(rep, failures, out)
     lines.append(Text())
-    lines += _in_full(rep, shown, picture, case, out.width)
+    lines += _in_full(rep, shown, picture, case, out, numbers)
     others = [r for r in failures if r is not shown]
     lines += [_one_line(rep, r, out.width) for r in others] if each_line else _by_cause(rep, others, out)
     return lines
 
 
-def _verdict(rep: Report, failures: list[CheckResult]) -> Text:
+def _verdict(rep: Report, failures: list[CheckResult], width: int) -> Text:
     passed, total = rep.score
     got, most = rep.points
     skipped = sum(r.status == CheckStatus.SKIP for r in rep.results)
     tail = f", {skipped} not checked" if skipped else ""
     count = len(causes(rep))
-    lead = f"{count} known bug{'s' if count > 1 else ''}, biggest first:" if count else ""
-    return Text(f"✗ {len(failures)} of {total} checks failed{tail} · {passed} passed · {got}/{most} points", style="score.bad") + (
-        Text(f"  {lead}", style="muted") if lead and count > 1 else Text()
-    )
+    verdict = Text(f"✗ {len(failures)} of {total} checks failed{tail} · {passed} passed · {got}/{most} points", style="score.bad")
+    if count < 2:
+        return verdict
+    for lead in (f"{count} known bugs, biggest first:", f"{count} known bugs:", ""):  # on the verdict's line
+        if verdict.cell_len + 2 + len(lead) < width:
+            break
+    return verdict + Text(f"  {lead}" if lead else "", style="muted")
 
 
 def _rows(d: Diagnosis) -> str:
@@ -124,27 +132,53 @@ def _where(d: Diagnosis, rep: Report) -> list[str]:
     return list(dict.fromkeys(c.fn for c in calls))
 
 
-def _cause(d: Diagnosis, rep: Report) -> object:
-    """`● BUG: N of M wrong rows, in `FN`. Fix: ...`; a half-fix says which function still has it."""
-    body = Text(d.bug, style="bug.id")
-    rows = _rows(d)
+CAUSE_LINES = 2  # each cause in one or two lines
+
+
+def _cause(d: Diagnosis, rep: Report, out: Console) -> object:
+    """`● BUG: N of M wrong rows, in `FN`. Fix: PHRASE.` in at most two lines: the first of its
+    forms that fits (fewer functions named, then no total, then no place), else cut with …. A
+    half-fix says which function still has it; a probe's evidence goes under the worst failure."""
+    fix = Text(" Fix: " + _phrase(d) + ".", style="hint") if _phrase(d) else Text()
+    forms = [Text(d.bug, style="bug.id") + Text(f": {said}" if said else "") + fix for said in _cause_forms(d, rep)]
+    return _fitted(Text("● ", style="bug.id"), forms, out)
+
+
+def _phrase(d: Diagnosis) -> str:
+    """The fix in a phrase (the catalogue's fix_short), else its sentence without the full stop."""
+    return (d.fix_short or d.fix).strip().rstrip(".")
+
+
+def _cause_forms(d: Diagnosis, rep: Report) -> list[str]:
+    """What the cause says before its fix, from the fullest to the shortest."""
+    rows, short = _rows(d), (f"{d.explained} wrong rows" if d.explained else "")
     if d.still_in:
         still = " and ".join(f"`{f}`" for f in d.still_in)
         fixed = " and ".join(f"`{f}`" for f in d.fixed_in)
+        has = "has" if len(d.still_in) == 1 else "have"
         verb = "does" if len(d.fixed_in) == 1 else "do"
-        body += Text(f": {rows}; {still} still {'has' if len(d.still_in) == 1 else 'have'} it, {fixed} no longer {verb}.")
-    else:
-        where = _and(_where(d, rep)) if _where(d, rep) else ""
-        body += Text(": " + ", ".join(p for p in (rows, f"in {where}" if where else "") if p) + "." if rows or where else "")
-        if not rows and d.evidence.startswith(PROBE_EVIDENCE):  # named by a probe: what it saw, in words
-            seen = d.evidence[len(PROBE_EVIDENCE) :].strip().rstrip(".")
-            body += Text(" " + seen[:1].upper() + seen[1:] + ".", style="muted")
-    if d.fix:
-        body += Text(" Fix: " + d.fix, style="hint")
-    return hanging(Text("● ", style="bug.id"), body)
+        said = f"{still} still {has} it, {fixed} no longer {verb}."
+        return [f"{rows}; {said}", f"{short}; {said}", said, f"{still} still {has} it."]
+    fns = _where(d, rep)
+    places = ([f"in {_and(fns)}"] + ([f"in {_and(fns[:1])} +{len(fns) - 1}"] if len(fns) > 1 else [])) if fns else []
+    places.append("")
+    if not d.explained and d.evidence.startswith(PROBE_EVIDENCE):  # what it saw: under the worst failure, in --full
+        places = [f"a probe saw it {p}".strip() for p in places]
+    forms = [", ".join(p for p in (r, place) if p) for place in places for r in (rows, short)]
+    return [f + "." if f else "" for f in dict.fromkeys(forms)]
 
 
-def _outside(rep: Report, failures: list[CheckResult]) -> list:
+def _fitted(prefix: Text, forms: list[Text], out: Console, most: int = CAUSE_LINES) -> object:
+    """`prefix` then the first of `forms` that wraps to at most `most` lines, else the last one
+    cut with … to fit them."""
+    room = out.width - prefix.cell_len
+    for body in forms:
+        if len(out.render_lines(hanging(prefix, body), out.options, pad=False)) <= most:
+            return hanging(prefix, body)
+    return hanging(prefix, _wrapped_to(forms[-1], most, room, out))
+
+
+def _outside(rep: Report, failures: list[CheckResult], console: Console) -> list:
     """What no known bug explains: failing checks with no bug of their own, as one cause."""
     rest = [r for r in failures if not r.bug and (not rep.diagnosis or r.id in rep.unexplained)]
     if not rest:
@@ -167,9 +201,8 @@ def _outside(rep: Report, failures: list[CheckResult]) -> list:
         body = Text("outside the catalogue", style="check.fail") + Text(
             f": {rows}{where}({count}); no known bug reproduces {'them' if rows else 'these'}: read the failure below."
         )
-        if rep.near_misses:
-            body += Text(" Closest: " + rep.near_misses[0].split(" came closest", 1)[0] + ".", style="muted")
-        out.append(hanging(Text("● ", style="check.fail"), body))
+        closest = Text(" Closest: " + rep.near_misses[0].split(" came closest", 1)[0] + ".", style="muted") if rep.near_misses else Text()
+        out.append(_fitted(Text("● ", style="check.fail"), [body + closest, body], console))
     if raised:
         body = Text("your code raised, hung or crashed", style="check.error") + Text(f" in {_names(raised)}.")
         out.append(hanging(Text("● ", style="check.error"), body))
@@ -192,8 +225,10 @@ def _names(results: list[CheckResult], most: int = 2) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _in_full(rep: Report, r: CheckResult, picture, case: bool, width: int) -> list:
-    """The worst failure: its title, what differs, expected beside yours (or the picture), the case."""
+def _in_full(rep: Report, r: CheckResult, picture, case: bool, out: Console, numbers: bool = True) -> list:
+    """The worst failure: its title, what differs, what a probe saw of it, expected beside yours
+    (or the picture), the case."""
+    width = out.width
     head = Text(f"{MARK[r.status]} ", style=f"check.{r.status}") + Text(r.id, style=f"check.{r.status}") + Text(f" — {r.title}")
     if r.bug:
         head += Text("  ", style="muted") + Text(r.bug, style="bug.id")
@@ -201,15 +236,14 @@ def _in_full(rep: Report, r: CheckResult, picture, case: bool, width: int) -> li
     body: list = []
     message = r.message.splitlines()
     if message:
-        body.append(_clipped(Text(message[0]), 2, width - 2))
+        body.append(_wrapped_to(Text(message[0]), 2, width - 2, out))
+    if numbers:
+        body += [_wrapped_to(Text(seen, style="muted"), 2, width - 2, out) for seen in _probe_saw(rep, r)]
     m = r.mismatch
     if picture is not None:
         body += picture
     elif m is not None:
-        start = f" (from index {m.row_offset})" if m.row_offset else ""
-        body.append(Text(f"worst row{start}:", style="muted"))
-        body.append(Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"))
-        body.append(Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"))
+        body += _worst_row(m) if numbers else []
     elif len(message) > 1:
         body.append(Text(_clip("\n".join(message[1:4]), 400), style="muted"))
     facts = {k: v for k, v in r.case.items() if k != "seed"}  # the header has the seed
@@ -225,6 +259,31 @@ def _in_full(rep: Report, r: CheckResult, picture, case: bool, width: int) -> li
         if tail:
             body[-1].append(tail, style="muted")
     return lines + [Padding(b, (0, 0, 0, 2), expand=False) for b in body]
+
+
+def _wrapped_to(text: Text, lines: int, width: int, out: Console) -> Text:
+    """`text` cut, with …, to wrap to at most `lines` lines of `width` columns (at word breaks)."""
+    most = text.cell_len
+    while most > 1 and len(text.wrap(out, width)) > lines:
+        most -= max(1, most // 20)
+        text = text.copy()
+        text.truncate(most, overflow="ellipsis")
+    return text
+
+
+def _probe_saw(rep: Report, r: CheckResult) -> list[str]:
+    """What a probe saw, for each bug it named (with no rows counted) that explains failure `r`."""
+    named = [d for d in causes(rep) if r.id in d.checks and not d.explained and d.evidence.startswith(PROBE_EVIDENCE)]
+    return [PROBE_EVIDENCE + d.evidence[len(PROBE_EVIDENCE) :].strip() for d in named]
+
+
+def _worst_row(m) -> list[Text]:
+    start = f" (from index {m.row_offset})" if m.row_offset else ""
+    return [
+        Text(f"worst row{start}:", style="muted"),
+        Text("  expected ", style="muted") + Text(_row(m.expected_row, m.row_offset), style="expected"),
+        Text("  yours    ", style="muted") + Text(_row(m.actual_row, m.row_offset), style="actual"),
+    ]
 
 
 def _clipped(text: Text, lines: int, width: int) -> Text:

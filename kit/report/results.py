@@ -137,6 +137,7 @@ class Diagnosis:
     # a half-fix: the functions whose calls still show the bug, and those that no longer do
     still_in: tuple[str, ...] = ()
     fixed_in: tuple[str, ...] = ()
+    fix_short: str = ""  # the fix in a phrase (the first screen's), from the bug catalogue
 
     def to_json(self) -> dict:
         return {"bug": self.bug, "title": self.title, "evidence": self.evidence}
