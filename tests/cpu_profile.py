@@ -125,6 +125,7 @@ class CpuProfile:
         after = _sample()
         row = {
             "worker": self.worker,
+            "pid": os.getpid(),
             "module": item.path.name,
             "test": item.nodeid,
             "slow": item.get_closest_marker("slow") is not None,
@@ -175,7 +176,7 @@ def grading(path: str, seed: int, exercise: str | None, public_only: bool):
     """Around one in-process grading (helpers.graded, a cache miss): with profiling on, a line in
     FOLDER/gradings-<worker>.jsonl, to find the same file graded in several test processes."""
     folder = os.environ.get("ATTN_KIT_TEST_CPU")
-    if not folder:
+    if not (folder and _ON[0]):
         yield
         return
     before = _sample()
@@ -194,11 +195,23 @@ def grading(path: str, seed: int, exercise: str | None, public_only: bool):
         out.write(json.dumps(row) + "\n")
 
 
+_ON = [False]  # this process is profiled (grading() writes only then)
+
+
 def register(config) -> None:
-    """Called from conftest.py's pytest_configure."""
+    """Called from conftest.py's pytest_configure. The session started with ATTN_KIT_TEST_CPU and
+    its xdist workers are profiled; a pytest run that one of its tests starts (a scratch kit's
+    suite, test-tests) is not: its CPU is already its test's."""
     folder = os.environ.get("ATTN_KIT_TEST_CPU")
-    if folder:
-        config.pluginmanager.register(CpuProfile(Path(folder)), "attn-kit-cpu-profile")
+    if not folder:
+        return
+    root = os.environ.get("ATTN_KIT_TEST_CPU_ROOT")
+    if root is None:
+        os.environ["ATTN_KIT_TEST_CPU_ROOT"] = str(os.getpid())
+    elif not (os.environ.get("PYTEST_XDIST_WORKER") and str(os.getppid()) == root):
+        return
+    _ON[0] = True
+    config.pluginmanager.register(CpuProfile(Path(folder)), "attn-kit-cpu-profile")
 
 
 def say(text: str = "") -> None:
