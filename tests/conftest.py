@@ -2,6 +2,13 @@
 
 The helpers themselves live in tests/helpers.py (read its docstring before adding a test that
 grades files); the names below are re-exported for modules that import them from conftest.
+
+What the suite costs, per module and test, with the CPU of every process a test starts (the
+sandboxed workers too, where a cgroup can count them), and the files graded again in another test
+process: `ATTN_KIT_TEST_CPU=/tmp/cpu pytest; python tests/cpu_profile.py /tmp/cpu` (tests/cpu_profile.py).
+Keep the full suite under 5 minutes on 2 cores and `-m "not slow"` under one: a new test that
+grades files grades them through helpers.graded (one grading per process for every test that asks),
+and a parametrised grading keeps one case per exercise in the quick run (test_catalogue.py's _slow).
 """
 
 from __future__ import annotations
@@ -99,6 +106,13 @@ def graded_fixture():
 __all__ = ["attn_kit", "check_json", "need_torch", "TORCH_MISSING", "bug_files", "reference_files", "solutions_dir", "CORPUS", "graded"]
 
 
+def pytest_configure(config):
+    """ATTN_KIT_TEST_CPU=FOLDER: CPU per test, written there (tests/cpu_profile.py)."""
+    import cpu_profile
+
+    cpu_profile.register(config)
+
+
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one test process per core and one more. About a tenth of the suite's time is
     waiting with no CPU used (hangs stopped at their timeouts, sleeping candidates, the kit's
@@ -110,15 +124,24 @@ def pytest_xdist_auto_num_workers(config):
 
 # The modules that take longest run first: pytest-xdist (--dist loadfile) hands out whole modules in
 # collection order, and one of these started last keeps one worker busy while the other waits.
+# Ordered by measured time (ATTN_KIT_TEST_CPU, tests/cpu_profile.py: "per module"); a new module
+# that grades many files belongs here, and one of over a fifth of the suite is better split (as
+# the real corpus is, tests/real_corpus.py).
 LONGEST_FIRST = (
     "test_catalogue.py",
-    "test_testgrade.py",
     "test_diagnosis_corpus.py",
-    "test_diagnosis_families.py",
-    "test_diagnosis_families_more.py",
     "test_sandbox_hostile.py",
+    "test_real_corpus.py",
+    "test_real_corpus_c.py",
+    "test_diagnosis_families.py",
+    "test_real_corpus_b.py",
+    "test_diagnosis_probes.py",
+    "test_diagnosis_families_more.py",
+    "test_rubric.py",
+    "test_testgrade.py",
     "test_practice.py",
     "test_bench.py",
+    "test_cli.py",
     "test_sandbox_corpus.py",
 )
 

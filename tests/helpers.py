@@ -43,6 +43,7 @@ import tomllib
 import zlib
 from pathlib import Path
 
+import cpu_profile
 from hypothesis import Phase
 from hypothesis import strategies as st
 
@@ -273,7 +274,8 @@ def _version(path) -> tuple[str, int, int]:
 @functools.lru_cache(maxsize=None)
 def _grade(file: tuple[str, int, int], seed: int, exercise: str | None, public_only: bool, timeout: float) -> Report:
     path = file[0]
-    return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only, timeout=timeout))
+    with cpu_profile.grading(path, seed, exercise, public_only):
+        return pipeline.grade(path, pipeline.Options(exercise=exercise, seed=seed, public_only=public_only, timeout=timeout))
 
 
 def graded(

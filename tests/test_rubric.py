@@ -50,20 +50,29 @@ def first_of(exercise: catalog.Exercise, severity: str) -> str | None:
     )
 
 
+QUICK = "mha-screen"  # the exercise whose graded cases are in the quick run (`-m "not slow"`)
+
+
+def _slow(exercise_id: str) -> list:
+    """Each case is a whole grading: the quick run grades the first exercise's; the full suite all."""
+    return [] if exercise_id == QUICK else [pytest.mark.slow]
+
+
 def anchor_cases():
     """(exercise, expected score, a way to get the file, what it is) for every correctness anchor."""
     crashes = set()  # each crash-severity bug once, in the first exercise that has it
     for exercise in EXERCISES:
-        yield pytest.param(exercise.id, 1, "starter", id=f"{exercise.id}-1-starter")
+        marks = _slow(exercise.id)
+        yield pytest.param(exercise.id, 1, "starter", marks=marks, id=f"{exercise.id}-1-starter")
         for bug in exercise.bug_ids:
             if catalog.bugs()[bug].severity == "crash" and bug not in crashes:
                 crashes.add(bug)
-                yield pytest.param(exercise.id, 1, bug, id=f"{exercise.id}-1-{bug}")
+                yield pytest.param(exercise.id, 1, bug, marks=marks, id=f"{exercise.id}-1-{bug}")
         for level, severity in ((2, "wrong"), (3, "edge")):  # when it has a bug file of that kind
             example = first_of(exercise, severity)
             if example is not None:
-                yield pytest.param(exercise.id, level, example, id=f"{exercise.id}-{level}")
-        yield pytest.param(exercise.id, 4, "reference", id=f"{exercise.id}-4-reference")
+                yield pytest.param(exercise.id, level, example, marks=marks, id=f"{exercise.id}-{level}")
+        yield pytest.param(exercise.id, 4, "reference", marks=marks, id=f"{exercise.id}-4-reference")
 
 
 @pytest.mark.parametrize("exercise_id, level, which", list(anchor_cases()))
@@ -116,11 +125,14 @@ def _composed(exercise_id: str, bugs: tuple[str, ...], tmp_path):
 @pytest.mark.parametrize(
     "exercise_id, bugs, level",
     [
-        ("mha-screen", ("biases-ignored", "causal-off-by-one", "double-scaling"), 1),  # three ordinary causes
-        ("tiled-softmax", ("blocked-row-nan", "partial-block-dropped", "softmax-overflow"), 2),  # three edge-only causes
-        ("mha-masked-bias", ("b-o-not-suppressed", "max-over-blocked", "mutates-input"), 2),
-        ("tiled-softmax", ("partial-block-dropped", "softmax-overflow"), 3),  # two edge-only causes
-        ("mha-screen", ("no-scaling", "max-over-blocked"), 2),  # the worst cause decides
+        pytest.param(*case, marks=_slow(case[0]))
+        for case in (
+            ("mha-screen", ("biases-ignored", "causal-off-by-one", "double-scaling"), 1),  # three ordinary causes
+            ("tiled-softmax", ("blocked-row-nan", "partial-block-dropped", "softmax-overflow"), 2),  # three edge-only causes
+            ("mha-masked-bias", ("b-o-not-suppressed", "max-over-blocked", "mutates-input"), 2),
+            ("tiled-softmax", ("partial-block-dropped", "softmax-overflow"), 3),  # two edge-only causes
+            ("mha-screen", ("no-scaling", "max-over-blocked"), 2),  # the worst cause decides
+        )
     ],
 )
 def test_the_number_of_distinct_causes_counts(exercise_id, bugs, level, tmp_path):

@@ -1150,19 +1150,21 @@ def reachable(tree: ast.Module, roots: set[str]) -> set[str]:
 
 
 def preload_for(path: Path, exercise: catalog.Exercise) -> tuple[str, ...]:
-    """The modules the edited copies' zygote should hold: the exercise's, and torch when the
-    file imports it (importing torch in every worker would cost a second per edit)."""
+    """The modules the edited copies' zygote should hold: grading's (pipeline.preload_for), so
+    the search reuses the zygote the file was graded with (importing torch in every worker would
+    cost a second per edit)."""
     try:
         imported = {name for name, _ in preflight.read_source(path).imports()}
     except KitError:
         imported = set()
-    return tuple(dict.fromkeys([*([exercise.needs] if exercise.needs else []), *(m for m in ("torch",) if m in imported)]))
+    return pipeline.preload_for(imported, exercise)
 
 
 def prepare(path: str | Path, exercise: str | None = None) -> None:
-    """Called before the file is graded when --locate will search: when the edited copies need a
-    zygote other than grading's (torch for a file that imports it), start it now, as a fresh
-    interpreter, so it imports beside the grading instead of inside the search's budget."""
+    """Called before the file is graded when --locate will search: when the file's zygote holds
+    more than its exercise needs (torch for a NumPy exercise's file that imports it), start it
+    now, as a fresh interpreter, so it imports while the kit loads; grading and the search's
+    edited copies then share it."""
     try:
         source = preflight.read_source(Path(path))
         ex = preflight.detect_exercise(source, exercise)

@@ -52,6 +52,15 @@ def require(exercise: catalog.Exercise) -> None:
         )
 
 
+def preload_for(imported: Collection[str], exercise: catalog.Exercise) -> tuple[str, ...]:
+    """The modules the zygote imports before it forks the file's workers: the exercise's
+    dependency, and torch when the file imports it (`imported`: the top-level names it imports),
+    on a NumPy exercise too. Imported once there, torch is not imported again by each worker (a
+    second or more, inside the first call's timeout), and --locate's edited copies and a watch
+    re-run use the same warm zygote."""
+    return tuple(dict.fromkeys([*([exercise.needs] if exercise.needs else []), *(m for m in ("torch",) if m in imported)]))
+
+
 def suite_for(exercise: catalog.Exercise) -> Suite:
     require(exercise)
     return importlib.import_module(f"attn_kit.checks.{exercise.checks}").SUITE
@@ -239,13 +248,16 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     require(exercise)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
     notes: list[str] = []
+    preload = preload_for({name for name, _ in source.imports()}, exercise)
+    if preload != ((exercise.needs,) if exercise.needs else ()):
+        sandbox_zygote.expected_values_loaded()  # torch beyond the exercise's needs: a fresh zygote imports it, never this process
     # The zygote forks here, before the checks, the oracle or any bug file exists in this process.
     with Sandbox(
         str(source.path),
         options.timeout,
         options.memory,
         pure=options.pure,
-        preload=(exercise.needs,) if exercise.needs else (),
+        preload=preload,
         reads=options.reads,
         confine=options.confine,
     ) as sandbox:
