@@ -1,5 +1,5 @@
 """The values harness: runs a candidate function *inside the worker* with its own lines traced, for
-`check --locate` (kit/grading/trace.py asks for it by name: "attn_kit.runtime.trace_harness:values").
+`check --locate` (kit/grading/locate/tracing.py asks for it by name: "attn_kit.runtime.trace_harness:values").
 
 Every frame whose code comes from the candidate's file is traced: module-level functions, methods
 (an nn.Module's forward, a class's __call__), closures, nested functions, comprehensions. After each
