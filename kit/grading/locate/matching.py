@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from attn_kit.checks import stages as stage_table
-from attn_kit.grading.locate.relations import BLOCKED, factor_words, mask_words, relate
+from attn_kit.grading.locate.relations import BLOCKED, UNIFORM, factor_words, mask_words, relate
 
 MAX_DIVERGENCES = 3
 
@@ -216,10 +216,14 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     shapes = {shape for shape, shelf in index.items() if stage.id in shelf.stacked}
     wrong = [r for r in records[start + 1 :] if not matches[r.index] and r.value.shape in shapes]
     wrong = [r for r in wrong if _plausible(stage, r)]
-    after = next((s for s in stage_table.ATTENTION if s.previous == stage.id and s.id in values), None)
+    after = next(
+        (s for s in stage_table.ATTENTION if s.previous and stage_table.resolve(s.previous, values) == stage.id and s.id in values), None
+    )
     for record in wrong:
         for view in index[record.value.shape].views:
             if view.stage == stage.id and (relation := relate(ctx, stage, record.value, view.value)):
+                if relation.startswith(UNIFORM):
+                    return _fill_site(records, matches, record, stage, relation), _whole(record, view)
                 named = _onward(ctx, after, record, index) if after is not None and _plausible(after, record) else None
                 source = _mask_source(ctx, records, start, record, values) if "block" in relation or "invert" in relation else None
                 return source or named or (_divergence(record, stage, relation), _whole(record, view))
@@ -240,6 +244,24 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
     return None
+
+
+def _fill_site(records: list[Record], matches: list[set[str]], shown: Record, stage: stage_table.Stage, relation: str) -> Divergence:
+    """Uniform weights on a row with every key blocked: the mistake is where the blocked entries
+    were filled with a finite value, the last masked scores before the weights (else the weights)."""
+    filled = [r for r in records[: shown.index] if "masked" in matches[r.index]]
+    if not filled:
+        return _divergence(shown, stage, relation)
+    record = filled[-1]
+    fill = float(np.min(record.value))
+    width = shown.value.shape[-1] if shown.value.ndim else 1
+    said = (
+        f"a query with no allowed key has every score at the finite fill {fill:.3g}, so its weights come out"
+        f" uniform (1/{width} on every key) instead of 0 (blocked-row-uniform)"
+    )
+    # named as the masked scores, on their line; the stage found wrong stays the weights (the
+    # search goes on from the code's weights)
+    return Divergence(record.line, record.name, record.function, stage.id, stage_table.by_id()["masked"].words, said)
 
 
 def _plausible(stage: stage_table.Stage, record: Record) -> bool:

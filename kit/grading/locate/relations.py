@@ -164,4 +164,24 @@ def _variant(ctx, stage, actual, expected) -> str:
     return ""
 
 
-RELATIONS = (_variant, _allowed, mask_words, _scaled, _transposed, _other_axis, _offset, _shuffled, _not_finite)
+UNIFORM = "on a query with no allowed key"
+
+
+def _uniform_rows(ctx, stage, actual, expected) -> str:
+    """Weights where every key is blocked: 0 in the reference, uniform (1/S each) in the code."""
+    if stage.id != "weights" or actual.ndim < 1 or actual.shape != expected.shape:
+        return ""
+    empty = np.all(expected == 0.0, axis=-1)
+    if not np.any(empty) or not np.all(np.isfinite(actual)):
+        return ""
+    rows, others = actual[empty], actual[~empty]
+    width = actual.shape[-1]
+    if not np.allclose(rows, 1.0 / width, atol=1e-6) or not close(others, expected[~empty]):
+        return ""
+    return (
+        f"{UNIFORM} it is uniform (1/{width} on every key) instead of 0: blocked entries filled with a"
+        " finite value still take part in the softmax (blocked-row-uniform)"
+    )
+
+
+RELATIONS = (_variant, _uniform_rows, _allowed, mask_words, _scaled, _transposed, _other_axis, _offset, _shuffled, _not_finite)

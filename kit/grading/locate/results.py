@@ -60,11 +60,14 @@ class Located:
     trace: Trace | None = None  # where the traced values first go wrong
     partial: Found | None = None  # no full edit: one verified to fix some failing checks and break none
     cpu: bool = True  # `seconds` is CPU time (kit and workers), not wall time
+    # no full edit: the diagnosed bugs whose fix is new code, (bug, what the fix is, its shape's lines)
+    new_code: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
 
     def to_json(self, fix: bool = False) -> dict:
         return {
             "divergences": self.trace.to_json()["divergences"] if self.trace else [],
             "partial": self.partial.to_json(fix) if self.partial else None,
+            "new_code": [{"bug": bug, "why": why, "code": list(code)} for bug, why, code in self.new_code],
             "found": self.found.to_json(fix) if self.found else None,
             "tried": self.tried,
             "proposed": self.proposed,

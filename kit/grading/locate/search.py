@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from attn_kit.checks import stages as stage_table
 from attn_kit.grading import pipeline
 from attn_kit.grading.clock import Clock
 from attn_kit.grading.locate.edits import Edit, apply, diff
@@ -49,6 +50,14 @@ def _focus_functions(tree: ast.Module, traced: Trace | None) -> set[str]:
         for n in tree.body
         if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and any(n.lineno <= line <= (n.end_lineno or n.lineno) for line in lines)
     }
+
+
+def _new_code(report: Report, partial: Found | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The diagnosed bugs (at most two) that a partial edit does not fix and whose fix is new
+    code: what the fix is, and its shape (checks/stages.py NEW_CODE)."""
+    fixed = set(partial.bugs) if partial else set()
+    shapes = ((d.bug, stage_table.new_code(d.bug)) for d in report.diagnosis if d.bug not in fixed)
+    return [(bug, shape[0], shape[1]) for bug, shape in shapes if shape is not None][:2]
 
 
 def _best_partial(runner: Runner, text: str, partial: list[Partial], failing: tuple[str, ...], diagnosed: set[str]) -> Found | None:
@@ -97,6 +106,7 @@ class _Search:
         progress: Callable[[str, int, int], None] | None,
     ) -> None:
         self.clock, self.budget, self.progress, self.failing = clock, budget, progress, failing
+        self.report = report
         self.source = preflight.read_source(path)
         tree = self.source.tree
         exercise = catalog.exercise(report.exercise)
@@ -194,6 +204,7 @@ class _Search:
         located.found, located.stopped = found, stopped
         if found is None:
             located.partial = _best_partial(self.runner, self.source.text, self.partial, self.failing, self.diagnosed)
+            located.new_code = _new_code(self.report, located.partial)
         located.seconds = self.clock.spent()
         located.tried = self.runner.count
         return located

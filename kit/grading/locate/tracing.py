@@ -6,6 +6,7 @@ reply bounds. Only after the worker has answered and gone are the stages compute
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from attn_kit.base.errors import LoadError
 from attn_kit.base.records import CallStatus
 from attn_kit.checks import stages as stage_table
 from attn_kit.grading.locate.matching import MAX_DIVERGENCES, Divergence, Record, Trace, find
+from attn_kit.grading.locate.sites import placed
 from attn_kit.report.results import FAILED, Call, Report
 from attn_kit.sandbox.session import Sandbox
 
@@ -79,7 +81,10 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
     """Trace the smallest failing call in a fresh worker, then (the worker has answered and is
     gone) compute the stages and find the divergences. None when the exercise declares no stages
     or no failing call of its traced function fits them."""
-    calls = failing_calls(report)[:MAX_CALLS]
+    calls = [(c.fn, c.args, c.kwargs) for c in failing_calls(report)[:MAX_CALLS]]
+    probe = stage_table.probe_call(report.exercise)
+    if probe is not None:
+        calls.append(probe)
     if not calls:
         return None
     replies = []
@@ -88,20 +93,26 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
             sandbox.start()
         except LoadError:
             return None
-        for call in calls:
-            outcome = sandbox.call(call.fn, call.args, call.kwargs, harness=HARNESS, echo=False)
+        for fn, args, kwargs in calls:
+            outcome = sandbox.call(fn, args, kwargs, harness=HARNESS, echo=False)
             replies.append(outcome.extra if outcome.status == CallStatus.OK and isinstance(outcome.extra, dict) else {})
     # the worker has answered and is gone: only now are the stages computed
     traces = []
-    for call, extra in zip(calls, replies):
-        ctx = stage_table.context_for(report.exercise, call.args, call.kwargs)
+    for (_, args, kwargs), extra in zip(calls, replies):
+        ctx = stage_table.context_for(report.exercise, args, kwargs)
         if ctx is not None:
             try:
                 traces.append(find(ctx, records_from(extra)))
             except (ValueError, IndexError, KeyError, FloatingPointError):  # a value no view fits: no trace
                 continue
             traces[-1].error = str(extra.get("error") or "")[:80]
-    return merged(traces) if traces else None
+    if not traces:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return merged(traces)
+    return placed(merged(traces), text)
 
 
 def _specific(relation: str) -> int:
