@@ -47,11 +47,15 @@ class Context:
     suppress: bool = False  # mha-masked-bias: a query with no allowed key in any head outputs 0
     keys: Any = None  # kv-cache: the projected keys after the append (B×n×D), or None (projected from kv)
     cache_values: Any = None  # kv-cache: the projected values after the append
+    given: Any = None  # (q, k, v) already split into heads, B×H×T×d (no projections: sliding-window)
+    whole_scores: str = ""  # the bug a value holding every T×S score of a head at once is (materialises-scores)
     values: dict = field(default_factory=dict)  # the stages computed last (for VARIANTS)
     names: tuple[str, ...] = ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")
 
     @property
     def hd(self) -> int:
+        if self.given is not None:
+            return int(self.given[0].shape[-1])
         return int(np.asarray(self.params[self.names[0]]).shape[1]) // self.heads
 
 
@@ -61,6 +65,11 @@ def _project(ctx: Context, x: Any, w: int) -> Any:
     y = x @ np.asarray(ctx.params[ctx.names[w]], dtype=np.float64)
     bias = ctx.params.get(ctx.names[w + 1])
     return y if bias is None else y + np.asarray(bias, dtype=np.float64)
+
+
+def _heads(ctx: Context, y: Any, which: int, heads: int) -> Any:
+    """The heads of a projection (or the exercise's own q, k, v when it takes them split)."""
+    return ctx.given[which] if ctx.given is not None else _split(y, heads)
 
 
 def _split(y: Any, heads: int) -> Any:
@@ -128,9 +137,9 @@ ATTENTION: tuple[Stage, ...] = (
     Stage("q_proj", "the projected queries (x @ Wq + bq)", "btD", (), lambda c: _project(c, c.x, 0)),
     Stage("k_proj", "the projected keys (x @ Wk + bk)", "bkD", (), lambda c: _project(c, c.kv, 2)),
     Stage("v_proj", "the projected values (x @ Wv + bv)", "bkD", (), lambda c: _project(c, c.kv, 4)),
-    Stage("q_heads", "the queries split into heads", "bhtd", ("q_proj",), lambda c, q: _split(q, c.heads)),
-    Stage("k_heads", "the keys split into heads", "bhkd", ("k_proj",), lambda c, k: _split(k, c.kv_heads)),
-    Stage("v_heads", "the values split into heads", "bhkd", ("v_proj",), lambda c, v: _split(v, c.kv_heads)),
+    Stage("q_heads", "the queries split into heads", "bhtd", ("q_proj",), lambda c, q: _heads(c, q, 0, c.heads)),
+    Stage("k_heads", "the keys split into heads", "bhkd", ("k_proj",), lambda c, k: _heads(c, k, 1, c.kv_heads)),
+    Stage("v_heads", "the values split into heads", "bhkd", ("v_proj",), lambda c, v: _heads(c, v, 2, c.kv_heads)),
     Stage("q_rot", "the rotated queries", "bhtd", ("q_heads",), _rotate),
     Stage("k_rot", "the rotated keys", "bhkd", ("k_heads",), _rotate),
     Stage("k_each", "the keys, one head per query head", "bhkd", ("k_rot",), _repeat),
@@ -286,6 +295,16 @@ def _bind_kv_cache(args: tuple, kwargs: dict) -> Context:
     return Context(x, keys, params, heads, heads, None, keys=keys, cache_values=values)
 
 
+def _bind_sliding(args: tuple, kwargs: dict) -> Context:
+    q, k, v = (_f64(a) for a in args[:3])
+    window = int(_arg(args, kwargs, 3, "window"))
+    B, H, T, _ = q.shape
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    allowed = np.ascontiguousarray(np.broadcast_to((j <= i) & (j > i - window), (B, T, T)))
+    x = np.zeros((B, T, 1))
+    return Context(x, x, {}, H, H, allowed, given=(q, k, v), whole_scores="materialises-scores")
+
+
 def _project_plain(x: Any, params: dict, w: str, b: str) -> Any:
     y = x @ _f64(params[w])
     return y if params.get(b) is None else y + _f64(params[b])
@@ -296,6 +315,7 @@ TRACED: dict[str, tuple[str, Callable[[tuple, dict], Context]]] = {
     "mha-screen": ("multi_head_attention", _bind_mha),
     "mha-masked-bias": ("multihead_attention", _bind_masked_bias),
     "kv-cache": ("decode_step", _bind_kv_cache),
+    "sliding-window": ("sliding_window_attention", _bind_sliding),
     "cross-attention": ("cross_attention", _bind_cross),
     "gqa": ("grouped_query_attention", _bind_gqa),
     "rope": ("rope_attention", _bind_rope),
@@ -318,10 +338,11 @@ def _weights(rng: Any, D: int, widths: dict[str, int]) -> dict[str, Any]:
 
 
 def _probe_mask(rng: Any, B: int, T: int, S: int) -> Any:
-    mask = rng.random((B, T, S)) < 0.6
-    mask[:, :, 0] = True  # every query keeps a key ...
-    mask[-1, 1, :] = False  # ... but one, which may attend to none
-    return mask
+    """A prefix mask (query i of batch b sees keys j < n[b, i]: valid lengths, which layers that
+    take lengths can express), not causal, in which one query sees no key."""
+    lengths = rng.integers(1, S + 1, size=(B, T))
+    lengths[-1, 1] = 0
+    return np.arange(S) < lengths[..., None]
 
 
 def _probe_mha(rng: Any) -> tuple[tuple, dict]:
@@ -363,7 +384,14 @@ def _probe_kv_cache(rng: Any) -> tuple[tuple, dict]:
     return (rng.normal(size=(B, D)).round(6), _weights(rng, D, dict(q=D, k=D, v=D, o=D)), 2, cache), {}
 
 
+def _probe_sliding(rng: Any) -> tuple[tuple, dict]:
+    # T = 40 > 16: the reference scores chunks of 16 queries, never 40 × 40
+    q, k, v = (rng.normal(size=(1, 2, 40, 4)).round(6) for _ in range(3))
+    return (q, k, v, 3), {}
+
+
 PROBES: dict[str, Callable[[Any], tuple[tuple, dict]]] = {
+    "sliding-window": _probe_sliding,
     "mha-screen": _probe_mha,
     "cross-attention": _probe_cross,
     "gqa": _probe_gqa,
@@ -426,6 +454,7 @@ def _idle(ctx: Context, stage: Stage) -> bool:
         or (stage.id in ("k_each", "v_each") and ctx.kv_heads == ctx.heads)
         or (stage.id == "masked" and (ctx.allowed is None or bool(np.all(ctx.allowed))))
         or (stage.id == "biased" and ctx.bias is None)
+        or (stage.id in ("q_proj", "k_proj", "v_proj", "merged", "output") and ctx.given is not None)
         or (stage.id == "allowed" and ctx.allowed is not None and ctx.allowed.ndim == 4)
         or (stage.id == "suppressed" and (not ctx.suppress or ctx.allowed is None or bool(np.all(_per_head(ctx).any(axis=-1)))))
     )

@@ -108,7 +108,22 @@ def views(stage: stage_table.Stage, value: Any) -> list[View]:
                     seen = (squeezed.shape, squeezed.tobytes(), not fixed)
                     if seen not in out:
                         out[seen] = View(stage.id, squeezed, order if not fixed else None, moved.shape)
+    for view in _batch_heads(stage, value):
+        out.setdefault((view.value.shape, view.value.tobytes(), False), view)
     return list(out.values())
+
+
+def _batch_heads(stage: stage_table.Stage, value: Any) -> list[View]:
+    """The batch and head axes merged into one, batch outer (`(b h) t d`, as einops and
+    `view(B * H, T, d)` lay them out), the other axes in each allowed order."""
+    if not stage.axes.startswith("bh") or value.ndim < 3:
+        return []
+    merged = value.reshape(value.shape[0] * value.shape[1], *value.shape[2:])
+    out = []
+    for order in _orders(stage.axes[2:]):
+        moved = np.moveaxis(merged, range(1, merged.ndim), [1 + i for i in order]) if order else merged
+        out.append(View(stage.id, np.ascontiguousarray(np.squeeze(moved)), None, moved.shape))
+    return out
 
 
 @dataclass
@@ -178,6 +193,7 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
                 first.setdefault(s, i)
         if not trace.matched:
             trace.matched = {s: records[i].line for s, i in first.items()}
+            trace.divergences.extend(_whole_scores(ctx, records, matches, values))
         step = _next(ctx, records, values, index, matches, first, found)
         if step is None:
             break
@@ -188,6 +204,25 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
             break
         given[divergence.stage] = substitute
     return trace
+
+
+CHUNK = 16  # an exercise that must not hold every score may still hold this many queries' at once
+SCORES = {"raw", "scaled", "biased", "masked", "weights"}
+
+
+def _whole_scores(ctx, records: list[Record], matches: list[set[str]], values: dict[str, Any]) -> list[Divergence]:
+    """For an exercise whose point is never to hold the T×S scores (ctx.whole_scores names the
+    bug): the first value that holds all of a head's scores at once, right as they may be."""
+    if not ctx.whole_scores or "raw" not in values:
+        return []
+    T, S = values["raw"].shape[-2:]
+    if T <= CHUNK:
+        return []
+    for r in records:
+        if r.value.shape[-2:] == (T, S) and matches[r.index] & SCORES:
+            relation = f"it holds all {T}×{S} scores of a head at once ({ctx.whole_scores}): memory grows like T², not T·window"
+            return [Divergence(r.line, r.name, r.function, "raw", "a chunk of the scores (a few queries against their keys)", relation)]
+    return []
 
 
 def _next(ctx, records, values, index, matches, first, found) -> tuple[Divergence, Any] | None:
