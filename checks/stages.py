@@ -30,6 +30,7 @@ class Stage:
     inputs: tuple[str, ...]
     formula: Callable[..., Any]  # (context, *input values) -> value
     previous: str = ""  # the stage it is one step from: "it is still the raw scores"
+    hides: bool = False  # it can be right while its inputs are wrong (rows it sets to 0): it vouches for none
 
 
 @dataclass
@@ -167,6 +168,7 @@ ATTENTION: tuple[Stage, ...] = (
         ("output",),
         _suppressed,
         previous="output",
+        hides=True,
     ),
 )
 

@@ -170,7 +170,7 @@ def _inputs(stage: stage_table.Stage, values: dict[str, Any]) -> list[str]:
 def _descendants(values: dict[str, Any]) -> dict[str, set[str]]:
     below: dict[str, set[str]] = {s: set() for s in values}
     for stage in reversed(stage_table.ATTENTION):
-        if stage.id not in values:
+        if stage.id not in values or stage.hides:
             continue
         for i in _inputs(stage, values):
             below[i] |= {stage.id} | below[stage.id]
@@ -284,7 +284,7 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
 def _fill_site(records: list[Record], matches: list[set[str]], shown: Record, stage: stage_table.Stage, relation: str) -> Divergence:
     """Uniform weights on a row with every key blocked: the mistake is where the blocked entries
     were filled with a finite value, the last masked scores before the weights (else the weights)."""
-    filled = [r for r in records[: shown.index] if "masked" in matches[r.index]]
+    filled = [r for r in records[: shown.index] if "masked" in matches[r.index] and np.any(r.value <= BLOCKED)]
     if not filled:
         return _divergence(shown, stage, relation)
     record = filled[-1]
