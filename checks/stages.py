@@ -211,6 +211,7 @@ VARIANTS: dict[str, tuple[tuple[str, Callable[[Context, dict], Any]], ...]] = {
             lambda c, v: v["merged"] + np.asarray(c.params[c.names[7]], dtype=np.float64),
         ),
         ("it is merged @ Woᵀ: the output weights are transposed", lambda c, v: _project_transposed(c, v["merged"], 6)),
+        ("it is merged @ Wo without the bias bo", lambda c, v: v["merged"] @ np.asarray(c.params[c.names[6]], dtype=np.float64)),
     ),
 }
 

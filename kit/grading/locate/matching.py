@@ -261,7 +261,11 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
                     return _fill_site(records, matches, record, stage, relation), _whole(record, view)
                 named = _onward(ctx, after, record, index) if after is not None and _plausible(after, record) else None
                 source = _mask_source(ctx, records, start, record, values) if "block" in relation or "invert" in relation else None
-                return source or named or (_divergence(record, stage, relation), _whole(record, view))
+                return (
+                    source
+                    or named
+                    or (_divergence(_handed_on(records, record) if MISSING in relation else record, stage, relation), _whole(record, view))
+                )
     previous = stage_table.resolve(stage.previous, values) if stage.previous else ""
     if previous and previous in first:
         # the last value still equal to the stage before, in the function that made it first
@@ -279,6 +283,23 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
     return None
+
+
+MISSING = "without the bias"  # a term left out: wrong where the value is handed on without it, not where it was made
+
+
+def _handed_on(records: list[Record], record: Record) -> Record:
+    """The last record of the same function holding the same wrong value under the same name, or
+    returning it: `y = x @ W` then `return y` where `return y + b` was meant is wrong on the return."""
+    same = [
+        r
+        for r in records[record.index + 1 :]
+        if r.function == record.function
+        and r.name in (record.name, "return")
+        and r.value.shape == record.value.shape
+        and np.array_equal(r.value, record.value)
+    ]
+    return same[-1] if same else record
 
 
 def _fill_site(records: list[Record], matches: list[set[str]], shown: Record, stage: stage_table.Stage, relation: str) -> Divergence:
