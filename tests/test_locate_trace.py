@@ -19,7 +19,8 @@ from attn_kit.base import wire
 from attn_kit.base.records import CallStatus, Outcome
 from attn_kit.checks import stages
 from attn_kit.grading import clock, locate, pipeline
-from attn_kit.grading import trace as trace_module
+from attn_kit.grading.locate import matching, relations, tracing
+from attn_kit.load import catalog
 from attn_kit.runtime import trace_harness
 from attn_kit.sandbox.session import Sandbox
 
@@ -86,7 +87,7 @@ def test_a_traced_run_sends_back_nothing_the_reply_bounds_would_refuse(tmp_path)
     assert extra["records"] == []
     with Sandbox(str(path), 60.0, None) as sandbox:
         sandbox.start()
-        outcome = sandbox.call("multi_head_attention", args, {}, harness=trace_module.HARNESS, echo=False)
+        outcome = sandbox.call("multi_head_attention", args, {}, harness=tracing.HARNESS, echo=False)
     assert outcome.status == CallStatus.OK
     records = outcome.extra["records"]
     assert 0 < len(records) <= trace_harness.MAX_RECORDS
@@ -163,7 +164,7 @@ def test_the_candidates_process_never_holds_a_stage_value(tmp_path):
     args = (rng.standard_normal((1, 3, 4)), _params(rng, 4), 2)
     with Sandbox(str(path), 60.0, None) as sandbox:
         sandbox.start()
-        outcome = sandbox.call("multi_head_attention", args, {}, harness=trace_module.HARNESS, echo=False)
+        outcome = sandbox.call("multi_head_attention", args, {}, harness=tracing.HARNESS, echo=False)
     assert outcome.status == CallStatus.OK and not outcome.extra["error"]
     last = {r["name"]: float(r["value"][0]) for r in outcome.extra["records"] if r["value"].size == 1}
     assert last["found_input"] >= 1
@@ -195,9 +196,9 @@ def test_stages_are_computed_only_after_the_worker_has_answered_and_gone(monkeyp
             return Outcome(CallStatus.OK, extra={"records": [], "error": "", "full": False})
 
     compute = stages.compute
-    monkeypatch.setattr(trace_module, "Sandbox", Fake)
-    monkeypatch.setattr(trace_module.stage_table, "compute", lambda *a, **k: events.append("stages") or compute(*a, **k))
-    trace_module.follow(str(path), report, 10.0, None, False, ())
+    monkeypatch.setattr(tracing, "Sandbox", Fake)
+    monkeypatch.setattr(tracing.stage_table, "compute", lambda *a, **k: events.append("stages") or compute(*a, **k))
+    tracing.follow(str(path), report, 10.0, None, False, ())
     assert "stages" in events and "call" in events
     assert events.index("worker gone") < events.index("stages")
 
@@ -213,7 +214,7 @@ def test_names_the_candidate_rewrote_reach_the_screen_escaped():
             {"line": "3", "name": "y", "fn": "f", "value": value},
         ]
     }
-    [record] = trace_module.records_from(extra)  # a malformed record is dropped
+    [record] = tracing.records_from(extra)  # a malformed record is dropped
     assert "\x1b" not in record.name + record.function and record.name == "\\e[2Jx"
 
 
@@ -221,12 +222,12 @@ def test_views_allow_head_layouts_and_a_transposed_key_but_not_swapped_queries_a
     rng = np.random.default_rng(0)
     table = stages.by_id()
     scores = rng.standard_normal((1, 2, 3, 4))
-    shelves = trace_module.index_views({"scaled": scores})
+    shelves = matching.index_views({"scaled": scores})
     assert shelves[(2, 3, 4)].matches(scores[0]) == {"scaled"}
     assert shelves[(3, 2, 4)].matches(scores[0].transpose(1, 0, 2)) == {"scaled"}  # heads after the queries
     assert (2, 4, 3) not in shelves or not shelves[(2, 4, 3)].matches(scores[0].transpose(0, 2, 1))
     keys = rng.standard_normal((1, 2, 3, 2))
-    found = {v.value.shape for v in trace_module.views(table["k_heads"], keys)}
+    found = {v.value.shape for v in matching.views(table["k_heads"], keys)}
     assert (2, 2, 3) in found  # kᵀ per head, as q @ k.T reads it
 
 
@@ -235,7 +236,7 @@ def test_a_missing_scale_is_named_with_its_factor():
     x = rng.standard_normal((1, 3, 8))
     ctx = stages.context_for("mha-screen", (x, _params(rng, 8, bias=False), 2), {})
     values = stages.compute(ctx)
-    words = trace_module.relate(ctx, stages.by_id()["scaled"], values["raw"], values["scaled"])
+    words = relations.relate(ctx, stages.by_id()["scaled"], values["raw"], values["scaled"])
     assert "2× too large" in words and "hd = 4: the 1/√hd scale is missing" in words
 
 
@@ -244,8 +245,8 @@ def test_the_first_divergence_is_on_a_wrong_line(name):
     path = TRACED / name
     locate.prepare(path)
     report = pipeline.grade(path, pipeline.Options(seed=SEED, timeout=60))
-    preload = locate.preload_for(path, locate.catalog.exercise(report.exercise))
-    traced = trace_module.follow(str(path), report, 30.0, pipeline.Options().memory, False, preload)
+    preload = locate.preload_for(path, catalog.exercise(report.exercise))
+    traced = tracing.follow(str(path), report, 30.0, pipeline.Options().memory, False, preload)
     assert traced is not None and traced.divergences
     assert traced.divergences[0].line in EXPECTED[name]["lines"], [d.text() for d in traced.divergences]
 
@@ -260,8 +261,8 @@ def test_the_search_proposes_edits_inside_methods_and_starts_at_the_divergence()
     assert "Attention" in functions
     edits = locate.propose(text, tree, functions, set())
     assert any(e.start[0] == 46 for e in edits)  # inside Attention.forward
-    divergence = trace_module.Divergence(46, "att", "Attention.forward", "scaled", "the scaled scores", "")
-    first = locate.focused(edits, trace_module.Trace([divergence]))[0]
+    divergence = matching.Divergence(46, "att", "Attention.forward", "scaled", "the scaled scores", "")
+    first = locate.focused(edits, matching.Trace([divergence]))[0]
     assert first.start[0] == 46
 
 

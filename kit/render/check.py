@@ -878,7 +878,15 @@ def _located_miss(loc, rep: Report, divergences, fix: bool, out: Console) -> Non
             )
         )
         _edit_diff(part, fix, out)
-    elif loc.stopped == "exhausted":  # every small edit was tried: the fix is new code
+    if getattr(loc, "new_code", None):  # the fix is new code: say so in the bug's words, with its shape
+        for bug, why, code in loc.new_code:
+            out.print(
+                hanging("  ● ", Text(f"No small edit of your lines fixes {bug}: ", style="label") + Text(f"the fix is new code, {why}."))
+            )
+            out.print(hanging("    ", Text("Its shape:", style="muted")))
+            for line in code:
+                out.print(Text(f"      {line}", style="expected"), soft_wrap=True)
+    elif loc.partial is None and loc.stopped == "exhausted":  # every small edit was tried: the fix is new code
         for d in rep.diagnosis[:2]:
             if d.fix:
                 out.print(

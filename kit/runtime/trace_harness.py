@@ -1,5 +1,5 @@
 """The values harness: runs a candidate function *inside the worker* with its own lines traced, for
-`check --locate` (kit/grading/trace.py asks for it by name: "attn_kit.runtime.trace_harness:values").
+`check --locate` (kit/grading/locate/tracing.py asks for it by name: "attn_kit.runtime.trace_harness:values").
 
 Every frame whose code comes from the candidate's file is traced: module-level functions, methods
 (an nn.Module's forward, a class's __call__), closures, nested functions, comprehensions. After each
@@ -75,7 +75,10 @@ class _Recorder:
             return
         seen = self.seen.setdefault(id(frame), {})
         for name, value in list(frame.f_locals.items()):
-            token = _token(value)
+            try:
+                token = _token(value)
+            except Exception:  # noqa: BLE001 - an odd object's attributes may raise: never the candidate's call
+                continue
             if token is None or seen.get(name) == token:
                 continue
             seen[name] = token
@@ -104,7 +107,8 @@ def _token(value: Any) -> Any:
         if value.dtype.kind not in "biuf" or value.size > MAX_ENTRIES:
             return None
         return (id(value), value.shape, hash(value.tobytes()))
-    if module.startswith("torch") and hasattr(value, "_version"):
+    if module.startswith("torch") and isinstance(getattr(value, "shape", None), tuple) and hasattr(value, "_version"):
+        # a tensor (an nn.Module has a class attribute _version too, and no shape)
         return (id(value), tuple(value.shape), int(value._version))
     if kind in (list, tuple) and value and _numeric_head(value):
         return (id(value), len(value), _numeric_head(value))

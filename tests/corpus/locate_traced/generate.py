@@ -49,6 +49,30 @@ MISTAKES = {
         ("top = filled.max(axis=-1, keepdims=True)", "top = s.max(axis=-1, keepdims=True)", "max-over-blocked"),
         ("total = e.sum(axis=-1, keepdims=True)", "total = e.sum(axis=-2, keepdims=True)", "softmax-wrong-axis"),
     ],
+    "numpy_kv_cache": [
+        ("scaled = scores / np.sqrt(hd)", "scaled = scores / np.sqrt(D)", "scale-by-model-width"),
+        ("scaled = scores / np.sqrt(hd)", "scaled = scores", "no-scaling"),
+        ("return out if b is None else out + b", "return out", "biases-ignored"),
+        ("return a.reshape(B, n, H, hd).transpose(0, 2, 1, 3)", "return a.reshape(B, H, n, hd)", "split-without-transpose"),
+        ("weights = e / e.sum(axis=-1, keepdims=True)", "weights = e / e.sum(axis=-2, keepdims=True)", "softmax-wrong-axis"),
+        ('return self.project(ctx, "o"), (keys, values)', "return ctx, (keys, values)", "no-output-projection"),
+        ('q = self.project(x, "q").reshape(B, H, 1, hd)', 'q = self.project(x, "k").reshape(B, H, 1, hd)', "queries-from-wk"),
+        ("scores = q @ k.transpose(0, 1, 3, 2)", "scores = q @ v.transpose(0, 1, 3, 2)", "values-as-keys"),
+    ],
+    "numpy_masked_bias": [
+        ("scores = scores / math.sqrt(q.shape[-1])", "scores = scores", "no-scaling"),
+        ("scores = scores / math.sqrt(q.shape[-1])", "scores = scores / math.sqrt(q.shape[-1] * H)", "scale-by-model-width"),
+        ("scores = scores + np.asarray(bias", "scores = scores - np.asarray(bias", "bias-subtracted"),
+        ("ok = self.allowed(masks, B, Q, K, causal, offset)", "ok = ~self.allowed(masks, B, Q, K, causal, offset)", "mask-inverted"),
+        ("return y if b is None else y + np.asarray(b, dtype=np.float64)", "return y", "biases-ignored"),
+        (
+            "return y.reshape(B, y.shape[1], H, y.shape[2] // H).transpose(0, 2, 1, 3)",
+            "return y.reshape(B, H, y.shape[1], y.shape[2] // H)",
+            "split-without-transpose",
+        ),
+        ("merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B, Q, -1)", "merged = (weights @ v).reshape(B, Q, -1)", "reshape-without-transpose"),
+        ('k = split(self.linear(context, "k"))', 'k = split(self.linear(context, "q"))', "keys-from-wq"),
+    ],
 }
 
 # three mistakes in one file (indices into the base's list)
@@ -56,6 +80,8 @@ TRIPLES = {
     "torch_module": [(0, 2, 5), (3, 4, 6), (1, 7, 9)],
     "numpy_call": [(0, 2, 4), (1, 5, 7), (3, 6, 8)],
     "numpy_method_loop": [(0, 2, 8), (1, 3, 6), (4, 5, 7)],
+    "numpy_kv_cache": [(0, 3, 5), (1, 4, 6), (2, 4, 7)],
+    "numpy_masked_bias": [(0, 3, 6), (1, 2, 4), (2, 5, 7)],
 }
 
 
@@ -81,6 +107,18 @@ TRACED = {
     "torch_module__scale-by-model-width.py",
     "torch_module__scale-by-model-width__mask-inverted__biases-ignored.py",
     "torch_module__weights-transposed.py",
+    "numpy_kv_cache__scale-by-model-width.py",
+    "numpy_kv_cache__no-scaling.py",
+    "numpy_kv_cache__biases-ignored.py",
+    "numpy_kv_cache__split-without-transpose.py",
+    "numpy_kv_cache__scale-by-model-width__split-without-transpose__no-output-projection.py",
+    "numpy_kv_cache__biases-ignored__softmax-wrong-axis__values-as-keys.py",
+    "numpy_masked_bias__scale-by-model-width.py",
+    "numpy_masked_bias__bias-subtracted.py",
+    "numpy_masked_bias__mask-inverted.py",
+    "numpy_masked_bias__biases-ignored.py",
+    "numpy_masked_bias__split-without-transpose.py",
+    "numpy_masked_bias__reshape-without-transpose.py",
 }
 
 
@@ -102,13 +140,14 @@ def main() -> None:
         for combo in combos:
             text, lines = _apply(source, combo)
             name = f"{base}__{'__'.join(m[2] for m in combo)}.py"
-            header = f"# attn-kit: mha-screen\n# traced-locate corpus: bases/{base}.py with {', '.join(m[2] for m in combo)}\n"
+            exercise = source.split("\n", 1)[0].removeprefix("# attn-kit: ").strip()
+            header = f"# attn-kit: {exercise}\n# traced-locate corpus: bases/{base}.py with {', '.join(m[2] for m in combo)}\n"
             body = text.split("\n", 1)[1]
             (HERE / name).write_text(header + body)
-            entries.append((name, [n + 1 for n in lines], [m[2] for m in combo]))
+            entries.append((name, exercise, [n + 1 for n in lines], [m[2] for m in combo]))
     out = ["# The traced-locate corpus (written by generate.py): per file, the wrong lines and the mistakes.", ""]
-    for name, lines, labels in entries:
-        out += [f'["{name}"]', 'exercise = "mha-screen"', f"lines = {lines}", f"mistakes = {labels!r}".replace("'", '"')]
+    for name, exercise, lines, labels in entries:
+        out += [f'["{name}"]', f'exercise = "{exercise}"', f"lines = {lines}", f"mistakes = {labels!r}".replace("'", '"')]
         out += [f"traced = {'true' if name in TRACED else 'false'}", ""]
     (HERE / "expected.toml").write_text("\n".join(out))
 

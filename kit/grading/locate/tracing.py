@@ -1,0 +1,141 @@
+"""Tracing: the smallest failing calls of the exercise's traced function run once more in the
+sandbox under the values harness (runtime/trace_harness.py), which sends back, per executed line
+of the candidate's file, the array-like values that line bound: data only, within the wire's
+reply bounds. Only after the worker has answered and gone are the stages computed and matched
+(matching.py); the traces of several calls are merged into one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attn_kit.base import wire
+from attn_kit.base.errors import LoadError
+from attn_kit.base.records import CallStatus
+from attn_kit.checks import stages as stage_table
+from attn_kit.grading.locate.matching import MAX_DIVERGENCES, Divergence, Record, Trace, find
+from attn_kit.grading.locate.sites import placed
+from attn_kit.report.results import FAILED, Call, Report
+from attn_kit.sandbox.session import Sandbox
+
+HARNESS = "attn_kit.runtime.trace_harness:values"
+
+
+MAX_CALLS = 4  # failing calls traced (the smallest may not tell stages apart: hd = 1, one head)
+
+
+# --- which call to trace --------------------------------------------------------------------------
+
+
+def failing_calls(report: Report) -> list[Call]:
+    """The failing calls of the traced function, smallest first (fewest argument entries; a wrong
+    value before an exception), one per size."""
+    fn = stage_table.traced_function(report.exercise)
+    calls = [
+        c
+        for r in report.results
+        if r.status in FAILED
+        for c in ([r.failing_call] if r.failing_call else []) + list(r.calls)
+        if c.fn == fn
+        and not c.harness
+        and c.outcome.status == CallStatus.OK
+        and stage_table.context_for(report.exercise, c.args, c.kwargs) is not None
+    ]
+    by_size = {_entries((c.args, c.kwargs)): c for c in reversed(calls)}
+    return [by_size[k] for k in sorted(by_size)]
+
+
+def _entries(value: Any) -> int:
+    if isinstance(value, np.ndarray):
+        return int(value.size)
+    if isinstance(value, dict):
+        return sum(_entries(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_entries(v) for v in value) or len(value)
+    return 1
+
+
+def records_from(extra: dict) -> list[Record]:
+    """The harness's records, checked: anything malformed is dropped (the worker is untrusted)."""
+    out = []
+    for i, item in enumerate(extra.get("records") or []):
+        if not isinstance(item, dict):
+            continue
+        line, name, fn, value = item.get("line"), item.get("name"), item.get("fn"), item.get("value")
+        if (
+            type(line) is int
+            and isinstance(name, str)
+            and isinstance(fn, str)
+            and isinstance(value, np.ndarray)
+            and value.dtype.kind == "f"
+        ):
+            # names come from the candidate's code objects, which it may rewrite: shown escaped
+            name, fn = wire.visible(name[:60]), wire.visible(fn[:60])
+            out.append(Record(i, line, name, fn, np.squeeze(np.asarray(value, dtype=np.float64)), item.get("bool") is True))
+    return out
+
+
+def follow(path: str, report: Report, timeout: float, memory: int | None, pure: bool, preload: tuple[str, ...]) -> Trace | None:
+    """Trace the smallest failing call in a fresh worker, then (the worker has answered and is
+    gone) compute the stages and find the divergences. None when the exercise declares no stages
+    or no failing call of its traced function fits them."""
+    calls = [(c.fn, c.args, c.kwargs) for c in failing_calls(report)[:MAX_CALLS]]
+    probe = stage_table.probe_call(report.exercise)
+    if probe is not None:
+        calls.append(probe)
+    if not calls:
+        return None
+    replies = []
+    with Sandbox(path, timeout, memory, pure=pure, preload=preload) as sandbox:
+        try:
+            sandbox.start()
+        except LoadError:
+            return None
+        for fn, args, kwargs in calls:
+            outcome = sandbox.call(fn, args, kwargs, harness=HARNESS, echo=False)
+            replies.append(outcome.extra if outcome.status == CallStatus.OK and isinstance(outcome.extra, dict) else {})
+    # the worker has answered and is gone: only now are the stages computed
+    traces = []
+    for (_, args, kwargs), extra in zip(calls, replies):
+        ctx = stage_table.context_for(report.exercise, args, kwargs)
+        if ctx is not None:
+            try:
+                traces.append(find(ctx, records_from(extra)))
+            except (ValueError, IndexError, KeyError, FloatingPointError):  # a value no view fits: no trace
+                continue
+            traces[-1].error = str(extra.get("error") or "")[:80]
+    if not traces:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return merged(traces)
+    return placed(merged(traces), text)
+
+
+def _specific(relation: str) -> int:
+    """How precisely a relation names the cause: a single named cause beats two, two beat none."""
+    if "(" not in relation:
+        return 0
+    return 1 if " or " in relation else 2
+
+
+def merged(traces: list[Trace]) -> Trace:
+    """One trace from several calls': every divergence once (by line and stage), in data-flow
+    order, the first call's matches."""
+    order = {s.id: i for i, s in enumerate(stage_table.ATTENTION)}
+    seen: dict[tuple[int, str], Divergence] = {}
+    for trace in traces:
+        for d in trace.divergences:
+            same = next((k for k in seen if k[0] == d.line), None)
+            if same is None:
+                seen[(d.line, d.stage)] = d
+            elif _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
+                del seen[same]
+                seen[(d.line, d.stage)] = d
+    first = traces[0]
+    return Trace(
+        sorted(seen.values(), key=lambda d: (order.get(d.stage, 99), d.line))[:MAX_DIVERGENCES], first.matched, first.records, first.error
+    )
