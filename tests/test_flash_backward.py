@@ -133,7 +133,7 @@ def test_flash_reference_matches_torch_sdpa_with_a_bottom_right_causal_mask():
 # (corpus file, exact text, its replacement, the id the diagnosis must name)
 FOREIGN_BUGS = [
     ("class_based.py", "prob * (gb @ vb.T - delta[i0:i1, None])", "prob * (gb @ vb.T)", "softmax-jacobian-diagonal"),
-    ("class_based.py", "keep &= jj - ii <= S - T", "keep &= jj <= ii", "causal-top-left-aligned"),
+    ("class_based.py", "keep &= jj - ii <= S - T", "keep &= jj <= ii", "causal-alignment-wrong"),
     ("float32.py", "lse[i0:i1][ok] = m[ok] + np.log(l[ok])", "lse[i0:i1][ok] = np.log(l[ok])", "lse-missing-max"),
     ("float32.py", "sh = np.where(np.isfinite(lse32), lse32, F(0))", "sh = lse32", "lse-empty-row-nan"),
     ("loops.py", "            if causal and j0 > i1 - 1 + S - T:\n                break\n", "", "causal-blocks-not-skipped"),
