@@ -364,7 +364,7 @@ def empty_rows_give_zero_output_and_minus_inf_lse(ctx):
     points=3,
     after=("forward-returns-output-and-lse", "backward-returns-three-gradients"),
     concept="causal-mask",
-    catches=("causal-off-by-one", "causal-top-left-aligned"),
+    catches=("causal-off-by-one", "causal-alignment-wrong"),
 )
 def causal_is_aligned_bottom_right(ctx):
     """causal=True lets query i see key j when j <= i + S - T (the last query sees every key), forward and backward.
@@ -386,7 +386,7 @@ def causal_is_aligned_bottom_right(ctx):
     points=4,
     after=("backward-returns-three-gradients",),
     concept="backward",
-    catches=BACKWARD_BUGS + ("backward-mask-not-applied", "causal-off-by-one", "causal-top-left-aligned", "lse-empty-row-nan"),
+    catches=BACKWARD_BUGS + ("backward-mask-not-applied", "causal-off-by-one", "causal-alignment-wrong", "lse-empty-row-nan"),
 )
 def gradients_match_finite_differences(ctx):
     """Along random directions δ, (L(x+εδ) − L(x−εδ)) / 2ε of the naive forward equals your gradient · δ.

@@ -198,7 +198,7 @@ MOST = (
 CACHED = (
     "rope-positions-ignored",
     "varlen-positions-not-restarted",
-    "varlen-causal-top-left",
+    "causal-alignment-wrong",
     "varlen-keys-by-query-offsets",
 )
 
@@ -304,7 +304,7 @@ def chunked_prefill_equals_one_shot(ctx):
     points=3,
     after=("output-shape",),
     concept="kv-cache",
-    catches=("varlen-causal-top-left", "varlen-keys-by-query-offsets", "causal-off-by-one"),
+    catches=("causal-alignment-wrong", "varlen-keys-by-query-offsets", "causal-off-by-one"),
 )
 def uniform_when_queries_are_zero(ctx):
     """With q = 0 every score is 0: query t of a document averages the values of keys 0..n_k - n_q + t.

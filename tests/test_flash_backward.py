@@ -133,7 +133,7 @@ def test_flash_reference_matches_torch_sdpa_with_a_bottom_right_causal_mask():
 # (corpus file, exact text, its replacement, the id the diagnosis must name)
 FOREIGN_BUGS = [
     ("class_based.py", "prob * (gb @ vb.T - delta[i0:i1, None])", "prob * (gb @ vb.T)", "softmax-jacobian-diagonal"),
-    ("class_based.py", "keep &= jj - ii <= S - T", "keep &= jj <= ii", "causal-top-left-aligned"),
+    ("class_based.py", "keep &= jj - ii <= S - T", "keep &= jj <= ii", "causal-alignment-wrong"),
     ("float32.py", "lse[i0:i1][ok] = m[ok] + np.log(l[ok])", "lse[i0:i1][ok] = np.log(l[ok])", "lse-missing-max"),
     ("float32.py", "sh = np.where(np.isfinite(lse32), lse32, F(0))", "sh = lse32", "lse-empty-row-nan"),
     ("loops.py", "            if causal and j0 > i1 - 1 + S - T:\n                break\n", "", "causal-blocks-not-skipped"),
@@ -158,14 +158,16 @@ def test_a_mistake_in_a_foreign_style_is_named(name, old, new, bug, tmp_path):
 
 
 def family_forms() -> list[tuple[str, str, str]]:
-    """(bug id, variant label, source) of every flash-backward form in prompts/families.toml."""
-    import tomllib
-
+    """(bug id, variant label, source) of every flash-backward form: prompts/families.toml's and the
+    exercise's own (prompts/catalogue/flash-backward.toml), as the diagnosis reads them."""
     from attn_kit.base.paths import package_dir
+    from attn_kit.diagnosis import compose
+    from attn_kit.load import catalog
 
+    prompts = package_dir("prompts")
     found = []
     root = solutions_dir("flash-backward")
-    for family in tomllib.loads((package_dir("prompts") / "families.toml").read_text(encoding="utf-8"))["family"]:
+    for family in compose.read_families(prompts / compose.FAMILIES) + catalog.own_families(prompts):
         if family["exercise"] != "flash-backward":
             continue
         base = (root / ("reference_numpy.py" if family.get("on") == "reference" else f"bugs/{family['form']}.py")).read_text(
@@ -177,6 +179,10 @@ def family_forms() -> list[tuple[str, str, str]]:
                 text = text.replace(old, new)
             found.append((family["form"], variant["label"], text))
     return found
+
+
+def test_the_flash_families_are_found():
+    assert {form for form, _, _ in family_forms()} >= {"causal-alignment-wrong", "flash-delta-wrong", "partial-block-dropped"}
 
 
 @pytest.mark.parametrize("bug, label, source", family_forms(), ids=[f"{f[0]}:{f[1]}" for f in family_forms()])

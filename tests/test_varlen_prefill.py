@@ -2,7 +2,7 @@
 RoPE, a float32 one, one in plain Python loops over lists and the padded reference pass; one that
 masks the whole pack with segment ids fails only the memory bound and is named
 materialises-scores; one that aligns a chunk's causal bound with np.tril's default diagonal is
-named varlen-causal-top-left; two forms of the varlen families are named too."""
+named causal-alignment-wrong; two forms of the varlen families are named too."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_varlen_top_left_chunks_are_named():
     report = graded(VARLEN / "indep_tril_top_left.py", 3)
     failing = {r.id for r in report.results if r.status in ("fail", "error")}
     assert "chunked-prefill-equals-one-shot" in failing and "each-document-equals-attention-run-alone" not in failing
-    assert [d.bug for d in report.diagnosis] == ["varlen-causal-top-left"]
+    assert [d.bug for d in report.diagnosis] == ["causal-alignment-wrong"]
 
 
 @pytest.mark.parametrize(

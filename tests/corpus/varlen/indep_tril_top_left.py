@@ -1,6 +1,6 @@
 # attn-kit: varlen-prefill
 """Written from the statement but with np.tril's default diagonal: a chunk after a cache is
-aligned top-left. Right for one-shot prefill; the diagnosis names varlen-causal-top-left."""
+aligned top-left. Right for one-shot prefill; the diagnosis names causal-alignment-wrong."""
 
 import numpy as np
 

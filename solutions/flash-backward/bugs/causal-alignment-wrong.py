@@ -1,7 +1,7 @@
 # attn-kit: flash-backward
-"""Known bug `causal-top-left-aligned`: the causal diagonal starts at the top-left corner: j <= i, whatever S - T is.
+"""Known bug `causal-alignment-wrong`: the causal diagonal starts at the top-left corner: j <= i, whatever S - T is.
 
-The reference solution with exactly one change, marked BUG(causal-top-left-aligned).
+The reference solution with exactly one change, marked BUG(causal-alignment-wrong).
 """
 import numpy as np
 
@@ -21,7 +21,7 @@ def _visible(i0, i1, j0, offset):
 
 
 def _scores(qi, kj, scale, mask, causal, i0, j0, offset):
-    offset = 0  # BUG(causal-top-left-aligned): j <= i, not j <= i + S - T
+    offset = 0  # BUG(causal-alignment-wrong): j <= i, not j <= i + S - T
     """The block's scaled scores, blocked entries (mask False, or above the diagonal) at -inf."""
     s = qi @ kj.T
     s *= scale

@@ -1,7 +1,7 @@
 # attn-kit: varlen-prefill
-"""Known bug `varlen-causal-top-left`: the causal bound is aligned top-left: query t sees keys 0..t only.
+"""Known bug `causal-alignment-wrong`: the causal bound is aligned top-left: query t sees keys 0..t only.
 
-The reference solution with exactly one change, marked BUG(varlen-causal-top-left).
+The reference solution with exactly one change, marked BUG(causal-alignment-wrong).
 """
 import numpy as np
 
@@ -40,7 +40,7 @@ def varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k):
         k_doc = np.repeat(k_doc, group, axis=1)        # K/V head g serves query heads g·group .. g·group + group - 1
         v_doc = np.repeat(v_doc, group, axis=1)
         scores = np.einsum("qhd,khd->hqk", q_doc, k_doc) / np.sqrt(d)     # H×n_q×n_k
-        allowed = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None]  # BUG(varlen-causal-top-left): cache not counted
+        allowed = np.arange(n_k)[None, :] <= np.arange(n_q)[:, None]  # BUG(causal-alignment-wrong): cache not counted
         scores = np.where(allowed, scores, -np.inf)
         scores = scores - scores.max(axis=-1, keepdims=True)
         weights = np.exp(scores)
