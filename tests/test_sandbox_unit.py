@@ -314,6 +314,19 @@ def test_a_worker_lost_while_its_memory_is_limited_is_a_crashed_call(monkeypatch
         assert box.call("causal_mask", (1, 2)).ok  # the next call gets a new worker
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="measured calls are Linux-only")
+def test_a_worker_let_go_after_a_measured_call_is_no_restart_but_a_crash_is():
+    """The note "restarted after a hang or crash" is for the candidate's hangs and crashes, not for
+    the new worker each memory-limited call is followed by by design."""
+    with session.Sandbox(str(HONEST), timeout=5) as box:
+        box.start()
+        measured = box.call("causal_mask", (1, 2), harness="attn_kit.runtime.bench_harness:measure_rss", memory_limit=64 << 20)
+        assert measured.ok and box.conn is None  # the measured worker is gone, as planned
+        assert box.call("causal_mask", (1, 2)).ok and box.restarts == 0
+        box._drop_worker()  # as after a hang or a crash
+        assert box.call("causal_mask", (1, 2)).ok and box.restarts == 1
+
+
 def test_a_file_python_has_no_loader_for_is_a_clear_load_error(tmp_path):
     text = tmp_path / "solution.txt"
     text.write_text(HONEST.read_text())

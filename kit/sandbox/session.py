@@ -125,7 +125,8 @@ class Sandbox:
         self.pid: int | None = None  # the worker's keeper, and the channel to the worker: both set by
         self.conn: _channel.Channel | None = None  # start(), both None again after _drop_worker()
         self.info: LoadInfo | None = None
-        self.restarts = 0
+        self.restarts = 0  # new workers started after a hang or crash (not after a measured call)
+        self._planned = False  # the last worker was let go after a measured call, as planned
         self.pure_seen: list[str] = []
         self._positional: dict[str, list[str]] = {}  # function -> its positional parameter names
         self.broken = ""  # why no worker can be started any more
@@ -381,6 +382,7 @@ class Sandbox:
             if memory_limit is not None and self.conn is not None:
                 self.late.extend(self._sweep())  # before the worker goes: its calls' arguments, written late
                 self._drop_worker()  # its data limit cannot be raised again: the next call gets a new one
+                self._planned = True
 
     def _ready(self) -> Outcome | None:
         """Start a worker for a call if the last one was stopped; the call's Outcome if none starts."""
@@ -390,7 +392,8 @@ class Sandbox:
             self.start()
         except LoadError as exc:
             return Outcome(CallStatus.CRASHED, detail=f"the worker could not be restarted: {exc}")
-        self.restarts += 1
+        self.restarts += not self._planned  # a worker let go after a measured call is no restart to report
+        self._planned = False
         return None
 
     def _answer(self, deadline: float, limit: float, measure: bool, memory_limit: int | None, started: float):
