@@ -26,7 +26,7 @@ def module(name: str):
     return load_module(str(solutions_dir("flash-backward") / name))
 
 
-@pytest.mark.parametrize("name", ["class_based.py", "float32.py", "loops.py"])
+@pytest.mark.parametrize("name", ["class_based.py", "float32.py", "loops.py", "q_converted.py"])
 def test_flash_solutions_in_other_styles_pass(name):
     report = graded(FLASH / name, 3)
     assert report.passed, [(r.id, r.message) for r in report.results if r.status != "pass"]
