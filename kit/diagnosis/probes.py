@@ -254,3 +254,27 @@ def blocked_row_answer(row: np.ndarray, raw: np.ndarray | None, where: str) -> A
             "and an added constant changes nothing when every key of the row is blocked",
         )
     return None
+
+
+def blocked_output_answer(rows: np.ndarray, mean: np.ndarray, unmasked: np.ndarray, where: str) -> Answer | None:
+    """What queries with no allowed key output, for code that returns no weights (identity value and
+    output projections, so that uniform weights give the plain mean of the values): `rows` are their
+    outputs, `mean` the mean of the values, `unmasked` their outputs without the mask. The reference
+    gives zeros; None for zeros or anything else."""
+    if rows.size < 2:
+        return None
+    if np.isnan(rows).all():
+        return Answer("blocked-row-nan", f"{where} came back as NaN (the reference gives zeros)")
+    if not np.isfinite(rows).all():
+        return None
+    if np.allclose(rows, np.broadcast_to(mean, rows.shape), rtol=1e-6, atol=1e-9) and np.abs(mean).max() > 1e-3:
+        return Answer(
+            "blocked-row-uniform", f"{where} came back as the plain mean of the values: uniform weights (the reference gives zeros)"
+        )
+    if np.allclose(rows, unmasked, rtol=1e-6, atol=1e-9) and not np.allclose(unmasked, np.broadcast_to(mean, rows.shape), rtol=1e-3):
+        return Answer(
+            "additive-mask-leaks",
+            f"{where} came back as without the mask: the mask was added to the scores, "
+            "and an added constant changes nothing when every key of the row is blocked",
+        )
+    return None
