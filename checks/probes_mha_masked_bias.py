@@ -259,8 +259,9 @@ def causal_alignment(asker) -> Answer | None:
 def additive_bias(asker) -> Answer | None:
     """How the additive bias enters the scores: with w_q = 0 every q·k is 0, so the attention is
     softmax(c · bias); c is fitted off the returned attention at head widths 4 and 9 (1: right;
-    1/sqrt(D) at both: divided with the scores; 0: never added). A file that returns no attention
-    answers only whether the bias moves its output at all."""
+    1/sqrt(D) at both: divided with the scores; 0: never added, if the bias then moves no output
+    where q·k is not 0 either). A file that returns no attention answers only whether the bias
+    moves its output at all."""
     found = []
     for width in (D, 9):
         C = H * width
@@ -275,6 +276,8 @@ def additive_bias(asker) -> Answer | None:
         if fitted is None or abs(fitted[1] - 1.0) > 1e-6:
             return None  # the weights are no softmax of a multiple of the bias: another question
         found.append(_bias_factor(fitted[0], width))
+    if found[0] is not None and "never added" in found[0].evidence and _bias_moves_output(asker) is None:
+        return None  # with q·k = 0 a bias that multiplies the scores is invisible too: it must change nothing elsewhere
     return both_widths(found[0], found[1], 9)
 
 

@@ -327,3 +327,18 @@ def test_an_allocation_refused_under_the_memory_limit_counts_as_the_limit_stoppi
 
     outcome = Outcome(status, error=ErrorInfo(*error) if error else None)
     assert verdicts._out_of_memory(outcome) is stopped
+
+
+OFF = sorted(
+    (data["exercise"], CORPUS / "offcatalogue" / name)
+    for name, data in tomllib.loads((CORPUS / "offcatalogue" / "expected.toml").read_text()).items()
+    if data["exercise"] in ("mha-screen", "mha-masked-bias", "cross-attention", "gqa", "rope", "kv-cache", "tiled-softmax")
+)
+
+
+@pytest.mark.parametrize(("exercise", "path"), OFF, ids=[p.name for _, p in OFF])
+def test_no_probe_answers_on_a_mistake_outside_the_catalogue(exercise, path):
+    """tests/corpus/offcatalogue: e.g. a bias that multiplies the scores is as invisible as a bias
+    never added when q·k = 0; the bias probe must see that it is not the catalogue's mistake."""
+    answers, _ = _ask(exercise, path)
+    assert answers == []
