@@ -12,7 +12,11 @@ inputs make the other mistakes of the catalogue irrelevant (no mask for the scal
 the mask's pattern), and it reads a pattern that only the bug makes (a fitted constant that must
 agree across every estimate; an output that stays *exactly* the same). Otherwise it stays silent.
 A probe that needs something the file does not return (attention weights from a file built on
-scaled_dot_product_attention) stays silent.
+scaled_dot_product_attention) asks the output instead where it can (does the bias, a mask, a
+projection move it; with identity value and output projections, uniform weights give the plain
+mean of the values, and with the values the identity the output is the weights), else stays
+silent. A probe may ask at a shape the code supports (dv = d, square layers, key-padding masks)
+when the checks' general shapes crash, so that its other mistakes are still named.
 
 How probes meet the composed search (`meet`): probes run only when some check failed. A name the
 search already gives stands as it is (the search reproduced the calls: it confirms). A probe's
