@@ -576,6 +576,7 @@ PROBED_FILES = (  # (corpus file, exercise): three bugs each, some named only by
     ("probes/rope_freq_maskignored_bq.py", "rope"),
     ("probes/kv_call_bq_noscale_interleaved.py", "kv-cache"),
     ("probes/tiled_f32_dvd_signflip_nan.py", "tiled-softmax"),
+    ("probes/sliding_torch_full_wide_noscale.py", "sliding-window"),
 )
 
 
