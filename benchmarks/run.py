@@ -644,6 +644,12 @@ THREE_BUG_FILES = (  # (corpus file, exercise): three catalogue bugs each, one o
 PROBED_FILES = (  # (corpus file, exercise): three bugs each, some named only by the probes
     ("probes/class_width_inverted_causal.py", "mha-screen"),
     ("probes/module_width_inverted_bo.py", "mha-masked-bias"),
+    ("probes/module_nobias_mptcausal_width.py", "mha-masked-bias"),
+    ("probes/gqa_keypad_uniform_noscale_bv.py", "gqa"),
+    ("probes/rope_freq_maskignored_bq.py", "rope"),
+    ("probes/kv_call_bq_noscale_interleaved.py", "kv-cache"),
+    ("probes/tiled_f32_dvd_signflip_nan.py", "tiled-softmax"),
+    ("probes/sliding_torch_full_wide_noscale.py", "sliding-window"),
 )
 
 

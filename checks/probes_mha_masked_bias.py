@@ -53,6 +53,14 @@ def _attend(asker, case: Case) -> tuple[np.ndarray, np.ndarray]:
     return asker.array(value[0], out_shape), asker.array(value[1], att_shape)
 
 
+def _output(asker, case: Case) -> np.ndarray:
+    """The output alone, B×Q×Cout, float64: what a file that returns no attention still answers."""
+    value = asker.call(FN, *send(asker, case), **case.kwargs)
+    if not isinstance(value, (tuple, list)) or not value:
+        raise Silent("no output")
+    return asker.array(value[0], case.shapes()[0])
+
+
 def _plain(asker) -> np.ndarray:
     """The attention on `_case()` without any mask, asked once for every probe."""
     if "plain" not in asker.kept:
@@ -171,28 +179,44 @@ CAUSAL_RULES = (  # (bug, what the file lets query i see, as a rule on j) for qu
 )
 
 
+def _causal_seen(asker, Qc: int, Kc: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """(which keys keep weight, which rows are readable) under causal=True alone, asked once per
+    shape; Silent when every key kept weight but the weights differ from those without causal
+    (blocked keys keep some weight: a fill that does not block, another question)."""
+    key = ("causal", Qc, Kc, offset)
+    if key not in asker.kept:
+        rng = _rng()
+        acts = {"query": rng.normal(0.0, 0.9, size=(1, Qc, H * D)).round(6), "context": rng.normal(0.0, 0.9, size=(1, Kc, H * D)).round(6)}
+        params = {"w_q": np.eye(H * D), "w_k": np.eye(H * D), "w_v": np.eye(H * D), "w_o": np.eye(H * D)}
+        _, att = _attend(asker, Case(acts, params, {}, H, causal=True, causal_offset=offset))
+        seen = np.abs(att) > 1e-12
+        blocks = not seen.all() or np.allclose(att, _attend(asker, Case(acts, params, {}, H))[1], rtol=1e-12, atol=1e-15)
+        readable = np.isfinite(att).all(axis=-1) & ~np.isclose(att, 1.0 / Kc, rtol=1e-9, atol=0).all(axis=-1)
+        asker.kept[key] = (seen, readable) if blocks else None
+    found: tuple[np.ndarray, np.ndarray] | None = asker.kept[key]
+    if found is None:
+        raise Silent("blocked keys keep some weight")
+    return found
+
+
+def _rules_fitting(asker, Qc: int, Kc: int, offset: int) -> set[int]:
+    """The CAUSAL_RULES that fit every readable row (rows made NaN or uniform are left out)."""
+    seen, readable = _causal_seen(asker, Qc, Kc, offset)
+    i, j = np.arange(Qc)[:, None], np.arange(Kc)[None, :]
+    return {
+        n
+        for n, (_, _, rule) in enumerate(CAUSAL_RULES)
+        if (seen == np.broadcast_to(rule(i, j, Qc, Kc, offset), seen.shape))[readable].all()
+    }
+
+
 def causal(asker) -> Answer | None:
     """Which keys each query sees under causal=True alone, read off the zeros of the attention at
     Q = K = 4 (offset 0) and Q = 2, K = 5 (offset 1). Rows the file makes NaN or uniform (an empty
     row, as another mistake may give it) are left out; one rule must fit every other row."""
     fits = set(range(len(CAUSAL_RULES)))
     for Qc, Kc, offset in CAUSAL_CASES:
-        rng = _rng()
-        acts = {"query": rng.normal(0.0, 0.9, size=(1, Qc, H * D)).round(6), "context": rng.normal(0.0, 0.9, size=(1, Kc, H * D)).round(6)}
-        params = {"w_q": np.eye(H * D), "w_k": np.eye(H * D), "w_v": np.eye(H * D), "w_o": np.eye(H * D)}
-        _, att = _attend(asker, Case(acts, params, {}, H, causal=True, causal_offset=offset))
-        seen = np.abs(att) > 1e-12
-        if seen.all():  # every key kept weight: ignored only if the weights are those without causal
-            _, plain = _attend(asker, Case(acts, params, {}, H))
-            if not np.allclose(att, plain, rtol=1e-12, atol=1e-15):
-                return None  # blocked keys keep some weight: a fill that does not block, another question
-        readable = np.isfinite(att).all(axis=-1) & ~np.isclose(att, 1.0 / Kc, rtol=1e-9, atol=0).all(axis=-1)
-        i, j = np.arange(Qc)[:, None], np.arange(Kc)[None, :]
-        fits &= {
-            n
-            for n, (_, _, rule) in enumerate(CAUSAL_RULES)
-            if (seen == np.broadcast_to(rule(i, j, Qc, Kc, offset), seen.shape))[readable].all()
-        }
+        fits &= _rules_fitting(asker, Qc, Kc, offset)
     if len(fits) != 1:
         return None
     bug, rule, _ = CAUSAL_RULES[fits.pop()]
@@ -203,7 +227,82 @@ def causal(asker) -> Answer | None:
     )
 
 
+def _causal_part(asker, Qc: int, Kc: int, offset: int, bug: str) -> Answer | None:
+    """One of two mistakes of the causal bound read apart, for code that makes both (the rule
+    j <= i + (K - Q) fits neither `causal`'s single rules): at Q = K and offset 0 the bound must be
+    the reference's, and at (Qc, Kc, offset) it must be `bug`'s and no other rule's."""
+    base = _rules_fitting(asker, 4, 4, 0)
+    if base != {0, 3, 4, 5}:  # the rules that agree with the reference at Q = K, offset 0
+        return None
+    fits = _rules_fitting(asker, Qc, Kc, offset) & base  # an off-by-one fits no more
+    wanted = {n for n, (b, _, _) in enumerate(CAUSAL_RULES) if b == bug}
+    if not fits or not fits <= wanted:
+        return None
+    _, rule, _ = CAUSAL_RULES[min(fits)]
+    return Answer(
+        bug,
+        f"with causal=True, Q = {Qc}, K = {Kc} and causal_offset {offset}, query i of your attention sees the keys j with {rule} "
+        "(the reference: j <= i + offset)",
+    )
+
+
+def causal_offset(asker) -> Answer | None:
+    """causal_offset read alone: Q = K = 4 with offset 1."""
+    return _causal_part(asker, 4, 4, 1, "causal-offset-ignored")
+
+
+def causal_alignment(asker) -> Answer | None:
+    """The corner the causal bound is anchored at, read alone: Q = 2, K = 5 with offset 0."""
+    return _causal_part(asker, 2, 5, 0, "causal-alignment-wrong")
+
+
+def additive_bias(asker) -> Answer | None:
+    """How the additive bias enters the scores: with w_q = 0 every q·k is 0, so the attention is
+    softmax(c · bias); c is fitted off the returned attention at head widths 4 and 9 (1: right;
+    1/sqrt(D) at both: divided with the scores; 0: never added, if the bias then moves no output
+    where q·k is not 0 either). A file that returns no attention answers only whether the bias
+    moves its output at all."""
+    found = []
+    for width in (D, 9):
+        C = H * width
+        bias = _rng().normal(0.0, 1.5, size=(B, H, Q, K)).round(6)
+        case = _case(D=width, w_q=np.zeros((C, C)))
+        case.activations["bias"] = bias
+        try:
+            _, att = _attend(asker, case)
+        except Silent:
+            return _bias_moves_output(asker) if width == D else None
+        fitted = fit_factor(att, bias)
+        if fitted is None or abs(fitted[1] - 1.0) > 1e-6:
+            return None  # the weights are no softmax of a multiple of the bias: another question
+        found.append(_bias_factor(fitted[0], width))
+    if found[0] is not None and "never added" in found[0].evidence and _bias_moves_output(asker) is None:
+        return None  # with q·k = 0 a bias that multiplies the scores is invisible too: it must change nothing elsewhere
+    return both_widths(found[0], found[1], 9)
+
+
+def _bias_factor(c: float, width: int) -> Answer | None:
+    said = f"with every q·k equal to 0, your attention is softmax(c · bias) with c = {c:.4g}"
+    if abs(c) <= 1e-9:
+        return Answer("bias-scaled", f"{said}: the bias is never added to the scores")
+    if abs(c - 1.0 / np.sqrt(width)) <= 2e-3 / np.sqrt(width):
+        return Answer("bias-scaled", f"{said} = 1/sqrt({width}): the bias was divided by sqrt(D) together with q·k")
+    return None
+
+
+def _bias_moves_output(asker) -> Answer | None:
+    """For a file that returns no attention: the output with a bias and without it."""
+    case = _case()
+    base = _output(asker, case)
+    case.activations["bias"] = _rng().normal(0.0, 1.5, size=(B, H, Q, K)).round(6)
+    out = _output(asker, case)
+    if not np.isfinite(base).all() or not same(out, base):
+        return None
+    return Answer("bias-scaled", "with an additive bias and without it your output is the same: the bias is never added")
+
+
 PROBES = (
+    Probe("additive-bias", ("bias-scaled",), additive_bias),
     Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), scale),
     Probe("biases", ("biases-ignored", "no-output-projection"), biases),
     Probe("attention-mask", ("mask-ignored", "mask-inverted", "fill-value-too-weak"), attention_mask),
@@ -212,4 +311,6 @@ PROBES = (
     Probe("empty-key-mask-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_key_mask_row),
     Probe("dead-query", ("b-o-not-suppressed",), dead_query),
     Probe("causal", ("causal-off-by-one", "causal-offset-ignored", "causal-alignment-wrong"), causal),
+    Probe("causal-offset", ("causal-offset-ignored",), causal_offset),
+    Probe("causal-alignment", ("causal-alignment-wrong",), causal_alignment),
 )

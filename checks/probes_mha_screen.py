@@ -13,6 +13,7 @@ from attn_kit.diagnosis.probes import (
     Answer,
     Probe,
     Silent,
+    blocked_output_answer,
     blocked_row_answer,
     both_widths,
     fit_factor,
@@ -65,10 +66,11 @@ def _plain_params(D: int, rng=None, biases: bool = False) -> dict:
 
 def scale(asker) -> Answer | None:
     """The factor on q·k, fitted off the returned weights (identity projections, no mask), at two
-    head widths: a catalogue scaling gives the same name at both (a stray factor of 2 looks like
-    no scaling at head width 4 only)."""
-    found = [_scale_at(asker, D, 2) for D in (8, 18)]
-    return both_widths(found[0], found[1], 9)
+    head widths (4 and 9, or the exercise's `asker.kept["widths"]`): a catalogue scaling gives the
+    same name at both (a stray factor of 2 looks like no scaling at head width 4 only)."""
+    widths = asker.kept.get("widths", (8, 18))
+    found = [_scale_at(asker, D, 2) for D in widths]
+    return both_widths(found[0], found[1], widths[1] // 2)
 
 
 def _scale_at(asker, D: int, H: int) -> Answer | None:
@@ -169,6 +171,43 @@ def empty_row_layer(asker) -> Answer | None:
     return blocked_row_answer(w[0, 0, 1], plain[0, 0, 1], "the attention weights of a query whose every key is masked")
 
 
+# batch 0 blocks its first two keys (so that code which is causal whatever the mask says shows it),
+# batch 1 blocks every key
+KEY_PAD = np.array([[False, False, True, True], [False] * 4])
+
+
+def empty_key_row(asker) -> Answer | None:
+    """What a query gets when a key-padding mask allows it no key (batch 1), where batch 0's
+    padded keys are blocked right: a mask whose rows are all alike, which code that masks by key
+    lengths can take. Read off the weights, or off the output for a file that returns none (with
+    identity projections, uniform weights give every query the mean of its batch's tokens)."""
+    B, T, D, H = 2, 4, 4, 2
+    x = _rng().normal(0.0, 1.0, size=(B, T, D)).round(6)
+    p = _plain_params(D, biases=True)
+    mask = np.broadcast_to(KEY_PAD[:, None, :], (B, T, T)).copy()
+    try:
+        w, plain = _attend(asker, x, p, H, mask)[1], _attend(asker, x, p, H)[1]
+    except Silent:
+        return _empty_key_row_output(asker, x, p, H, mask)
+    if not (np.abs(w[0][..., :2]) <= 1e-12).all() or not (w[0][..., 2:] > 0).all():
+        return None  # the mask itself is not applied right: another question
+    return blocked_row_answer(w[1, 0, 0], plain[1, 0, 0], "the attention weights of a query whose key mask allows no key")
+
+
+def _empty_key_row_output(asker, x, p, H, mask) -> Answer | None:
+    """The same question off the output: batch 0's queries 2 and 3 must not see tokens 0 and 1
+    (moving those tokens leaves their outputs as they were) and must see the mask (their outputs
+    differ from those without it)."""
+    out, unmasked = _output(asker, x, p, H, mask), _output(asker, x, p, H)
+    moved_x = x.copy()
+    moved_x[0, :2] += 1.0
+    if not np.allclose(_output(asker, moved_x, p, H, mask)[0, 2:], out[0, 2:], rtol=1e-9, atol=1e-12):
+        return None  # the blocked keys are seen: another question
+    if np.allclose(out[0, 2:], unmasked[0, 2:], rtol=1e-6, atol=1e-9):
+        return None  # the mask changes nothing where it should: another question
+    return blocked_output_answer(out[1], x[1].mean(axis=0), unmasked[1], "the output of every query whose key mask allows no key")
+
+
 def empty_row_softmax(asker) -> Answer | None:
     """What stable_softmax gives a vector whose every entry is blocked, when it blocks a key of a
     vector that keeps one."""
@@ -204,24 +243,99 @@ def padding_mask(asker) -> Answer | None:
     return None
 
 
-def using(layer, ask):
-    """The probe `ask`, calling the candidate's layer through `layer(asker, x, params, H, mask)`."""
+# the ways a [B, T, H·hd] projection becomes per-head [B, H, T, hd] vectors, and back
+def _split(y: np.ndarray, H: int, how: str) -> np.ndarray:
+    B, T, C = y.shape
+    hd = C // H
+    if how == "strided":
+        return y.reshape(B, T, hd, H).transpose(0, 3, 1, 2)
+    if how == "no-transpose":
+        return y.reshape(B, H, T, hd)
+    return y.reshape(B, T, H, hd).transpose(0, 2, 1, 3)
+
+
+def _merge(o: np.ndarray, how: str) -> np.ndarray:
+    B, H, T, hd = o.shape
+    if how == "strided":
+        return o.transpose(0, 2, 3, 1).reshape(B, T, H * hd)
+    if how == "no-transpose":
+        return o.reshape(B, T, H * hd)
+    return o.transpose(0, 2, 1, 3).reshape(B, T, H * hd)
+
+
+LAYOUTS = (("contiguous", None), ("strided", "heads-interleaved"), ("no-transpose", "reshape-without-transpose"))
+SAID = {
+    "heads-interleaved": "head h takes the strided columns h, h + H, h + 2H, … instead of h·hd to (h+1)·hd",
+    "reshape-without-transpose": "[B, T, H·hd] is reshaped straight to [B, H, T, hd] (no transpose), mixing tokens and heads",
+}
+MERGED = {
+    "heads-interleaved": "head h fills the strided columns h, h + H, h + 2H, … instead of h·hd to (h+1)·hd",
+    "reshape-without-transpose": "[B, H, T, hd] is reshaped straight to [B, T, H·hd] (no transpose), mixing tokens and heads",
+}
+
+
+def _heads_layer(asker):
+    """(x, weights, output) at B = 1, T = 3, D = 4, H = 2 with identity projections, asked once."""
+    if "heads" not in asker.kept:
+        x = _rng().normal(0.0, 1.0, size=(1, 3, 4)).round(6)
+        out, w = _attend(asker, x, _plain_params(4), 2)
+        asker.kept["heads"] = (x, w, out)
+    return asker.kept["heads"]
+
+
+def head_split(asker) -> Answer | None:
+    """Which columns each head's queries and keys are read from: the returned weights must be the
+    softmax of c·q_h·k_h for one split (contiguous, strided, or no transpose), whatever c is."""
+    x, w, _ = _heads_layer(asker)
+    fitting = []
+    for how, bug in LAYOUTS:
+        h = _split(x, 2, how)
+        if fit_factor(w, h @ h.transpose(0, 1, 3, 2)) is not None:
+            fitting.append(bug)
+    if len(fitting) != 1 or fitting[0] is None:
+        return None
+    return Answer(fitting[0], f"your weights are those of a split where {SAID[fitting[0]]}")
+
+
+def head_merge(asker) -> Answer | None:
+    """How the heads' outputs are put back together: with the split right (the returned weights fit
+    the contiguous split) and identity projections, the output must be one merge of the heads'
+    weighted values (weights · v_h); the wrong one names the merge's own mistake."""
+    x, w, out = _heads_layer(asker)
+    h = _split(x, 2, "contiguous")
+    if fit_factor(w, h @ h.transpose(0, 1, 3, 2)) is None:
+        return None
+    o = w @ h
+    fitting = [bug for how, bug in LAYOUTS if np.allclose(out, _merge(o, how), rtol=1e-6, atol=1e-9)]
+    if len(fitting) != 1 or fitting[0] is None:
+        return None
+    return Answer(fitting[0], f"your weights are right per head, but the heads' outputs are put back where {MERGED[fitting[0]]}")
+
+
+def using(layer, ask, widths=(8, 18)):
+    """The probe `ask`, calling the candidate's layer through `layer(asker, x, params, H, mask)`,
+    with the scale read at these two model widths (two heads)."""
 
     def asked(asker):
         asker.kept["layer"] = layer
+        asker.kept["widths"] = widths
         return ask(asker)
 
     return asked
 
 
-def layer_probes(layer) -> tuple[Probe, ...]:
+def layer_probes(layer, widths=(8, 18)) -> tuple[Probe, ...]:
     """The probes of a multi-head layer with the Wq, Wk, Wv, Wo, bq, bk, bv, bo parameters and a
-    B×T×S mask shared by the heads, called through `layer` (this module's, cross-attention's, GQA's)."""
+    B×T×S mask shared by the heads, called through `layer` (this module's, cross-attention's, GQA's,
+    rope's); the scale is read at `widths` (two heads: head widths 4 and 9 unless said)."""
     return (
         Probe("layer-empty-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), using(layer, empty_row_layer)),
-        Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), using(layer, scale)),
+        Probe("layer-empty-key-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), using(layer, empty_key_row)),
+        Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), using(layer, scale, widths)),
         Probe("biases", ("biases-ignored", "no-output-projection"), using(layer, biases)),
         Probe("mask-pattern", ("mask-ignored", "mask-inverted", "fill-value-too-weak"), using(layer, mask_pattern)),
+        Probe("head-split", ("heads-interleaved", "reshape-without-transpose"), using(layer, head_split)),
+        Probe("head-merge", ("heads-interleaved", "reshape-without-transpose"), using(layer, head_merge)),
     )
 
 

@@ -158,7 +158,7 @@ def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: 
 
     real = ctx.last_call
     outcome = real.outcome
-    if outcome.status != CallStatus.MEMORY:
+    if outcome.status != CallStatus.MEMORY and not _out_of_memory(outcome):
         return None
     ctx.record_for_diagnosis(
         real.fn,
@@ -172,6 +172,22 @@ def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: 
         f"{where}: peak {limit / 2**20:.2f} MiB or more during the call, where the kernel stopped it "
         f"(a limit on your process and every process it starts, beyond the inputs); {naive_text}. "
         f"{advice}"
+    )
+
+
+# what an allocator raises when the kernel's limit refuses it: Python's MemoryError, NumPy's
+# "Unable to allocate", torch's "DefaultCPUAllocator: can't allocate memory" (a RuntimeError)
+OUT_OF_MEMORY = ("Unable to allocate", "can't allocate memory", "Cannot allocate memory")
+
+
+def _out_of_memory(outcome) -> bool:
+    """The call raised because an allocation was refused under the kit's limit: the limit stopped it,
+    as when the kernel ends the process (torch and NumPy raise instead of dying)."""
+    error = outcome.error
+    if outcome.status != CallStatus.RAISED or error is None:
+        return False
+    return error.type == "MemoryError" or (
+        error.type in ("RuntimeError", "_ArrayMemoryError") and any(m in error.message for m in OUT_OF_MEMORY)
     )
 
 

@@ -12,7 +12,11 @@ inputs make the other mistakes of the catalogue irrelevant (no mask for the scal
 the mask's pattern), and it reads a pattern that only the bug makes (a fitted constant that must
 agree across every estimate; an output that stays *exactly* the same). Otherwise it stays silent.
 A probe that needs something the file does not return (attention weights from a file built on
-scaled_dot_product_attention) stays silent.
+scaled_dot_product_attention) asks the output instead where it can (does the bias, a mask, a
+projection move it; with identity value and output projections, uniform weights give the plain
+mean of the values, and with the values the identity the output is the weights), else stays
+silent. A probe may ask at a shape the code supports (dv = d, square layers, key-padding masks)
+when the checks' general shapes crash, so that its other mistakes are still named.
 
 How probes meet the composed search (`meet`): probes run only when some check failed. A name the
 search already gives stands as it is (the search reproduced the calls: it confirms). A probe's
@@ -251,6 +255,30 @@ def blocked_row_answer(row: np.ndarray, raw: np.ndarray | None, where: str) -> A
         return Answer(
             "additive-mask-leaks",
             f"{where} came back as the softmax of its unmasked scores: the mask was added to the scores, "
+            "and an added constant changes nothing when every key of the row is blocked",
+        )
+    return None
+
+
+def blocked_output_answer(rows: np.ndarray, mean: np.ndarray, unmasked: np.ndarray, where: str) -> Answer | None:
+    """What queries with no allowed key output, for code that returns no weights (identity value and
+    output projections, so that uniform weights give the plain mean of the values): `rows` are their
+    outputs, `mean` the mean of the values, `unmasked` their outputs without the mask. The reference
+    gives zeros; None for zeros or anything else."""
+    if rows.size < 2:
+        return None
+    if np.isnan(rows).all():
+        return Answer("blocked-row-nan", f"{where} came back as NaN (the reference gives zeros)")
+    if not np.isfinite(rows).all():
+        return None
+    if np.allclose(rows, np.broadcast_to(mean, rows.shape), rtol=1e-6, atol=1e-9) and np.abs(mean).max() > 1e-3:
+        return Answer(
+            "blocked-row-uniform", f"{where} came back as the plain mean of the values: uniform weights (the reference gives zeros)"
+        )
+    if np.allclose(rows, unmasked, rtol=1e-6, atol=1e-9) and not np.allclose(unmasked, np.broadcast_to(mean, rows.shape), rtol=1e-3):
+        return Answer(
+            "additive-mask-leaks",
+            f"{where} came back as without the mask: the mask was added to the scores, "
             "and an added constant changes nothing when every key of the row is blocked",
         )
     return None
