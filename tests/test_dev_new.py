@@ -81,6 +81,7 @@ severity = "wrong"
 title = "Scores scaled by the number of keys"
 symptom = "The scores are divided by the square root of the number of keys instead of the width."
 fix = "Divide by the square root of the width of q, its last axis."
+fix_short = "Divide by √d, the width of q's last axis"
 test_idea = "With S != d, compare against softmax(q kᵀ / sqrt(d)) v by hand."
 concept = "scaling"
 

@@ -93,6 +93,8 @@ def test_the_mock_fits_the_terminal_and_its_grading_one_screen(tmp_path, size):
     child.expect("Question 1/")
     child.sendeof()  # cut the discussion short
     child.expect(r"Report: ")
+    child.expect(r"Level \(junior, mid, senior\)")  # the solo self-assessment: end of input skips it
+    child.sendeof()
     child.expect(pexpect.EOF)
     child.close()
     text = ESCAPES.sub("", child.logfile_read.getvalue())

@@ -201,6 +201,7 @@ features = []  # {todo}: list the features its candidate's code has, or leave it
 #   title = "..."             # one line: the catalogue list of docs/catalogue.md shows it
 #   symptom = "..."
 #   fix = "..."
+#   fix_short = "..."         # the first screen's phrase: one line, at most 48 characters, no final stop
 #   test_idea = "..."
 #   concept = "..."           # a concept of prompts/concepts.toml [concept_words], or a new one
 #
