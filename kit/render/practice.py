@@ -152,25 +152,29 @@ def catalog_hint(exercise_id: str, level: int):
 
 
 def not_recorded_bundled(path, out: Console | None = None) -> None:
-    _out(out).print(
-        Text(
-            f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution "
-            f"files. Check your own file to record progress.",
-            style="muted",
-        )
+    _out(out).print(bundled_note(path))
+
+
+def history_note(path) -> Text:
+    """What the first check says once, where the history file is kept (history_created)."""
+    return Text(
+        f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it elsewhere; `attn-kit history --where` prints it).",
+        style="muted",
+    )  # wrapped at spaces: a path stays whole
+
+
+def bundled_note(path) -> Text:
+    """What a check of one of the kit's own files says instead of saving it (not_recorded_bundled)."""
+    return Text(
+        f"Not saved to your history: {Path(path).name} is one of attn-kit's own solution files. Check your own file to record progress.",
+        style="muted",
     )
 
 
 def history_created(path, out: Console | None = None) -> None:
     """Said once, when the history file is first created (on stderr, so --json stays clean)."""
     out = out or check.error_console()
-    out.print(
-        Text(
-            f"attn-kit keeps your practice history in {path} (set ATTN_KIT_HOME to keep it "
-            f"elsewhere; `attn-kit history --where` prints it).",
-            style="muted",
-        )
-    )  # wrapped at spaces: a path stays whole
+    out.print(history_note(path))
 
 
 # --- solution, reset ----------------------------------------------------------------------------

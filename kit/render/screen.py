@@ -22,15 +22,20 @@ from attn_kit.render.check import MARK, _clip, _row, check_header, hanging
 from attn_kit.report.results import FAILED, PROBE_EVIDENCE, CheckResult, CheckStatus, Diagnosis, Report
 
 ROWS = 18  # 24, less the prompt and what check prints after the report (--locate's line, the hints)
+BELOW = 4  # what always follows the first screen on a terminal of 24: the hints (2), the prompt, a spare
 
 
-def report(rep: Report, exercise=None, out: Console | None = None, first: bool | None = None, brief: bool = False) -> None:
+def report(
+    rep: Report, exercise=None, out: Console | None = None, first: bool | None = None, brief: bool = False, after: tuple = ()
+) -> None:
     """check's report. A failing run shows its first screen, by default and for watch and the mock
     (`brief`: without the footer naming check's options); `first=False` (--full) and `first=True`
-    (--first) show the whole report as render/check.py's report() draws it, as does a pass."""
+    (--first) show the whole report as render/check.py's report() draws it, as does a pass.
+    `after`: notes printed once after this report (where the history is kept, the first time), for
+    which the first screen makes room, so that its header does not scroll off."""
     out = out or check.console()
     if (brief or first is None) and not rep.passed and any(r.status in FAILED for r in rep.results):
-        first_screen(rep, out, footer=not brief)
+        first_screen(rep, out, rows=min(ROWS, 24 - BELOW - _height(out, list(after))), footer=not brief)
         return
     check.report(rep, exercise, out, first=first)
 
@@ -75,9 +80,11 @@ def first_screen(rep: Report, out: Console, rows: int = ROWS, footer: bool = Tru
         plans = [p for p in plans if not p[1]] or plans
         plans = [(each, False, case) for each, _, case in plans]
         plans = list(dict.fromkeys(plans))
-    for n, (each, draw, case) in enumerate([*plans, plans[-1]]):
+    # last of all, the other failures are counted on one line instead of grouped by cause
+    for n, (each, draw, case) in enumerate([*plans, plans[-1], plans[-1]]):
         numbers = n < len(plans)
-        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case, numbers=numbers)
+        counted = n > len(plans)
+        lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case, numbers=numbers, counted=counted)
         if footer:
             lines.append(_footer(rep, failures, out.width))
         if _height(out, lines) <= rows:
@@ -91,7 +98,15 @@ def _height(out: Console, renderables: list) -> int:
 
 
 def _screen(
-    rep: Report, failures: list[CheckResult], shown: CheckResult, picture, out: Console, each_line: bool, case: bool, numbers: bool = True
+    rep: Report,
+    failures: list[CheckResult],
+    shown: CheckResult,
+    picture,
+    out: Console,
+    each_line: bool,
+    case: bool,
+    numbers: bool = True,
+    counted: bool = False,
 ) -> list:
     lines: list = [check_header(rep, out.width), _verdict(rep, failures, out.width)]
     lines += [_cut(Text(f"note: {note}", style="warning"), out.width) for note in rep.notes]
@@ -100,8 +115,15 @@ def _screen(
     lines.append(Text())
     lines += _in_full(rep, shown, picture, case, out, numbers)
     others = [r for r in failures if r is not shown]
-    lines += [_one_line(rep, r, out.width) for r in others] if each_line else _by_cause(rep, others, out)
+    if counted and others:
+        lines.append(Text(f"✗ {_more_checks(len(others))} failed: --full shows each", style="muted"))
+    else:
+        lines += [_one_line(rep, r, out.width) for r in others] if each_line else _by_cause(rep, others, out)
     return lines
+
+
+def _more_checks(n: int) -> str:
+    return f"{n} more check{'s' if n != 1 else ''}"
 
 
 def _verdict(rep: Report, failures: list[CheckResult], width: int) -> Text:
