@@ -50,3 +50,21 @@ def test_history_where_prints_the_path_without_creating_it(attn_home):
     result = invoke("history", "--where")
     assert result.exit_code == 0 and result.stdout == f"{attn_home / 'history.db'}\n"
     assert not (attn_home / "history.db").exists()
+
+
+def test_the_first_screen_knows_which_note_will_follow_it(attn_home, tmp_path):
+    """check's first screen makes room for the note recording prints after it: where the history
+    is kept (only before the history exists), or why a bundled file is not saved (always)."""
+    from types import SimpleNamespace
+
+    from attn_kit.cli.app import _notes_after
+
+    mine = SimpleNamespace(path=str(tmp_path / "solution.py"))
+    bundled = SimpleNamespace(path=str(solutions_dir("mha-screen") / "reference_numpy.py"))
+    [note] = _notes_after(mine)
+    assert str(attn_home / "history.db") in note.plain
+    assert "Not saved to your history" in _notes_after(bundled)[0].plain
+    shutil.copy(solutions_dir("mha-screen") / "reference_numpy.py", tmp_path / "solution.py")
+    assert invoke("check", tmp_path / "solution.py", "--seed", "1").exit_code == 0  # creates the history
+    assert _notes_after(mine) == ()
+    assert "Not saved to your history" in _notes_after(bundled)[0].plain

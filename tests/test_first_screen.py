@@ -183,6 +183,22 @@ def test_piped_and_no_color_pictures_are_plain(tmp_path):
     assert "which keys" not in as_json.stdout and "█" not in as_json.stdout
 
 
+def test_the_very_first_check_makes_room_for_where_the_history_is_kept(tmp_path, monkeypatch):
+    """A new user's first check prints, after the report, where the history is kept (two or three
+    lines): the first screen leaves room for it, so the header and every cause stay on screen."""
+    home = tmp_path / "a-folder-with-a-rather-long-name-for-the-practice-history" / "home"  # a note of four lines
+    monkeypatch.setenv("ATTN_KIT_HOME", str(home))
+    path = ROOT / "corpus" / "probes" / "class_width_inverted_causal.py"
+    lines = check_screen(path, tmp_path, seed=7)  # asserts the header is on the screen
+    text = joined(lines)
+    squeezed = "".join(text.split())  # the long path wraps inside a word
+    assert "".join(f"keeps your practice history in {home / 'history.db'}".split()) in squeezed, "\n".join(lines)
+    for bug in ("causal-off-by-one", "scale-by-model-width", "mask-inverted"):
+        assert f"● {bug}:" in text, (bug, "\n".join(lines))
+    assert (home / "history.db").exists()
+    assert re.search(r"^✗ \d+ more checks failed: --full shows each$", "\n".join(lines), re.M), "\n".join(lines)
+
+
 def test_three_causes_and_what_lies_outside_all_fit_with_their_fixes(tmp_path):
     """Three named bugs (two named by a probe) and checks outside the catalogue: every cause keeps
     its one or two lines and its fix, and the header stays on the screen, because the worst
