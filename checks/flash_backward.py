@@ -21,9 +21,9 @@ import numpy as np
 
 from attn_kit.base.harness import count_reads
 from attn_kit.base.records import Outcome
-from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import CallFailed, Suite
 
-from .verdicts import kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict, require_a_returned_call
+from .verdicts import kernel_limit, measured_time_limit, memory_verdict, peak_over, require_a_returned_call
 
 SUITE = Suite("flash-backward")
 check = SUITE.check
@@ -673,18 +673,8 @@ def backward_memory_stays_within_bound(ctx):
         f"and {naive / 4 / 2**20:.0f} MiB in float16"
     )
     advice = "Recompute each block of P as exp(s - lse) and drop it after the block"
-    replay = _replay_memory
-    failed = limit_failure(ctx, args, replay, limit, f"at T = S = {T}", naive_text, advice)
-    if failed:
-        raise failed
-    if not outcome.ok:
-        raise CallFailed(ctx.calls[-1])
-    peak, over, seconds = peak_verdict(ctx, args, bound, naive, replay)
-    figures = f"peak {peak / 2**20:.2f} MiB during the call; {naive_text}"
-    if not over:
-        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
-        return
-    raise CheckFailed(f"at T = S = {T}: {figures}. Something of T×S size is built (P, dP or dS). {advice}")
+    built = f"Something of T×S size is built (P, dP or dS). {advice}"
+    memory_verdict(ctx, outcome, args, _replay_memory, limit, bound, naive, f"at T = S = {T}", naive_text, advice, built)
 
 
 def _replay_memory(module, *args):

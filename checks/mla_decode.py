@@ -23,11 +23,11 @@ import numpy as np
 
 from attn_kit.base.records import TensorValue
 from attn_kit.compare.arrays import ValueProblem, check_shape, compare, float32_like, to_array, within_float32
-from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import CallFailed, Suite
 from attn_kit.report.results import Call
 
 from .cases import lists
-from .verdicts import kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
+from .verdicts import kernel_limit, measured_time_limit, memory_verdict, peak_over
 
 SUITE = Suite("mla-decode")
 check = SUITE.check
@@ -560,17 +560,9 @@ def memory_stays_within_bound(ctx):
         f"{one_head / 2**20:.0f} MiB, every head's keys and values {naive / 2**20:.0f} MiB"
     )
     advice = "Absorb W_uk into the query and apply W_uv to the weighted sum of latents"
-    failed = limit_failure(ctx, args, replay_peak_over_bound, limit, f"with t={t} cached tokens", naive_text, advice)
-    if failed:
-        raise failed
-    if not outcome.ok:
-        raise CallFailed(ctx.calls[-1])
-    peak, over, seconds = peak_verdict(ctx, args, bound, naive, replay_peak_over_bound)
-    figures = f"peak {peak / 2**20:.2f} MiB during the step; {naive_text}"
-    if not over:
-        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
-        return
-    raise CheckFailed(f"with t={t} cached tokens: {figures}. Something of size t×H×(head width) is built. {advice}")
+    built = f"Something of size t×H×(head width) is built. {advice}"
+    where = f"with t={t} cached tokens"
+    memory_verdict(ctx, outcome, args, replay_peak_over_bound, limit, bound, naive, where, naive_text, advice, built, during="step")
 
 
 # --- rules --------------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import Suite
 
 from .cases import qkv
-from .verdicts import far_score_tolerance, kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
+from .verdicts import far_score_tolerance, kernel_limit, measured_time_limit, memory_verdict, peak_over
 
 SUITE = Suite("tiled-softmax")
 check = SUITE.check
@@ -326,34 +326,20 @@ def memory_stays_within_bound(ctx):
         memory_limit=limit,
         time_limit=measured_time_limit(ctx),
     )
-    failed = limit_failure(
+    memory_verdict(
         ctx,
+        outcome,
         (q, k, v, mask, block_size),
         replay_peak_over_bound,
         limit,
+        bound,
+        naive,
         f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}",
         f"bound 64·T·(block_size + dv) = {bound / 2**20:.2f} MiB; the T×S score matrix alone "
         f"is 8·T·S = {naive / 2**20:.0f} MiB in float64 and {naive / 4 / 2**20:.0f} MiB in float16",
         "Keep only one T×block_size block at a time",
-    )
-    if failed:
-        raise failed
-    if not outcome.ok:
-        raise CallFailed(ctx.calls[-1])  # no --repro script: its inputs would be megabytes of literals
-    peak, over, seconds = peak_verdict(ctx, (q, k, v, mask, block_size), bound, naive, replay_peak_over_bound)
-    figures = (
-        f"peak {peak / 2**20:.2f} MiB during the call; bound 64·T·(block_size + dv) = "
-        f"{bound / 2**20:.2f} MiB; the T×S score matrix alone is 8·T·S = {naive / 2**20:.0f} MiB in "
-        f"float64 and {naive / 4 / 2**20:.0f} MiB in float16"
-    )
-    if not over:
-        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
-        return
-    # raised directly, not with ctx.fail: no --repro script (its inputs would be megabytes of literals)
-    raise CheckFailed(
-        f"at T = {T}, S = {S}, block_size={block_size}, dv={dv}: {figures}. Something of "
-        f"T×S size is built (scores, weights, a float mask or exp of the whole matrix, in "
-        f"any dtype); keep only one T×block_size block at a time"
+        "Something of T×S size is built (scores, weights, a float mask or exp of the whole matrix, in "
+        "any dtype); keep only one T×block_size block at a time",
     )
 
 

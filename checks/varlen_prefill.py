@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attn_kit.compare.registry import CallFailed, CheckFailed, Suite
+from attn_kit.compare.registry import Suite
 
-from .verdicts import kernel_limit, limit_failure, measured_time_limit, peak_over, peak_verdict
+from .verdicts import kernel_limit, measured_time_limit, memory_verdict, peak_over
 
 SUITE = Suite("varlen-prefill")
 check = SUITE.check
@@ -475,19 +475,9 @@ def memory_stays_within_bound(ctx):
         f"{naive / 2**20:.0f} MiB as bools and {8 * naive / 2**20:.0f} MiB as float64 scores"
     )
     advice = "Attend one document (or a padded batch of documents) at a time: never index the pack with a total × total mask"
-    failed = limit_failure(
-        ctx, p.args(), replay_peak_over_bound, limit, f"with {m['docs']} documents of {m['length']} tokens", naive_text, advice
-    )
-    if failed:
-        raise failed
-    if not outcome.ok:
-        raise CallFailed(ctx.calls[-1])
-    peak, over, seconds = peak_verdict(ctx, p.args(), bound, 8 * naive, replay_peak_over_bound)
-    figures = f"peak {peak / 2**20:.2f} MiB during the call; {naive_text}"
-    if not over:
-        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
-        return
-    raise CheckFailed(f"with {m['docs']} documents of {m['length']} tokens: {figures}. Something of total × total size is built. {advice}")
+    where = f"with {m['docs']} documents of {m['length']} tokens"
+    built = f"Something of total × total size is built. {advice}"
+    memory_verdict(ctx, outcome, p.args(), replay_peak_over_bound, limit, bound, 8 * naive, where, naive_text, advice, built)
 
 
 # --- hidden cases --------------------------------------------------------------------------------

@@ -175,6 +175,41 @@ def limit_failure(ctx, args: tuple, replay, limit: int, where: str, naive_text: 
     )
 
 
+def memory_verdict(
+    ctx,
+    outcome,
+    args: tuple,
+    replay,
+    limit: int,
+    bound: int,
+    naive: int,
+    where: str,
+    naive_text: str,
+    advice: str,
+    built: str,
+    during: str = "call",
+) -> None:
+    """The end every memory check shares, once its call has been made under the measure_quiet
+    harness with `limit` (`outcome`): fails as limit_failure says when the kernel's limit stopped
+    the call, as CallFailed when the call failed otherwise, and with "WHERE: peak … during the
+    DURING; NAIVE_TEXT. BUILT" when the peak is over `bound` (peak_verdict, with `naive` the full
+    matrix's bytes); else notes the peak. Raised directly, not with ctx.fail: no --repro script
+    (its inputs would be megabytes of literals)."""
+    from attn_kit.compare.registry import CheckFailed
+
+    failed = limit_failure(ctx, args, replay, limit, where, naive_text, advice)
+    if failed:
+        raise failed
+    if not outcome.ok:
+        raise CallFailed(ctx.calls[-1])
+    peak, over, seconds = peak_verdict(ctx, args, bound, naive, replay)
+    figures = f"peak {peak / 2**20:.2f} MiB during the {during}; {naive_text}"
+    if not over:
+        ctx.note(f"memory: {figures} (the call took {seconds:.2f} s under tracemalloc)")
+        return
+    raise CheckFailed(f"{where}: {figures}. {built}")
+
+
 # what an allocator raises when the kernel's limit refuses it: Python's MemoryError, NumPy's
 # "Unable to allocate", torch's "DefaultCPUAllocator: can't allocate memory" (a RuntimeError)
 OUT_OF_MEMORY = ("Unable to allocate", "can't allocate memory", "Cannot allocate memory")
