@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from attn_kit.base.paths import solutions_dir
-from attn_kit.base.records import Opaque, Outcome, TensorValue
+from attn_kit.base.records import Opaque, TensorValue
 from attn_kit.compare.arrays import ValueProblem, check_shape, compare, to_array
 from attn_kit.compare.registry import CallFailed, Suite
 from attn_kit.diagnosis.diagnose import load_module
 from attn_kit.report.results import Call
 
 from .cases import WORKED_PARAMS, WORKED_X, causal, lists, params, tokens
-from .verdicts import expect_divisibility_error
+from .verdicts import expect_divisibility_error, record_decoding
 
 SUITE = Suite("kv-cache")
 check = SUITE.check
@@ -145,7 +145,15 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
                 ctx.calls[-1],
             )
             break
-    _record_loop(ctx, steps, x if arrays else lists(x), sent_p, num_heads, outs, sizes, T, problems)
+    record_decoding(
+        ctx,
+        "decode_step",
+        (x if arrays else lists(x), sent_p, num_heads),
+        steps,
+        len(outs) == T,
+        lambda: (np.stack(outs, axis=1), [float(n) if not why else float("nan") for n, why in zip(sizes, problems)]),
+        replay_decoding,
+    )
     ctx.describe(B=B, T=T, D=D, H=num_heads, input="NumPy arrays" if arrays else "lists")
     if failure is not None:
         message, step = failure
@@ -163,7 +171,7 @@ def decode(ctx, x, p, num_heads, arrays: bool = False) -> Decoding:
 
 def replay_decoding(module, x, params, num_heads):
     """Feed x (B×T×D) to `module`'s decode_step one token at a time, as a generation loop does:
-    (outputs B×T×D, numbers the cache holds after each step), the value `_record_loop` records.
+    (outputs B×T×D, numbers the cache holds after each step), the value `record_decoding` records.
     The diagnosis's replay of a decoding loop on the kit's own implementations."""
     cache, outs, sizes = None, [], []
     for t in range(len(x[0])):
@@ -173,21 +181,6 @@ def replay_decoding(module, x, params, num_heads):
         n, problem = cached_numbers(cache)
         sizes.append(float(n) if not problem else float("nan"))
     return np.stack(outs, axis=1), sizes
-
-
-def _record_loop(ctx, steps, x_sent, p_sent, num_heads, outs, sizes, T, problems):
-    """Record the step calls for the diagnosis as one call that sums them up (see replay_decoding)."""
-    mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated if m != "cache" and not m.startswith("cache[")))
-    output = "".join(s.outcome.output for s in steps)
-    last = steps[-1].outcome
-    if not last.ok:
-        summary = Outcome(last.status, error=last.error, mutated=mutated, output=output, detail=last.detail)
-    elif len(outs) < T:
-        summary = Outcome("ok", value=None, mutated=mutated, output=output)
-    else:
-        counted = [float(n) if not why else float("nan") for n, why in zip(sizes, problems)]
-        summary = Outcome("ok", value=(np.stack(outs, axis=1), counted), mutated=mutated, output=output)
-    ctx.record_for_diagnosis("decode_step", (x_sent, p_sent, num_heads), {}, summary, replay=replay_decoding, instead_of=steps)
 
 
 def expect_rows(ctx, dec: Decoding, expected: np.ndarray, what: str = "decoded outputs"):

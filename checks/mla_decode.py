@@ -27,7 +27,7 @@ from attn_kit.compare.registry import CallFailed, Suite
 from attn_kit.report.results import Call
 
 from .cases import lists
-from .verdicts import kernel_limit, measured_time_limit, memory_verdict, peak_over
+from .verdicts import kernel_limit, measured_time_limit, memory_verdict, peak_over, record_decoding
 
 SUITE = Suite("mla-decode")
 check = SUITE.check
@@ -199,7 +199,15 @@ def decode(ctx, x, p, H: int, positions=None, arrays: bool = False) -> Decoding:
         outs.append(arr)
         sizes.append(_floats(cache))
         caches.append(cache)
-    loop = _record_loop(ctx, steps, x if arrays else lists(x), sent_p, H, positions, outs, sizes, T, cache)
+    loop = record_decoding(
+        ctx,
+        FN,
+        (x if arrays else lists(x), sent_p, H, positions),
+        steps,
+        len(outs) == T,
+        lambda: (np.stack(outs, axis=1), [float(n) for n in sizes], *final_entries(cache)),
+        replay_decoding,
+    )
     ctx.describe(B=B, T=T, D=D, H=H, positions=positions, input="NumPy arrays" if arrays else "lists")
     if failure:
         ctx.failing_call = steps[-1]
@@ -229,7 +237,7 @@ def final_entries(cache) -> tuple[np.ndarray | None, np.ndarray | None]:
 
 def replay_decoding(module, x, params, H, positions):
     """Feed x (B×T×D) to `module`'s mla_decode_step one token at a time: (outputs B×T×D, numbers
-    the cache holds after each step, the last cache's c_kv and k_rope), the value `_record_loop`
+    the cache holds after each step, the last cache's c_kv and k_rope), the value `record_decoding`
     records. The cache's entries are evidence too: a step that rotates by the cache length instead
     of the position given gives the right outputs and the wrong rotated keys."""
     cache, outs, sizes = None, [], []
@@ -238,23 +246,6 @@ def replay_decoding(module, x, params, H, positions):
         outs.append(np.asarray(out_t, dtype=np.float64))
         sizes.append(float(_floats(cache)))
     return (np.stack(outs, axis=1), sizes, *final_entries(cache))
-
-
-def _record_loop(ctx, steps, x_sent, p_sent, H, positions, outs, sizes, T, cache):
-    """Record the step calls for the diagnosis as one call that sums them up (see replay_decoding)."""
-    from attn_kit.base.records import Outcome
-
-    mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated if m.split("[")[0].split(" ")[0] != "cache"))
-    output = "".join(s.outcome.output for s in steps)
-    last = steps[-1].outcome
-    if not last.ok:
-        summary = Outcome(last.status, error=last.error, mutated=mutated, output=output, detail=last.detail)
-    elif len(outs) < T:
-        summary = Outcome("ok", value=None, mutated=mutated, output=output)
-    else:
-        value = (np.stack(outs, axis=1), [float(n) for n in sizes], *final_entries(cache))
-        summary = Outcome("ok", value=value, mutated=mutated, output=output)
-    return ctx.record_for_diagnosis(FN, (x_sent, p_sent, H, positions), {}, summary, replay=replay_decoding, instead_of=steps)
 
 
 def expect_loop(dec: Decoding, expected: np.ndarray) -> None:

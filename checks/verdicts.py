@@ -210,6 +210,21 @@ def memory_verdict(
     raise CheckFailed(f"{where}: {figures}. {built}")
 
 
+def record_decoding(ctx, fn: str, args: tuple, steps: list, complete: bool, value, replay):
+    """Record a decoding loop's step calls for the diagnosis as one call of `fn` on `args` that sums
+    them up, as `replay(module, *args)` computes it for the kit's implementations: the last step's
+    failure, None when the loop stopped early, else `value()`. What the steps wrote into the cache
+    they were handed is the loop's own business, not a mutation of the caller's arguments."""
+    mutated = tuple(dict.fromkeys(m for s in steps for m in s.outcome.mutated if m.split("[")[0].split(" ")[0] != "cache"))
+    output = "".join(s.outcome.output for s in steps)
+    last = steps[-1].outcome
+    if not last.ok:
+        summary = Outcome(last.status, error=last.error, mutated=mutated, output=output, detail=last.detail)
+    else:
+        summary = Outcome("ok", value=value() if complete else None, mutated=mutated, output=output)
+    return ctx.record_for_diagnosis(fn, args, {}, summary, replay=replay, instead_of=steps)
+
+
 # what an allocator raises when the kernel's limit refuses it: Python's MemoryError, NumPy's
 # "Unable to allocate", torch's "DefaultCPUAllocator: can't allocate memory" (a RuntimeError)
 OUT_OF_MEMORY = ("Unable to allocate", "can't allocate memory", "Cannot allocate memory")
