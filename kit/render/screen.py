@@ -73,17 +73,16 @@ def first_screen(rep: Report, out: Console, rows: int = ROWS, footer: bool = Tru
     failures = [r for r in rep.results if r.status in FAILED]
     shown = worst(rep, failures)
     picture = grid.picture(shown, out.width - 2)  # indented under the failure's title
-    # (each other failure on its own line, the picture, the case line), most complete first; last,
-    # the worst row's numbers give way too (its message still says where it differs and by how much)
-    plans = [(True, True, True), (False, True, True), (False, True, False), (False, False, True), (False, False, False)]
+    # (each other failure on its own line, the picture, the case line), most complete first
+    layouts = [(True, True, True), (False, True, True), (False, True, False), (False, False, True), (False, False, False)]
     if picture is None:
-        plans = [p for p in plans if not p[1]] or plans
-        plans = [(each, False, case) for each, _, case in plans]
-        plans = list(dict.fromkeys(plans))
-    # last of all, the other failures are counted on one line instead of grouped by cause
-    for n, (each, draw, case) in enumerate([*plans, plans[-1], plans[-1]]):
-        numbers = n < len(plans)
-        counted = n > len(plans)
+        layouts = [p for p in layouts if not p[1]] or layouts
+        layouts = list(dict.fromkeys((each, False, case) for each, _, case in layouts))
+    # (…, the worst row's numbers, the other failures counted on one line): last, the numbers give
+    # way (the message still says where the row differs and by how much), then the other failures
+    plans = [(*layout, True, False) for layout in layouts]
+    plans += [(*layouts[-1], False, False), (*layouts[-1], False, True)]
+    for each, draw, case, numbers, counted in plans:
         lines = _screen(rep, failures, shown, picture if draw else None, out, each_line=each, case=case, numbers=numbers, counted=counted)
         if footer:
             lines.append(_footer(rep, failures, out.width))
