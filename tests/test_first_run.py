@@ -57,14 +57,14 @@ def test_the_first_screen_knows_which_note_will_follow_it(attn_home, tmp_path):
     is kept (only before the history exists), or why a bundled file is not saved (always)."""
     from types import SimpleNamespace
 
-    from attn_kit.cli.app import _notes_after
+    from attn_kit.cli.practice import notes_after_check
 
     mine = SimpleNamespace(path=str(tmp_path / "solution.py"))
     bundled = SimpleNamespace(path=str(solutions_dir("mha-screen") / "reference_numpy.py"))
-    [note] = _notes_after(mine)
+    [note] = notes_after_check(mine)
     assert str(attn_home / "history.db") in note.plain
-    assert "Not saved to your history" in _notes_after(bundled)[0].plain
+    assert "Not saved to your history" in notes_after_check(bundled)[0].plain
     shutil.copy(solutions_dir("mha-screen") / "reference_numpy.py", tmp_path / "solution.py")
     assert invoke("check", tmp_path / "solution.py", "--seed", "1").exit_code == 0  # creates the history
-    assert _notes_after(mine) == ()
-    assert "Not saved to your history" in _notes_after(bundled)[0].plain
+    assert notes_after_check(mine) == ()
+    assert "Not saved to your history" in notes_after_check(bundled)[0].plain

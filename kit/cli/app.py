@@ -314,7 +314,9 @@ class CheckScreen:
         from attn_kit.render.pager import paged
 
         out = render.console()
-        after = _notes_after(report)
+        from attn_kit.cli.practice import notes_after_check
+
+        after = notes_after_check(report)
         with reader_may_stop(), paged(out, when=first is False):  # --full: every failure in full, through the pager
             screen.report(report, catalog.exercise(report.exercise), out, first=first, after=after)
 
@@ -348,18 +350,6 @@ class CheckScreen:
 
         with reader_may_stop():
             after_check(report, source)  # history, concept cards, hints used; never raises
-
-
-def _notes_after(report) -> tuple:
-    """The note recording this run will print after the report (cli/practice.after_check): why a
-    bundled file is not saved, or, the first time, where the history is kept."""
-    from attn_kit.practice import progress
-    from attn_kit.practice.store import db_path
-    from attn_kit.render import practice as render_practice
-
-    if progress.bundled_file(report.path):
-        return (render_practice.bundled_note(report.path),)
-    return () if db_path().exists() else (render_practice.history_note(db_path()),)
 
 
 @cli.command("test-tests")

@@ -72,6 +72,18 @@ def after_check(report, source: str = "check") -> None:
         render_practice.after_check(recorded, report)
 
 
+def notes_after_check(report) -> tuple:
+    """The note after_check will print for this run, for the first screen to make room for: why a
+    bundled file is not saved, or, when this run creates the history (_open_store), where it is."""
+    from attn_kit.practice import progress as practice
+    from attn_kit.practice.store import db_path
+    from attn_kit.render import practice as render_practice
+
+    if practice.bundled_file(report.path):
+        return (render_practice.bundled_note(report.path),)
+    return () if db_path().exists() else (render_practice.history_note(db_path()),)
+
+
 def watch_check(file: Path, options, as_json: bool = False, repro: Path | None = None) -> int:
     """`check --watch`: re-run on every save until q or Ctrl-C; returns the exit status (0)."""
     import dataclasses
