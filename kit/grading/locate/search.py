@@ -80,11 +80,11 @@ def locate(
 ) -> Located:
     """Search for the smallest edit of the file at `path` that makes `report`'s failing checks
     pass (see the package's docstring). `progress(phase, done, total)` is told as it goes."""
-    clock = Budget(budget)  # kit CPU time and the candidate's blocked time; every run bounded by it
     failing = tuple(r.id for r in report.results if r.status in FAILED)
     if not failing:
         return Located(None, stopped="passed")
-    search = _Search(Path(path), report, options, failing, clock, budget, progress)
+    # kit CPU time and the candidate's blocked time; every run is bounded by what is left of it
+    search = _Search(Path(path), report, options, failing, Budget(budget), progress)
     try:
         return search.run()
     finally:
@@ -101,11 +101,10 @@ class _Search:
         report: Report,
         options: pipeline.Options,
         failing: tuple[str, ...],
-        clock: Budget,
-        budget: float,
+        budget: Budget,
         progress: Callable[[str, int, int], None] | None,
     ) -> None:
-        self.clock, self.budget, self.progress, self.failing = clock, budget, progress, failing
+        self.budget, self.progress, self.failing = budget, progress, failing
         self.report = report
         self.source = preflight.read_source(path)
         tree = self.source.tree
@@ -117,13 +116,13 @@ class _Search:
         passing_calls = {call.fn for r in report.results if r.status == CheckStatus.PASS for call in r.calls}
         failing_calls = {call.fn for r in report.results if r.status in FAILED for call in r.calls}
         options = dataclasses.replace(options, seed=report.seed, exercise=exercise.id)
-        self.runner = Runner(path, report, options, exercise, clock)
+        self.runner = Runner(path, report, options, exercise, budget)
         traced = self.runner.follow(report)
         focus = _focus_functions(tree, traced)
         searched = None if functions is None else functions | focus
         self.edits = propose(self.source.text, tree, searched, self.diagnosed, frozenset(passing_calls - failing_calls), traced)
         depends = [(n.name, n.lineno, n.end_lineno or n.lineno) for n in defs]
-        self.located = Located(None, proposed=len(self.edits), depends=depends, failing=failing, trace=traced, cpu=clock.cpu)
+        self.located = Located(None, proposed=len(self.edits), depends=depends, failing=failing, trace=traced, cpu=budget.cpu)
         # one diagnosed bug: most likely one mistake, so a single edit is rejected at its first failing
         # check; otherwise it runs on to a second, to learn which checks it repairs (for the pairs)
         self.misses = 1 if len(self.diagnosed) == 1 else 2
@@ -139,7 +138,7 @@ class _Search:
         Suspecting several mistakes (misses == 2), singles and pairs alternate; otherwise pairs
         wait for half the budget, or for the singles to run out."""
         while True:
-            if self.clock.over():
+            if self.budget.over():
                 return self.finish(None, "budget")
             singles_left = self.index < len(self.edits)
             self._rebuild(singles_left)
@@ -163,7 +162,7 @@ class _Search:
         self.built = (len(self.partial), singles_left)
 
     def _pairs_now(self, singles_left: bool) -> bool:
-        later = (self.misses == 2 or self.clock.spent() > self.budget / 2) and self.turn % 2 == 1
+        later = (self.misses == 2 or self.budget.spent() > self.budget.seconds / 2) and self.turn % 2 == 1
         now = bool(self.queue) and (not singles_left or later)
         self.turn += 1
         return now
@@ -205,9 +204,9 @@ class _Search:
         if found is None:
             located.partial = _best_partial(self.runner, self.source.text, self.partial, self.failing, self.diagnosed)
             located.new_code = _new_code(self.report, located.partial)
-        located.seconds = self.clock.spent()
+        located.seconds = self.budget.spent()
         located.tried = self.runner.count
-        located.runs, located.late = self.clock.runs, self.clock.late
+        located.runs, located.late = self.budget.runs, self.budget.late
         return located
 
 
