@@ -20,9 +20,11 @@ from attn_kit.base.records import CallStatus, Outcome
 from attn_kit.checks import stages
 from attn_kit.grading import clock, locate, pipeline
 from attn_kit.grading.locate import matching, relations, tracing
-from attn_kit.load import catalog
+from attn_kit.load import catalog, preflight
 from attn_kit.runtime import trace_harness
 from attn_kit.sandbox.session import Sandbox
+
+from conftest import need_extra, need_torch
 
 SEED = 4242
 TRACED = Path(__file__).parent / "corpus" / "locate_traced"
@@ -243,6 +245,12 @@ def test_a_missing_scale_is_named_with_its_factor():
 @pytest.mark.parametrize("name", [n for n, entry in EXPECTED.items() if entry.get("traced")])
 def test_the_first_divergence_is_on_a_wrong_line(name):
     path = TRACED / name
+    source = preflight.read_source(path)
+    if "torch" in {module for module, _ in source.imports()}:
+        need_torch()  # an nn.Module file
+    exercise = preflight.detect_exercise(source, None)
+    if exercise.needs:
+        need_extra(exercise)  # mha-masked-bias is graded against torch
     locate.prepare(path)
     report = pipeline.grade(path, pipeline.Options(seed=SEED, timeout=60))
     preload = locate.preload_for(path, catalog.exercise(report.exercise))
