@@ -8,7 +8,8 @@ sandboxed workers too, where a cgroup can count them), and the files graded agai
 process: `ATTN_KIT_TEST_CPU=/tmp/cpu pytest; python tests/cpu_profile.py /tmp/cpu` (tests/cpu_profile.py).
 Keep the full suite under 5 minutes on 2 cores and `-m "not slow"` under one: a new test that
 grades files grades them through helpers.graded (one grading per process for every test that asks),
-and a parametrised grading keeps one case per exercise in the quick run (test_catalogue.py's _slow).
+and a parametrised grading keeps one case per exercise, style or family in the quick run
+(helpers.one_quick_per; test_catalogue.py's _slow).
 """
 
 from __future__ import annotations

@@ -64,9 +64,21 @@ CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 _GROUP: list[Path] = []
 
 
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _join_group(name: str) -> Path | None:
     group = CPUACCT / "attn-kit-tests" / f"{name}-{os.getpid()}"
     for old in group.parent.glob("*-*") if group.parent.is_dir() else ():
+        if old != group and _alive(old.name.rsplit("-", 1)[1]):
+            continue  # a live test process's (another worker's, made a moment ago and still empty): not ours to remove
         try:
             old.rmdir()  # an earlier run's group, once empty (a busy one is refused)
         except OSError:

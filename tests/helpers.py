@@ -44,6 +44,7 @@ import zlib
 from pathlib import Path
 
 import cpu_profile
+import pytest
 from hypothesis import Phase
 from hypothesis import strategies as st
 
@@ -334,6 +335,26 @@ def drawn_seed(name: str, draw: int) -> int:
     return 2 + (zlib.crc32(name.encode()) + draw) % 99_998
 
 
+# --- the quick run: one case of each behaviour --------------------------------------------------
+
+
+def one_quick_per(values, group, ids=None, slow=None) -> list:
+    """pytest.params of `values`, the first value of each `group(value)` in the quick run
+    (`-m "not slow"`) and every other one marked slow: the quick run keeps one case of each
+    behaviour, the full suite runs them all. `ids(value)` names a case (pytest's own ids by
+    default); a value for which `slow(value)` is true is slow whatever its group (torch's)."""
+    seen: set = set()
+    params = []
+    for value in values:
+        key = group(value)
+        always = slow is not None and slow(value)
+        marks = [pytest.mark.slow] if always or key in seen else []
+        if not always:
+            seen.add(key)
+        params.append(pytest.param(*(value if isinstance(value, tuple) else (value,)), marks=marks, id=ids(value) if ids else None))
+    return params
+
+
 # --- counts and data that follow the content ------------------------------------------------------
 
 
@@ -363,6 +384,7 @@ __all__ = [
     "solutions_dir",
     "graded_tests",
     "graded_tests_json",
+    "one_quick_per",
 ]
 
 

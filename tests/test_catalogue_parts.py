@@ -80,11 +80,25 @@ def test_own_files_load_as_if_written_in_the_shared_files(tmp_path):
     assert ids[start : start + len(own_ids)] == own_ids  # an own file's bugs load together, in its order
 
 
-@pytest.fixture
-def copy(tmp_path) -> devcheck.Content:
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> devcheck.Content:
+    """One copy of the bundled content, checked once: it passes, so what `dev check` finds in a
+    test's copy (a copy of this one) comes from that test's edit."""
     ignore = shutil.ignore_patterns("__pycache__")
-    prompts = shutil.copytree(package_dir("prompts"), tmp_path / "prompts", ignore=ignore)
-    solutions = shutil.copytree(package_dir("solutions"), tmp_path / "solutions", ignore=ignore)
+    root = tmp_path_factory.mktemp("pristine")
+    prompts = shutil.copytree(package_dir("prompts"), root / "prompts", ignore=ignore)
+    solutions = shutil.copytree(package_dir("solutions"), root / "solutions", ignore=ignore)
+    content = devcheck.Content(prompts, solutions)
+    result = devcheck.run(content)
+    assert result.ok, "the untouched copy fails dev check:\n" + "\n".join(map(str, result.problems))
+    return content
+
+
+@pytest.fixture
+def copy(tmp_path, pristine) -> devcheck.Content:
+    ignore = shutil.ignore_patterns("__pycache__")  # what checking the pristine copy may have compiled
+    prompts = shutil.copytree(pristine.prompts, tmp_path / "prompts", ignore=ignore)
+    solutions = shutil.copytree(pristine.solutions, tmp_path / "solutions", ignore=ignore)
     return devcheck.Content(prompts, solutions)
 
 
@@ -140,9 +154,8 @@ BREAKAGES = {
 
 @pytest.mark.parametrize("name", BREAKAGES)
 def test_dev_check_rejects_a_definition_made_in_two_places(copy, name):
-    assert devcheck.run(copy).ok  # untouched, the copy passes: each problem comes from the edit
-    breakage, expected = BREAKAGES[name]
-    broken = devcheck.Content(copy.prompts, copy.solutions)  # fresh: nothing cached from the first run
+    breakage, expected = BREAKAGES[name]  # the untouched copy passes (pristine): each problem comes from the edit
+    broken = devcheck.Content(copy.prompts, copy.solutions)
     breakage(broken)
     found = [str(p) for p in devcheck.run(broken).problems]
     for said in expected:

@@ -19,7 +19,7 @@ from attn_kit.diagnosis import diagnose
 from attn_kit.load import catalog
 
 from conftest import need_torch
-from helpers import CORPUS, check_json, graded, graded_json
+from helpers import CORPUS, check_json, graded, graded_json, one_quick_per
 
 INDEPENDENT = CORPUS / "independent"
 SEED = 7
@@ -79,7 +79,9 @@ def test_cli_reports_the_diagnosis_as_json():
     assert sorted(d["bug"] for d in data["diagnosis"]) == ["blocked-row-uniform", "no-scaling"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in MASKED else []) for n in sorted(EXPECTED)])
+# the quick run grades one correct and one wrong file of each style (the name's first word), the
+# full suite every file; the mha-masked-bias one (torch) runs only there
+@pytest.mark.parametrize("name", one_quick_per(sorted(EXPECTED), lambda n: (n.split("_")[0], n in CORRECT), slow=MASKED.__contains__))
 def test_independent_solution_is_diagnosed(name):
     if name in MASKED:
         need_torch()

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from attn_kit.diagnosis import diagnose, probes
-from attn_kit.grading import pipeline
 from attn_kit.load import preflight
 from attn_kit.report.results import CheckResult, Diagnosis
 from attn_kit.sandbox.session import Sandbox
 
 from conftest import CORPUS, need_torch
+from helpers import graded
 
 PROBED = CORPUS / "probes"
 TIMEOUT = 60.0  # torch files import torch while they load: on a loaded machine that passes 10 s
@@ -155,18 +155,24 @@ def _probed_cases() -> list:
     ]
 
 
+def _graded(name: str):
+    """A probed file's report on seed 1, graded once per test process for every test that reads it
+    (helpers.graded): the tests of the evidence's words read the gradings this module makes anyway."""
+    return graded(PROBED / name, 1, EXPECTED[name]["exercise"], timeout=TIMEOUT)
+
+
 @pytest.mark.parametrize("name", _probed_cases())
 def test_every_bug_of_a_probed_file_is_named_and_nothing_else(name):
     data = EXPECTED[name]
     _needs(data["exercise"], PROBED / name)
-    report = pipeline.grade(PROBED / name, pipeline.Options(seed=1, exercise=data["exercise"], timeout=TIMEOUT))
+    report = _graded(name)
     named = sorted(d.bug for d in report.diagnosis)
     assert named == sorted(data["bugs"]), f"{name}: named {named}"
     assert report.passed == (not data["bugs"])
 
 
 def test_a_probe_s_evidence_is_in_words_in_the_report():
-    report = pipeline.grade(PROBED / "class_after_ignored_nan.py", pipeline.Options(seed=1))
+    report = _graded("class_after_ignored_nan.py")
     evidence = {d.bug: d.to_json()["evidence"] for d in report.diagnosis}
     assert "with the mask and without it your weights are the same" in evidence["mask-ignored"]
     assert "sums to 0.5 = 1/sqrt(4)" in evidence["scale-after-softmax"]
@@ -174,8 +180,7 @@ def test_a_probe_s_evidence_is_in_words_in_the_report():
 
 def test_the_new_probes_evidence_is_in_words_in_the_report():
     def evidence(name: str) -> dict[str, str]:
-        report = pipeline.grade(PROBED / name, pipeline.Options(seed=1, timeout=TIMEOUT))
-        return {d.bug: d.to_json()["evidence"] for d in report.diagnosis}
+        return {d.bug: d.to_json()["evidence"] for d in _graded(name).diagnosis}
 
     need_torch()
     said = evidence("module_biasscaled_inverted_noproj.py")["bias-scaled"]
@@ -292,7 +297,7 @@ def test_each_detector_names_its_bug_on_the_kit_s_own_bug_file(exercise, bug, pr
 
 def test_a_square_only_layer_fails_the_shapes_says_which_widths_it_supports_and_is_still_diagnosed():
     need_torch()
-    report = pipeline.grade(PROBED / "module_square_noscale_bv.py", pipeline.Options(seed=1))
+    report = _graded("module_square_noscale_bv.py")
     shapes = next(r for r in report.results if r.id == "output-shapes")
     assert shapes.status == "fail" and shapes.points == 0
     assert "your code runs only when Dv = D and Cq = Cctx = Cout = H·D" in shapes.message

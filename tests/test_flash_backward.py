@@ -16,7 +16,7 @@ from attn_kit.checks import flash_backward as suite
 from attn_kit.diagnosis.diagnose import load_module
 
 from conftest import need_torch
-from helpers import CORPUS, graded
+from helpers import CORPUS, graded, one_quick_per
 
 FLASH = CORPUS / "flash"
 REFERENCES = ("reference_numpy.py", "reference_swapped.py")
@@ -26,8 +26,8 @@ def module(name: str):
     return load_module(str(solutions_dir("flash-backward") / name))
 
 
-@pytest.mark.parametrize("name", ["class_based.py", "float32.py", "loops.py", "q_converted.py"])
-def test_flash_solutions_in_other_styles_pass(name):
+@pytest.mark.parametrize("name", one_quick_per(["class_based.py", "float32.py", "loops.py", "q_converted.py"], lambda n: "any"))
+def test_flash_solutions_in_other_styles_pass(name):  # the quick run grades the first style, the full suite each
     report = graded(FLASH / name, 3)
     assert report.passed, [(r.id, r.message) for r in report.results if r.status != "pass"]
     assert not report.diagnosis
@@ -146,7 +146,8 @@ FOREIGN_BUGS = [
 ]
 
 
-@pytest.mark.parametrize("name, old, new, bug", FOREIGN_BUGS, ids=[f"{b[0]}:{b[3]}" for b in FOREIGN_BUGS])
+# the quick run: one mistake in each style; the full suite every one
+@pytest.mark.parametrize("name, old, new, bug", one_quick_per(FOREIGN_BUGS, lambda b: b[0], ids=lambda b: f"{b[0]}:{b[3]}"))
 def test_a_mistake_in_a_foreign_style_is_named(name, old, new, bug, tmp_path):
     source = (FLASH / name).read_text(encoding="utf-8")
     assert source.count(old) == 1
@@ -185,7 +186,8 @@ def test_the_flash_families_are_found():
     assert {form for form, _, _ in family_forms()} >= {"causal-alignment-wrong", "flash-delta-wrong", "partial-block-dropped"}
 
 
-@pytest.mark.parametrize("bug, label, source", family_forms(), ids=[f"{f[0]}:{f[1]}" for f in family_forms()])
+# the quick run: one form of each family (bug); the full suite every form
+@pytest.mark.parametrize("bug, label, source", one_quick_per(family_forms(), lambda f: f[0], ids=lambda f: f"{f[0]}:{f[1]}"))
 def test_every_flash_family_form_is_named(bug, label, source, tmp_path):
     path = tmp_path / "candidate.py"
     path.write_text(source, encoding="utf-8")

@@ -11,7 +11,7 @@ import pytest
 from attn_kit.base.paths import solutions_dir
 
 import helpers
-from helpers import attn_kit, graded, graded_json
+from helpers import attn_kit, graded, graded_json, one_quick_per
 
 
 def test_a_file_is_graded_once_and_again_after_it_changes(tmp_path):
@@ -56,7 +56,10 @@ SAME_EITHER_WAY = {
 }
 
 
-@pytest.mark.parametrize("name", SAME_EITHER_WAY)
+QUICK = ("check-terminal", "missing-file")  # in the quick run (a fresh interpreter costs tenths of a second); all in the full suite
+
+
+@pytest.mark.parametrize("name", one_quick_per(SAME_EITHER_WAY, lambda n: n, slow=lambda n: n not in QUICK))
 def test_a_forked_command_says_what_a_fresh_one_says(tmp_path, name):
     fresh, forked = _both(tmp_path, name, *SAME_EITHER_WAY[name])
     assert forked == fresh

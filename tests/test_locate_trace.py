@@ -25,6 +25,7 @@ from attn_kit.runtime import trace_harness
 from attn_kit.sandbox.session import Sandbox
 
 from conftest import need_extra, need_torch
+from helpers import one_quick_per
 
 SEED = 4242
 TRACED = Path(__file__).parent / "corpus" / "locate_traced"
@@ -242,7 +243,8 @@ def test_a_missing_scale_is_named_with_its_factor():
     assert "2× too large" in words and "hd = 4: the 1/√hd scale is missing" in words
 
 
-@pytest.mark.parametrize("name", [n for n, entry in EXPECTED.items() if entry.get("traced")])
+# the quick run traces one file of each style (the part of its name before "__"), the full suite all
+@pytest.mark.parametrize("name", one_quick_per([n for n, entry in EXPECTED.items() if entry.get("traced")], lambda n: n.split("__")[0]))
 def test_the_first_divergence_is_on_a_wrong_line(name):
     path = TRACED / name
     source = preflight.read_source(path)
