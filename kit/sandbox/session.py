@@ -142,6 +142,7 @@ class Sandbox:
         self.late: list[tuple[str, str]] = []  # (fn, part) written after its call returned, found late
         self._metered: tuple[int | None, float | None] | None = None  # see _meter_start
         self._waited = 0.0  # seconds spent in _wait since _meter_start
+        self._chain: tuple[int, int] | None = None  # (nsinit, worker) below the keeper, once seen alone
 
     def __enter__(self):
         return self
@@ -161,6 +162,7 @@ class Sandbox:
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
+        self._chain = None
         if kill:
             self.launcher.kill(pid)
         status = self.launcher.status(pid, kill=kill)
@@ -279,6 +281,15 @@ class Sandbox:
                 return True  # the worker has been killed; the read reports it
             first = False
 
+    def _tree(self) -> list[int]:
+        """Every process below the worker's keeper (self.pid), read in a few small reads while they
+        are nsinit and the worker alone (proctree.chain_tree)."""
+        assert self.pid is not None
+        tree = _proctree.chain_tree(self.pid, self._chain)
+        if self._chain is None and len(tree) == 2:
+            self._chain = (tree[0], tree[1])
+        return tree
+
     def _held_too_much(self) -> bool:
         """Whether the worker's processes hold more than the memory cap together right now (then
         the worker was stopped): checked before and after every call, however short (paced as
@@ -286,7 +297,7 @@ class Sandbox:
         if not (self.memory and _limits.LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
-        if len(_proctree.children_tree(self.pid)) <= 2:  # nsinit and the worker alone: its own limits hold it
+        if len(self._tree()) <= 2:  # nsinit and the worker alone: its own limits hold it
             return False
         if not self._over_memory():
             return False
@@ -301,7 +312,7 @@ class Sandbox:
         still summed at nearly every call boundary of a short run."""
         if self.pid is None or not self.memory:
             return False
-        tree = _proctree.children_tree(self.pid)
+        tree = self._tree()
         if len(tree) <= 1:  # nsinit and the worker alone: RLIMIT_AS covers it
             return False
         started = time.monotonic()
@@ -615,7 +626,7 @@ class Sandbox:
         """Where METER has a deadline: (the worker's pid, its CPU and run-queue seconds so far)."""
         if METER.deadline is None:
             return None
-        tree = _proctree.children_tree(self.pid) if (_limits.LINUX and self.pid is not None) else []
+        tree = self._tree() if (_limits.LINUX and self.pid is not None) else []
         worker = tree[1] if len(tree) > 1 else None  # keeper -> nsinit -> worker
         self._waited = 0.0
         return worker, _task_seconds(worker)

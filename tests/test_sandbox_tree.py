@@ -1,0 +1,65 @@
+"""The worker's process tree is read before and after every call (its processes' total memory):
+while it is nsinit and the worker alone, in a few small reads (proctree.chain_tree); any other
+process, started by the worker or by one of its threads, is found as the whole walk finds it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from attn_kit.sandbox import proctree
+from attn_kit.sandbox.session import Sandbox
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+FORKS = """
+import os, threading, time
+
+def ok():
+    return 1
+
+def _child():
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+
+def start_child():
+    _child()
+    return 1
+
+def start_child_from_a_thread():
+    thread = threading.Thread(target=lambda: (_child(), time.sleep(60)), daemon=True)
+    thread.start()
+    time.sleep(0.2)
+    return 1
+"""
+
+
+@pytest.mark.parametrize("how", ["start_child", "start_child_from_a_thread"])
+def test_the_short_read_of_the_tree_finds_what_the_whole_walk_finds(tmp_path, how):
+    path = tmp_path / "forks.py"
+    path.write_text(FORKS, encoding="utf-8")
+    with Sandbox(str(path), timeout=10.0) as sandbox:
+        sandbox.start()
+        assert sandbox.call("ok").value == 1
+        assert sandbox.pid is not None
+        alone = sandbox._tree()
+        assert len(alone) == 2 and sandbox._chain == tuple(alone) == tuple(proctree.children_tree(sandbox.pid))
+        assert sandbox.call(how).value == 1
+        walked = proctree.children_tree(sandbox.pid)
+        assert len(walked) == 3  # nsinit, the worker and the candidate's process
+        assert sorted(proctree.chain_tree(sandbox.pid, sandbox._chain)) == sorted(walked)
+        assert sorted(sandbox._tree()) == sorted(walked)
+
+
+def test_a_chain_that_is_not_the_tree_gets_the_whole_walk(tmp_path):
+    path = tmp_path / "ok.py"
+    path.write_text("def ok():\n    return 1\n", encoding="utf-8")
+    with Sandbox(str(path), timeout=10.0) as sandbox:
+        sandbox.start()
+        assert sandbox.pid is not None
+        walked = proctree.children_tree(sandbox.pid)
+        nsinit, worker = walked
+        for wrong in ((worker, nsinit), (nsinit, nsinit), (1, worker)):
+            assert proctree.chain_tree(sandbox.pid, wrong) == walked
