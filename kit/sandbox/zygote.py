@@ -540,22 +540,43 @@ class _Zygote:
             self.sock.sendall(b"stop")
         except OSError:
             pass
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                done = self.pid
-            if done:
-                break
-            time.sleep(0.002)
-        else:
+        if not _reaped_within(self.pid, 2.0):
             _proctree.kill_tree(self.pid)
             try:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:
                 pass
         self.sock.close()
+
+
+def _reaped_within(pid: int, seconds: float) -> bool:
+    """Wait at most `seconds` for the child `pid` to end, and reap it; whether it ended. Woken by
+    its end (a pidfd, Linux 5.3+) where the kernel has them, else looking every 2 ms."""
+    deadline = time.monotonic() + seconds
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or no such process (reaped already)
+        fd = -1
+    try:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return True
+            if done:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd >= 0:
+                waiter = select.poll()
+                waiter.register(fd, select.POLLIN)
+                waiter.poll(max(1, int(left * 1000)))
+            else:
+                time.sleep(min(0.002, left))
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class _ForkLauncher:
