@@ -1,14 +1,17 @@
 """The worker's process tree is read before and after every call (its processes' total memory):
 while it is nsinit and the worker alone, in a few small reads (proctree.chain_tree); any other
-process, started by the worker or by one of its threads, is found as the whole walk finds it."""
+process, started by the worker or by one of its threads, is found as the whole walk finds it.
+Closing a zygote waits for its end (woken by it) within a deadline."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import pytest
 
-from attn_kit.sandbox import proctree
+from attn_kit.sandbox import proctree, zygote
 from attn_kit.sandbox.session import Sandbox
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -63,3 +66,15 @@ def test_a_chain_that_is_not_the_tree_gets_the_whole_walk(tmp_path):
         nsinit, worker = walked
         for wrong in ((worker, nsinit), (nsinit, nsinit), (1, worker)):
             assert proctree.chain_tree(sandbox.pid, wrong) == walked
+
+
+def test_closing_a_zygote_waits_for_its_end_and_no_longer_than_the_deadline():
+    pid = os.fork()
+    if pid == 0:  # the stand-in zygote: ends on its own, later than the first deadline
+        time.sleep(0.5)
+        os._exit(0)
+    assert zygote._reaped_within(pid, 0.05) is False  # still running at its deadline: the caller kills it
+    assert zygote._reaped_within(pid, 30.0) is True  # woken by its end, and reaped
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    assert zygote._reaped_within(pid, 1.0) is True  # a child reaped already is no wait
