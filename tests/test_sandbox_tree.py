@@ -1,12 +1,14 @@
 """The worker's process tree is read before and after every call (its processes' total memory):
 while it is nsinit and the worker alone, in a few small reads (proctree.chain_tree); any other
 process, started by the worker or by one of its threads, is found as the whole walk finds it.
-Closing a zygote waits for its end (woken by it) within a deadline."""
+Closing a Sandbox leaves its worker to the zygote to reap; closing a zygote waits for its end
+(woken by it) within a deadline."""
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 import pytest
@@ -78,3 +80,29 @@ def test_closing_a_zygote_waits_for_its_end_and_no_longer_than_the_deadline():
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     assert zygote._reaped_within(pid, 1.0) is True  # a child reaped already is no wait
+
+
+def test_a_closed_sandbox_is_reaped_by_the_zygote_unasked_and_the_next_one_runs(tmp_path, monkeypatch):
+    """Closing a Sandbox kills its worker and leaves the reaping to the zygote (no wait for an
+    answer): the zygote stays in step for the next worker, and each closed worker's folder goes."""
+    kit_tmp = tmp_path / "kit-tmp"
+    kit_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kit_tmp))  # where the zygote makes its folder of worker folders
+    monkeypatch.setattr(tempfile, "tempdir", str(kit_tmp))
+    path = tmp_path / "ok.py"
+    path.write_text("def ok():\n    return 1\n", encoding="utf-8")
+    launcher = zygote.make_launcher()
+    try:
+        for _ in range(3):
+            with Sandbox(str(path), timeout=10.0, launcher=launcher) as sandbox:
+                sandbox.start()
+                assert sandbox.call("ok").value == 1
+        [root] = kit_tmp.iterdir()
+        used = {"w1", "w2", "w3"}  # one folder per worker, in order; a spare prepared since may follow
+        deadline = time.monotonic() + 30
+        while used & {p.name for p in root.iterdir()} and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not used & {p.name for p in root.iterdir()}
+    finally:
+        launcher.close()
+    assert list(kit_tmp.iterdir()) == []  # and the zygote's own folder when it ends

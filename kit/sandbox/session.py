@@ -156,8 +156,9 @@ class Sandbox:
             raise OSError("the worker's channel is closed")
         return self.conn
 
-    def _drop_worker(self, kill: bool = True) -> int | None:
-        """Kill (or just reap) the worker and everything it started; its exit status."""
+    def _drop_worker(self, kill: bool = True, wait: bool = True) -> int | None:
+        """Kill (or just reap) the worker and everything it started; its exit status. Without
+        `wait` (closing): killed now and reaped by the zygote once it has ended, no status."""
         self._kept, self._sent = {}, 0
         if self.pid is None:
             return None
@@ -165,7 +166,12 @@ class Sandbox:
         self._chain = None
         if kill:
             self.launcher.kill(pid)
-        status = self.launcher.status(pid, kill=kill)
+        drop = getattr(self.launcher, "drop", None)
+        if kill and not wait and drop is not None:
+            drop(pid)
+            status = None
+        else:
+            status = self.launcher.status(pid, kill=kill)
         if self.conn is not None:
             self.conn.close()
         self.conn = None
@@ -724,7 +730,7 @@ class Sandbox:
                 self.conn.send(("stop",), timeout=1.0)
             except (OSError, ChannelTimeout):
                 pass
-            self._drop_worker()
+            self._drop_worker(wait=False)  # killed now; its status is not needed
         if self.owns_launcher:
             self.launcher.close()
 
