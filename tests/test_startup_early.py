@@ -81,3 +81,12 @@ def test_only_a_readable_numpy_file_starts_a_zygote_early(tmp_path, monkeypatch)
     assert started == [()]
     monkeypatch.setattr(early.zygote, "FORKS", False)  # Windows: workers are spawned, nothing to start early
     assert early.start(REFERENCE) is False and started == [()]
+
+
+def test_a_zygote_that_cannot_start_early_is_left_to_grade(monkeypatch):
+    def refused(*args):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(early.zygote, "shared_launcher", refused)
+    monkeypatch.setattr(early.zygote, "FORKS", True)
+    assert early.start(REFERENCE) is False
