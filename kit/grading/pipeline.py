@@ -10,13 +10,13 @@ import importlib
 import importlib.util
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from attn_kit.base.records import CallStatus, Outcome
+from attn_kit.base.recordtype import record
 from attn_kit.load import catalog, preflight
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
@@ -30,7 +30,7 @@ BLOCKED = "skipped because"  # how a check skipped for a failed prerequisite sta
 STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)  # calls the kit had to stop
 
 
-@dataclass(frozen=True)
+@record
 class Options:
     exercise: str | None = None
     seed: int | None = None

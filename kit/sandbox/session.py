@@ -27,11 +27,11 @@ started with multiprocessing's spawn (no isolation beyond a separate process).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from attn_kit.base import wire
 from attn_kit.base.errors import ChannelTimeout, LoadError
 from attn_kit.base.records import CallStatus, ErrorInfo, Outcome
+from attn_kit.base.recordtype import record
 from attn_kit.sandbox import channel as _channel
 from attn_kit.sandbox import limits as _limits
 from attn_kit.sandbox import mutation
@@ -82,7 +82,7 @@ def _task_seconds(pid: int | None) -> float | None:
         return None
 
 
-@dataclass
+@record(frozen=False)
 class LoadInfo:
     functions: dict[str, str]  # name -> signature text, as the candidate's file defines them
     output: str
