@@ -5,9 +5,11 @@ Only the standard library here: the worker imports this module, and so does the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any
+
+from attn_kit.base.recordtype import record
 
 # The exact builtin types that are plain data as they are: they cross the boundary, are copied and
 # are fingerprinted without conversion (a subclass is not among them: its methods could be anyone's).
@@ -40,7 +42,7 @@ class TestOutcome(StrEnum):
     MEMORY = "memory"
 
 
-@dataclass(frozen=True)
+@record
 class ErrorInfo:
     """An exception raised by the candidate's code, with the candidate's own frames only."""
 
@@ -54,7 +56,7 @@ class ErrorInfo:
         return f"{text} (at {self.where})" if self.where else text
 
 
-@dataclass(frozen=True)
+@record
 class TensorValue:
     """A torch tensor returned by the candidate, as data plus the attributes checks look at."""
 
@@ -65,7 +67,7 @@ class TensorValue:
     requires_grad: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Opaque:
     """A returned object that could not be sent back (not an array, list or number)."""
 
@@ -73,7 +75,7 @@ class Opaque:
     text: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Masked(Opaque):
     """A NumPy masked array the candidate returned with masked entries. The kit counted them from
     the mask the worker sent: a masked entry is not a value, so the array is not graded on its
@@ -83,7 +85,7 @@ class Masked(Opaque):
     size: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """What one call of a candidate function did."""
 

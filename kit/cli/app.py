@@ -255,18 +255,23 @@ def check(file, exercise, as_json, public_only, seed, pure, timeout, memory, rep
     """
     import random
 
-    from attn_kit.grading import pipeline
-    from attn_kit.practice import checkrun
-
     if seed is None:  # chosen here, so even an error object can name it
         seed = random.SystemRandom().randrange(1, 100_000)
     json_context(seed=seed)
-    options = pipeline.Options(exercise, seed, public_only, pure, timeout, parse_size(memory))
-    if watch:
-        if locate or fix:
-            from attn_kit.base.errors import UsageError
+    memory_cap = parse_size(memory)
+    if watch and (locate or fix):
+        from attn_kit.base.errors import UsageError
 
-            raise UsageError("--locate searches once; it does not combine with --watch.")
+        raise UsageError("--locate searches once; it does not combine with --watch.")
+    if not watch:
+        from attn_kit.grading import early
+
+        early.start(file)  # the sandbox sets up while the checks, the catalogue and the oracle load
+    from attn_kit.grading import pipeline
+    from attn_kit.practice import checkrun
+
+    options = pipeline.Options(exercise, seed, public_only, pure, timeout, memory_cap)
+    if watch:
         from attn_kit.cli.practice import watch_check
 
         sys.exit(watch_check(file, options, as_json=as_json, repro=repro))

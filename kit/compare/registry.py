@@ -8,7 +8,7 @@ Checks never print.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from attn_kit.base.errors import CallFailed, CheckFailed, ValueProblem
 from attn_kit.base.errors import CheckSkipped as CheckSkipped  # the checks modules import it from here
 from attn_kit.base.records import Outcome
+from attn_kit.base.recordtype import record
 from attn_kit.compare.arrays import ATOL, RTOL, check_shape, compare, float32_like, float32_values, to_array, within_float32
 from attn_kit.report.results import Call, Mismatch
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 CheckFunction = Callable[["CheckContext"], None]  # a check: fn(ctx), which fails by raising
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     id: str
     title: str
@@ -45,7 +46,7 @@ class Check:
     concept: str
 
 
-@dataclass
+@record(frozen=False)
 class Suite:
     exercise: str
     checks: list[Check] = field(default_factory=list)

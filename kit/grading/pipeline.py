@@ -6,19 +6,17 @@ Rendering is not done here; cli/app.py hands the Report to render/check.py or pr
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.util
-import random
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from attn_kit.base.records import CallStatus, Outcome
+from attn_kit.base.recordtype import record
 from attn_kit.load import catalog, preflight
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
@@ -32,7 +30,7 @@ BLOCKED = "skipped because"  # how a check skipped for a failed prerequisite sta
 STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)  # calls the kit had to stop
 
 
-@dataclass(frozen=True)
+@record
 class Options:
     exercise: str | None = None
     seed: int | None = None
@@ -246,7 +244,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     source = preflight.read_source(path)
     exercise = preflight.detect_exercise(source, options.exercise)
     require(exercise)
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1, 100_000)
+    seed = options.seed if options.seed is not None else _new_seed()
     notes: list[str] = []
     preload = preload_for({name for name, _ in source.imports()}, exercise)
     if preload != ((exercise.needs,) if exercise.needs else ()):
@@ -319,6 +317,12 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
     )
 
 
+def _new_seed() -> int:
+    import random  # only here: the CLI chooses the seed itself
+
+    return random.SystemRandom().randrange(1, 100_000)
+
+
 def _probe(
     exercise: catalog.Exercise, sandbox: Sandbox, oracle: ModuleType, source: preflight.SourceFile, results: list[CheckResult]
 ) -> list:
@@ -348,6 +352,8 @@ def _attributed(result: CheckResult, check_bug: dict[str, str], exercise: catalo
 
 def _another_exercise(source: preflight.SourceFile, exercise: catalog.Exercise, other: catalog.Exercise, options: Options) -> LoadError:
     """The error for a file that defines another exercise's main function instead of this one's."""
+    import difflib  # only here: a check that starts imports nothing it does not use
+
     named = f"--exercise {options.exercise}" if options.exercise else f"its header `# attn-kit: {exercise.id}`"
     if difflib.SequenceMatcher(None, other.main, exercise.main).ratio() >= 0.8:  # one name misspelt as the other
         return LoadError(

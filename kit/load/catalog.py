@@ -14,23 +14,24 @@ import dataclasses
 import functools
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from attn_kit.base.errors import CatalogError, UsageError
 from attn_kit.base.paths import bug_files, bug_id_of, package_dir
+from attn_kit.base.recordtype import record
 
 FORMAT_VERSION = 1
 
 
-@dataclass(frozen=True)
+@record
 class Function:
     name: str
     signature: str  # as shown to the candidate, e.g. "stable_softmax(scores, allowed=None)"
 
 
-@dataclass(frozen=True)
+@record
 class Hint:
     title: str
     text: str
@@ -43,7 +44,7 @@ class Hint:
 HINT_STEPS = ("question", "concept", "code")
 
 
-@dataclass(frozen=True)
+@record
 class Question:
     id: str
     concept: str
@@ -54,7 +55,7 @@ class Question:
     source: str = ""  # where its facts come from: a paper or formula, recomputed in the tests
 
 
-@dataclass(frozen=True)
+@record
 class FollowUp:
     prompt: str
     exercise: str = ""  # an exercise id when the follow-up is itself an exercise
@@ -64,7 +65,7 @@ class FollowUp:
 DIMENSIONS = ("correctness", "robustness", "shapes", "tests", "systems", "communication")
 
 
-@dataclass(frozen=True)
+@record
 class Dimension:
     """One scored rubric dimension: what earns 1, 2, 3 and 4 on this exercise."""
 
@@ -72,7 +73,7 @@ class Dimension:
     anchors: tuple[str, ...]  # exactly four, anchors[0] describes a score of 1
 
 
-@dataclass(frozen=True)
+@record
 class PropertyCell:
     """How an exercise states one of the README's headline properties (prompts/properties.toml):
     the checks that state it, with an optional note, or `na`: why the exercise cannot break it."""
@@ -83,7 +84,7 @@ class PropertyCell:
     na: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Property:
     """A headline property every attention layer has: a row of the README's properties table."""
 
@@ -91,7 +92,7 @@ class Property:
     title: str
 
 
-@dataclass(frozen=True)
+@record
 class BugText:
     """An exercise's own wording of a catalogue bug (`[[bug_texts]]`): the texts it sets replace
     the shared ones of prompts/bugs.toml wherever the bug is shown for this exercise, for a fix or
@@ -105,25 +106,25 @@ class BugText:
     fix_short: str = ""  # the fix in a phrase, for the first screen (required when `fix` is set)
 
 
-@dataclass(frozen=True)
+@record
 class Checkpoint:
     minute: int  # minutes into the screen
     expect: str  # where a candidate on track is by then
 
 
-@dataclass(frozen=True)
+@record
 class Seniority:
     level: str  # e.g. "junior", "mid", "senior"
     expect: str
 
 
-@dataclass(frozen=True)
+@record
 class RubricItem:
     watch_for: str
     why: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Expectation:
     """The growth exponent `attn-kit bench` expects (time or memory ≈ T^exponent), and why."""
 
@@ -137,7 +138,7 @@ BENCH_HARNESSES = ("call", "decode-steps")
 BENCH_INPUTS = ("as-imported", "arrays", "torch-if-imported")
 
 
-@dataclass(frozen=True)
+@record
 class Bench:
     """An exercise's `[bench]` table: what `attn-kit bench` calls and what growth to expect.
 
@@ -170,7 +171,7 @@ class Bench:
 MASK_KINDS = ("causal", "window", "padding")  # the patterns a [[masks]] picture may draw (render/grid.py)
 
 
-@dataclass(frozen=True)
+@record
 class MaskPicture:
     """A `[[masks]]` entry: a mask pattern `show` draws as a grid of which keys each query sees.
     `kind` is one of MASK_KINDS; `size` the number of tokens; `param` the window (window) or the
@@ -182,7 +183,7 @@ class MaskPicture:
     param: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Exercise:
     id: str
     title: str
@@ -237,7 +238,7 @@ SEVERITIES = ("crash", "wrong", "edge")  # a bug's severity, worst first (prompt
 MUTATION_BUG = "mutates-input"
 
 
-@dataclass(frozen=True)
+@record
 class Bug:
     id: str
     title: str
@@ -397,7 +398,7 @@ WORD_TABLES = ("concept_words", "bug_words", "hint_words")  # prompts/concepts.t
 OWN_KEYS = ("features", "bugs", "family", *WORD_TABLES)
 
 
-@dataclass(frozen=True)
+@record
 class OwnCatalogue:
     """What one exercise adds to the shared catalogue files, in its own file: the bugs only it makes
     (their coverage need is the exercise's id: they apply to it alone), the [[family]] entries of

@@ -15,16 +15,16 @@ import re
 import stat
 import sys
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 
 from attn_kit.base.errors import LoadError, UsageError
+from attn_kit.base.recordtype import record
 from attn_kit.load import catalog
 
 HEADER = re.compile(r"^#\s*attn-kit:\s*([\w-]+)\s*$")
 
 
-@dataclass(frozen=True)
+@record
 class SourceFile:
     path: Path
     text: str

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
+from attn_kit.base.recordtype import record
 from attn_kit.grading import pipeline
 from attn_kit.report.results import FAILED, Report
 
 
-@dataclass(frozen=True)
+@record
 class CheckRequest:
     """What `attn-kit check FILE` was asked to do."""
 
@@ -34,7 +35,7 @@ class CheckRequest:
     locate_budget: float = 10.0
 
 
-@dataclass
+@record(frozen=False)
 class CheckOutcome:
     report: Report
     tests: Any = None  # testgrade's grade of the candidate's tests, with --tests

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Callable
 
 from attn_kit.base.records import Outcome
+from attn_kit.base.recordtype import record
 
 
 class CheckStatus(StrEnum):
@@ -21,7 +22,7 @@ class CheckStatus(StrEnum):
 FAILED = (CheckStatus.FAIL, CheckStatus.ERROR)  # the statuses that count as a failing check
 
 
-@dataclass(frozen=True)
+@record
 class Mismatch:
     """Where and by how much an array differs from what was expected."""
 
@@ -70,7 +71,7 @@ def tolerance_words(atol: float, rtol: float) -> str:
     return f"tolerance {atol:g} + {rtol:g}·|expected|"
 
 
-@dataclass
+@record(frozen=False)
 class Call:
     """One call the check made to the candidate's code, kept for diagnosis and --repro."""
 
@@ -86,7 +87,7 @@ class Call:
     replay: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass
+@record(frozen=False)
 class CheckResult:
     id: str
     title: str
@@ -124,7 +125,7 @@ class CheckResult:
 PROBE_EVIDENCE = "a probe: "  # how a name given by a diagnosis probe starts its evidence (diagnosis/probes.py)
 
 
-@dataclass
+@record(frozen=False)
 class Diagnosis:
     bug: str
     title: str
@@ -143,7 +144,7 @@ class Diagnosis:
         return {"bug": self.bug, "title": self.title, "evidence": self.evidence}
 
 
-@dataclass
+@record(frozen=False)
 class Report:
     exercise: str
     path: str

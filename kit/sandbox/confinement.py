@@ -95,7 +95,17 @@ def _expand(root: str, private: list[str], rights: int, out: dict[str, int], dep
     except OSError:
         return
     for entry in entries:
-        _expand(os.path.realpath(entry.path), private, rights, out, depth + 1)
+        _expand(_real(entry), private, rights, out, depth + 1)
+
+
+def _real(entry: os.DirEntry) -> str:
+    """The real path of an entry of a folder whose own path is real: itself unless it is a link
+    (which scandir tells without a system call; realpath would lstat every part of the path)."""
+    try:
+        plain = not entry.is_symlink()
+    except OSError:
+        plain = False
+    return entry.path if plain else os.path.realpath(entry.path)
 
 
 def prepare() -> None:

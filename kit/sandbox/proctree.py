@@ -73,11 +73,38 @@ def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
     return found
 
 
+_CHILD_LISTS: list[bool] = []  # whether the kernel keeps per-task lists of children, once asked
+
+
+def _child_lists() -> bool:
+    if not _CHILD_LISTS:
+        _CHILD_LISTS.append(os.path.exists(f"/proc/self/task/{os.getpid()}/children"))
+    return _CHILD_LISTS[0]
+
+
+def _task_children(pid: int, task: int | str) -> list[int] | None:
+    """The children one task of a process started (/proc/PID/task/TID/children), or None. Read
+    with os.read, not a file object: this runs several times before and after every call."""
+    try:
+        fd = os.open(f"/proc/{pid}/task/{task}/children", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return [int(n) for n in b"".join(chunks).split()]
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def children_tree(root: int) -> list[int]:
     """Every process below `root`, from the kernel's per-task lists of children (a few small
     reads, where a /proc walk reads every process of the machine: this runs before and after
     every call); the /proc walk where those lists are missing (no CONFIG_PROC_CHILDREN)."""
-    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+    if not _child_lists():
         return descendants(root)
     found: list[int] = []
     todo = [root]
@@ -88,16 +115,28 @@ def children_tree(root: int) -> list[int]:
         except OSError:  # it ended meanwhile
             continue
         for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
-                    children = [int(n) for n in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            for child in children:
+            for child in _task_children(pid, task) or ():
                 if child not in found:
                     found.append(child)
                     todo.append(child)
     return found
+
+
+def chain_tree(root: int, chain: tuple[int, int] | None) -> list[int]:
+    """children_tree(root) for a worker's keeper `root`, read in four small reads while the tree
+    is still `chain` alone (nsinit, worker: the keeper's one child and its one child; the keeper
+    and nsinit are the kit's single-threaded processes, so their main task's list holds all their
+    children, and every thread of the worker is read): the whole walk when anything differs."""
+    if chain is not None and _child_lists():
+        nsinit, worker = chain
+        if _task_children(root, root) == [nsinit] and _task_children(nsinit, nsinit) == [worker]:
+            try:
+                tasks = os.listdir(f"/proc/{worker}/task")
+            except OSError:
+                tasks = []
+            if tasks and all(_task_children(worker, task) == [] for task in tasks):
+                return [nsinit, worker]
+    return children_tree(root)
 
 
 def kill_tree(root: int, include_root: bool = True) -> None:

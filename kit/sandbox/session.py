@@ -27,11 +27,11 @@ started with multiprocessing's spawn (no isolation beyond a separate process).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from attn_kit.base import wire
 from attn_kit.base.errors import ChannelTimeout, LoadError
 from attn_kit.base.records import CallStatus, ErrorInfo, Outcome
+from attn_kit.base.recordtype import record
 from attn_kit.sandbox import channel as _channel
 from attn_kit.sandbox import limits as _limits
 from attn_kit.sandbox import mutation
@@ -82,7 +82,7 @@ def _task_seconds(pid: int | None) -> float | None:
         return None
 
 
-@dataclass
+@record(frozen=False)
 class LoadInfo:
     functions: dict[str, str]  # name -> signature text, as the candidate's file defines them
     output: str
@@ -142,6 +142,7 @@ class Sandbox:
         self.late: list[tuple[str, str]] = []  # (fn, part) written after its call returned, found late
         self._metered: tuple[int | None, float | None] | None = None  # see _meter_start
         self._waited = 0.0  # seconds spent in _wait since _meter_start
+        self._chain: tuple[int, int] | None = None  # (nsinit, worker) below the keeper, once seen alone
 
     def __enter__(self):
         return self
@@ -155,15 +156,22 @@ class Sandbox:
             raise OSError("the worker's channel is closed")
         return self.conn
 
-    def _drop_worker(self, kill: bool = True) -> int | None:
-        """Kill (or just reap) the worker and everything it started; its exit status."""
+    def _drop_worker(self, kill: bool = True, wait: bool = True) -> int | None:
+        """Kill (or just reap) the worker and everything it started; its exit status. Without
+        `wait` (closing): killed now and reaped by the zygote once it has ended, no status."""
         self._kept, self._sent = {}, 0
         if self.pid is None:
             return None
         pid, self.pid = self.pid, None
+        self._chain = None
         if kill:
             self.launcher.kill(pid)
-        status = self.launcher.status(pid, kill=kill)
+        drop = getattr(self.launcher, "drop", None)
+        if kill and not wait and drop is not None:
+            drop(pid)
+            status = None
+        else:
+            status = self.launcher.status(pid, kill=kill)
         if self.conn is not None:
             self.conn.close()
         self.conn = None
@@ -279,6 +287,15 @@ class Sandbox:
                 return True  # the worker has been killed; the read reports it
             first = False
 
+    def _tree(self) -> list[int]:
+        """Every process below the worker's keeper (self.pid), read in a few small reads while they
+        are nsinit and the worker alone (proctree.chain_tree)."""
+        assert self.pid is not None
+        tree = _proctree.chain_tree(self.pid, self._chain)
+        if self._chain is None and len(tree) == 2:
+            self._chain = (tree[0], tree[1])
+        return tree
+
     def _held_too_much(self) -> bool:
         """Whether the worker's processes hold more than the memory cap together right now (then
         the worker was stopped): checked before and after every call, however short (paced as
@@ -286,7 +303,7 @@ class Sandbox:
         if not (self.memory and _limits.LINUX and self.conn is not None and self.pid is not None):
             return False
         self.memory_note = ""
-        if len(_proctree.children_tree(self.pid)) <= 2:  # nsinit and the worker alone: its own limits hold it
+        if len(self._tree()) <= 2:  # nsinit and the worker alone: its own limits hold it
             return False
         if not self._over_memory():
             return False
@@ -301,7 +318,7 @@ class Sandbox:
         still summed at nearly every call boundary of a short run."""
         if self.pid is None or not self.memory:
             return False
-        tree = _proctree.children_tree(self.pid)
+        tree = self._tree()
         if len(tree) <= 1:  # nsinit and the worker alone: RLIMIT_AS covers it
             return False
         started = time.monotonic()
@@ -615,7 +632,7 @@ class Sandbox:
         """Where METER has a deadline: (the worker's pid, its CPU and run-queue seconds so far)."""
         if METER.deadline is None:
             return None
-        tree = _proctree.children_tree(self.pid) if (_limits.LINUX and self.pid is not None) else []
+        tree = self._tree() if (_limits.LINUX and self.pid is not None) else []
         worker = tree[1] if len(tree) > 1 else None  # keeper -> nsinit -> worker
         self._waited = 0.0
         return worker, _task_seconds(worker)
@@ -713,7 +730,7 @@ class Sandbox:
                 self.conn.send(("stop",), timeout=1.0)
             except (OSError, ChannelTimeout):
                 pass
-            self._drop_worker()
+            self._drop_worker(wait=False)  # killed now; its status is not needed
         if self.owns_launcher:
             self.launcher.close()
 

@@ -157,6 +157,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
         self.want_spare = False
         self.tmp = ""  # the folder holding each worker's own temporary folder
         self.folders: dict[int, str] = {}  # keeper pid -> its worker's temporary folder
+        self.dropped: set[int] = set()  # keepers the kit will not ask about: forgotten once reaped
         self.made = 0
 
     def run(self) -> None:
@@ -187,6 +188,7 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             if os.getppid() == 1:  # the kit is gone (PDEATHSIG missed it)
                 return
             if not waiter.poll(20 if self.want_spare else 200):
+                self._reap()  # a dropped worker's folder goes once it has ended
                 if self.want_spare and self.spare is None:
                     self.spare = self._fork_worker()
                 self.want_spare = False
@@ -204,14 +206,24 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 self._spawn()
             elif request.startswith(b"wait "):
                 self._answer(self._wait(int(request[5:])))
-            elif request.startswith(b"kill "):
-                pid = int(request[5:])
-                if pid in self.workers:
-                    self._kill(pid)
-                self._answer(self._wait(pid))
-                # a killed worker is usually followed by a restart: prepare one once the kit is
-                # quiet for 20 ms (not at the end of a run, when "stop" follows at once)
-                self.want_spare = self.spare is None
+            elif request.startswith((b"kill ", b"drop ")):
+                self._end(int(request[5:]), answer=request.startswith(b"kill "))
+
+    def _end(self, pid: int, answer: bool) -> None:
+        """Kill worker `pid`: "kill" answers its status once it is reaped, "drop" answers nothing
+        and forgets the worker once it is reaped (its folder goes then)."""
+        if pid in self.workers:
+            self._kill(pid)
+        if answer:
+            self._answer(self._wait(pid))
+        elif self.workers.get(pid, 0) is None:
+            self.dropped.add(pid)
+            self._reap()
+        else:  # ended and reaped already, or not a worker at all
+            self.workers.pop(pid, None)
+        # a killed worker is usually followed by a restart: prepare one once the kit is quiet for
+        # 20 ms (not at the end of a run, when "stop" follows at once)
+        self.want_spare = self.spare is None
 
     def _kill(self, pid: int) -> None:
         """A worker's keeper: with a PID namespace, killing it kills the namespace (nsinit dies with
@@ -300,6 +312,9 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
             if pid in self.workers:
                 self.workers[pid] = _decode_status(os.waitstatus_to_exitcode(raw))
                 self._forget(pid)
+                if pid in self.dropped:  # no one will ask: its pid may be reused by another process
+                    self.dropped.discard(pid)
+                    del self.workers[pid]
 
     def _wait(self, pid: int) -> int:
         if pid not in self.workers:
@@ -329,11 +344,17 @@ class _ZygoteServer:  # pragma: no cover - runs in the zygote
                 _proctree.kill_tree(pid)
 
     def _kill_all(self) -> None:
+        """Kill every worker and reap each (1 s at most: the kit waits 2 s for the zygote to end),
+        then remove the workers' folders."""
         for pid in list(self.workers):
             _proctree._signal(pid, signal.SIGKILL)
         if not self.namespaces:
             _proctree.kill_tree(os.getpid(), include_root=False)
+        deadline = time.monotonic() + 1.0
         self._reap()
+        while any(status is None for status in self.workers.values()) and time.monotonic() < deadline:
+            time.sleep(0.001)
+            self._reap()
         if self.tmp:
             remove_tree(self.tmp)
 
@@ -535,27 +556,64 @@ class _Zygote:
     def reap(self, pid: int, kill: bool = False) -> int:
         return int.from_bytes(self._request(b"%s %d" % (b"kill" if kill else b"wait", pid)), "little", signed=True)
 
+    def drop(self, pid: int) -> None:
+        """Have the zygote kill worker `pid` and reap it once it has ended, answering nothing."""
+        if self.broken:
+            raise OSError("the zygote process is out of step with the kit")
+        self.sock.settimeout(CONTROL_DEADLINE)
+        try:
+            self.sock.sendall(b"drop %d" % pid)
+        except OSError:
+            self.broken = True
+            raise
+        finally:
+            try:
+                self.sock.settimeout(None)
+            except OSError:
+                pass
+
     def close(self):
         try:
             self.sock.sendall(b"stop")
         except OSError:
             pass
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                done = self.pid
-            if done:
-                break
-            time.sleep(0.002)
-        else:
+        if not _reaped_within(self.pid, 2.0):
             _proctree.kill_tree(self.pid)
             try:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:
                 pass
         self.sock.close()
+
+
+def _reaped_within(pid: int, seconds: float) -> bool:
+    """Wait at most `seconds` for the child `pid` to end, and reap it; whether it ended. Woken by
+    its end (a pidfd, Linux 5.3+) where the kernel has them, else looking every 2 ms."""
+    deadline = time.monotonic() + seconds
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or no such process (reaped already)
+        fd = -1
+    try:
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return True
+            if done:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd >= 0:
+                waiter = select.poll()
+                waiter.register(fd, select.POLLIN)
+                waiter.poll(max(1, int(left * 1000)))
+            else:
+                time.sleep(min(0.002, left))
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class _ForkLauncher:
@@ -596,6 +654,17 @@ class _ForkLauncher:
         if self.zygote is not None and self.zygote.namespaced:
             _proctree._signal(pid, signal.SIGKILL)  # the keeper: its namespace dies with it
         else:
+            _proctree.kill_tree(pid)
+
+    def drop(self, pid) -> None:
+        """A worker the kit has killed (kill) and whose status it does not need: reaped by the
+        zygote once it has ended, without a wait for the answer (a Sandbox closing)."""
+        if self.zygote is None:
+            _proctree.kill_tree(pid)
+            return
+        try:
+            self.zygote.drop(pid)
+        except OSError:  # a zygote out of step is replaced when the next worker is asked for
             _proctree.kill_tree(pid)
 
     def status(self, pid, kill: bool = False) -> int | None:
