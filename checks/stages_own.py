@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from attn_kit.checks.stages import ATTENTION, Context, Stage, _arg, _f64, _masked, _softmax
+from attn_kit.checks.stages import ATTENTION, VARIANTS, Context, Stage, _arg, _f64, _masked, _softmax
 
 _BY_ID = {s.id: s for s in ATTENTION}
 
@@ -105,7 +105,7 @@ def _bind_tiled(args: tuple, kwargs: dict) -> Context:
     if q.ndim != 2 or k.ndim != 2 or v.ndim != 2 or block < 1:
         raise ValueError("not the statement's shapes")
     allowed = None if mask is None else np.ascontiguousarray(np.broadcast_to(np.asarray(mask, dtype=bool), (q.shape[0], k.shape[0])))
-    return Context(q, k, {}, 1, 1, allowed, given=(q, k, v), table=TILED, extra={"block": block})
+    return Context(q, k, {}, 1, 1, allowed, given=(q, k, v), table=TILED, extra={"block": block, "parts": "tiles"})
 
 
 def _probe_tiled(rng: Any) -> tuple[tuple, dict]:
@@ -172,13 +172,30 @@ def _probe_backward(rng: Any) -> tuple[tuple, dict]:
 # --- paged-attention: one decode step over a block-paged cache ------------------------------------
 
 
-def _gathered(ctx: Context, pool: str) -> list:
+def _gathered(ctx: Context, pool: str, order: Callable[[Any], Any] = lambda table: table, swapped: bool = False) -> list:
+    """Each live sequence's tokens read from `pool` through its block table: token t in block
+    table[t // size], slot t % size (`order` and `swapped` read it the classic wrong ways)."""
     size, out = ctx.extra["k_pool"].shape[1], []
     for b in ctx.extra["live"]:
         t = np.arange(int(ctx.extra["lens"][b]))
-        table = np.asarray([int(x) for x in ctx.extra["tables"][b]], dtype=np.int64)
-        out.append(ctx.extra[pool][table[t // size], t % size])
+        table = order(np.asarray([int(x) for x in ctx.extra["tables"][b]], dtype=np.int64))
+        blocks, slots = (table[t % size], t // size) if swapped else (table[t // size], t % size)
+        out.append(ctx.extra[pool][blocks, slots])
     return out
+
+
+def _wrong_gather(pool: str, order: Callable[[Any], Any] = lambda table: table, swapped: bool = False) -> Callable[[Context, dict], Any]:
+    return lambda c, v: _gathered(c, pool, order, swapped)[-1]
+
+
+for _stage, _pool in (("k_gathered", "k_pool"), ("v_gathered", "v_pool")):
+    VARIANTS[_stage] = (
+        (
+            "it reads block table[t % block_size], slot t // block_size: the block and the slot are swapped",
+            _wrong_gather(_pool, swapped=True),
+        ),
+        ("it reads the table's blocks in id order, not in the table's order", _wrong_gather(_pool, np.sort)),
+    )
 
 
 def _paged_raw(ctx: Context, keys: list) -> list:
@@ -226,17 +243,18 @@ def _bind_paged(args: tuple, kwargs: dict) -> Context:
     live = [b for b, n in enumerate(lens) if n > 0]
     if q.ndim != 3 or k_pool.ndim != 4 or not live:
         raise ValueError("not the statement's shapes")
-    extra = {"k_pool": k_pool, "v_pool": v_pool, "tables": tables, "lens": lens, "live": live}
+    extra = {"k_pool": k_pool, "v_pool": v_pool, "tables": tables, "lens": lens, "live": live, "parts": "sequences"}
     return Context(q, q, {}, q.shape[1], q.shape[1], None, table=PAGED, extra=extra, width=q.shape[-1])
 
 
 def _probe_paged(rng: Any) -> tuple[tuple, dict]:
-    # tables out of order, lengths that end inside a block, garbage in the slots past them
+    # tables out of order, lengths that end inside a block, garbage in the slots past them; few
+    # tokens, so a loop that reads one token a line stays within the harness's records per line
     B, H, d, size, N = 3, 2, 4, 4, 8
     k_pool, v_pool = (rng.normal(size=(N, size, H, d)).round(6) for _ in range(2))
     k_pool[:, 3] += 40.0  # slot 3 of every block: garbage unless a length reaches it
-    tables = [[5, 2], [7], [1, 6, 3]]
-    return (rng.normal(size=(B, H, d)).round(6) * 2.0, k_pool, v_pool, tables, [6, 0, 9]), {}
+    tables = [[5, 2, 0, 4], [7, 0, 0, 0], [1, 6, 3, 0]]  # padded past what the lengths need
+    return (rng.normal(size=(B, H, d)).round(6) * 2.0, k_pool, v_pool, tables, [3, 0, 5]), {}
 
 
 # --- mla-decode: one step of multi-head latent attention ------------------------------------------
@@ -267,6 +285,13 @@ def _per_head(ctx: Context, name: str) -> Any:
     w = _w(ctx, name)
     return w.reshape(w.shape[0], ctx.heads, -1)
 
+
+VARIANTS["c_new"] = (
+    (
+        "it is rotated by the position: only the d_R rotary part turns, the latent is cached as projected",
+        lambda c, v: _rope(c.x @ _w(c, "W_dkv"), c.extra["position"]),
+    ),
+)
 
 MLA: tuple[Stage, ...] = (
     Stage("c_new", "the new token's latent (x @ W_dkv, not rotated)", "bD", (), lambda c: c.x @ _w(c, "W_dkv")),

@@ -105,8 +105,8 @@ def test_a_stage_over_parts_is_right_only_when_its_last_part_is():
 @pytest.mark.parametrize(
     "exercise, bug, stage, words, line",
     [
-        ("tiled-softmax", "online-softmax-no-rescale", "alpha", "right for the first 1 of 3 parts", 31),
-        ("tiled-softmax", "online-rescale-sign-flipped", "alpha", "right for the first 1 of 3 parts", 31),
+        ("tiled-softmax", "online-softmax-no-rescale", "alpha", "right for the first 1 of 3 tiles", 31),
+        ("tiled-softmax", "online-rescale-sign-flipped", "alpha", "right for the first 1 of 3 tiles", 31),
         ("tiled-softmax", "mask-inverted", "masked", "inverted", 28),
         ("attention-backward", "mask-inverted", "masked", "inverted", 26),
         ("mla-decode", "mla-scale-wrong-width", "scaled", "too large", 53),
@@ -170,3 +170,17 @@ def test_the_candidates_process_never_holds_a_running_statistic(tmp_path):
     records = tracing.records_from(outcome.extra)
     out = next(r.value for r in records if r.name == "out")
     assert np.allclose(out, values["out"])
+
+
+def test_the_harness_records_a_list_of_arrays_that_starts_with_zeros(tmp_path):
+    # paged reads built token by token: `rows.append(pool[...])`, whose first number may be 0.0
+    path = tmp_path / "solution.py"
+    path.write_text(
+        "import numpy as np\n\ndef f(x):\n    rows = []\n    for t in range(2):\n        rows.append(x[t] * 0.0 + t)\n"
+        "    return np.stack(rows)\n"
+    )
+    with Sandbox(str(path), 60.0, None) as sandbox:
+        sandbox.start()
+        outcome = sandbox.call("f", (np.ones((2, 3)),), {}, harness=tracing.HARNESS, echo=False)
+    rows = [r["value"] for r in outcome.extra["records"] if r["name"] == "rows"]
+    assert [v.shape for v in rows] == [(1, 3), (2, 3)] and rows[-1][1].tolist() == [1.0, 1.0, 1.0]

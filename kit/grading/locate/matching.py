@@ -296,7 +296,7 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
                     or named
                     or (_divergence(_handed_on(records, record) if MISSING in relation else record, stage, relation), _whole(record, view))
                 )
-    if isinstance(values[stage.id], list) and (site := _part_site(stage, records, matches, wrong, values[stage.id])):
+    if isinstance(values[stage.id], list) and (site := _part_site(ctx, stage, records, matches, wrong, values[stage.id])):
         return site
     previous = stage_table.resolve(stage.previous, values, ctx.table) if stage.previous else ""
     if previous and previous in first:
@@ -317,7 +317,9 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     return None
 
 
-def _part_site(stage, records: list[Record], matches: list[set[str]], wrong: list[Record], expected: list) -> tuple[Divergence, Any] | None:
+def _part_site(
+    ctx, stage, records: list[Record], matches: list[set[str]], wrong: list[Record], expected: list
+) -> tuple[Divergence, Any] | None:
     """For a stage over parts (tiles of keys, sequences): a wrong value bound where the same line
     bound this stage's earlier parts right is the code's value of it; the mistake shows from the
     part it goes wrong on (a rescale that only matters once the max has moved)."""
@@ -326,7 +328,8 @@ def _part_site(stage, records: list[Record], matches: list[set[str]], wrong: lis
         done = sum(any(m.startswith(stage.id + "#") for m in matches[r.index]) for r in right)
         if done and record.value.size == np.size(expected[-1]):
             part = np.reshape(expected[-1], record.value.shape)
-            relation = f"it is right for the first {done} of {len(expected)} parts, then wrong: {_difference(record.value, part)}"
+            noun = ctx.extra.get("parts", "parts")  # what the parts are: tiles, sequences
+            relation = f"it is right for the first {done} of {len(expected)} {noun}, then wrong: {_difference(record.value, part)}"
             return _divergence(record, stage, relation), None
     return None
 

@@ -174,6 +174,21 @@ TRACED = {
     "numpy_masked_bias__biases-ignored.py",
     "numpy_masked_bias__split-without-transpose.py",
     "numpy_masked_bias__reshape-without-transpose.py",
+    "numpy_tiled_class__no-scaling.py",
+    "numpy_tiled_class__online-softmax-no-rescale.py",
+    "numpy_tiled_class__online-softmax-acc-not-rescaled.py",
+    "numpy_tiled_class__online-rescale-sign-flipped.py",
+    "numpy_tiled_class__mask-inverted.py",
+    "numpy_tiled_class__no-scaling__online-softmax-acc-not-rescaled__mask-inverted.py",
+    "numpy_backward_closure__no-scaling.py",
+    "numpy_backward_closure__backward-missing-scale.py",
+    "numpy_backward_closure__dk-from-wrong-operand.py",
+    "numpy_backward_closure__mask-inverted.py",
+    "numpy_backward_closure__no-scaling__dv-not-transposed__softmax-jacobian-diagonal.py",
+    "numpy_paged_reader__no-scaling.py",
+    "numpy_paged_reader__double-scaling.py",
+    "numpy_paged_reader__slot-index-swapped.py",
+    "numpy_mla_heads__mla-scale-wrong-width.py",
 }
 
 
