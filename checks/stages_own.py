@@ -392,10 +392,123 @@ def _probe_mla(rng: Any) -> tuple[tuple, dict]:
     return (rng.normal(size=(B, D)).round(6) * 2.0, params, H, 7, cache), {}
 
 
+# --- varlen-prefill: causal attention over packed documents, per document --------------------------
+
+
+def _documents(ctx: Context) -> list[tuple[int, int, int, int]]:
+    """(qs, qe, ks, ke) of each document with queries."""
+    cu_q, cu_k = ctx.extra["cu_q"], ctx.extra["cu_k"]
+    return [(cu_q[i], cu_q[i + 1], cu_k[i], cu_k[i + 1]) for i in range(len(cu_q) - 1) if cu_q[i + 1] > cu_q[i]]
+
+
+def _varlen_rope(x: Any, positions: Any) -> Any:
+    return _rope(x, positions[:, None])  # n×heads×d: one position per row, every head
+
+
+def _doc_queries(ctx: Context) -> list:
+    q = ctx.given[0]
+    return [_varlen_rope(q[qs:qe], np.arange((ke - ks) - (qe - qs), ke - ks)) for qs, qe, ks, ke in _documents(ctx)]
+
+
+def _doc_keys(ctx: Context) -> list:
+    return [_varlen_rope(ctx.given[1][ks:ke], np.arange(ke - ks)) for _, _, ks, ke in _documents(ctx)]
+
+
+def _doc_repeat(ctx: Context, parts: list) -> list:
+    return [np.repeat(p, ctx.heads // ctx.kv_heads, axis=1) for p in parts]
+
+
+def _doc_allowed(ctx: Context) -> list:
+    """Each document's bottom-right causal mask, n_q×n_k."""
+    return [np.arange(ke - ks)[None, :] <= (ke - ks) - (qe - qs) + np.arange(qe - qs)[:, None] for qs, qe, ks, ke in _documents(ctx)]
+
+
+def _row_softmax(s: Any) -> Any:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _doc_out(ctx: Context, context: list) -> Any:
+    q, v = ctx.given[0], ctx.given[2]
+    out = np.zeros((q.shape[0], q.shape[1], v.shape[2]))
+    for (qs, qe, _, _), c in zip(_documents(ctx), context):
+        out[qs:qe] = c
+    return out
+
+
+VARLEN: tuple[Stage, ...] = (
+    Stage("q_doc", "this document's queries rotated at their positions (n_k − n_q … n_k − 1)", "qhd", (), _doc_queries),
+    Stage("k_doc", "this document's keys rotated at their positions (0 … n_k − 1)", "khd", (), _doc_keys),
+    Stage("k_group", "this document's keys, one head per query head", "khd", ("k_doc",), _doc_repeat),
+    Stage(
+        "raw",
+        "this document's raw scores (q · kᵀ, per head)",
+        "hqk",
+        ("q_doc", "k_group"),
+        lambda c, q, k: [np.einsum("qhd,khd->hqk", a, b) for a, b in zip(q, k)],
+    ),
+    Stage("scaled", "this document's scaled scores (/ √d)", "hqk", ("raw",), lambda c, r: [s / np.sqrt(c.hd) for s in r], previous="raw"),
+    Stage(
+        "masked",
+        "this document's masked scores (causal, aligned bottom-right; blocked at -inf)",
+        "hqk",
+        ("scaled",),
+        lambda c, s: [np.where(a, x, -np.inf) for x, a in zip(s, _doc_allowed(c))],
+        previous="scaled",
+    ),
+    Stage(
+        "weights",
+        "this document's attention weights (softmax over its keys)",
+        "hqk",
+        ("masked",),
+        lambda c, s: [_row_softmax(x) for x in s],
+    ),
+    Stage(
+        "v_group",
+        "this document's values, one head per query head",
+        "khd",
+        (),
+        lambda c: _doc_repeat(c, [c.given[2][ks:ke] for _, _, ks, ke in _documents(c)]),
+    ),
+    Stage(
+        "context",
+        "this document's output rows (weights @ v, per head)",
+        "qhd",
+        ("weights", "v_group"),
+        lambda c, w, v: [np.einsum("hqk,khv->qhv", a, b) for a, b in zip(w, v)],
+    ),
+    Stage("out", "the packed output (each document's rows in place)", "thd", ("context",), _doc_out),
+)
+
+
+def _bind_varlen(args: tuple, kwargs: dict) -> Context:
+    q, k, v = (_f64(a) for a in args[:3])
+    cu_q = [int(c) for c in _arg(args, kwargs, 3, "cu_seqlens_q")]
+    cu_k = [int(c) for c in _arg(args, kwargs, 4, "cu_seqlens_k")]
+    if q.ndim != 3 or k.ndim != 3 or len(cu_q) != len(cu_k) or q.shape[1] % k.shape[1]:
+        raise ValueError("not the statement's shapes")
+    ctx = Context(
+        q, k, {}, q.shape[1], k.shape[1], None, given=(q, k, v), table=VARLEN, extra={"cu_q": cu_q, "cu_k": cu_k, "parts": "documents"}
+    )
+    masks = _doc_allowed(ctx)
+    if not masks:
+        raise ValueError("no document has queries")
+    ctx.allowed = np.concatenate([m.ravel() for m in masks])  # read only to tell whether anything is blocked
+    return ctx
+
+
+def _probe_varlen(rng: Any) -> tuple[tuple, dict]:
+    # a document with a cache, one with a cache only (no rows), one without; grouped heads
+    cu_q, cu_k = [0, 2, 2, 5], [0, 4, 6, 9]
+    q, k, v = (rng.normal(size=s).round(6) for s in ((5, 4, 4), (9, 2, 4), (9, 2, 3)))
+    return (q * 2.0, k, v, cu_q, cu_k), {}
+
+
 # exercise id -> (the traced function, how its arguments bind, its probe call)
 OWN: dict[str, tuple[str, Callable[[tuple, dict], Context], Callable[[Any], tuple[tuple, dict]]]] = {
     "tiled-softmax": ("tiled_attention", _bind_tiled, _probe_tiled),
     "attention-backward": ("attention_backward", _bind_backward, _probe_backward),
     "paged-attention": ("paged_attention", _bind_paged, _probe_paged),
     "mla-decode": ("mla_decode_step", _bind_mla, _probe_mla),
+    "varlen-prefill": ("varlen_prefill", _bind_varlen, _probe_varlen),
 }

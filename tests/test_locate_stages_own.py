@@ -44,6 +44,7 @@ RETURNS = {
     "attention-backward": ("dq", "dk", "dv"),
     "paged-attention": ("out",),
     "mla-decode": ("out",),
+    "varlen-prefill": ("out",),
 }
 
 
@@ -112,6 +113,7 @@ def test_a_stage_over_parts_is_right_only_when_its_last_part_is():
         ("mla-decode", "mla-scale-wrong-width", "scaled", "too large", 53),
         ("mla-decode", "rope-key-by-cache-index", "kr_new", "still", 38),
         ("paged-attention", "scale-after-softmax", "scaled", "still the sequence's raw scores", 26),
+        ("paged-attention", "slot-index-swapped", "k_gathered", "the block and the slot are swapped", 28),  # where the keys are read
     ],
 )
 def test_an_own_stage_is_named_on_the_bug_line(exercise, bug, stage, words, line):

@@ -124,6 +124,15 @@ MISTAKES = {
             "mla-position-from-cache-length",
         ),
     ],
+    "numpy_varlen_docs": [
+        ("s = qh @ kh.T / np.sqrt(qh.shape[-1])", "s = qh @ kh.T", "no-scaling"),
+        ("[None, :] <= self.past + np.arange", "[None, :] < self.past + np.arange", "causal-off-by-one"),
+        ("<= self.past + np.arange(self.q.shape[0])[:, None]", "<= np.arange(self.q.shape[0])[:, None]", "causal-alignment-wrong"),
+        ("g = h // self.group", "g = h % self.k.shape[1]", "kv-head-mapping-modulo"),
+        ("[lo * c - hi * s, hi * c + lo * s]", "[lo * c + hi * s, hi * c - lo * s]", "rope-sign-flipped"),
+        ("p = p / p.sum(axis=1, keepdims=True)", "p = p / p.sum(axis=0, keepdims=True)", "softmax-wrong-axis"),
+        ("inv = 10000.0 ** (-np.arange(0, d, 2) / d)", "inv = 10000.0 ** (-np.arange(0, d // 2) / d)", "rope-frequency-exponent"),
+    ],
 }
 
 # three mistakes in one file (indices into the base's list)
@@ -137,6 +146,7 @@ TRIPLES = {
     "numpy_backward_closure": [(0, 3, 5), (1, 2, 7)],
     "numpy_paged_reader": [(0, 2, 5)],
     "numpy_mla_heads": [(0, 2, 4), (1, 5, 6)],
+    "numpy_varlen_docs": [(0, 3, 5), (1, 4, 6)],
 }
 
 
@@ -189,6 +199,9 @@ TRACED = {
     "numpy_paged_reader__double-scaling.py",
     "numpy_paged_reader__slot-index-swapped.py",
     "numpy_mla_heads__mla-scale-wrong-width.py",
+    "numpy_varlen_docs__no-scaling.py",
+    "numpy_varlen_docs__rope-sign-flipped.py",
+    "numpy_varlen_docs__no-scaling__kv-head-mapping-modulo__softmax-wrong-axis.py",
 }
 
 
