@@ -504,6 +504,123 @@ def _probe_varlen(rng: Any) -> tuple[tuple, dict]:
     return (q * 2.0, k, v, cu_q, cu_k), {}
 
 
+# --- flash-backward: the backward pass block pair by block pair -----------------------------------
+
+
+def _pairs(ctx: Context) -> list[tuple[int, int, int, int]]:
+    """(i0, i1, j0, j1) of each block pair the backward reads, keys the outer loop; the last pair
+    is the same in either loop order (the stage's value is its last part)."""
+    T, S = ctx.given[0].shape[0], ctx.given[1].shape[0]
+    bq, bk, causal = ctx.extra["block_q"], ctx.extra["block_k"], ctx.extra["causal"]
+    out = []
+    for j0 in range(0, S, bk):
+        for i0 in range(0, T, bq):
+            if not causal or j0 <= min(i0 + bq, T) - 1 + S - T:
+                out.append((i0, min(i0 + bq, T), j0, min(j0 + bk, S)))
+    return out
+
+
+def _pair_masked(ctx: Context, scaled: list) -> list:
+    T, S = ctx.given[0].shape[0], ctx.given[1].shape[0]
+    allowed = np.ones((T, S), dtype=bool) if ctx.allowed is None else ctx.allowed
+    if ctx.extra["causal"]:
+        allowed = allowed & (np.arange(S)[None, :] <= np.arange(T)[:, None] + S - T)
+    return [np.where(allowed[i0:i1, j0:j1], s, -np.inf) for s, (i0, i1, j0, j1) in zip(scaled, _pairs(ctx))]
+
+
+def _pair_p(ctx: Context, masked: list) -> list:
+    lse = ctx.extra["lse"]
+    shift = np.where(np.isfinite(lse), lse, 0.0)
+    return [np.exp(s - shift[i0:i1, None]) for s, (i0, i1, _, _) in zip(masked, _pairs(ctx))]
+
+
+def _pair_dp(ctx: Context) -> list:
+    dout, v = ctx.extra["dout"], ctx.given[2]
+    return [dout[i0:i1] @ v[j0:j1].T for i0, i1, j0, j1 in _pairs(ctx)]
+
+
+def _pair_ds(ctx: Context, p: list, dp: list, delta: Any) -> list:
+    return [a * (b - delta[i0:i1, None]) for a, b, (i0, i1, _, _) in zip(p, dp, _pairs(ctx))]
+
+
+def _summed(ctx: Context, blocks: list, rows: str, make: Callable[[Any, int, int, int, int], Any], width: int) -> Any:
+    """A gradient summed over the block pairs: `make(block, i0, i1, j0, j1)` lands on the query
+    rows (rows = "q") or the key rows (rows = "k")."""
+    n = ctx.given[0].shape[0] if rows == "q" else ctx.given[1].shape[0]
+    total = np.zeros((n, width))
+    for block, (i0, i1, j0, j1) in zip(blocks, _pairs(ctx)):
+        a, b = (i0, i1) if rows == "q" else (j0, j1)
+        total[a:b] += make(block, i0, i1, j0, j1)
+    return total
+
+
+def _flash_dv(ctx: Context, p: list) -> Any:
+    dout = ctx.extra["dout"]
+    return _summed(ctx, p, "k", lambda x, i0, i1, j0, j1: x.T @ dout[i0:i1], dout.shape[1])
+
+
+def _flash_dq(ctx: Context, ds: list) -> Any:
+    k = ctx.given[1]
+    return _summed(ctx, ds, "q", lambda x, i0, i1, j0, j1: x @ k[j0:j1] / np.sqrt(ctx.hd), k.shape[1])
+
+
+def _flash_dk(ctx: Context, ds: list) -> Any:
+    q = ctx.given[0]
+    return _summed(ctx, ds, "k", lambda x, i0, i1, j0, j1: x.T @ q[i0:i1] / np.sqrt(ctx.hd), q.shape[1])
+
+
+FLASH_BACKWARD: tuple[Stage, ...] = (
+    Stage("delta", "D = rowsum(dout ⊙ out), one per query", "q", (), lambda c: np.sum(c.extra["dout"] * c.extra["out"], axis=1)),
+    Stage(
+        "raw",
+        "this block pair's raw scores (q_i · k_jᵀ)",
+        "qk",
+        (),
+        lambda c: [c.given[0][i0:i1] @ c.given[1][j0:j1].T for i0, i1, j0, j1 in _pairs(c)],
+    ),
+    Stage("scaled", "this block pair's scaled scores (/ √d)", "qk", ("raw",), lambda c, r: [s / np.sqrt(c.hd) for s in r], previous="raw"),
+    Stage("masked", "this block pair's masked scores (blocked at -inf)", "qk", ("scaled",), _pair_masked, previous="scaled"),
+    Stage("p", "this block pair's P = exp(s − lse), from the saved logsumexp", "qk", ("masked",), _pair_p),
+    Stage("dv", "dv = Σ Pᵀ · dout over the block pairs", "kd", ("p",), _flash_dv),
+    Stage("dp", "this block pair's dP = dout_i · v_jᵀ", "qk", (), _pair_dp),
+    Stage("ds", "this block pair's dS = P ⊙ (dP − D)", "qk", ("p", "dp", "delta"), _pair_ds),
+    Stage("dq", "dq = Σ dS · k / √d over the block pairs", "qd", ("ds",), _flash_dq),
+    Stage("dk", "dk = Σ dSᵀ · q / √d over the block pairs", "kd", ("ds",), _flash_dk),
+)
+
+
+def _bind_flash_backward(args: tuple, kwargs: dict) -> Context:
+    q, k, v, out, lse, dout = (_f64(a) for a in args[:6])
+    mask = _arg(args, kwargs, 6, "mask")
+    causal = bool(_arg(args, kwargs, 7, "causal", False))
+    bq, bk = int(_arg(args, kwargs, 8, "block_q", 64)), int(_arg(args, kwargs, 9, "block_k", 64))
+    if q.ndim != 2 or k.ndim != 2 or bq < 1 or bk < 1:
+        raise ValueError("not the statement's shapes")
+    T, S = q.shape[0], k.shape[0]
+    allowed = None if mask is None else np.ascontiguousarray(np.broadcast_to(np.asarray(mask, dtype=bool), (T, S)))
+    extra = {"out": out, "lse": lse, "dout": dout, "causal": causal, "block_q": bq, "block_k": bk, "parts": "block pairs"}
+    ctx = Context(q, k, {}, 1, 1, allowed, given=(q, k, v), table=FLASH_BACKWARD, extra=extra)
+    if not _pairs(ctx):
+        raise ValueError("no block pair is read")
+    return ctx
+
+
+def _probe_flash_backward(rng: Any) -> tuple[tuple, dict]:
+    # 6 queries, 7 keys, blocks of 2 and 3 (the last key block partial; no 1×1 pair: a one-entry
+    # value is recorded as a number, the stages' one-entry views as vectors), a mask
+    T, S, d, dv = 6, 7, 4, 3
+    q, k, v, dout = (rng.normal(size=s).round(6) for s in ((T, d), (S, d), (S, dv), (T, dv)))
+    q = q * 2.0
+    allowed = rng.random((T, S)) < 0.7
+    allowed[:, 0] = True
+    s = np.where(allowed, q @ k.T / np.sqrt(d), -np.inf)
+    top = s.max(axis=1, keepdims=True)
+    e = np.exp(s - top)
+    lse = (top[:, 0] + np.log(e.sum(axis=1))).round(12)
+    out = (e / e.sum(axis=1, keepdims=True)) @ v
+    return (q, k, v, out, lse, dout, allowed), {"block_q": 2, "block_k": 3}
+
+
 # exercise id -> (the traced function, how its arguments bind, its probe call)
 OWN: dict[str, tuple[str, Callable[[tuple, dict], Context], Callable[[Any], tuple[tuple, dict]]]] = {
     "tiled-softmax": ("tiled_attention", _bind_tiled, _probe_tiled),
@@ -511,4 +628,5 @@ OWN: dict[str, tuple[str, Callable[[tuple, dict], Context], Callable[[Any], tupl
     "paged-attention": ("paged_attention", _bind_paged, _probe_paged),
     "mla-decode": ("mla_decode_step", _bind_mla, _probe_mla),
     "varlen-prefill": ("varlen_prefill", _bind_varlen, _probe_varlen),
+    "flash-backward": ("flash_backward", _bind_flash_backward, _probe_flash_backward),
 }

@@ -45,6 +45,7 @@ RETURNS = {
     "paged-attention": ("out",),
     "mla-decode": ("out",),
     "varlen-prefill": ("out",),
+    "flash-backward": ("dq", "dk", "dv"),
 }
 
 
@@ -113,6 +114,8 @@ def test_a_stage_over_parts_is_right_only_when_its_last_part_is():
         ("mla-decode", "mla-scale-wrong-width", "scaled", "too large", 53),
         ("mla-decode", "rope-key-by-cache-index", "kr_new", "still", 38),
         ("paged-attention", "scale-after-softmax", "scaled", "still the sequence's raw scores", 26),
+        ("flash-backward", "backward-rowsum-wrong", "ds", "entries differ", 100),
+        ("flash-backward", "backward-missing-scale", "dq", "the 1/√hd scale is missing", 101),
         ("paged-attention", "slot-index-swapped", "k_gathered", "the block and the slot are swapped", 28),  # where the keys are read
     ],
 )

@@ -309,6 +309,8 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
         factor = factor_words(ctx, before, now) if before.shape == now.shape else ""
         relation = f"it is still {stage_table.by_id(ctx.table)[previous].words}" + (f": {factor}" if factor else "")
         return _divergence(record, stage, relation), values[previous]
+    if isinstance(values[stage.id], list) and start >= 0 and (made := _made_after(stage, records[start], wrong, values[stage.id][-1])):
+        return made
     whole = [(r, v) for r in wrong for v in index[r.value.shape].views if v.stage == stage.id and v.order is not None]
     whole = [(r, v) for r, v in whole if _distance(r.value, v.value) < NEAR and not _is_input(ctx, r.value)]
     if whole:
@@ -331,6 +333,16 @@ def _part_site(
             noun = ctx.extra.get("parts", "parts")  # what the parts are: tiles, sequences
             relation = f"it is right for the first {done} of {len(expected)} {noun}, then wrong: {_difference(record.value, part)}"
             return _divergence(record, stage, relation), None
+    return None
+
+
+def _made_after(stage, source: Record, wrong: list[Record], expected: Any) -> tuple[Divergence, Any] | None:
+    """For a stage over parts whose inputs' last parts are right: the first value of its last
+    part's shape made after them in the same function is the code's try at it (no named
+    difference needed: what it is made from is right)."""
+    for record in wrong:
+        if record.function == source.function and record.value.size == np.size(expected):
+            return _divergence(record, stage, _difference(record.value, np.reshape(expected, record.value.shape))), None
     return None
 
 
