@@ -189,3 +189,14 @@ def test_the_harness_records_a_list_of_arrays_that_starts_with_zeros(tmp_path):
         outcome = sandbox.call("f", (np.ones((2, 3)),), {}, harness=tracing.HARNESS, echo=False)
     rows = [r["value"] for r in outcome.extra["records"] if r["name"] == "rows"]
     assert [v.shape for v in rows] == [(1, 3), (2, 3)] and rows[-1][1].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_rows_the_call_passed_stand_for_no_stage_over_parts():
+    # q[a:b] handed to a helper is an argument's rows, not a document's rotated queries, even where
+    # the rotation at position 0 leaves a row as it is
+    fn, args, kwargs = stages.probe_call("varlen-prefill")
+    ctx = stages.context_for("varlen-prefill", args, kwargs)
+    q = np.asarray(args[0], dtype=np.float64)
+    assert matching._rows_of_input(ctx, q[2:5]) and matching._rows_of_input(ctx, q[1:2].reshape(-1))
+    assert not matching._rows_of_input(ctx, q[2:5] * 2.0)
+    assert not matching._rows_of_input(ctx, stages.compute(ctx)["q_doc"][-1])
