@@ -5,6 +5,8 @@
     python benchmarks/locate_rates.py --traced --only torch_module   # files whose name has this
     python benchmarks/locate_rates.py --bugs mha-masked-bias  # tracing only (the probe call) on the
                                                       # exercise's bug files: the BUG-marked line
+    python benchmarks/locate_rates.py --traced --only numpy_tiled --no-own-stages  # as before the
+                                                      # exercises of checks/stages_own.py had stages
 
 Right line: a divergence line (or the verified edit's lines) is one of the expected lines of one
 mistake. Times are kit CPU seconds (kit/grading/clock.py: this process and the processes below
@@ -21,9 +23,13 @@ import tomllib
 from pathlib import Path
 
 from attn_kit.base.errors import LoadError
-from attn_kit.grading import locate, pipeline
+from attn_kit.grading import pipeline
 from attn_kit.grading.clock import Clock
-from attn_kit.grading.locate import tracing
+
+# attn_kit.grading.locate is imported after the first grade, never at the top: it loads the stages
+# (expected values), and a kit that holds them starts its zygote as a fresh interpreter, not a fork
+# (sandbox/zygote.py); the CLI grades before it imports locate, and a benchmark must run as it does
+# (in a fresh-interpreter zygote, tiled-softmax's memory check runs out the budget of every verify).
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "tests" / "corpus" / "real"
@@ -51,6 +57,8 @@ def real(only: str) -> None:
             print(f"skip  {name} ({'passes' if report.passed else 'no expected line'})", flush=True)
             continue
         total += 1
+        from attn_kit.grading.locate import tracing
+
         clock = Clock()
         traced = tracing.follow(str(path), report, LOAD_TIMEOUT, options.memory, False, ())
         lines = [d.line for d in traced.divergences] if traced else []
@@ -68,6 +76,7 @@ def real(only: str) -> None:
 def bug_files(exercise: str, only: str) -> None:
     """The probe call traced on each solutions/<exercise>/bugs/ file (no grading): the right line
     is a divergence on a line marked `BUG(`."""
+    from attn_kit.grading.locate import tracing
     from attn_kit.report.results import Report
 
     right = total = 0
@@ -86,6 +95,9 @@ def bug_files(exercise: str, only: str) -> None:
 
 def traced_corpus(only: str) -> None:
     expected = tomllib.loads((TRACED / "expected.toml").read_text())
+    pipeline.grade(TRACED / "bases" / "numpy_call.py", pipeline.Options(seed=4242))  # the zygote, forked from a clean kit
+    from attn_kit.grading import locate
+
     rows: dict[int, list[tuple[bool, bool, bool]]] = {}
     times = []
     for name, entry in expected.items():
@@ -128,7 +140,12 @@ def main() -> None:
     parser.add_argument("--traced", action="store_true")
     parser.add_argument("--only", default="")
     parser.add_argument("--bugs", default="", help="an exercise id: trace its bug files")
+    parser.add_argument("--no-own-stages", action="store_true", help="without checks/stages_own.py's stages (the rates before them)")
     args = parser.parse_args()
+    if args.no_own_stages:
+        from attn_kit.checks import stages_own
+
+        stages_own.OWN.clear()
     start = time.process_time()
     if args.real:
         real(args.only)

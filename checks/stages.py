@@ -52,9 +52,14 @@ class Context:
     whole_scores: str = ""  # the bug a value holding every T×S score of a head at once is (materialises-scores)
     values: dict = field(default_factory=dict)  # the stages computed last (for VARIANTS)
     names: tuple[str, ...] = ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo")
+    table: tuple = ()  # the exercise's own stages (checks/stages_more.py), or () for ATTENTION
+    extra: dict = field(default_factory=dict)  # what an exercise's own stages read (blocks, block tables, dout)
+    width: int = 0  # the width whose root divides the scores, when it is not hd (mla-decode)
 
     @property
     def hd(self) -> int:
+        if self.width:
+            return self.width
         if self.given is not None:
             return int(self.given[0].shape[-1])
         return int(np.asarray(self.params[self.names[0]]).shape[1]) // self.heads
@@ -404,24 +409,35 @@ PROBES: dict[str, Callable[[Any], tuple[tuple, dict]]] = {
 }
 
 
+def _traced() -> tuple[dict[str, tuple[str, Callable[[tuple, dict], Context]]], dict[str, Callable[[Any], tuple[tuple, dict]]]]:
+    """TRACED and PROBES with the exercises whose stages are their own (checks/stages_own.py,
+    imported here: its tables build on this module's)."""
+    from attn_kit.checks import stages_own
+
+    own = stages_own.OWN
+    return {**TRACED, **{e: (fn, bind) for e, (fn, bind, _) in own.items()}}, {**PROBES, **{e: p for e, (_, _, p) in own.items()}}
+
+
 def probe_call(exercise: str) -> tuple[str, tuple, dict] | None:
     """(function, args, kwargs) of the exercise's probe call (the same on every run), or None."""
-    if exercise not in PROBES or exercise not in TRACED:
+    traced, probes = _traced()
+    if exercise not in probes or exercise not in traced:
         return None
-    args, kwargs = PROBES[exercise](np.random.default_rng(34))
-    return TRACED[exercise][0], args, kwargs
+    args, kwargs = probes[exercise](np.random.default_rng(34))
+    return traced[exercise][0], args, kwargs
 
 
 def traced_function(exercise: str) -> str | None:
     """The function whose calls --locate traces for this exercise, or None (no stages declared)."""
-    return TRACED[exercise][0] if exercise in TRACED else None
+    traced = _traced()[0]
+    return traced[exercise][0] if exercise in traced else None
 
 
 def context_for(exercise: str, args: tuple, kwargs: dict) -> Context | None:
     """The call's arguments read the reference's way, or None when they do not fit (a check that
     passes a malformed argument on purpose)."""
     try:
-        return TRACED[exercise][1](tuple(args), dict(kwargs))
+        return _traced()[0][exercise][1](tuple(args), dict(kwargs))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
 
@@ -434,7 +450,7 @@ def compute(ctx: Context, given: dict[str, Any] | None = None) -> dict[str, Any]
     given = given or {}
     values: dict[str, Any] = {}
     skipped: dict[str, str] = {}
-    for stage in ATTENTION:
+    for stage in table_of(ctx):
         if stage.id in given:
             values[stage.id] = given[stage.id]
             continue
@@ -463,13 +479,18 @@ def _idle(ctx: Context, stage: Stage) -> bool:
     )
 
 
-def by_id() -> dict[str, Stage]:
-    return {s.id: s for s in ATTENTION}
+def table_of(ctx: Context) -> tuple[Stage, ...]:
+    """The call's stages, in data-flow order."""
+    return ctx.table or ATTENTION
 
 
-def resolve(stage_id: str, values: dict[str, Any]) -> str:
+def by_id(table: tuple[Stage, ...] = ()) -> dict[str, Stage]:
+    return {s.id: s for s in table or ATTENTION}
+
+
+def resolve(stage_id: str, values: dict[str, Any], table: tuple[Stage, ...] = ()) -> str:
     """The stage that stands for `stage_id` when it was left out (idle): its first input's."""
-    stages = by_id()
+    stages = by_id(table)
     while stage_id not in values and stages[stage_id].inputs:
         stage_id = stages[stage_id].inputs[0]
     return stage_id

@@ -110,8 +110,8 @@ def _token(value: Any) -> Any:
     if module.startswith("torch") and isinstance(getattr(value, "shape", None), tuple) and hasattr(value, "_version"):
         # a tensor (an nn.Module has a class attribute _version too, and no shape)
         return (id(value), tuple(value.shape), int(value._version))
-    if kind in (list, tuple) and value and _numeric_head(value):
-        return (id(value), len(value), _numeric_head(value))
+    if kind in (list, tuple) and value and (head := _numeric_head(value)) is not None:  # 0.0 is a number too
+        return (id(value), len(value), head)
     return None
 
 

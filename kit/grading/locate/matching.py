@@ -89,9 +89,9 @@ def _orders(axes: str) -> list[tuple[int, ...]]:
     return out
 
 
-def views(stage: stage_table.Stage, value: Any) -> list[View]:
+def views(stage: stage_table.Stage, value: Any, name: str = "") -> list[View]:
     """The stage whole in each allowed layout, and sliced by batch and by head (one head's value,
-    one batch row's), without repeats."""
+    one batch row's), without repeats; under `name` when given (one part of a stage over parts)."""
     fixable = [i for i, a in enumerate(stage.axes) if a in "bh"]
     out: dict[tuple, View] = {}
     for count in range(len(fixable) + 1):
@@ -107,13 +107,13 @@ def views(stage: stage_table.Stage, value: Any) -> list[View]:
                     squeezed = np.ascontiguousarray(np.squeeze(moved))
                     seen = (squeezed.shape, squeezed.tobytes(), not fixed)
                     if seen not in out:
-                        out[seen] = View(stage.id, squeezed, order if not fixed else None, moved.shape)
-    for view in _batch_heads(stage, value):
+                        out[seen] = View(name or stage.id, squeezed, order if not fixed else None, moved.shape)
+    for view in _batch_heads(stage, value, name or stage.id):
         out.setdefault((view.value.shape, view.value.tobytes(), False), view)
     return list(out.values())
 
 
-def _batch_heads(stage: stage_table.Stage, value: Any) -> list[View]:
+def _batch_heads(stage: stage_table.Stage, value: Any, name: str) -> list[View]:
     """The batch and head axes merged into one, batch outer (`(b h) t d`, as einops and
     `view(B * H, T, d)` lay them out), the other axes in each allowed order."""
     if not stage.axes.startswith("bh") or value.ndim < 3:
@@ -122,7 +122,7 @@ def _batch_heads(stage: stage_table.Stage, value: Any) -> list[View]:
     out = []
     for order in _orders(stage.axes[2:]):
         moved = np.moveaxis(merged, range(1, merged.ndim), [1 + i for i in order]) if order else merged
-        out.append(View(stage.id, np.ascontiguousarray(np.squeeze(moved)), None, moved.shape))
+        out.append(View(name, np.ascontiguousarray(np.squeeze(moved)), None, moved.shape))
     return out
 
 
@@ -146,12 +146,28 @@ class Shelf:
         return hits
 
 
-def index_views(values: dict[str, Any]) -> dict[tuple[int, ...], Shelf]:
-    table = stage_table.by_id()
+def parts(stage_id: str, value: Any) -> list[tuple[str, Any]]:
+    """A stage's value under its id; for a stage over parts (a list: the running max after each
+    tile of keys, the keys gathered for each sequence), each part: the last under the stage's id
+    (the value the stages after it read), the others as `id#i` (a value of the code equal to one
+    of them is right, but does not make the stage right)."""
+    if not isinstance(value, list):
+        return [(stage_id, value)]
+    return [(stage_id if i == len(value) - 1 else f"{stage_id}#{i}", part) for i, part in enumerate(value)]
+
+
+def last(value: Any) -> Any:
+    """The value a stage over parts ends with (the stage itself otherwise)."""
+    return value[-1] if isinstance(value, list) else value
+
+
+def index_views(values: dict[str, Any], table: tuple = ()) -> dict[tuple[int, ...], Shelf]:
+    table_ids = stage_table.by_id(table)
     index: dict[tuple[int, ...], list[View]] = {}
     for stage_id, value in values.items():
-        for view in views(table[stage_id], np.asarray(value, dtype=np.float64)):
-            index.setdefault(view.value.shape, []).append(view)
+        for name, part in parts(stage_id, value):
+            for view in views(table_ids[stage_id], np.asarray(part, dtype=np.float64), name):
+                index.setdefault(view.value.shape, []).append(view)
     shelves = {}
     for shape, found in index.items():
         stages = dict.fromkeys(v.stage for v in found)
@@ -163,16 +179,16 @@ def index_views(values: dict[str, Any]) -> dict[tuple[int, ...], Shelf]:
 # --- the divergence -------------------------------------------------------------------------------
 
 
-def _inputs(stage: stage_table.Stage, values: dict[str, Any]) -> list[str]:
-    return [stage_table.resolve(i, values) for i in stage.inputs if stage_table.resolve(i, values) in values]
+def _inputs(stage: stage_table.Stage, values: dict[str, Any], table: tuple = ()) -> list[str]:
+    return [stage_table.resolve(i, values, table) for i in stage.inputs if stage_table.resolve(i, values, table) in values]
 
 
-def _descendants(values: dict[str, Any]) -> dict[str, set[str]]:
+def _descendants(table: tuple, values: dict[str, Any]) -> dict[str, set[str]]:
     below: dict[str, set[str]] = {s: set() for s in values}
-    for stage in reversed(stage_table.ATTENTION):
+    for stage in reversed(table):
         if stage.id not in values or stage.hides:
             continue
-        for i in _inputs(stage, values):
+        for i in _inputs(stage, values, table):
             below[i] |= {stage.id} | below[stage.id]
     return below
 
@@ -185,7 +201,7 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
     for _ in range(MAX_DIVERGENCES):
         values = stage_table.compute(ctx, given)
         ctx.values = values
-        index = index_views(values)
+        index = index_views(values, ctx.table)
         matches = [index[r.value.shape].matches(r.value) if r.value.shape in index else set() for r in records]
         first: dict[str, int] = {}
         for i, hit in enumerate(matches):
@@ -198,6 +214,8 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
         if step is None:
             break
         divergence, substitute = step
+        if isinstance(values[divergence.stage], list) and not isinstance(substitute, list):
+            substitute = _site_parts(records, divergence, values[divergence.stage])
         trace.divergences.append(divergence)
         found.add(divergence.stage)
         if substitute is None:
@@ -225,18 +243,29 @@ def _whole_scores(ctx, records: list[Record], matches: list[set[str]], values: d
     return []
 
 
+def _site_parts(records: list[Record], divergence: Divergence, expected: list) -> list | None:
+    """The code's own values of a stage over parts: every value bound where the divergence is (the
+    same line, name and function: once per tile of a loop), when there is one per part."""
+    same = [r.value for r in records if (r.line, r.name, r.function) == (divergence.line, divergence.name, divergence.function)]
+    if len(same) != len(expected) or any(a.size != np.size(e) for a, e in zip(same, expected)):
+        return None
+    return [a.reshape(np.shape(e)) for a, e in zip(same, expected)]
+
+
 def _next(ctx, records, values, index, matches, first, found) -> tuple[Divergence, Any] | None:
     """The first stage not good whose inputs are good, and the record that shows it."""
-    below = _descendants(values)
+    table = stage_table.table_of(ctx)
+    below = _descendants(table, values)
     unseen: set[str] = set()  # stages no value of the code stands for: taken as right
 
     def good(s: str) -> bool:
         return s in first or any(d in first for d in below[s]) or s in found or s in unseen
 
-    for stage in stage_table.ATTENTION:
-        if stage.id not in values or good(stage.id) or not all(good(i) for i in _inputs(stage, values)):
+    for stage in table:
+        inputs = _inputs(stage, values, ctx.table)
+        if stage.id not in values or good(stage.id) or not all(good(i) for i in inputs):
             continue
-        start = max((first[i] for i in _inputs(stage, values) if i in first), default=-1)
+        start = max((first[i] for i in inputs if i in first), default=-1)
         picked = _pick(ctx, stage, records, values, index, matches, first, start)
         if picked is None:
             unseen.add(stage.id)
@@ -251,8 +280,9 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     shapes = {shape for shape, shelf in index.items() if stage.id in shelf.stacked}
     wrong = [r for r in records[start + 1 :] if not matches[r.index] and r.value.shape in shapes]
     wrong = [r for r in wrong if _plausible(stage, r)]
+    table = stage_table.table_of(ctx)
     after = next(
-        (s for s in stage_table.ATTENTION if s.previous and stage_table.resolve(s.previous, values) == stage.id and s.id in values), None
+        (s for s in table if s.previous and stage_table.resolve(s.previous, values, ctx.table) == stage.id and s.id in values), None
     )
     for record in wrong:
         for view in index[record.value.shape].views:
@@ -266,23 +296,68 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
                     or named
                     or (_divergence(_handed_on(records, record) if MISSING in relation else record, stage, relation), _whole(record, view))
                 )
-    previous = stage_table.resolve(stage.previous, values) if stage.previous else ""
+    if isinstance(values[stage.id], list) and (site := _part_site(ctx, stage, records, matches, wrong, values[stage.id])):
+        return site
+    previous = stage_table.resolve(stage.previous, values, ctx.table) if stage.previous else ""
     if previous and previous in first:
         # the last value still equal to the stage before, in the function that made it first
         # (a helper that receives it later is not where the step was left out)
         made = records[first[previous]]
         same = [r for r in records if r.function == made.function and previous in matches[r.index]]
         record = ([r for r in same if not r.name.startswith("return")] or same)[-1]
-        same = values[previous].shape == values[stage.id].shape
-        factor = factor_words(ctx, values[previous], values[stage.id]) if same else ""
-        relation = f"it is still {stage_table.by_id()[previous].words}" + (f": {factor}" if factor else "")
+        before, now = last(values[previous]), last(values[stage.id])
+        factor = factor_words(ctx, before, now) if before.shape == now.shape else ""
+        relation = f"it is still {stage_table.by_id(ctx.table)[previous].words}" + (f": {factor}" if factor else "")
         return _divergence(record, stage, relation), values[previous]
+    if isinstance(values[stage.id], list) and start >= 0 and (made := _made_after(stage, records[start], wrong, values[stage.id][-1])):
+        return made
     whole = [(r, v) for r in wrong for v in index[r.value.shape].views if v.stage == stage.id and v.order is not None]
     whole = [(r, v) for r, v in whole if _distance(r.value, v.value) < NEAR and not _is_input(ctx, r.value)]
     if whole:
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
     return None
+
+
+def _part_site(
+    ctx, stage, records: list[Record], matches: list[set[str]], wrong: list[Record], expected: list
+) -> tuple[Divergence, Any] | None:
+    """For a stage over parts (tiles of keys, sequences): a wrong value bound where the same line
+    bound this stage's earlier parts right is the code's value of it; the mistake shows from the
+    part it goes wrong on (a rescale that only matters once the max has moved)."""
+    for record in wrong:
+        right = [r for r in records[: record.index] if (r.line, r.name, r.function) == (record.line, record.name, record.function)]
+        done = sum(any(m.startswith(stage.id + "#") for m in matches[r.index]) for r in right)
+        if done and record.value.size == np.size(expected[-1]) and not _rows_of_input(ctx, record.value):
+            part = np.reshape(expected[-1], record.value.shape)
+            noun = ctx.extra.get("parts", "parts")  # what the parts are: tiles, sequences
+            relation = f"it is right for the first {done} of {len(expected)} {noun}, then wrong: {_difference(record.value, part)}"
+            return _divergence(record, stage, relation), None
+    return None
+
+
+def _made_after(stage, source: Record, wrong: list[Record], expected: Any) -> tuple[Divergence, Any] | None:
+    """For a stage over parts whose inputs' last parts are right: the first value of its last
+    part's shape made after them in the same function is the code's try at it (no named
+    difference needed: what it is made from is right)."""
+    for record in wrong:
+        if record.function == source.function and record.value.size == np.size(expected):
+            return _divergence(record, stage, _difference(record.value, np.reshape(expected, record.value.shape))), None
+    return None
+
+
+def _rows_of_input(ctx, value: Any) -> bool:
+    """The value is a block of rows of an argument (q[a:b] handed to a helper): what the call
+    passed, not what the code computed, so it stands for no stage over parts."""
+    for given in ctx.given or ():
+        rows = np.reshape(np.asarray(given), (np.shape(given)[0], -1))
+        if value.size % rows.shape[1]:
+            continue
+        block = value.reshape(-1, rows.shape[1])
+        starts = np.flatnonzero(np.all(rows == block[0], axis=1))
+        if any(start + len(block) <= len(rows) and np.array_equal(rows[start : start + len(block)], block) for start in starts):
+            return True
+    return False
 
 
 MISSING = "without the bias"  # a term left out: wrong where the value is handed on without it, not where it was made

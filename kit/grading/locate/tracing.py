@@ -98,9 +98,11 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
             replies.append(outcome.extra if outcome.status == CallStatus.OK and isinstance(outcome.extra, dict) else {})
     # the worker has answered and is gone: only now are the stages computed
     traces = []
+    table: tuple = ()
     for (_, args, kwargs), extra in zip(calls, replies):
         ctx = stage_table.context_for(report.exercise, args, kwargs)
         if ctx is not None:
+            table = ctx.table
             try:
                 traces.append(find(ctx, records_from(extra)))
             except (ValueError, IndexError, KeyError, FloatingPointError):  # a value no view fits: no trace
@@ -111,8 +113,8 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return merged(traces)
-    return placed(merged(traces), text)
+        return merged(traces, table)
+    return placed(merged(traces, table), text)
 
 
 def _specific(relation: str) -> int:
@@ -122,19 +124,21 @@ def _specific(relation: str) -> int:
     return 1 if " or " in relation else 2
 
 
-def merged(traces: list[Trace]) -> Trace:
+def merged(traces: list[Trace], table: tuple = ()) -> Trace:
     """One trace from several calls': every divergence once (by line and stage), in data-flow
-    order, the first call's matches."""
-    order = {s.id: i for i, s in enumerate(stage_table.ATTENTION)}
+    order (the exercise's stages', `table`), the first call's matches."""
+    order = {s.id: i for i, s in enumerate(table or stage_table.ATTENTION)}
     seen: dict[tuple[int, str], Divergence] = {}
     for trace in traces:
+        mine: set[int] = set()  # lines this call already named: its first word on a line stands
         for d in trace.divergences:
             same = next((k for k in seen if k[0] == d.line), None)
             if same is None:
                 seen[(d.line, d.stage)] = d
-            elif _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
+            elif d.line not in mine and _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
                 del seen[same]
                 seen[(d.line, d.stage)] = d
+            mine.add(d.line)
     first = traces[0]
     return Trace(
         sorted(seen.values(), key=lambda d: (order.get(d.stage, 99), d.line))[:MAX_DIVERGENCES], first.matched, first.records, first.error

@@ -73,6 +73,66 @@ MISTAKES = {
         ("merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B, Q, -1)", "merged = (weights @ v).reshape(B, Q, -1)", "reshape-without-transpose"),
         ('k = split(self.linear(context, "k"))', 'k = split(self.linear(context, "q"))', "keys-from-wq"),
     ],
+    "numpy_tiled_class": [
+        ('s = np.einsum("td,sd->ts", q, k[lo:hi]) * inv', 's = np.einsum("td,sd->ts", q, k[lo:hi])', "no-scaling"),
+        ("inv = d**-0.5", "inv = d**-1.0", "double-scaling"),
+        ("total = alpha * self.total + p.sum(axis=1)", "total = self.total + p.sum(axis=1)", "online-softmax-no-rescale"),
+        ("acc = alpha[:, None] * self.acc + p @ values", "acc = self.acc + p @ values", "online-softmax-acc-not-rescaled"),
+        (
+            "alpha = np.exp(self.top - safe)",
+            "alpha = np.exp(np.where(np.isfinite(self.top), safe - self.top, -np.inf))",
+            "online-rescale-sign-flipped",
+        ),
+        ("self.top = np.full(rows, -np.inf)", "self.top = np.zeros(rows)", "running-max-init-zero"),
+        ("s = np.where(allowed[:, lo:hi], s, -np.inf)", "s = np.where(~allowed[:, lo:hi], s, -np.inf)", "mask-inverted"),
+        ("for lo in range(0, S, block_size):", "for lo in range(0, S - block_size + 1, block_size):", "partial-block-dropped"),
+    ],
+    "numpy_backward_closure": [
+        ('z = np.einsum("bhtd,bhsd->bhts", q, k) * c', 'z = np.einsum("bhtd,bhsd->bhts", q, k)', "no-scaling"),
+        ('g_q = np.einsum("bhts,bhsd->bhtd", g_z, k) * c', 'g_q = np.einsum("bhts,bhsd->bhtd", g_z, k)', "backward-missing-scale"),
+        ('g_k = np.einsum("bhts,bhtd->bhsd", g_z, q) * c', 'g_k = np.einsum("bhst,bhtd->bhsd", g_z, q) * c', "dk-from-wrong-operand"),
+        ('g_v = np.einsum("bhts,bhte->bhse", p, dout)', 'g_v = np.einsum("bhst,bhte->bhse", p, dout)', "dv-not-transposed"),
+        ('delta = np.einsum("bhte,bhte->bht", dout, out)[..., None]', "delta = g_p.sum(axis=-1, keepdims=True)", "backward-rowsum-wrong"),
+        ("g_z = p * (g_p - delta)", "g_z = p * (1 - p) * g_p", "softmax-jacobian-diagonal"),
+        ("np.asarray(mask, dtype=bool)[:, None], z", "~np.asarray(mask, dtype=bool)[:, None], z", "mask-inverted"),
+        ("n = e.sum(axis=-1, keepdims=True)", "n = e.sum(axis=-2, keepdims=True)", "softmax-wrong-axis"),
+    ],
+    "numpy_paged_reader": [
+        ('keys, query) / np.sqrt(query.shape[-1])', "keys, query)", "no-scaling"),
+        ('keys, query) / np.sqrt(query.shape[-1])', "keys, query) / query.shape[-1]", "double-scaling"),
+        ("pool[int(table[t // size]), t % size]", "pool[int(table[t % size]), t // size]", "slot-index-swapped"),
+        ("for t in range(n):", "for t in range(n - 1):", "reads-one-short"),
+        ("for t in range(n):", "for t in range(-(-n // size) * size):", "reads-past-context"),
+        ("read(q[b], block_tables[b], int(n))", "read(q[b], sorted(block_tables[b]), int(n))", "block-table-order"),
+        ("scores = scores - scores.max(axis=-1, keepdims=True)", "scores = scores", "softmax-overflow"),
+    ],
+    "numpy_mla_heads": [
+        ("logits = logits / np.sqrt(width)", "logits = logits", "no-scaling"),
+        ("logits = logits / np.sqrt(width)", "logits = logits / np.sqrt(self.d_nope)", "mla-scale-wrong-width"),
+        ('latent = x @ self.p["W_dkv"]', 'latent = _turn(x @ self.p["W_dkv"], position)', "rope-on-latent"),
+        ("Step(params, num_heads)(x, position, cache)", "Step(params, num_heads)(x, 0, cache)", "mla-positions-ignored"),
+        (
+            'self.p["W_uk"][:, h * self.d_nope : (h + 1) * self.d_nope].T',
+            'self.p["W_uk"].reshape(self.H, self.d_c, self.d_nope)[h].T',
+            "absorbed-heads-misreshaped",
+        ),
+        ("np.exp(logits - logits.max(axis=-1, keepdims=True))", "np.exp(logits)", "softmax-overflow"),
+        ('query = x @ self.p["W_q"]', 'query = x @ self.p["W_q"] / np.sqrt(self.d_nope + self.d_r)', "double-scaling"),
+        (
+            "Step(params, num_heads)(x, position, cache)",
+            'Step(params, num_heads)(x, 0 if cache is None else np.shape(cache["c_kv"])[1], cache)',
+            "mla-position-from-cache-length",
+        ),
+    ],
+    "numpy_varlen_docs": [
+        ("s = qh @ kh.T / np.sqrt(qh.shape[-1])", "s = qh @ kh.T", "no-scaling"),
+        ("[None, :] <= self.past + np.arange", "[None, :] < self.past + np.arange", "causal-off-by-one"),
+        ("<= self.past + np.arange(self.q.shape[0])[:, None]", "<= np.arange(self.q.shape[0])[:, None]", "causal-alignment-wrong"),
+        ("g = h // self.group", "g = h % self.k.shape[1]", "kv-head-mapping-modulo"),
+        ("[lo * c - hi * s, hi * c + lo * s]", "[lo * c + hi * s, hi * c - lo * s]", "rope-sign-flipped"),
+        ("p = p / p.sum(axis=1, keepdims=True)", "p = p / p.sum(axis=0, keepdims=True)", "softmax-wrong-axis"),
+        ("inv = 10000.0 ** (-np.arange(0, d, 2) / d)", "inv = 10000.0 ** (-np.arange(0, d // 2) / d)", "rope-frequency-exponent"),
+    ],
 }
 
 # three mistakes in one file (indices into the base's list)
@@ -82,6 +142,11 @@ TRIPLES = {
     "numpy_method_loop": [(0, 2, 8), (1, 3, 6), (4, 5, 7)],
     "numpy_kv_cache": [(0, 3, 5), (1, 4, 6), (2, 4, 7)],
     "numpy_masked_bias": [(0, 3, 6), (1, 2, 4), (2, 5, 7)],
+    "numpy_tiled_class": [(0, 3, 6), (1, 4, 7)],
+    "numpy_backward_closure": [(0, 3, 5), (1, 2, 7)],
+    "numpy_paged_reader": [(0, 2, 5)],
+    "numpy_mla_heads": [(0, 2, 4), (1, 5, 6)],
+    "numpy_varlen_docs": [(0, 3, 5), (1, 4, 6)],
 }
 
 
@@ -119,6 +184,24 @@ TRACED = {
     "numpy_masked_bias__biases-ignored.py",
     "numpy_masked_bias__split-without-transpose.py",
     "numpy_masked_bias__reshape-without-transpose.py",
+    "numpy_tiled_class__no-scaling.py",
+    "numpy_tiled_class__online-softmax-no-rescale.py",
+    "numpy_tiled_class__online-softmax-acc-not-rescaled.py",
+    "numpy_tiled_class__online-rescale-sign-flipped.py",
+    "numpy_tiled_class__mask-inverted.py",
+    "numpy_tiled_class__no-scaling__online-softmax-acc-not-rescaled__mask-inverted.py",
+    "numpy_backward_closure__no-scaling.py",
+    "numpy_backward_closure__backward-missing-scale.py",
+    "numpy_backward_closure__dk-from-wrong-operand.py",
+    "numpy_backward_closure__mask-inverted.py",
+    "numpy_backward_closure__no-scaling__dv-not-transposed__softmax-jacobian-diagonal.py",
+    "numpy_paged_reader__no-scaling.py",
+    "numpy_paged_reader__double-scaling.py",
+    "numpy_paged_reader__slot-index-swapped.py",
+    "numpy_mla_heads__mla-scale-wrong-width.py",
+    "numpy_varlen_docs__no-scaling.py",
+    "numpy_varlen_docs__rope-sign-flipped.py",
+    "numpy_varlen_docs__no-scaling__kv-head-mapping-modulo__softmax-wrong-axis.py",
 }
 
 
