@@ -138,6 +138,20 @@ def test_the_search_s_name_stands_against_a_probe_of_the_same_question():
     assert [d.bug for d in finding.diagnoses] == ["double-scaling"]
 
 
+def test_a_probe_overrules_a_name_the_per_check_fallback_gave_to_its_question():
+    """The fallback reproduced one check alone (causal-with-offset's first case fits a bound that
+    skips the mask when Q < K as well as one that ignores causal): the causal bound read off the
+    weights says which."""
+    finding = diagnose.Finding(diagnoses=[Diagnosis("causal-alignment-wrong", "t", "fallback", checks=("causal",))])
+    finding.fallback.add("causal-alignment-wrong")
+    finding.check_bug["causal"] = "causal-alignment-wrong"
+    results = [_failing("causal", ("causal-alignment-wrong", "mask-ignored"))]
+    answer = probes.Answer("mask-ignored", "causal=True changes nothing")
+    added = probes.meet(finding, [(_probe(["causal-alignment-wrong", "mask-ignored"]), answer)], results)
+    assert [d.bug for d in added] == ["mask-ignored"] and [d.bug for d in finding.diagnoses] == ["mask-ignored"]
+    assert finding.check_bug == {"causal": "mask-ignored"}
+
+
 # --- files with three bugs, and correct files in unlike styles --------------------------------------
 
 
