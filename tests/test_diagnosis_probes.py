@@ -224,6 +224,9 @@ CORRECT = [
     ("tiled-softmax", PROBED / "tiled_correct_two_pass.py"),
     ("sliding-window", SOLUTIONS / "sliding-window" / "reference_numpy.py"),
     ("sliding-window", PROBED / "sliding_correct_loops.py"),
+    ("attention-backward", SOLUTIONS / "attention-backward" / "reference_numpy.py"),
+    ("attention-backward", PROBED / "backward_correct_autograd_style.py"),
+    ("attention-backward", CORPUS / "real" / "lucidrains_flash_attention_backward.py"),  # right, float32, needs dv = d
 ]
 
 
@@ -294,6 +297,13 @@ DETECTORS = [
     ("sliding-window", "window-excludes-self", "band"),
     ("sliding-window", "window-excludes-self@zero-rows", "band"),
     ("sliding-window", "window-not-causal", "band"),
+    ("attention-backward", "dv-not-transposed", "dv-transpose"),
+    ("attention-backward", "mask-inverted", "mask"),
+    ("attention-backward", "mask-ignored", "mask"),
+    ("attention-backward", "softmax-jacobian-diagonal", "jacobian"),
+    ("attention-backward", "backward-rowsum-wrong", "jacobian"),
+    ("attention-backward", "dk-from-wrong-operand", "dk-operand"),
+    ("attention-backward", "backward-missing-scale", "backward-scale"),
 ]
 
 
