@@ -94,7 +94,7 @@ def test_a_layer_that_runs_only_at_simpler_widths_is_judged_there_for_no_points(
     assert report.points == plain.points and report.passed is plain.passed is False
     assert not any(r.supported_shape for r in plain.results)
     # the report says it once, and check --json carries the shape of each check judged again
-    assert any(n.startswith("your code raised at the general shapes") and shape in n for n in report.notes)
+    assert any(n.startswith(f"your code runs only when {shape} (it raised at the general shapes)") for n in report.notes)
     entries = report.to_json()["checks"]
     assert {e["id"] for e in entries if e.get("supported_shape")} == {r.id for r in judged}
     jsonschema = pytest.importorskip("jsonschema")
@@ -144,3 +144,20 @@ def test_a_stub_is_never_judged_again():
     stub = Outcome(CallStatus.RAISED, error=ErrorInfo("NotImplementedError", "", ""))
     result = CheckResult("c", "t", CheckStatus.ERROR, 0, 2, failing_call=Call("f", (), {}, stub))
     assert not relax.raised(result)
+
+
+def test_the_first_screen_says_which_shape_the_code_supports_and_judges_a_check_there(tmp_path):
+    """At 80×24: the note puts the shape first, and the worst failure shown is a check judged at it."""
+    need_torch()
+    import pexpect
+    from test_first_screen import run, screen_after
+
+    child = run("check", REAL / "perceiver_attention.py", "--seed", 1, cwd=tmp_path)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    screen = "\n".join(screen_after(child))
+    assert "attn-kit check mha-masked-bias" in screen
+    assert "note: your code runs only when Dv = D and Cout = Cq" in screen
+    assert "a shape your code supports" in screen
+    assert "known bugs" in screen and "mask-ignored" in screen

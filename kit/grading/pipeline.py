@@ -310,7 +310,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         preflight.check_functions(exercise, info.functions, source.path)
         results, late = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
         answers = _probe(exercise, sandbox, oracle, source, results)
-        notes.extend(not_checked(results) + relax.notes(results))
+        notes.extend(not_checked(results) + relax.notes(results, suite.relaxations))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:

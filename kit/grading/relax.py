@@ -96,14 +96,16 @@ def passes_at(said: str) -> str:
     return f"At {said}, a shape your code supports, this check's property holds (no points: its own shapes must run)"
 
 
-def notes(results: Sequence[CheckResult]) -> list[str]:
-    """The report's one line about the shapes the code supports, when checks were judged again."""
+def notes(results: Sequence[CheckResult], relaxations: Sequence[Relaxation] = ()) -> list[str]:
+    """The report's one line about the shape the code supports, when checks were judged again: the
+    simplest one any check needed (the suite's order goes from the least relaxed to the most), shape first."""
     judged = [r for r in results if r.supported_shape]
     if not judged:
         return []
-    shapes = " or ".join(dict.fromkeys(r.supported_shape for r in judged))
+    order = [r.said for r in relaxations]
+    shape = max((r.supported_shape for r in judged), key=lambda said: order.index(said) if said in order else -1)
     failing = sum(passes_at(r.supported_shape) not in r.message for r in judged)
     return [
-        f"your code raised at the general shapes of {len(judged)} check(s) and runs at {shapes}: those checks were "
-        f"judged again there for no points, so that its other mistakes are found ({failing} of them fail there too)"
+        f"your code runs only when {shape} (it raised at the general shapes): {len(judged)} check(s) were judged "
+        f"again there for no points, so that its other mistakes are found; {failing} of them fail there too"
     ]
