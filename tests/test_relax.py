@@ -161,3 +161,26 @@ def test_the_first_screen_says_which_shape_the_code_supports_and_judges_a_check_
     assert "note: your code runs only when Dv = D and Cout = Cq" in screen
     assert "a shape your code supports" in screen
     assert "known bugs" in screen and "mask-ignored" in screen
+
+
+def test_a_right_layer_that_runs_only_at_square_widths_is_told_its_shape_and_nothing_else(tmp_path):
+    """The reference, made square-only (every head width read off the query's width, as layers
+    built from one model width do): its other properties all hold at the shape it supports, so
+    the reruns find nothing and nothing is named."""
+    reference = (reference_files("mha-masked-bias")[0].parent / "reference_numpy.py").read_text(encoding="utf-8")
+    square = reference.replace("D = w_q.shape[1] // H", "D = query.shape[-1] // H").replace("Dv = w_v.shape[1] // H", "Dv = D")
+    assert square.count("query.shape[-1] // H") == 1 and "Dv = D\n" in square
+    path = tmp_path / "square_only.py"
+    path.write_text(square, encoding="utf-8")
+    report = pipeline.grade(path, pipeline.Options(seed=1, timeout=60.0))
+    assert not report.passed and report.diagnosis == []
+    shape = "Dv = D and Cq = Cctx = Cout = H·D"
+    assert f"your code runs only when {shape}" in next(r for r in report.results if r.id == "output-shapes").message
+    judged = [r for r in report.results if r.supported_shape]
+    assert judged and all(r.supported_shape == shape and relax.passes_at(shape) in r.message for r in judged)
+    # the rest passed, or is about the shape itself, or does not apply to NumPy code (device, gradients)
+    unread = {r.id for r in report.results if r.status != "pass" and not r.supported_shape}
+    assert unread <= {"output-shapes", "value-width-differs-from-key-width", "device-preserved"} | {
+        r.id for r in report.results if r.id.startswith("gradients-")
+    }, unread
+    assert any(n.startswith(f"your code runs only when {shape}") and "; 0 of them fail there too" in n for n in report.notes)
