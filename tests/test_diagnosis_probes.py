@@ -152,6 +152,17 @@ def test_a_probe_overrules_a_name_the_per_check_fallback_gave_to_its_question():
     assert finding.check_bug == {"causal": "mask-ignored"}
 
 
+def test_a_probe_that_explains_a_name_replaces_it():
+    """An added constant that absorbs ordinary scores (finfo.min in float32) makes an empty row look
+    uniform: the far-score probe's additive-mask-leaks replaces blocked-row-uniform."""
+    finding = diagnose.Finding(diagnoses=[Diagnosis("blocked-row-uniform", "t", "the search", checks=("empty",))])
+    finding.check_bug["empty"] = "blocked-row-uniform"
+    results = [_failing("empty", ("blocked-row-uniform", "additive-mask-leaks"))]
+    far = probes.Probe("far", ("additive-mask-leaks",), lambda asker: None, explains=("blocked-row-uniform",))
+    probes.meet(finding, [(far, probes.Answer("additive-mask-leaks", "softmax of its unmasked scores"))], results)
+    assert [d.bug for d in finding.diagnoses] == ["additive-mask-leaks"] and finding.check_bug == {"empty": "additive-mask-leaks"}
+
+
 # --- files with three bugs, and correct files in unlike styles --------------------------------------
 
 

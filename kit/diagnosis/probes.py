@@ -59,6 +59,9 @@ class Probe:
     id: str
     bugs: tuple[str, ...]  # the bugs this question can name; they exclude each other
     ask: Callable[[Asker], Answer | None]
+    # names its answer accounts for, which it replaces: the same behaviour seen from farther off
+    # (an added constant that absorbs ordinary scores makes an empty row look uniform)
+    explains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -133,6 +136,8 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
             bug.fix if bug else "",
             checks,
         )
+        if probe.explains:
+            named -= _replaced(finding, probe.explains, answer.bug)
         finding.diagnoses.append(diagnosis)
         added.append(diagnosis)
         named.add(answer.bug)
@@ -155,6 +160,17 @@ def _overruled(finding: Any, probe: Probe, answer: Answer) -> set[str]:
         finding.diagnoses[:] = [d for d in finding.diagnoses if d.bug not in out]
         for cid in [c for c, bug in finding.check_bug.items() if bug in out]:
             del finding.check_bug[cid]
+    return out
+
+
+def _replaced(finding: Any, explained: tuple[str, ...], bug: str) -> set[str]:
+    """The names in `explained` taken out of the finding, their checks now the probe's `bug`'s."""
+    out = {d.bug for d in finding.diagnoses if d.bug in explained}
+    if out:
+        finding.diagnoses[:] = [d for d in finding.diagnoses if d.bug not in out]
+        for cid, named in list(finding.check_bug.items()):
+            if named in out:
+                finding.check_bug[cid] = bug
     return out
 
 
