@@ -640,6 +640,7 @@ THREE_BUG_FILES = (  # (corpus file, exercise): three catalogue bugs each, one o
     ("families/np_transposed_wv_dropped_bq_plus1.py", "mha-screen"),
     ("multibug/einsum_uniform_rows_biases_model_width.py", "mha-screen"),
     ("probes/class_width_inverted_causal.py", "mha-screen"),  # named by probes where the search cannot
+    ("probes/backward_loops_dk_rowsum_inverted.py", "attention-backward"),
 )
 PROBED_FILES = (  # (corpus file, exercise): three bugs each, some named only by the probes
     ("probes/class_width_inverted_causal.py", "mha-screen"),
@@ -650,6 +651,8 @@ PROBED_FILES = (  # (corpus file, exercise): three bugs each, some named only by
     ("probes/kv_call_bq_noscale_interleaved.py", "kv-cache"),
     ("probes/tiled_f32_dvd_signflip_nan.py", "tiled-softmax"),
     ("probes/sliding_torch_full_wide_noscale.py", "sliding-window"),
+    ("probes/backward_class_dv_diagonal_unscaled.py", "attention-backward"),
+    ("real/hf_llama_attention_gqa.py", "gqa"),  # the far-score empty row: finfo.min added in float32
 )
 
 

@@ -310,7 +310,7 @@ PROBES = (
     Probe("empty-head-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_head_row),
     Probe("empty-key-mask-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), empty_key_mask_row),
     Probe("dead-query", ("b-o-not-suppressed",), dead_query),
-    Probe("causal", ("causal-off-by-one", "causal-offset-ignored", "causal-alignment-wrong"), causal),
+    Probe("causal", ("causal-off-by-one", "causal-offset-ignored", "causal-alignment-wrong", "mask-ignored"), causal),
     Probe("causal-offset", ("causal-offset-ignored",), causal_offset),
     Probe("causal-alignment", ("causal-alignment-wrong",), causal_alignment),
 )

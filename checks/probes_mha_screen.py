@@ -194,6 +194,31 @@ def empty_key_row(asker) -> Answer | None:
     return blocked_row_answer(w[1, 0, 0], plain[1, 0, 0], "the attention weights of a query whose key mask allows no key")
 
 
+FAR = 3e16  # token features near this: scores near 1e33, which no fill constant of the catalogue absorbs
+
+
+def empty_key_row_far_scores(asker) -> Answer | None:
+    """additive-mask-leaks where the added constant swamps ordinary scores (finfo.min added in
+    float32 leaves every blocked score equal, so a row with no allowed key comes back uniform, as
+    a replaced fill would give it): the same key-padding mask as `empty_key_row`, on tokens whose
+    scores are near 1e33, which no constant the catalogue lists (-10 … finfo.min) absorbs. A row
+    with no allowed key that then comes back as the softmax of its unmasked scores shows the mask
+    was added. Only that answer: uniform here is a replaced fill, `empty_key_row`'s question."""
+    B, T, D, H = 2, 4, 4, 2
+    x = (_rng().uniform(1.0, 2.0, size=(B, T, D)) * FAR).round(-10)
+    p = _plain_params(D, biases=True)
+    mask = np.broadcast_to(KEY_PAD[:, None, :], (B, T, T)).copy()
+    w, plain = _attend(asker, x, p, H, mask)[1], _attend(asker, x, p, H)[1]
+    if not (np.isfinite(plain).all() and np.isfinite(w[0]).all()) or not (np.abs(w[0][..., :2]) <= 1e-12).all():
+        return None  # the far scores overflow, or the mask itself is not applied right: other questions
+    answer = blocked_row_answer(
+        w[1, 0, 0], plain[1, 0, 0], "the attention weights of a query whose key mask allows no key, at scores near 1e33,"
+    )
+    if answer is None or answer.bug != "additive-mask-leaks":
+        return None
+    return Answer(answer.bug, answer.evidence + " (at ordinary scores the added constant absorbs them, and the row looks uniform)")
+
+
 def _empty_key_row_output(asker, x, p, H, mask) -> Answer | None:
     """The same question off the output: batch 0's queries 2 and 3 must not see tokens 0 and 1
     (moving those tokens leaves their outputs as they were) and must see the mask (their outputs
@@ -331,6 +356,7 @@ def layer_probes(layer, widths=(8, 18)) -> tuple[Probe, ...]:
     return (
         Probe("layer-empty-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), using(layer, empty_row_layer)),
         Probe("layer-empty-key-row", ("blocked-row-uniform", "blocked-row-nan", "additive-mask-leaks"), using(layer, empty_key_row)),
+        Probe("layer-far-empty-row", ("additive-mask-leaks",), using(layer, empty_key_row_far_scores), explains=("blocked-row-uniform",)),
         Probe("scale", ("no-scaling", "scale-by-model-width", "double-scaling", "scale-after-softmax"), using(layer, scale, widths)),
         Probe("biases", ("biases-ignored", "no-output-projection"), using(layer, biases)),
         Probe("mask-pattern", ("mask-ignored", "mask-inverted", "fill-value-too-weak"), using(layer, mask_pattern)),

@@ -138,6 +138,31 @@ def test_the_search_s_name_stands_against_a_probe_of_the_same_question():
     assert [d.bug for d in finding.diagnoses] == ["double-scaling"]
 
 
+def test_a_probe_overrules_a_name_the_per_check_fallback_gave_to_its_question():
+    """The fallback reproduced one check alone (causal-with-offset's first case fits a bound that
+    skips the mask when Q < K as well as one that ignores causal): the causal bound read off the
+    weights says which."""
+    finding = diagnose.Finding(diagnoses=[Diagnosis("causal-alignment-wrong", "t", "fallback", checks=("causal",))])
+    finding.fallback.add("causal-alignment-wrong")
+    finding.check_bug["causal"] = "causal-alignment-wrong"
+    results = [_failing("causal", ("causal-alignment-wrong", "mask-ignored"))]
+    answer = probes.Answer("mask-ignored", "causal=True changes nothing")
+    added = probes.meet(finding, [(_probe(["causal-alignment-wrong", "mask-ignored"]), answer)], results)
+    assert [d.bug for d in added] == ["mask-ignored"] and [d.bug for d in finding.diagnoses] == ["mask-ignored"]
+    assert finding.check_bug == {"causal": "mask-ignored"}
+
+
+def test_a_probe_that_explains_a_name_replaces_it():
+    """An added constant that absorbs ordinary scores (finfo.min in float32) makes an empty row look
+    uniform: the far-score probe's additive-mask-leaks replaces blocked-row-uniform."""
+    finding = diagnose.Finding(diagnoses=[Diagnosis("blocked-row-uniform", "t", "the search", checks=("empty",))])
+    finding.check_bug["empty"] = "blocked-row-uniform"
+    results = [_failing("empty", ("blocked-row-uniform", "additive-mask-leaks"))]
+    far = probes.Probe("far", ("additive-mask-leaks",), lambda asker: None, explains=("blocked-row-uniform",))
+    probes.meet(finding, [(far, probes.Answer("additive-mask-leaks", "softmax of its unmasked scores"))], results)
+    assert [d.bug for d in finding.diagnoses] == ["additive-mask-leaks"] and finding.check_bug == {"empty": "additive-mask-leaks"}
+
+
 # --- files with three bugs, and correct files in unlike styles --------------------------------------
 
 
@@ -215,6 +240,9 @@ CORRECT = [
     ("tiled-softmax", PROBED / "tiled_correct_two_pass.py"),
     ("sliding-window", SOLUTIONS / "sliding-window" / "reference_numpy.py"),
     ("sliding-window", PROBED / "sliding_correct_loops.py"),
+    ("attention-backward", SOLUTIONS / "attention-backward" / "reference_numpy.py"),
+    ("attention-backward", PROBED / "backward_correct_autograd_style.py"),
+    ("attention-backward", CORPUS / "real" / "lucidrains_flash_attention_backward.py"),  # right, float32, needs dv = d
 ]
 
 
@@ -285,6 +313,13 @@ DETECTORS = [
     ("sliding-window", "window-excludes-self", "band"),
     ("sliding-window", "window-excludes-self@zero-rows", "band"),
     ("sliding-window", "window-not-causal", "band"),
+    ("attention-backward", "dv-not-transposed", "dv-transpose"),
+    ("attention-backward", "mask-inverted", "mask"),
+    ("attention-backward", "mask-ignored", "mask"),
+    ("attention-backward", "softmax-jacobian-diagonal", "jacobian"),
+    ("attention-backward", "backward-rowsum-wrong", "jacobian"),
+    ("attention-backward", "dk-from-wrong-operand", "dk-operand"),
+    ("attention-backward", "backward-missing-scale", "backward-scale"),
 ]
 
 

@@ -33,6 +33,38 @@ CheckFunction = Callable[["CheckContext"], None]  # a check: fn(ctx), which fail
 
 
 @record
+class Relaxation:
+    """A simpler shape that code which raises on the general one may support, such as "Dv = D":
+    `said` in words, and `dims`, which maps a case's dimensions (a dict of the names the
+    exercise's case builders use) to the relaxed ones; names a dict lacks are left out."""
+
+    said: str
+    dims: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def equal(first: str, *others: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The relaxation's dims that make every name in `others` equal to `first` (where both are given)."""
+
+    def relax(dims: dict[str, Any]) -> dict[str, Any]:
+        if first not in dims:
+            return dict(dims)
+        return {**dims, **{name: dims[first] for name in others if name in dims}}
+
+    return relax
+
+
+def both(*steps: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Relaxations' dims applied one after the other."""
+
+    def relax(dims: dict[str, Any]) -> dict[str, Any]:
+        for step in steps:
+            dims = step(dims)
+        return dims
+
+    return relax
+
+
+@record
 class Check:
     id: str
     title: str
@@ -44,6 +76,7 @@ class Check:
     after: tuple[str, ...]
     hint: int | None
     concept: str
+    relaxable: bool = True  # may be judged again at a shape the code supports (not when the shape is its property)
 
 
 @record(frozen=False)
@@ -51,6 +84,9 @@ class Suite:
     exercise: str
     checks: list[Check] = field(default_factory=list)
     bench_inputs: Callable | None = None  # (rng, T, **dims) -> (args, kwargs), set by @SUITE.for_bench
+    # simpler shapes, tried in order, at which a check whose call raised is judged again
+    # (kit/grading/relax.py); the case builders apply the one in force through ctx.dims
+    relaxations: tuple[Relaxation, ...] = ()
 
     def check(
         self,
@@ -60,9 +96,11 @@ class Suite:
         after: tuple[str, ...] = (),
         hint: int | None = None,
         concept: str = "",
+        relaxable: bool = True,
     ) -> Callable[[CheckFunction], CheckFunction]:
         """Register a check; its id is the function name with dashes, its title the docstring's
-        first line and its explanation the rest."""
+        first line and its explanation the rest. `relaxable=False`: the check's property is its
+        general shape (or widths it names), so it is never judged again at a simpler one."""
 
         def register(func: CheckFunction) -> CheckFunction:
             doc = (func.__doc__ or func.__name__).strip().splitlines()
@@ -81,6 +119,7 @@ class Suite:
                     tuple(after),
                     hint,
                     concept,
+                    relaxable,
                 )
             )
             return func
@@ -103,8 +142,10 @@ class CheckContext:
         rng_extra: str = "",
         source: SourceFile | None = None,
         float32_reference: Callable[..., Any] | None = None,
+        relaxation: Relaxation | None = None,
     ):
         self.sandbox = sandbox
+        self.relaxation = relaxation  # the simpler shape this run is judged at (None: the check's own)
         # (oracle, call, expected) -> the oracle's answer computed in float32, or None: given by the
         # pipeline (diagnose.float32_reference), so that the check API stays below the diagnosis
         self.float32_reference = float32_reference
@@ -171,10 +212,15 @@ class CheckContext:
     def last_call(self) -> Call:
         return self.calls[-1]
 
+    def dims(self, **dims: Any) -> dict[str, Any]:
+        """A case's dimensions as this run builds them: the relaxation in force applied, if any."""
+        return dims if self.relaxation is None else self.relaxation.dims(dims)
+
     # --- stating the verdict ---------------------------------------------------------------
     def describe(self, **facts: Any) -> None:
-        """Record the case (shapes, seed, inputs that matter) for the failure evidence."""
-        self.case.update(facts)
+        """Record the case (shapes, seed, inputs that matter) for the failure evidence; under a
+        relaxation the dimensions it names are the relaxed ones."""
+        self.case.update(self.dims(**facts))
 
     def note(self, text: str) -> None:
         self.notes.append(text)

@@ -614,6 +614,7 @@ class Finding:
     considered: list[dict] = field(default_factory=list)  # per-check fallback candidates and their figures
     unexplained: list[str] = field(default_factory=list)  # failing checks no named bug reproduces
     wrong_total: int = 0  # the candidate's wrong output rows or results, over every call read
+    fallback: set[str] = field(default_factory=set)  # bugs named by the per-check fallback (no whole reproduction)
 
 
 def model_of(group: tuple) -> object:
@@ -1218,6 +1219,7 @@ def _per_check(failing, evs, singles: list[_Single], finding: Finding, wrong_tot
         if single.form.variant:
             evidence += f" (in this form: {single.form.variant})"
         finding.diagnoses.append(_diagnosis(bug, evidence, checks, explained, wrong_total, still, fixed))
+        finding.fallback.add(bug)
         for cid in checks:
             finding.check_bug.setdefault(cid, bug)
     if named and rest:

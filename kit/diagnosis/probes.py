@@ -19,7 +19,10 @@ silent. A probe may ask at a shape the code supports (dv = d, square layers, key
 when the checks' general shapes crash, so that its other mistakes are still named.
 
 How probes meet the composed search (`meet`): probes run only when some check failed. A name the
-search already gives stands as it is (the search reproduced the calls: it confirms). A probe's
+search already gives stands as it is (the search reproduced the calls: it confirms), unless the
+search's per-check fallback gave it (one check's calls reproduced alone, no combination
+reproducing every call) and the probe's answer to the same question is another bug: then the
+probe's narrow reading wins. A probe's
 bug is added only when the search named nothing from the probe's question (`Probe.bugs`, which
 holds the answers that exclude each other: one scale factor, one pattern of blocked keys), and
 only for the failing checks that declare they catch it: a bug no failing check can show is not
@@ -56,6 +59,9 @@ class Probe:
     id: str
     bugs: tuple[str, ...]  # the bugs this question can name; they exclude each other
     ask: Callable[[Asker], Answer | None]
+    # names its answer accounts for, which it replaces: the same behaviour seen from farther off
+    # (an added constant that absorbs ordinary scores makes an empty row look uniform)
+    explains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -114,6 +120,8 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
     named = {d.bug for d in finding.diagnoses}
     added = []
     for probe, answer in answers:
+        if answer.bug not in named:
+            named -= _overruled(finding, probe, answer)
         if answer.bug in named or named & set(probe.bugs):
             continue  # the search answered this question (or another probe did): its name stands
         checks = tuple(r.id for r in results if answer.bug in r.catches and _failed(r))
@@ -128,6 +136,8 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
             bug.fix if bug else "",
             checks,
         )
+        if probe.explains:
+            named -= _replaced(finding, probe.explains, answer.bug)
         finding.diagnoses.append(diagnosis)
         added.append(diagnosis)
         named.add(answer.bug)
@@ -137,6 +147,31 @@ def meet(finding: Any, answers: Sequence[tuple[Probe, Answer]], results: Sequenc
     if added:
         finding.near_misses[:] = [n for n in finding.near_misses if not any(n.startswith(d.bug + " ") for d in added)]
     return added
+
+
+def _overruled(finding: Any, probe: Probe, answer: Answer) -> set[str]:
+    """The names the per-check fallback gave to this probe's question that the probe's answer
+    contradicts, taken out of the finding (with the checks attributed to them): a bug that
+    reproduced one check's calls alone, where another bug of the same question would too, is
+    weaker evidence than the narrow question asked of that question (a causal bound read off
+    the zeros of the weights, say)."""
+    out = {d.bug for d in finding.diagnoses if d.bug in probe.bugs and d.bug != answer.bug and d.bug in getattr(finding, "fallback", ())}
+    if out:
+        finding.diagnoses[:] = [d for d in finding.diagnoses if d.bug not in out]
+        for cid in [c for c, bug in finding.check_bug.items() if bug in out]:
+            del finding.check_bug[cid]
+    return out
+
+
+def _replaced(finding: Any, explained: tuple[str, ...], bug: str) -> set[str]:
+    """The names in `explained` taken out of the finding, their checks now the probe's `bug`'s."""
+    out = {d.bug for d in finding.diagnoses if d.bug in explained}
+    if out:
+        finding.diagnoses[:] = [d for d in finding.diagnoses if d.bug not in out]
+        for cid, named in list(finding.check_bug.items()):
+            if named in out:
+                finding.check_bug[cid] = bug
+    return out
 
 
 def _failed(result: CheckResult) -> bool:

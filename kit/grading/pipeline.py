@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from attn_kit.base.errors import CallFailed, CheckFailed, CheckSkipped, DependencyMissing, LoadError
 from attn_kit.base.records import CallStatus, Outcome
 from attn_kit.base.recordtype import record
+from attn_kit.grading import relax
 from attn_kit.load import catalog, preflight
 from attn_kit.load.catalog import MUTATION_BUG
 from attn_kit.report.results import FAILED, Call, CheckResult, CheckStatus, Diagnosis, Report
@@ -24,7 +25,7 @@ from attn_kit.sandbox import zygote as sandbox_zygote
 from attn_kit.sandbox.session import DEFAULT_MEMORY, DEFAULT_TIMEOUT, Sandbox
 
 if TYPE_CHECKING:  # registry (and NumPy) load in grade(), once the zygote is starting beside them
-    from attn_kit.compare.registry import Check, Suite
+    from attn_kit.compare.registry import Check, Relaxation, Suite
 
 BLOCKED = "skipped because"  # how a check skipped for a failed prerequisite starts its message
 STOPPED = (CallStatus.TIMEOUT, CallStatus.CRASHED, CallStatus.MEMORY)  # calls the kit had to stop
@@ -96,15 +97,39 @@ def run_check(
     exercise: catalog.Exercise,
     source: preflight.SourceFile | None = None,
     run_blocked: bool = True,
+    relaxations: Sequence[Relaxation] = (),
+    relaxed_last: list[Relaxation] | None = None,
 ) -> CheckResult:
+    """Run one check. When its call raised, it is judged again at the first of `relaxations` (the
+    suite's simpler shapes) the code runs at, for no points (grading/relax.py); `relaxed_last`
+    holds the one that worked for the previous check."""
     started = time.perf_counter()
-    result = CheckResult(
-        check.id, check.title, CheckStatus.PASS, 0, check.points, public=check.public, catches=check.catches, hint=hint_for(exercise, check)
-    )
+
+    def fresh() -> CheckResult:
+        return CheckResult(
+            check.id,
+            check.title,
+            CheckStatus.PASS,
+            0,
+            check.points,
+            public=check.public,
+            catches=check.catches,
+            hint=hint_for(exercise, check),
+        )
+
+    result = fresh()
     blocker = next((a for a in check.after if statuses.get(a, CheckStatus.PASS) != CheckStatus.PASS), None)
     if not (blocker and not run_blocked):
         result = _run(check, result, sandbox, oracle, seed, source)
-    if blocker and (result.status != CheckStatus.PASS or not run_blocked):
+        result = relax.judged_again(
+            check,
+            result,
+            relaxations,
+            lambda r: _run(check, fresh(), sandbox, oracle, seed, source, r),
+            relaxed_last if relaxed_last is not None else [],
+        )
+    judged = result.supported_shape and result.status == CheckStatus.FAIL  # its own failure at a supported shape
+    if blocker and (result.status != CheckStatus.PASS or not run_blocked) and not judged:
         # A failed prerequisite (an output-shape check) does not cost the checks whose cases the
         # candidate's shapes still allow: they run and keep their points. One that does not pass
         # shows as skipped, so one root cause stays one red line.
@@ -117,20 +142,28 @@ def run_check(
             public=check.public,
             catches=check.catches,
             hint=result.hint,
-            message=f"{BLOCKED} `{blocker}` did not pass; fix that first",
+            message=f"{BLOCKED} `{blocker}` did not pass; fix that first"
+            + (f". {relax.passes_at(result.supported_shape)}" if result.supported_shape else ""),
+            supported_shape=result.supported_shape,
         )
     result.seconds = time.perf_counter() - started
     return result
 
 
 def _run(
-    check: Check, result: CheckResult, sandbox: Sandbox, oracle: ModuleType, seed: int, source: preflight.SourceFile | None
+    check: Check,
+    result: CheckResult,
+    sandbox: Sandbox,
+    oracle: ModuleType,
+    seed: int,
+    source: preflight.SourceFile | None,
+    relaxation: Relaxation | None = None,
 ) -> CheckResult:
-    """Run one check's function and fill in `result` from what it did."""
+    """Run one check's function (at `relaxation`'s simpler shape, if given) and fill in `result` from what it did."""
     from attn_kit.compare.registry import CheckContext
     from attn_kit.diagnosis import diagnose
 
-    ctx = CheckContext(sandbox, oracle, seed, check, source=source, float32_reference=diagnose.float32_reference)
+    ctx = CheckContext(sandbox, oracle, seed, check, source=source, float32_reference=diagnose.float32_reference, relaxation=relaxation)
     try:
         check.func(ctx)
         result.points = check.points
@@ -275,7 +308,7 @@ def grade(path: str | Path, options: Options = Options(), progress: Callable[[st
         preflight.check_functions(exercise, info.functions, source.path)
         results, late = _run_checks(suite, sandbox, oracle, seed, exercise, source, options, progress)
         answers = _probe(exercise, sandbox, oracle, source, results)
-        notes.extend(not_checked(results))
+        notes.extend(not_checked(results) + relax.notes(results, suite.relaxations))
         if sandbox.restarts:
             notes.append(f"the worker process was restarted {sandbox.restarts} time(s) after a hang or crash")
         if options.pure:
@@ -391,10 +424,13 @@ def _run_checks(
     last = [c for c in planned if MUTATION_BUG in c.catches][:1]
     hung = False
     late: list[tuple[str, str]] = []
+    relaxed_last: list[Relaxation] = []  # the simpler shape the previous check ran at (grading/relax.py)
     for check in [c for c in planned if c not in last] + last:
         if progress is not None:
             progress(f"{source.path.name}: check {len(results) + 1}/{len(planned)} {check.id}")
-        result = run_check(check, sandbox, oracle, seed, statuses, exercise, source, run_blocked=not hung)
+        result = run_check(
+            check, sandbox, oracle, seed, statuses, exercise, source, not hung, suite.relaxations if not hung else (), relaxed_last
+        )
         if check in last:  # no call comes after it: the end-of-run comparison is made now, once
             late = sandbox.finish()
             _mutation_verdict(result, mutation_found(results + [result], getattr(suite, "mutable", ()), late))

@@ -107,8 +107,10 @@ class CheckResult:
     failing_call: Call | None = None
     float32: float = 0.0  # largest difference accepted as float32 rounding (0: none)
     seconds: float = 0.0  # wall time the check took (kit-side only: not in `check --json`)
+    supported_shape: str = ""  # the simpler shape it was judged again at, its own having raised (grading/relax.py)
 
     def to_json(self) -> dict:
+        shape = {"supported_shape": self.supported_shape} if self.supported_shape else {}
         return {
             "id": self.id,
             "title": self.title,
@@ -119,6 +121,7 @@ class CheckResult:
             "max_points": self.max_points,
             "public": self.public,
             "notes": list(self.notes),
+            **shape,
         }
 
 
