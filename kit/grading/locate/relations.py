@@ -94,6 +94,9 @@ def mask_words(ctx, stage, actual, expected) -> str:
         should, does = expected < 0.5, actual < 0.5
     if np.array_equal(should, does):
         return ""
+    both = ~should & ~does
+    if stage.id != "allowed" and not close(actual[both], expected[both]):
+        return ""  # the entries both allow differ too: not (only) a mask applied wrongly
     opened, closed = int(np.sum(should & ~does)), int(np.sum(does & ~should))
     if np.array_equal(does, ~should):
         return "it is inverted: it blocks every entry that should be allowed and allows every one that should be blocked"
