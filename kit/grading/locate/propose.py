@@ -23,6 +23,7 @@ OPERATOR_ORDER = {
     "compare": 1,
     "bound": 1,
     "index": 2,
+    "request": 3,
     "axis": 2,
     "constant": 2,
     "transpose": 2,
