@@ -82,7 +82,9 @@ def test_operators_propose_the_one_line_fix_of_each_catalogue_family():
     changed = {locate.apply(text, [e]).splitlines()[e.start[0] - 1].strip() for e in edits_of(text)}
     assert "k = self.project(x, 'k').reshape(B, T, H, hd).swapaxes(1, 2)" in changed  # which projection is asked for
     assert "q = self.project(x, 'q').reshape(B, T, H, hd).swapaxes(1, 2)" in changed  # heads split without the move
-    assert "scaled = scores / q.shape[-1] ** 0.5" in changed  # a scale left out, in the queries' width
+    assert "scaled = scores / hd ** 0.5" in changed  # a scale left out
+    head = "def head(q, k):\n    scores = q @ k.T\n    scaled = scores\n    return scaled\n"
+    assert any(locate.apply(head, [e]).splitlines()[2].strip() == "scaled = scores / q.shape[-1] ** 0.5" for e in edits_of(head))
     assert "other = scores / math.sqrt(q.shape[-1])" in changed  # a factor too many under the root
     assert "cols = [x[:, :, slice(h * hd, (h + 1) * hd)] for h in range(H)]" in changed  # a head's own columns
     assert "ctx = (scaled @ v).swapaxes(1, 2).reshape(B, T, D)" in changed  # the values, not the queries

@@ -259,6 +259,8 @@ def _called_wrongly(records: list[Record], matches: list[set[str]], divergence: 
     keys). The divergence moves to the calling line."""
     if divergence.record < 0 or not records[divergence.record].caller or not np.any(records[divergence.record].value):
         return divergence  # (zeros where a term should be: the helper that returned them is wrong)
+    if "bias" in divergence.relation:
+        return divergence  # what the helper adds is its own doing (a call without a bias may be right)
     shown = records[divergence.record]
     here = [r for r in records if r.function == shown.function and r.line == shown.line and r.frame]
     others = [r for r in here if r.frame != shown.frame and r.caller and r.caller != shown.caller]
@@ -313,6 +315,21 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     if whole:
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
+    return _reshaped(stage, records[start + 1 :], matches, values[stage.id], shapes)
+
+
+def _reshaped(stage, later: list[Record], matches: list[set[str]], expected: Any, shapes: set) -> tuple[Divergence, None] | None:
+    """A value of no layout of the stage that holds its numbers (heads concatenated along the
+    time axis): the right numbers in a wrong shape; nothing after it can be compared."""
+    if not np.all(np.isfinite(expected)):
+        return None
+    ordered = np.sort(expected, axis=None)
+    for r in later:
+        if r.value.size == expected.size and r.value.shape not in shapes and not matches[r.index] and not r.boolean:
+            if np.allclose(np.sort(r.value, axis=None), ordered, rtol=2e-3, atol=1e-6):
+                shape = "×".join(map(str, r.value.shape))
+                want = "×".join(map(str, expected.shape))
+                return _divergence(r, stage, f"it holds the right numbers in a wrong shape ({shape}, not {want})"), None
     return None
 
 

@@ -493,6 +493,7 @@ def _transpose(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
 
 
 SQRT = ("sqrt",)
+SCORES_NAME = re.compile(r"s|att\w*|score\w*|logit\w*|sim\w*|dots?|energ\w*|qk\w*")  # `scaled = scores`: never scaled
 
 
 def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -500,10 +501,10 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     yield from _sqrt_width(node, scope)
     yield from _power_width(node, scope)
     yield from _scaled_twice(node)
-    plain = isinstance(node, ast.Name) and isinstance(parent, ast.Assign) and node is parent.value  # `scaled = scores`
+    plain = isinstance(node, ast.Name) and SCORES_NAME.fullmatch(node.id) and isinstance(parent, ast.Assign) and node is parent.value
     if (plain or _scores(node)) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
         queries = [f"{n}.shape[-1]" for n in sorted(scope.names) if qkv(n) == "q"][:2]
-        for width in [*scope.widths, *queries]:
+        for width in scope.widths or queries:  # no width in scope: the queries' own
             root = ast.parse(width, mode="eval").body
             new = ast.BinOp(deep_copy(node), ast.Div(), ast.BinOp(root, ast.Pow(), ast.Constant(0.5)))
             yield (new, "scale", "these scores are not scaled", f"{src(node)} -> {src(new)}", ("no-scaling",))
@@ -864,12 +865,12 @@ def _request(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
 
 
 def _operand(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
-    """An operand of a product (`weights @ q`, `q @ v.T`) that names the queries, keys or values,
+    """The right operand of a product (`weights @ q`, `q @ v.T`) naming the queries, keys or values,
     replaced by another of them that the function binds."""
     if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and qkv(node.id)):
         return
     product = (
-        (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult))
+        (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult) and parent.right is node)
         or (isinstance(parent, ast.Call) and called(parent) in ("matmul", "einsum", "bmm", "dot") and node in parent.args)
         or (isinstance(parent, ast.Attribute) and parent.attr in ("T", "mT", "transpose", "swapaxes", "permute"))
     )
@@ -878,7 +879,7 @@ def _operand(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Propos
     mine = qkv(node.id)
     others = [n for n in sorted(scope.names) if qkv(n) and qkv(n) != mine and len(n) <= len(node.id) + 4][:4]
     for other in others:
-        yield (ast.Name(other, ast.Load()), "swap", f"`{node.id}` is the wrong operand here", f"{node.id} -> {other}", SWAP_BUGS)
+        yield (ast.Name(other, ast.Load()), "operand", f"`{node.id}` is the wrong operand here", f"{node.id} -> {other}", SWAP_BUGS)
 
 
 def _split_heads(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -900,6 +901,8 @@ def _head_columns(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[P
     `slice(h * hd, (h + 1) * hd)`."""
     if not (isinstance(node, ast.Call) and called(node) == "slice" and node.args) or not scope.loops:
         return
+    if len(node.args) < 3 and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(node)):
+        return  # already a block of columns
     for loop, width in itertools.product(scope.loops[:2], scope.widths[:3]):
         new: Any = ast.parse(f"slice({loop} * {width}, ({loop} + 1) * {width})", mode="eval").body
         if src(new) != src(node):

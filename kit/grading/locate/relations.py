@@ -135,6 +135,14 @@ def _other_axis(ctx, stage, actual, expected) -> str:
     return "each column sums to 1, not each row: the softmax runs over the queries instead of the keys"
 
 
+def _ones(ctx, stage, actual, expected) -> str:
+    """Weights that are all 1: each exponential divided by itself, the sum taken over an axis of
+    length one (the single query of a decoding step) instead of over the keys."""
+    if stage.id != "weights" or actual.size < 2 or not np.allclose(actual, 1.0) or np.allclose(expected, 1.0):
+        return ""
+    return "every weight is 1: the softmax's sum runs over an axis of length 1 (the queries), not over the keys"
+
+
 def _offset(ctx, stage, actual, expected) -> str:
     if actual.ndim < 2 or not np.all(np.isfinite(expected)):
         return ""
@@ -187,4 +195,4 @@ def _uniform_rows(ctx, stage, actual, expected) -> str:
     )
 
 
-RELATIONS = (_variant, _uniform_rows, _allowed, mask_words, _scaled, _transposed, _other_axis, _offset, _shuffled, _not_finite)
+RELATIONS = (_variant, _uniform_rows, _allowed, mask_words, _scaled, _transposed, _other_axis, _ones, _offset, _shuffled, _not_finite)

@@ -32,7 +32,7 @@ MAX_CALLS = 4  # failing calls traced (the smallest may not tell stages apart: h
 
 def failing_calls(report: Report) -> list[Call]:
     """The failing calls of the traced function, smallest first (fewest argument entries; a wrong
-    value before an exception), one per size; those projecting by the identity last."""
+    value before an exception), one per size; those whose stages cannot be told apart last."""
     fn = stage_table.traced_function(report.exercise)
     calls = [
         c
@@ -51,12 +51,16 @@ def failing_calls(report: Report) -> list[Call]:
 
 
 def _identity(ctx: stage_table.Context | None) -> bool:
-    """A call whose projections include the identity matrix: a projected value equals what it
-    was projected from, so the stages cannot be told apart (a check of the projections' order)."""
+    """A call whose projections include the identity matrix (a projected value equals what it
+    was projected from), or with one head of width 1: its stages cannot be told apart."""
     if ctx is None:
         return False
     square = (np.asarray(w, dtype=np.float64) for w in ctx.params.values() if w is not None and np.ndim(w) == 2)
-    return any(w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])) for w in square)
+    try:
+        single = ctx.heads == 1 and ctx.hd == 1  # one number per position: every layout is the same
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        single = False
+    return single or any(w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])) for w in square)
 
 
 def _entries(value: Any) -> int:
@@ -163,8 +167,8 @@ def merged(traces: list[Trace]) -> Trace:
             same = next((k for k in seen if k[0] == d.line), None)
             if same is None:
                 seen[(d.line, d.stage)] = d
-            elif _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
-                del seen[same]
+            elif (_specific(d.relation), -order.get(d.stage, 99)) > (_specific(seen[same].relation), -order.get(seen[same].stage, 99)):
+                del seen[same]  # a call that tells the causes apart, or sees the mistake a stage earlier
                 seen[(d.line, d.stage)] = d
     first = traces[0]
     return Trace(
