@@ -50,14 +50,12 @@ def _kept(divergence: Divergence, tree: ast.Module) -> Divergence:
 
 def _after(tree: ast.Module, line: int) -> list[ast.stmt]:
     """The statements after the one on `line`, in its own block (the innermost holding it)."""
-    held = []
+    held: list[tuple[int, list[ast.stmt]]] = []
     for node in ast.walk(tree):
         for block in (getattr(node, "body", None), getattr(node, "orelse", None), getattr(node, "finalbody", None)):
-            here = (
-                [s for s in block if isinstance(s, ast.stmt) and s.lineno <= line <= (s.end_lineno or s.lineno)]
-                if isinstance(block, list)
-                else []
-            )
+            if not isinstance(block, list):
+                continue
+            here = [s for s in block if isinstance(s, ast.stmt) and s.lineno <= line <= (s.end_lineno or s.lineno)]
             if here:
                 held.append(((here[0].end_lineno or here[0].lineno) - here[0].lineno, block))
     if not held:
