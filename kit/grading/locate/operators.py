@@ -504,7 +504,7 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     plain = isinstance(node, ast.Name) and SCORES_NAME.fullmatch(node.id) and isinstance(parent, ast.Assign) and node is parent.value
     if (plain or _scores(node)) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
         queries = [f"{n}.shape[-1]" for n in sorted(scope.names) if qkv(n) == "q"][:2]
-        for width in scope.widths or queries:  # no width in scope: the queries' own
+        for width in [*scope.widths, *queries] if plain else scope.widths or queries:  # else only with no width in scope
             root = ast.parse(width, mode="eval").body
             new = ast.BinOp(deep_copy(node), ast.Div(), ast.BinOp(root, ast.Pow(), ast.Constant(0.5)))
             yield (new, "scale", "these scores are not scaled", f"{src(node)} -> {src(new)}", ("no-scaling",))
