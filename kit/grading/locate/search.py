@@ -21,7 +21,7 @@ from attn_kit.load import catalog, preflight
 from attn_kit.report.results import FAILED, CheckStatus, Report
 
 DEFAULT_BUDGET = 10.0
-RESERVE_SHARE = 0.25  # of the budget, at most, kept back to verify a partial edit
+RESERVE_SHARE = 0.15  # of the budget, at most, kept back to verify a partial edit
 RESERVE_MIN = 0.5  # seconds
 
 
@@ -137,7 +137,7 @@ class _Search:
         # kept back once a single edit has repaired some failing checks: what grading that partial
         # edit takes (about one grade of the file), so it is verified and shown when time runs out
         graded = sum(r.seconds for r in report.results)
-        self.reserve = min(budget.seconds * RESERVE_SHARE, max(RESERVE_MIN, 1.5 * graded))
+        self.reserve = min(budget.seconds * RESERVE_SHARE, max(RESERVE_MIN, graded))
 
     def run(self) -> Located:
         """Singles in rank order; pairs from a queue rebuilt whenever a single repairs something.
