@@ -9,7 +9,8 @@
                                                       # exercises of checks/stages_own.py had stages
 
 Right line: a divergence line (or the verified edit's lines) is one of the expected lines of one
-mistake. Times are kit CPU seconds (kit/grading/clock.py: this process and the processes below
+mistake; the files whose only right line is that of a partial edit (verified to repair some
+failing checks and break none) are counted apart. Times are kit CPU seconds (kit/grading/clock.py: this process and the processes below
 it), so a loaded machine changes them less than wall time. Seed 4242, the default 10 s budget.
 """
 
@@ -98,7 +99,7 @@ def traced_corpus(only: str) -> None:
     pipeline.grade(TRACED / "bases" / "numpy_call.py", pipeline.Options(seed=4242))  # the zygote, forked from a clean kit
     from attn_kit.grading import locate
 
-    rows: dict[int, list[tuple[bool, bool, bool]]] = {}
+    rows: dict[int, list[tuple[bool, bool, bool, bool]]] = {}
     times = []
     for name, entry in expected.items():
         if only not in name:
@@ -118,7 +119,8 @@ def traced_corpus(only: str) -> None:
         div = {d.line for d in found.trace.divergences} if found.trace else set()
         edit = found.found or found.partial
         right = bool(div & lines) or bool(found.found and set(found.found.lines) & lines)
-        rows.setdefault(len(entry["mistakes"]), []).append((right, found.found is not None, found.partial is not None))
+        by_partial = not right and bool(found.partial and set(found.partial.lines) & lines)
+        rows.setdefault(len(entry["mistakes"]), []).append((right, found.found is not None, found.partial is not None, by_partial))
         print(
             f"{'RIGHT' if right else 'miss '} {name:80} div {sorted(div)} edit {list(edit.lines) if edit else '-'}"
             f" expected {sorted(lines)} {found.stopped} {found.seconds:.1f}s",
@@ -127,8 +129,9 @@ def traced_corpus(only: str) -> None:
     for n, got in sorted(rows.items()):
         k = len(got)
         print(
-            f"{n}-mistake files ({k}): right line {sum(r for r, _, _ in got)}/{k}, verified edit {sum(f for _, f, _ in got)}/{k}"
-            f" full + {sum(p and not f for _, f, p in got)} partial"
+            f"{n}-mistake files ({k}): right line {sum(r for r, _, _, _ in got)}/{k}"
+            f" (+{sum(b for _, _, _, b in got)} on a partial edit's line), verified edit {sum(f for _, f, _, _ in got)}/{k}"
+            f" full + {sum(p and not f for _, f, p, _ in got)} partial"
         )
     if times:
         print(f"median kit CPU to the answer: {statistics.median(times):.2f} s")

@@ -184,6 +184,15 @@ def _project_transposed(ctx: Context, x: Any, w: int) -> Any:
     return y if bias is None else y + np.asarray(bias, dtype=np.float64)
 
 
+def _stage(values: dict, *ids: str) -> Any:
+    """The first of the stages computed for this call (a stage left out stands for none)."""
+    return next((values[i] for i in ids if i in values), None)
+
+
+def _keys(heads: Any) -> Any:
+    return np.swapaxes(heads, -1, -2)
+
+
 # stage -> classic wrong ways to compute it, in words, and the value each gives (from the call)
 VARIANTS: dict[str, tuple[tuple[str, Callable[[Context, dict], Any]], ...]] = {
     "q_proj": (
@@ -201,6 +210,16 @@ VARIANTS: dict[str, tuple[tuple[str, Callable[[Context, dict], Any]], ...]] = {
         ("it is x @ Wv without the bias bv", lambda c, v: c.kv @ np.asarray(c.params[c.names[4]], dtype=np.float64)),
         ("it is the projected queries (Wq used for the values)", lambda c, v: _project(c, c.kv, 0)),
         ("it is the projected keys (Wk used for the values)", lambda c, v: _project(c, c.kv, 2)),
+    ),
+    "raw": (
+        (
+            "it is q · vᵀ: the values are used as the keys",
+            lambda c, v: _stage(v, "q_rot", "q_heads") @ _keys(_stage(v, "v_each", "v_heads")),
+        ),
+        (
+            "it is q · qᵀ: the queries are used as the keys",
+            lambda c, v: _stage(v, "q_rot", "q_heads") @ _keys(_stage(v, "q_rot", "q_heads")),
+        ),
     ),
     "biased": (
         (

@@ -59,6 +59,39 @@ def test_operators_propose_the_classic_fixes():
     assert "s = q @ k / np.sqrt(D)" in changed  # a transpose removed
 
 
+def test_operators_propose_the_one_line_fix_of_each_catalogue_family():
+    text = (
+        "import math\n"
+        "import numpy as np\n"
+        "class Layer:\n"
+        "    def project(self, x, name):\n"
+        "        y = x @ self.p['W' + name]\n"
+        "        b = self.p.get('b' + name)\n"
+        "        return y\n"
+        "    def run(self, x, B, T, H, hd, D):\n"
+        "        q = self.project(x, 'q').reshape(B, H, T, hd)\n"
+        "        k = self.project(x, 'q').reshape(B, T, H, hd).swapaxes(1, 2)\n"
+        "        v = self.project(x, 'v').reshape(B, T, H, hd).swapaxes(1, 2)\n"
+        "        scores = q @ k.swapaxes(-1, -2)\n"
+        "        scaled = scores\n"
+        "        other = scores / math.sqrt(q.shape[-1] * H)\n"
+        "        cols = [x[:, :, slice(h, D, H)] for h in range(H)]\n"
+        "        ctx = (scaled @ q).swapaxes(1, 2).reshape(B, T, D)\n"
+        "        return ctx, cols\n"
+    )
+    changed = {locate.apply(text, [e]).splitlines()[e.start[0] - 1].strip() for e in edits_of(text)}
+    assert "k = self.project(x, 'k').reshape(B, T, H, hd).swapaxes(1, 2)" in changed  # which projection is asked for
+    assert "q = self.project(x, 'q').reshape(B, T, H, hd).swapaxes(1, 2)" in changed  # heads split without the move
+    assert "scaled = scores / hd ** 0.5" in changed  # a scale left out
+    head = "def head(q, k):\n    scores = q @ k.T\n    scaled = scores\n    return scaled\n"
+    assert any(locate.apply(head, [e]).splitlines()[2].strip() == "scaled = scores / q.shape[-1] ** 0.5" for e in edits_of(head))
+    assert "other = scores / math.sqrt(q.shape[-1])" in changed  # a factor too many under the root
+    assert "cols = [x[:, :, slice(h * hd, (h + 1) * hd)] for h in range(H)]" in changed  # a head's own columns
+    assert "ctx = (scaled @ v).swapaxes(1, 2).reshape(B, T, D)" in changed  # the values, not the queries
+    assert "return y + (b if b is not None else 0)" in changed  # a bias read and never added
+    assert "return (self.project(ctx, 'o'), cols)" in changed or "return self.project(ctx, 'o'), cols" in changed
+
+
 def test_edits_matching_the_diagnosed_bug_come_first():
     text = "import math\ndef f(s, m, i, j, D, hd):\n    return math.exp(s - m) / math.sqrt(D) if j < i else 0\n"
     assert "scale-by-model-width" in edits_of(text, ["scale-by-model-width"])[0].bugs

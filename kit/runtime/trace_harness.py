@@ -5,9 +5,10 @@ Every frame whose code comes from the candidate's file is traced: module-level f
 (an nn.Module's forward, a class's __call__), closures, nested functions, comprehensions. After each
 executed line, the local names that line bound or changed, when they hold an array-like value (a
 NumPy array, a torch tensor, a list or tuple of numbers), are recorded as a float64 NumPy array,
-with the line, the name, the function and whether it held booleans (a mask). Only this data goes back to the kit, through the wire
-format (dtype, shape and raw bytes; never a pickle), bounded in count and size below the reply
-bounds of base/wire.py. Nothing here knows what the values should be: the kit compares them with
+with the line, the name, the function, whether it held booleans (a mask), which call of a function
+made it (a number per frame) and the line of the file that made that call. Only this data goes
+back to the kit, through the wire format (dtype, shape and raw bytes; never a pickle), bounded in
+count and size below the reply bounds of base/wire.py. Nothing here knows what the values should be: the kit compares them with
 its own reference's stages in its own process, after the worker has answered.
 
 Standard library only at import time (NumPy through the wire module's own reference).
@@ -39,6 +40,8 @@ class _Recorder:
         self.total = 0
         self.seen: dict[int, dict[str, Any]] = {}  # per frame: name -> token of the value last recorded
         self.last: dict[int, int] = {}  # per frame: the line that ran last
+        self.frames: dict[int, tuple[int, int]] = {}  # per live frame: (its number, the file's line that called it or 0)
+        self.count = 0
 
     def full(self) -> bool:
         return len(self.records) >= MAX_RECORDS or self.total >= MAX_TOTAL
@@ -48,8 +51,11 @@ class _Recorder:
             return None
         self.last[id(frame)] = frame.f_lineno
         self.seen[id(frame)] = {}
+        self.count += 1
         caller = frame.f_back
-        if caller is not None and caller.f_code.co_filename == self.filename:
+        inside = caller is not None and caller.f_code.co_filename == self.filename
+        self.frames[id(frame)] = (self.count, caller.f_lineno if inside else 0)
+        if inside:
             self._changed(frame, caller.f_lineno)  # the arguments: made on the caller's line
         return self.local_trace
 
@@ -67,6 +73,7 @@ class _Recorder:
                 self._record(frame, frame.f_lineno, "return", arg)
             self.seen.pop(key, None)
             self.last.pop(key, None)
+            self.frames.pop(key, None)
         return self.local_trace
 
     def _changed(self, frame, line: int) -> None:
@@ -94,8 +101,17 @@ class _Recorder:
         array, boolean = converted
         self.sites[site] = self.sites.get(site, 0) + 1
         self.total += int(array.size)
+        number, caller = self.frames.get(id(frame), (0, 0))
         self.records.append(
-            {"line": int(line), "name": str(name)[:MAX_NAME], "fn": str(site[0])[:MAX_NAME], "value": array, "bool": boolean}
+            {
+                "line": int(line),
+                "name": str(name)[:MAX_NAME],
+                "fn": str(site[0])[:MAX_NAME],
+                "value": array,
+                "bool": boolean,
+                "frame": number,
+                "caller": caller,
+            }
         )
 
 

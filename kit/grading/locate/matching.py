@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,8 @@ class Record:
     function: str
     value: Any  # float64 array
     boolean: bool = False  # the code's value held booleans (a mask)
+    frame: int = 0  # which call of its function made it (0: not known)
+    caller: int = 0  # the line of the file that made that call (0: called from outside the file)
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,11 @@ class Divergence:
     stage: str
     words: str
     relation: str
+    record: int = -1  # the index of the record that shows it, in its call's records (-1: none)
 
     def text(self) -> str:
-        what = f"`{self.name}` should be {self.words}" if self.name != "return" else f"the value returned should be {self.words}"
+        returned = self.name.startswith("return")
+        what = f"the value returned should be {self.words}" if returned else f"`{self.name}` should be {self.words}"
         return what + (f"; {self.relation}" if self.relation else "")
 
 
@@ -198,7 +202,9 @@ def find(ctx: stage_table.Context, records: list[Record]) -> Trace:
     trace = Trace(records=len(records))
     given: dict[str, Any] = {}
     found: set[str] = set()
-    for _ in range(MAX_DIVERGENCES):
+    for _ in range(2 * MAX_DIVERGENCES):  # one mistake may show on several stages' values, on one line
+        if len({d.line for d in trace.divergences}) >= MAX_DIVERGENCES:
+            break
         values = stage_table.compute(ctx, given)
         ctx.values = values
         index = index_views(values, ctx.table)
@@ -270,41 +276,69 @@ def _next(ctx, records, values, index, matches, first, found) -> tuple[Divergenc
         if picked is None:
             unseen.add(stage.id)
             continue
-        return picked
+        taken = found | {s for f in found if f in below for s in below[f]}  # the code's own values now
+        return _called_wrongly(records, [m - taken for m in matches], picked[0]), picked[1]
     return None
+
+
+def _called_wrongly(records: list[Record], matches: list[set[str]], divergence: Divergence) -> Divergence:
+    """A divergence inside a helper called from several lines (`project(x, "q")`, `project(x,
+    "k")`), on a line that gave a right value, or this very value, for another of those calls:
+    the helper is right and the call asked it for the wrong thing (`project(x, "q")` for the
+    keys). The divergence moves to the calling line."""
+    if divergence.record < 0 or not records[divergence.record].caller or not np.any(records[divergence.record].value):
+        return divergence  # (zeros where a term should be: the helper that returned them is wrong)
+    if "bias" in divergence.relation:
+        return divergence  # what the helper adds is its own doing (a call without a bias may be right)
+    shown = records[divergence.record]
+    here = [r for r in records if r.function == shown.function and r.line == shown.line and r.frame]
+    others = [r for r in here if r.frame != shown.frame and r.caller and r.caller != shown.caller]
+    if not any(matches[r.index] or (r.value.shape == shown.value.shape and np.array_equal(r.value, shown.value)) for r in others):
+        return divergence
+    named = next((r for r in records[shown.index :] if r.line == shown.caller and r.function != shown.function), None)
+    where = f"{divergence.relation}: the call on line {shown.caller} asks `{shown.function.rsplit('.', 1)[-1]}` for it"
+    return replace(
+        divergence,
+        line=shown.caller,
+        name=named.name if named else divergence.name,
+        function=named.function if named else divergence.function,
+        relation=where,
+    )
 
 
 def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Divergence, Any] | None:
     """The record for a stage found wrong: one whose difference has a name, else the last value
     still equal to the stage before it, else the closest value of its shape."""
     shapes = {shape for shape, shelf in index.items() if stage.id in shelf.stacked}
-    wrong = [r for r in records[start + 1 :] if not matches[r.index] and r.value.shape in shapes]
-    wrong = [r for r in wrong if _plausible(stage, r)]
     table = stage_table.table_of(ctx)
+    kin = _siblings(stage.id)
+    wrong = [r for r in records[start + 1 :] if not (matches[r.index] - kin) and r.value.shape in shapes]
+    wrong = [r for r in wrong if _plausible(stage, r) and _again(ctx, records, matches, first, r)]
     after = next(
         (s for s in table if s.previous and stage_table.resolve(s.previous, values, ctx.table) == stage.id and s.id in values), None
     )
     for record in wrong:
-        for view in index[record.value.shape].views:
-            if view.stage == stage.id and (relation := relate(ctx, stage, record.value, view.value)):
-                if relation.startswith(UNIFORM):
-                    return _fill_site(records, matches, record, stage, relation), _whole(record, view)
-                named = _onward(ctx, after, record, index) if after is not None and _plausible(after, record) else None
-                source = _mask_source(ctx, records, start, record, values) if "block" in relation or "invert" in relation else None
-                return (
-                    source
-                    or named
-                    or (_divergence(_handed_on(records, record) if MISSING in relation else record, stage, relation), _whole(record, view))
-                )
+        if (hit := _related(ctx, stage, record, index)) is None:
+            continue
+        record, (relation, view) = _updated(ctx, stage, wrong, record, index) or (record, hit)
+        if relation.startswith(UNIFORM):
+            return _fill_site(records, matches, record, stage, relation), _whole(record, view)
+        named = _onward(ctx, after, record, index) if after is not None and _plausible(after, record) else None
+        source = _mask_source(ctx, records, start, record, values) if "block" in relation or "invert" in relation else None
+        return (
+            source
+            or named
+            or (_divergence(_without(records, record) if MISSING in relation else record, stage, relation), _whole(record, view))
+        )
     if isinstance(values[stage.id], list) and (site := _part_site(ctx, stage, records, matches, wrong, values[stage.id])):
         return site
     previous = stage_table.resolve(stage.previous, values, ctx.table) if stage.previous else ""
-    if previous and previous in first:
+    if previous and previous in first and _still(ctx, stage, previous, values, records[start + 1 :]):
         # the last value still equal to the stage before, in the function that made it first
-        # (a helper that receives it later is not where the step was left out)
+        # (a helper that receives it later is not where the step was left out), returned or not
         made = records[first[previous]]
         same = [r for r in records if r.function == made.function and previous in matches[r.index]]
-        record = ([r for r in same if not r.name.startswith("return")] or same)[-1]
+        record = same[-1]
         before, now = last(values[previous]), last(values[stage.id])
         factor = factor_words(ctx, before, now) if before.shape == now.shape else ""
         relation = f"it is still {stage_table.by_id(ctx.table)[previous].words}" + (f": {factor}" if factor else "")
@@ -316,6 +350,23 @@ def _pick(ctx, stage, records, values, index, matches, first, start) -> tuple[Di
     if whole:
         record, view = min(whole, key=lambda rv: _distance(rv[0].value, rv[1].value))
         return _divergence(record, stage, _difference(record.value, view.value)), _whole(record, view)
+    if isinstance(values[stage.id], list):
+        return None  # a stage over parts: each part's shape is its own
+    return _reshaped(stage, records[start + 1 :], matches, values[stage.id], shapes)
+
+
+def _reshaped(stage, later: list[Record], matches: list[set[str]], expected: Any, shapes: set) -> tuple[Divergence, None] | None:
+    """A value of no layout of the stage that holds its numbers (heads concatenated along the
+    time axis): the right numbers in a wrong shape; nothing after it can be compared."""
+    if not np.all(np.isfinite(expected)):
+        return None
+    ordered = np.sort(expected, axis=None)
+    for r in later:
+        if r.value.size == expected.size and r.value.shape not in shapes and not matches[r.index] and not r.boolean:
+            if np.allclose(np.sort(r.value, axis=None), ordered, rtol=2e-3, atol=1e-6):
+                shape = "×".join(map(str, r.value.shape))
+                want = "×".join(map(str, expected.shape))
+                return _divergence(r, stage, f"it holds the right numbers in a wrong shape ({shape}, not {want})"), None
     return None
 
 
@@ -360,7 +411,90 @@ def _rows_of_input(ctx, value: Any) -> bool:
     return False
 
 
+def _siblings(stage_id: str) -> set[str]:
+    """The stages of the other two of the queries, keys and values (q_proj, q_heads, v_proj, ...
+    for k_proj): a value equal to one of them may be a wrong try at this one (Wq used for the
+    keys)."""
+    head = stage_id.partition("_")[0]
+    if head not in ("q", "k", "v"):
+        return set()
+    return {s.id for s in stage_table.ATTENTION if s.id[0] in "qkv" and s.id[1] == "_" and s.id[0] != head}
+
+
+def _again(ctx, records: list[Record], matches: list[set[str]], first: dict[str, int], record: Record) -> bool:
+    """A value that is right for another stage (the queries) is a try at this one (the keys)
+    only when it is made again, by another call or under another name, after that stage's own
+    (neither being an argument as received)."""
+    if matches[record.index] and _argument(ctx, record):
+        return False
+    for s in matches[record.index]:
+        own = next((r for r in records[: record.index] if s in matches[r.index] and not _argument(ctx, r)), None)
+        if own is None or (record.frame and record.frame == own.frame) or (not record.frame and record.name == own.name):
+            return False
+    # nor when it is that value handed back to the line that asked for it (`q = project(x, "q")`)
+    return not any(r.caller == record.line and matches[r.index] & matches[record.index] for r in records[: record.index])
+
+
+def _argument(ctx, record: Record) -> bool:
+    """An argument as its call received it (recorded on the calling line), or a value equal to
+    the call's input (a projection by the identity cannot be told from its input)."""
+    return bool(record.caller and record.line == record.caller) or _is_input(ctx, record.value)
+
+
+def _related(ctx, stage: stage_table.Stage, record: Record, index) -> tuple[str, View] | None:
+    """A named difference between the record and some layout of the stage, and that layout."""
+    for view in index[record.value.shape].views:
+        if view.stage == stage.id and (relation := relate(ctx, stage, record.value, view.value)):
+            return relation, view
+    return None
+
+
+def _updated(ctx, stage: stage_table.Stage, wrong: list[Record], record: Record, index) -> tuple[Record, tuple[str, View]] | None:
+    """The same call rebinding the name on a later line to another wrong try at the same stage
+    (`out = x @ W`, then `out = out - b`): the first value was a step on the way, the last is the
+    try."""
+    if ctx.table:
+        return None  # the exercises of stages_own.py update their arrays in place, step by step
+    later = [r for r in wrong if record.frame and r.frame == record.frame and r.name == record.name and r.line > record.line]
+    for r in reversed(later):
+        if (hit := _related(ctx, stage, r, index)) is not None:
+            return r, hit
+    return None
+
+
+def _still(ctx, stage: stage_table.Stage, previous: str, values: dict[str, Any], later: list[Record]) -> bool:
+    """Whether the code went on with the stage before in place of this one (a step left out):
+    the stages computed from this one, taken as the one before, equal a later value of the code
+    (the weights a softmax gives the unscaled scores); the last stage, and a stage over parts
+    (tiles, sequences), need no such proof."""
+    below = _descendants(stage_table.table_of(ctx), values)[stage.id]
+    if not below or isinstance(values[previous], list):
+        return True
+    given = {k: v for k, v in values.items() if k not in below}
+    given[stage.id] = values[previous]
+    try:
+        onward = stage_table.compute(ctx, given)
+        index = index_views({s: onward[s] for s in below if s in onward}, ctx.table)
+    except (ValueError, IndexError, KeyError, FloatingPointError):
+        return False
+    return any(r.value.shape in index and index[r.value.shape].matches(r.value) for r in later)
+
+
 MISSING = "without the bias"  # a term left out: wrong where the value is handed on without it, not where it was made
+
+
+def _without(records: list[Record], record: Record) -> Record:
+    """Where a term left out is wrong: a helper called on the value's line that returned zeros in
+    its place (`self.bias("bq")` returning np.zeros), else where the value is handed on."""
+    zero = next(
+        (
+            r
+            for r in records[: record.index]
+            if r.caller == record.line and r.name == "return" and r.value.ndim == 1 and r.value.size > 1 and not np.any(r.value)
+        ),
+        None,
+    )
+    return zero or _handed_on(records, record)
 
 
 def _handed_on(records: list[Record], record: Record) -> Record:
@@ -409,7 +543,8 @@ def _plausible(stage: stage_table.Stage, record: Record) -> bool:
 
 
 def _is_input(ctx, value: Any) -> bool:
-    return any(v.size == value.size and np.allclose(np.squeeze(v), value) for v in (np.asarray(ctx.x), np.asarray(ctx.kv)) if v.shape)
+    inputs = (np.squeeze(np.asarray(v)) for v in (ctx.x, ctx.kv))
+    return any(v.shape == value.shape and np.allclose(v, value) for v in inputs if v.shape)
 
 
 def _mask_source(ctx, records: list[Record], start: int, shown: Record, values: dict[str, Any]) -> tuple[Divergence, Any] | None:
@@ -449,7 +584,7 @@ def _onward(ctx, stage, record: Record, index) -> tuple[Divergence, Any] | None:
 
 
 def _divergence(record: Record, stage: stage_table.Stage, relation: str) -> Divergence:
-    return Divergence(record.line, record.name, record.function, stage.id, stage.words, relation)
+    return Divergence(record.line, record.name, record.function, stage.id, stage.words, relation, record.index)
 
 
 def _whole(record: Record, view: View) -> Any:

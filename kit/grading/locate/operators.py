@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -492,6 +493,7 @@ def _transpose(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
 
 
 SQRT = ("sqrt",)
+SCORES_NAME = re.compile(r"s|att\w*|score\w*|logit\w*|sim\w*|dots?|energ\w*|qk\w*")  # `scaled = scores`: never scaled
 
 
 def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -499,9 +501,12 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     yield from _sqrt_width(node, scope)
     yield from _power_width(node, scope)
     yield from _scaled_twice(node)
-    if _scores(node) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
-        for width in scope.widths:
-            new = ast.BinOp(deep_copy(node), ast.Div(), ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5)))
+    plain = isinstance(node, ast.Name) and SCORES_NAME.fullmatch(node.id) and isinstance(parent, ast.Assign) and node is parent.value
+    if (plain or _scores(node)) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
+        queries = [f"{n}.shape[-1]" for n in sorted(scope.names) if qkv(n) == "q"][:2]
+        for width in [*scope.widths, *queries] if plain else scope.widths or queries:  # else only with no width in scope
+            root = ast.parse(width, mode="eval").body
+            new = ast.BinOp(deep_copy(node), ast.Div(), ast.BinOp(root, ast.Pow(), ast.Constant(0.5)))
             yield (new, "scale", "these scores are not scaled", f"{src(node)} -> {src(new)}", ("no-scaling",))
 
 
@@ -509,6 +514,7 @@ def _sqrt_width(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
     if not (isinstance(node, ast.Call) and called(node) in SQRT and len(node.args) == 1):
         return
     arg = node.args[0]
+    yield from _factor_dropped(node, arg, lambda kept: _with_arg(node, kept))
     for width in scope.widths:
         if width != src(arg):
             new = deep_copy(node)
@@ -527,6 +533,7 @@ def _power_width(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
         isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 0.5
     ):
         return
+    yield from _factor_dropped(node, node.left, lambda kept: ast.BinOp(kept, ast.Pow(), ast.Constant(0.5)))
     for width in scope.widths:
         if width != src(node.left):
             new = ast.BinOp(ast.Name(width, ast.Load()), ast.Pow(), ast.Constant(0.5))
@@ -537,6 +544,22 @@ def _power_width(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
                 f"{src(node)} -> {src(new)}",
                 ("scale-by-model-width",),
             )
+
+
+def _with_arg(node: ast.Call, arg: ast.expr) -> ast.Call:
+    new = deep_copy(node)
+    new.args[0] = arg
+    return new
+
+
+def _factor_dropped(node: ast.AST, arg: ast.expr, rebuild: Callable[[ast.expr], ast.expr]) -> Iterator[Proposal]:
+    """A product under the square root (`sqrt(hd * H)`): one factor kept, the other dropped."""
+    if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mult)):
+        return
+    for kept in (arg.left, arg.right):
+        new = rebuild(deep_copy(kept))
+        what = "the width under this square root is the wrong one"
+        yield (new, "width", what, f"{src(node)} -> {src(new)}", ("scale-by-model-width",))
 
 
 def _scaled_twice(node: ast.AST) -> Iterator[Proposal]:
@@ -692,12 +715,36 @@ def _shift_missing(node: Any, scope: Scope) -> Iterator[Proposal]:
         yield (new, "term", "the max is not subtracted before `exp`", f"{src(arg)} -> {src(new.args[0])}", ("softmax-overflow",))
 
 
+QUERY_KEYS = {"Wq": "Wo", "bq": "bo", "q": "o", "w_q": "w_o", "b_q": "b_o"}
+
+
 def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
-    """The output projection, done the way the function projects the queries: its call that
-    reads 'Wq' again, with 'Wo' and 'bo', applied to what is returned (or collected with
-    `append` into what is returned), when the function never mentions 'Wo'."""
-    if not isinstance(node, ast.expr) or _mentions(scope.fn, "Wo"):
+    """The output projection, done the way the function projects the queries (`project(x, "q")`,
+    `x @ self.weight("Wq") + ...`) with the output's weights, applied to what is returned (or
+    collected with `append` into what is returned, or given its bias `+ bo` alone), when the
+    function never reads the output's weights."""
+    if (
+        not isinstance(node, ast.expr)
+        or any(_mentions(scope.fn, key) for key in ("Wo", "w_o", "o"))
+        or not _handed_out(node, scope, parent)
+    ):
         return
+    for query in _query_projections(scope.fn):
+        if isinstance(query, ast.Call):
+            proj: Any = deep_copy(query)
+            proj.args[0] = deep_copy(node)
+        else:
+            proj = ast.BinOp(deep_copy(node), ast.MatMult(), deep_copy(query.right))
+        for sub in ast.walk(proj):
+            if isinstance(sub, ast.Constant) and sub.value in QUERY_KEYS:
+                sub.value = QUERY_KEYS[sub.value]
+        yield (proj, "term", "the output projection is never applied", f"{src(node)} -> {src(proj)}", ("no-output-projection",))
+        return
+
+
+def _handed_out(node: ast.expr, scope: Scope, parent: ast.AST | None) -> bool:
+    """Returned (alone or first of a tuple), assigned to a name that is returned, collected into
+    one, or given only the output's bias (`merged + self.bias("bo")`)."""
     collected = (
         isinstance(parent, ast.Call)
         and called(parent) == "append"
@@ -706,31 +753,41 @@ def _projected(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
         and isinstance(parent.func.value, ast.Name)
         and _returned(ast.Assign([ast.Name(parent.func.value.id, ast.Store())], node), scope)
     )
-    if not (
-        collected
-        or isinstance(parent, ast.Return)
-        and node is parent.value
-        or isinstance(parent, ast.Assign)
-        and node is parent.value
-        and _returned(parent, scope)
-    ):
-        return
-    query = next(
-        (
-            n
-            for n in ast.walk(scope.fn)
-            if isinstance(n, ast.Call) and n.args and not _mentions(n.args[0], "Wq") and any(_mentions(a, "Wq") for a in n.args[1:])
-        ),
-        None,
+    first = (
+        isinstance(parent, ast.Tuple)
+        and parent.elts
+        and parent.elts[0] is node
+        and any(isinstance(n, ast.Return) and n.value is parent for n in ast.walk(scope.fn))
     )
-    if query is None:
-        return
-    proj = deep_copy(query)
-    proj.args[0] = deep_copy(node)
-    for sub in ast.walk(proj):
-        if isinstance(sub, ast.Constant) and sub.value in ("Wq", "bq"):
-            sub.value = {"Wq": "Wo", "bq": "bo"}[sub.value]
-    yield (proj, "term", "the output projection is never applied", f"{src(node)} -> {src(proj)}", ("no-output-projection",))
+    biased = (
+        isinstance(parent, ast.BinOp)
+        and isinstance(parent.op, ast.Add)
+        and parent.left is node
+        and any(_mentions(parent.right, key) for key in ("bo", "b_o"))
+    )
+    return bool(
+        collected
+        or first
+        or biased
+        or (isinstance(parent, ast.Return) and node is parent.value)
+        or (isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope))
+    )
+
+
+def _query_projections(fn: ast.AST) -> list[Any]:
+    """How the function projects the queries: calls that read a query key beside their first
+    argument (`project(x, "q")`), then products whose right side reads one (`x @ p["Wq"]`)."""
+    calls = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call) and n.args and not _reads_query(n.args[0]) and any(_reads_query(a) for a in n.args[1:])
+    ]
+    products = [n for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) and _reads_query(n.right)]
+    return calls + products
+
+
+def _reads_query(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value in ("Wq", "q", "w_q") for n in ast.walk(node))
 
 
 def _mentions(node: ast.AST, key: str) -> bool:
@@ -778,6 +835,94 @@ def _max_allowed(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Pr
         yield (new, "max", "this max also counts the blocked entries", f"{src(target)} -> {src(sub)}", ("max-over-blocked",))
 
 
+# --- which of the queries, keys and values ------------------------------------------------------
+
+_QKV_NAME = re.compile(r"(?:(q|k|v)(?:s|_\w*|\d*)|(query|key|value)(?:s|_\w*)?|(queries|keys|values))")
+_QKV_KEY = re.compile(r"(W_?|w_|)([qkv])(_proj)?")
+SWAP_BUGS = ("kv-from-queries",)
+
+
+def qkv(name: str) -> str:
+    """Which of the queries, keys and values a name says it holds ('q', 'k', 'v'), or ''."""
+    m = _QKV_NAME.fullmatch(name)
+    return (next(g for g in m.groups() if g)[0].lower()) if m else ""
+
+
+def _request(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """The string that picks a projection (`project(x, "q")`, `p["Wk"]`) naming another of the
+    queries, keys and values."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return
+    if not ((isinstance(parent, ast.Call) and node in parent.args) or (isinstance(parent, ast.Subscript) and parent.slice is node)):
+        return
+    m = _QKV_KEY.fullmatch(node.value)
+    if m is None:
+        return
+    for other in "qkv".replace(m.group(2), ""):
+        text = f"{m.group(1)}{other}{m.group(3) or ''}"
+        what = f"the {node.value!r} here picks the wrong projection"
+        yield (ast.Constant(text), "request", what, f"{node.value!r} -> {text!r}", SWAP_BUGS)
+
+
+def _operand(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """The right operand of a product (`weights @ q`, `q @ v.T`) naming the queries, keys or values,
+    replaced by another of them that the function binds."""
+    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and qkv(node.id)):
+        return
+    product = (
+        (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult) and parent.right is node)
+        or (isinstance(parent, ast.Call) and called(parent) in ("matmul", "einsum", "bmm", "dot") and node in parent.args)
+        or (isinstance(parent, ast.Attribute) and parent.attr in ("T", "mT", "transpose", "swapaxes", "permute"))
+    )
+    if not product:
+        return
+    mine = qkv(node.id)
+    others = [n for n in sorted(scope.names) if qkv(n) and qkv(n) != mine and len(n) <= len(node.id) + 4][:4]
+    for other in others:
+        yield (ast.Name(other, ast.Load()), "operand", f"`{node.id}` is the wrong operand here", f"{node.id} -> {other}", SWAP_BUGS)
+
+
+def _split_heads(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """`a.reshape(B, H, T, hd)` that splits the heads without moving them: the two middle sizes
+    swapped and the axes moved after (`a.reshape(B, T, H, hd).swapaxes(1, 2)`)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("reshape", "view")):
+        return
+    if len(node.args) != 4 or node.keywords or (isinstance(parent, ast.Attribute) and parent.attr in ("transpose", "swapaxes", "permute")):
+        return
+    swapped = deep_copy(node)
+    swapped.args[1], swapped.args[2] = swapped.args[2], swapped.args[1]
+    new = ast.Call(ast.Attribute(swapped, "swapaxes", ast.Load()), [ast.Constant(1), ast.Constant(2)], [])
+    what = "the heads are split here without moving their axis"
+    yield (new, "transpose+", what, f"{src(node)} -> {src(new)}", ("reshape-without-transpose", "heads-interleaved"))
+
+
+def _head_columns(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """`slice(...)` choosing a head's columns in a loop over the heads: the head's own block,
+    `slice(h * hd, (h + 1) * hd)`."""
+    if not (isinstance(node, ast.Call) and called(node) == "slice" and node.args) or not scope.loops:
+        return
+    if len(node.args) < 3 and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) for n in ast.walk(node)):
+        return  # already a block of columns
+    for loop, width in itertools.product(scope.loops[:2], scope.widths[:3]):
+        new: Any = ast.parse(f"slice({loop} * {width}, ({loop} + 1) * {width})", mode="eval").body
+        if src(new) != src(node):
+            yield (new, "index", "these are not the head's own columns", f"{src(node)} -> {src(new)}", ("heads-interleaved",))
+
+
+def _bias_returned(node: Any, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """A value returned without the bias the function read and never used (`b = p.get("bq")`,
+    then `return y`): `y + (b if b is not None else 0)`."""
+    returned = (isinstance(parent, ast.Return) and node is parent.value) or (
+        isinstance(parent, ast.Assign) and node is parent.value and _returned(parent, scope)
+    )
+    if not returned or isinstance(node, ast.Tuple):
+        return
+    for name in scope.unused:
+        term: Any = ast.parse(f"({name} if {name} is not None else 0)", mode="eval").body
+        new = ast.BinOp(deep_copy(node), ast.Add(), term)
+        yield (new, "term", f"`{name}` is read and never added", f"{src(node)} -> {src(new)}", ("biases-ignored",))
+
+
 OPERATORS: tuple[Callable, ...] = (
     _negate,
     _compare,
@@ -790,4 +935,9 @@ OPERATORS: tuple[Callable, ...] = (
     _missing,
     _projected,
     _max_allowed,
+    _request,
+    _operand,
+    _split_heads,
+    _head_columns,
+    _bias_returned,
 )

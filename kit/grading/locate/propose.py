@@ -23,6 +23,8 @@ OPERATOR_ORDER = {
     "compare": 1,
     "bound": 1,
     "index": 2,
+    "request": 5,
+    "operand": 5,
     "axis": 2,
     "constant": 2,
     "transpose": 2,

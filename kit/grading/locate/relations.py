@@ -94,6 +94,9 @@ def mask_words(ctx, stage, actual, expected) -> str:
         should, does = expected < 0.5, actual < 0.5
     if np.array_equal(should, does):
         return ""
+    both = ~should & ~does
+    if stage.id != "allowed" and not close(actual[both], expected[both]):
+        return ""  # the entries both allow differ too: not (only) a mask applied wrongly
     opened, closed = int(np.sum(should & ~does)), int(np.sum(does & ~should))
     if np.array_equal(does, ~should):
         return "it is inverted: it blocks every entry that should be allowed and allows every one that should be blocked"
@@ -130,6 +133,14 @@ def _other_axis(ctx, stage, actual, expected) -> str:
     if stage.id != "weights" or actual.ndim < 2 or not np.allclose(actual.sum(axis=-2), 1.0, atol=1e-4):
         return ""
     return "each column sums to 1, not each row: the softmax runs over the queries instead of the keys"
+
+
+def _ones(ctx, stage, actual, expected) -> str:
+    """Weights that are all 1: each exponential divided by itself, the sum taken over an axis of
+    length one (the single query of a decoding step) instead of over the keys."""
+    if stage.id != "weights" or np.shape(ctx.x)[-2] != 1 or actual.size < 2 or not np.allclose(actual, 1.0) or np.allclose(expected, 1.0):
+        return ""  # (a single query: the decoding step's)
+    return "every weight is 1: the softmax's sum runs over an axis of length 1 (the queries), not over the keys"
 
 
 def _offset(ctx, stage, actual, expected) -> str:
@@ -184,4 +195,4 @@ def _uniform_rows(ctx, stage, actual, expected) -> str:
     )
 
 
-RELATIONS = (_variant, _uniform_rows, _allowed, mask_words, _scaled, _transposed, _other_axis, _offset, _shuffled, _not_finite)
+RELATIONS = (_variant, _uniform_rows, _allowed, mask_words, _scaled, _transposed, _other_axis, _ones, _offset, _shuffled, _not_finite)

@@ -21,6 +21,8 @@ from attn_kit.load import catalog, preflight
 from attn_kit.report.results import FAILED, CheckStatus, Report
 
 DEFAULT_BUDGET = 10.0
+RESERVE_SHARE = 0.15  # of the budget, at most, kept back to verify a partial edit
+RESERVE_MIN = 0.5  # seconds
 
 
 def reachable(tree: ast.Module, roots: set[str]) -> set[str]:
@@ -132,13 +134,17 @@ class _Search:
         self.built: tuple[int, bool] = (-1, True)
         self.index = 0
         self.turn = 0
+        # kept back once a single edit has repaired some failing checks: what grading that partial
+        # edit takes (about one grade of the file), so it is verified and shown when time runs out
+        graded = sum(r.seconds for r in report.results)
+        self.reserve = min(budget.seconds * RESERVE_SHARE, max(RESERVE_MIN, graded))
 
     def run(self) -> Located:
         """Singles in rank order; pairs from a queue rebuilt whenever a single repairs something.
         Suspecting several mistakes (misses == 2), singles and pairs alternate; otherwise pairs
         wait for half the budget, or for the singles to run out."""
         while True:
-            if self.budget.over():
+            if self.budget.over() or (self.budget.left() <= self.reserve and any(p.repaired for p in self.partial)):
                 return self.finish(None, "budget")
             singles_left = self.index < len(self.edits)
             self._rebuild(singles_left)

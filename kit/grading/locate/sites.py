@@ -1,8 +1,10 @@
 """Where a divergence's cause is written, when that is not the line that computed the value.
 
 A projection by a layer made without a bias (`nn.Linear(d, e, bias=False)`) shows its wrong value
-on the line that calls the layer; the fix is where the layer is made. Read from the candidate's
-source with `ast` in the kit's process (nothing is run)."""
+on the line that calls the layer; the fix is where the layer is made. A step left out shows on
+the last line that made the value before it, but a line that rebinds the name to itself
+(`att = att`) is where it belongs. Read from the candidate's source with `ast` in the kit's
+process (nothing is run)."""
 
 from __future__ import annotations
 
@@ -22,14 +24,55 @@ def placed(trace: Trace, text: str) -> Trace:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return trace
     made = _biasless_layers(tree)
-    if not made:
-        return trace
-    moved = [_moved(d, tree, made) for d in trace.divergences]
+    moved = [_kept(_moved(d, tree, made), tree) for d in trace.divergences]
     return dataclasses.replace(trace, divergences=moved)
 
 
+STILL = "it is still "  # matching: the value is still the stage before (a step left out)
+
+
+def _kept(divergence: Divergence, tree: ast.Module) -> Divergence:
+    """A step left out where the code rebinds the name to itself unchanged (`att = att` where
+    `att = att / hd**0.5` was meant): the step belongs on that line, the last such one before the
+    name is read otherwise. A rebinding that makes a new value from it (`s = np.where(ok, s,
+    -inf)`) is not such a line: the step belonged before it."""
+    if not divergence.relation.startswith(STILL):
+        return divergence
+    line = divergence.line
+    for node in _after(tree, divergence.line):
+        reads = any(isinstance(n, ast.Name) and n.id == divergence.name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
+        if not reads:
+            continue
+        if not (isinstance(node, ast.Assign) and [_target(t) for t in node.targets] == [divergence.name]):
+            break  # read by another statement (or a block that may change it): handed on from here
+        if not (isinstance(node.value, ast.Name) and node.value.id == divergence.name):
+            break  # a new value made from it (a mask's fill): the step belonged before
+        line = node.lineno
+    return divergence if line == divergence.line else dataclasses.replace(divergence, line=line)
+
+
+def _after(tree: ast.Module, line: int) -> list[ast.stmt]:
+    """The statements after the one on `line`, in its own block (the innermost holding it)."""
+    held: list[tuple[int, list[ast.stmt]]] = []
+    for node in ast.walk(tree):
+        for block in (getattr(node, "body", None), getattr(node, "orelse", None), getattr(node, "finalbody", None)):
+            if not isinstance(block, list):
+                continue
+            here = [s for s in block if isinstance(s, ast.stmt) and s.lineno <= line <= (s.end_lineno or s.lineno)]
+            if here:
+                held.append(((here[0].end_lineno or here[0].lineno) - here[0].lineno, block))
+    if not held:
+        return []
+    block = min(held, key=lambda sb: sb[0])[1]
+    return [s for s in block if s.lineno > line]
+
+
+def _target(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else ""
+
+
 def _moved(divergence: Divergence, tree: ast.Module, made: dict[str, int]) -> Divergence:
-    if not any(words in divergence.relation for words in NO_BIAS):
+    if not made or not any(words in divergence.relation for words in NO_BIAS):
         return divergence
     layers = [name for name in _called_layers(tree, divergence.line) if name in made]
     if not layers:

@@ -6,6 +6,7 @@ reply bounds. Only after the worker has answered and gone are the stages compute
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ MAX_CALLS = 4  # failing calls traced (the smallest may not tell stages apart: h
 
 def failing_calls(report: Report) -> list[Call]:
     """The failing calls of the traced function, smallest first (fewest argument entries; a wrong
-    value before an exception), one per size."""
+    value before an exception), one per size; those whose stages cannot be told apart last."""
     fn = stage_table.traced_function(report.exercise)
     calls = [
         c
@@ -44,7 +45,22 @@ def failing_calls(report: Report) -> list[Call]:
         and stage_table.context_for(report.exercise, c.args, c.kwargs) is not None
     ]
     by_size = {_entries((c.args, c.kwargs)): c for c in reversed(calls)}
-    return [by_size[k] for k in sorted(by_size)]
+    ordered = [by_size[k] for k in sorted(by_size)]
+    plain = [_identity(stage_table.context_for(report.exercise, c.args, c.kwargs)) for c in ordered]
+    return [c for c, p in zip(ordered, plain) if not p] + [c for c, p in zip(ordered, plain) if p]
+
+
+def _identity(ctx: stage_table.Context | None) -> bool:
+    """A call whose projections include the identity matrix (a projected value equals what it
+    was projected from), or with one head of width 1: its stages cannot be told apart."""
+    if ctx is None:
+        return False
+    square = (np.asarray(w, dtype=np.float64) for w in ctx.params.values() if w is not None and np.ndim(w) == 2)
+    try:
+        single = ctx.heads == 1 and ctx.hd == 1  # one number per position: every layout is the same
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        single = False
+    return single or any(w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])) for w in square)
 
 
 def _entries(value: Any) -> int:
@@ -73,7 +89,8 @@ def records_from(extra: dict) -> list[Record]:
         ):
             # names come from the candidate's code objects, which it may rewrite: shown escaped
             name, fn = wire.visible(name[:60]), wire.visible(fn[:60])
-            out.append(Record(i, line, name, fn, np.squeeze(np.asarray(value, dtype=np.float64)), item.get("bool") is True))
+            frame, caller = (v if type(v) is int and 0 <= v < 1 << 31 else 0 for v in (item.get("frame"), item.get("caller")))
+            out.append(Record(i, line, name, fn, np.squeeze(np.asarray(value, dtype=np.float64)), item.get("bool") is True, frame, caller))
     return out
 
 
@@ -117,6 +134,20 @@ def follow(path: str, report: Report, timeout: float, memory: int | None, pure: 
     return placed(merged(traces, table), text)
 
 
+def _cause(relation: str) -> str:
+    """A relation without its figures (a factor's cause reads the same in every call)."""
+    return re.sub(r"[0-9.]+", "#", relation)
+
+
+def _told(d: Divergence, causes: list[tuple[str, int]], order: dict[str, int]) -> bool:
+    """The same cause, named at an earlier stage by another call (a call where the two stages
+    are one value, hd = 1, shows it a stage late)."""
+    return any(cause == _cause(d.relation) and at < order.get(d.stage, 99) for cause, at in causes)
+
+
+UNNAMED = " entries differ (by up to "  # matching._difference: a value near a stage, with no named difference
+
+
 def _specific(relation: str) -> int:
     """How precisely a relation names the cause: a single named cause beats two, two beat none."""
     if "(" not in relation:
@@ -129,14 +160,21 @@ def merged(traces: list[Trace], table: tuple = ()) -> Trace:
     order (the exercise's stages', `table`), the first call's matches."""
     order = {s.id: i for i, s in enumerate(table or stage_table.ATTENTION)}
     seen: dict[tuple[int, str], Divergence] = {}
+    named = [order.get(d.stage, 99) for trace in traces for d in trace.divergences if UNNAMED not in d.relation]
+    causes = [(_cause(d.relation), order.get(d.stage, 99)) for trace in traces for d in trace.divergences]
     for trace in traces:
         mine: set[int] = set()  # lines this call already named: its first word on a line stands
         for d in trace.divergences:
+            if (UNNAMED in d.relation and any(at < order.get(d.stage, 99) for at in named)) or _told(d, causes, order):
+                continue  # a call that cannot tell the stages apart, downstream of a named mistake
             same = next((k for k in seen if k[0] == d.line), None)
             if same is None:
                 seen[(d.line, d.stage)] = d
-            elif d.line not in mine and _specific(d.relation) > _specific(seen[same].relation):  # a call that tells the causes apart
-                del seen[same]
+            elif d.line not in mine and (_specific(d.relation), -order.get(d.stage, 99)) > (
+                _specific(seen[same].relation),
+                -order.get(seen[same].stage, 99),
+            ):
+                del seen[same]  # a call that tells the causes apart, or sees the mistake a stage earlier
                 seen[(d.line, d.stage)] = d
             mine.add(d.line)
     first = traces[0]

@@ -70,7 +70,11 @@ MISTAKES = {
             "return y.reshape(B, H, y.shape[1], y.shape[2] // H)",
             "split-without-transpose",
         ),
-        ("merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B, Q, -1)", "merged = (weights @ v).reshape(B, Q, -1)", "reshape-without-transpose"),
+        (
+            "merged = (weights @ v).transpose(0, 2, 1, 3).reshape(B, Q, -1)",
+            "merged = (weights @ v).reshape(B, Q, -1)",
+            "reshape-without-transpose",
+        ),
         ('k = split(self.linear(context, "k"))', 'k = split(self.linear(context, "q"))', "keys-from-wq"),
     ],
     "numpy_tiled_class": [
@@ -202,6 +206,27 @@ TRACED = {
     "numpy_varlen_docs__no-scaling.py",
     "numpy_varlen_docs__rope-sign-flipped.py",
     "numpy_varlen_docs__no-scaling__kv-head-mapping-modulo__softmax-wrong-axis.py",
+    # since the traced run records which call made a value and from which line (session 28)
+    "torch_module__no-scaling.py",
+    "torch_module__keys-from-wq.py",
+    "torch_module__biases-ignored.py",
+    "torch_module__no-output-projection.py",
+    "torch_module__keys-from-wq__reshape-without-transpose__softmax-wrong-axis.py",
+    "numpy_call__no-scaling.py",
+    "numpy_call__bias-subtracted.py",
+    "numpy_call__no-scaling__bias-subtracted__softmax-overflow.py",
+    "numpy_method_loop__biases-ignored.py",
+    "numpy_method_loop__no-scaling__heads-interleaved__biases-ignored.py",
+    "numpy_kv_cache__queries-from-wk.py",
+    "numpy_kv_cache__values-as-keys.py",
+    "numpy_kv_cache__no-scaling__softmax-wrong-axis__queries-from-wk.py",
+    "numpy_masked_bias__no-scaling.py",
+    "numpy_masked_bias__keys-from-wq.py",
+    "numpy_masked_bias__no-scaling__mask-inverted__reshape-without-transpose.py",
+    "numpy_masked_bias__scale-by-model-width__bias-subtracted__biases-ignored.py",
+    "numpy_masked_bias__bias-subtracted__split-without-transpose__keys-from-wq.py",
+    "numpy_method_loop__heads-concatenated-over-time.py",  # the right numbers in a wrong shape
+    "numpy_kv_cache__softmax-wrong-axis.py",  # all-ones weights of a decoding step
 }
 
 
