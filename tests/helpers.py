@@ -495,3 +495,17 @@ def judge_run(name: str, spec: dict, run, who: str = "") -> None:
         assert data["passed"] is False and "no-scaling" in [d["bug"] for d in data["diagnosis"]], context
         assert not second.left, f"{name}: processes left behind by the second run: {second.left}"
     assert run.seconds < spec.get("seconds", 20), f"{name} took {run.seconds:.1f} s"
+
+
+def arrays_in(value):
+    """Every NumPy array in VALUE, through dicts, lists and tuples (what a call's arguments send)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from arrays_in(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from arrays_in(v)

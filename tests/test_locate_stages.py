@@ -21,6 +21,7 @@ from attn_kit.render import check
 from attn_kit.report.results import Diagnosis, Report
 
 from conftest import need_torch
+from helpers import arrays_in
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -168,7 +169,7 @@ def test_a_probe_call_binds_the_reference_way_and_carries_inputs_only(exercise):
     ctx = stages.context_for(exercise, args, kwargs)
     values = stages.compute(ctx)
     assert {"scaled", "weights", "context"} <= set(values)
-    sent = [np.asarray(a, dtype=np.float64) for a in _arrays((args, kwargs))]
+    sent = [np.asarray(a, dtype=np.float64) for a in arrays_in((args, kwargs))]
     for stage, value in values.items():
         if stage in ("q_heads", "k_heads", "v_heads", "allowed", "k_proj", "v_proj") and exercise in ("sliding-window", "kv-cache"):
             continue  # these exercises take them as arguments
@@ -177,17 +178,6 @@ def test_a_probe_call_binds_the_reference_way_and_carries_inputs_only(exercise):
         assert not any(a.size == np.size(value) and np.allclose(a.ravel(), np.ravel(value)) for a in sent), stage
     # the same on every run: a trace is reproducible
     assert repr(stages.probe_call(exercise)) == repr((fn, args, kwargs))
-
-
-def _arrays(value):
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _arrays(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _arrays(v)
 
 
 def test_every_new_code_shape_is_a_catalogue_bug_and_fits_80_columns():

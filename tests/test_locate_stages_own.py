@@ -20,6 +20,8 @@ from attn_kit.grading.locate import matching, tracing
 from attn_kit.report.results import Report
 from attn_kit.sandbox.session import Sandbox
 
+from helpers import arrays_in
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 OWN = sorted(stages_own.OWN)
@@ -74,24 +76,13 @@ def test_an_own_probe_carries_inputs_only(exercise):
     fn, args, kwargs = stages.probe_call(exercise)
     assert fn == stages.traced_function(exercise)
     values = stages.compute(stages.context_for(exercise, args, kwargs))
-    sent = [np.asarray(a, dtype=np.float64) for a in _arrays((args, kwargs))]
+    sent = [np.asarray(a, dtype=np.float64) for a in arrays_in((args, kwargs))]
     for stage, value in values.items():
         for name, part in matching.parts(stage, value):
             if stage in ("kr_raw", "q_all") and exercise == "mla-decode":
                 continue  # x @ W: a product of two arguments, never sent
             assert not any(a.size == np.size(part) and np.allclose(a.ravel(), np.ravel(part)) for a in sent), name
     assert repr(stages.probe_call(exercise)) == repr((fn, args, kwargs))
-
-
-def _arrays(value):
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _arrays(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _arrays(v)
 
 
 def test_a_stage_over_parts_is_right_only_when_its_last_part_is():
