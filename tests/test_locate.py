@@ -86,6 +86,12 @@ def test_operators_propose_the_one_line_fix_of_each_catalogue_family():
     head = "def head(q, k):\n    scores = q @ k.T\n    scaled = scores\n    return scaled\n"
     assert any(locate.apply(head, [e]).splitlines()[2].strip() == "scaled = scores / q.shape[-1] ** 0.5" for e in edits_of(head))
     assert "other = scores / math.sqrt(q.shape[-1])" in changed  # a factor too many under the root
+    powers = "def f(d, s):\n    inv = d**-1.0\n    return s * d**1\n"
+    fixed = {locate.apply(powers, [e]) for e in edits_of(powers)}
+    assert "def f(d, s):\n    inv = d ** (-0.5)\n    return s * d**1\n" in fixed  # the width, not its root
+    assert "def f(d, s):\n    inv = d**-1.0\n    return s * d ** 0.5\n" in fixed
+    passed = "def run(x, position, cache):\n    return step(x, 0, cache)\n"
+    assert "def run(x, position, cache):\n    return step(x, position, cache)\n" in {locate.apply(passed, [e]) for e in edits_of(passed)}
     assert "cols = [x[:, :, slice(h * hd, (h + 1) * hd)] for h in range(H)]" in changed  # a head's own columns
     assert "ctx = (scaled @ v).swapaxes(1, 2).reshape(B, T, D)" in changed  # the values, not the queries
     assert "return y + (b if b is not None else 0)" in changed  # a bias read and never added

@@ -134,6 +134,46 @@ def test_a_bias_free_linear_layer_is_named_where_it_is_made():
     assert kept == other  # not a bias: where it showed
 
 
+def test_a_wrong_factor_applied_by_name_is_placed_where_it_is_computed():
+    text = textwrap.dedent(
+        """\
+        def attend(q, k, d):
+            inv = d**-1.0
+            for _ in range(1):
+                s = q @ k.T * inv
+            t = q @ k.T / math.sqrt(d * inv)
+            return s, t
+        """
+    )
+    applied = matching.Divergence(4, "s", "attend", "scaled", "the scaled scores", "it is 2× too small")
+    written = matching.Divergence(5, "t", "attend", "scaled", "the scaled scores", "it is 2× too large")
+    other = matching.Divergence(4, "s", "attend", "scaled", "the scaled scores", "3 of its 4 entries differ")
+    [moved, unnamed, kept] = sites.placed(matching.Trace([applied, written, other]), text).divergences
+    assert moved.line == 2 and "`inv` is computed on line 2 (applied on line 4)" in moved.relation
+    assert unnamed == written and kept == other  # a name under a root is no factor; not a factor
+
+
+def test_an_argument_only_passed_on_is_placed_on_the_line_that_called_with_it():
+    text = textwrap.dedent(
+        """\
+        def turn(x, position):
+            return x * position
+
+        def step(x, position):
+            return turn(x, position)
+
+        def run(x):
+            return step(x, 0)
+        """
+    )
+    still = "it is still the key before the rotation: the call on line 5 asks `turn` for it"
+    passed = matching.Divergence(5, "return", "step", "k_rot", "the rotated key", still, called_from=8)
+    unknown = matching.Divergence(5, "return", "step", "k_rot", "the rotated key", still)
+    [moved, kept] = sites.placed(matching.Trace([passed, unknown]), text).divergences
+    assert moved.line == 8 and "what line 8 passes in (the value shows on line 5)" in moved.relation
+    assert kept == unknown  # the calling line is not known
+
+
 def test_the_harness_records_a_module_whose_locals_hold_layers(tmp_path):
     # an nn.Module has a class attribute `_version`, as a tensor does: taking a layer for a tensor
     # once ended the candidate's traced call with an AttributeError, and no value came back

@@ -46,6 +46,7 @@ class Divergence:
     words: str
     relation: str
     record: int = -1  # the index of the record that shows it, in its call's records (-1: none)
+    called_from: int = 0  # the line that called the function holding `line` (0: not known)
 
     def text(self) -> str:
         returned = self.name.startswith("return")
@@ -303,6 +304,7 @@ def _called_wrongly(records: list[Record], matches: list[set[str]], divergence: 
         name=named.name if named else divergence.name,
         function=named.function if named else divergence.function,
         relation=where,
+        called_from=named.caller if named else 0,
     )
 
 

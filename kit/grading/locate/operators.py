@@ -500,6 +500,7 @@ def _scale(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Prop
     """The width under the square root, a scale too many and a scale missing."""
     yield from _sqrt_width(node, scope)
     yield from _power_width(node, scope)
+    yield from _power_root(node)
     yield from _scaled_twice(node)
     plain = isinstance(node, ast.Name) and SCORES_NAME.fullmatch(node.id) and isinstance(parent, ast.Assign) and node is parent.value
     if (plain or _scores(node)) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div)) and not _weighted(node):
@@ -544,6 +545,22 @@ def _power_width(node: ast.AST, scope: Scope) -> Iterator[Proposal]:
                 f"{src(node)} -> {src(new)}",
                 ("scale-by-model-width",),
             )
+
+
+def _power_root(node: ast.AST) -> Iterator[Proposal]:
+    """A width to the power ±1 where its root was meant (`inv = d**-1.0` for `d**-0.5`)."""
+    if not (
+        isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.left, (ast.Name, ast.Attribute, ast.Subscript))
+    ):
+        return
+    exponent = node.right
+    negative = isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub)
+    value = exponent.operand if isinstance(exponent, ast.UnaryOp) and negative else exponent
+    if not (isinstance(value, ast.Constant) and value.value in (1, 1.0) and not isinstance(value.value, bool)):
+        return
+    root: ast.expr = ast.UnaryOp(ast.USub(), ast.Constant(0.5)) if negative else ast.Constant(0.5)
+    new = ast.BinOp(deep_copy(node.left), ast.Pow(), root)
+    yield (new, "scale", "the scale takes the width itself, not its square root", f"{src(node)} -> {src(new)}", ("double-scaling",))
 
 
 def _with_arg(node: ast.Call, arg: ast.expr) -> ast.Call:
@@ -605,6 +622,17 @@ def _weighted(node: ast.AST) -> bool:
         and n.value.startswith("W")
         for n in ast.walk(node)
     )
+
+
+def _unread_parameter(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
+    """A call's argument made up in place (`Step(p)(x, 0, cache)`) while a parameter of the
+    function that would give it is never read (`position`): that parameter passed instead."""
+    if not (isinstance(parent, ast.Call) and node in parent.args and not isinstance(node, (ast.Name, ast.Starred))):
+        return
+    given = [a.arg for a in scope.fn.args.args + scope.fn.args.kwonlyargs + scope.fn.args.posonlyargs]
+    for name in (n for n in given if n in scope.unused and n not in ("self", "cls")):
+        new = ast.Name(name, ast.Load())
+        yield (new, "argument", f"`{name}` is never read: this argument is made up in its place", f"{src(node)} -> {name}", ())
 
 
 def _constant(node: ast.AST, scope: Scope, parent: ast.AST | None) -> Iterator[Proposal]:
@@ -932,6 +960,7 @@ OPERATORS: tuple[Callable, ...] = (
     _transpose,
     _scale,
     _constant,
+    _unread_parameter,
     _missing,
     _projected,
     _max_allowed,

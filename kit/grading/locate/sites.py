@@ -24,7 +24,7 @@ def placed(trace: Trace, text: str) -> Trace:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return trace
     made = _biasless_layers(tree)
-    moved = [_kept(_moved(d, tree, made), tree) for d in trace.divergences]
+    moved = [_passed_in(_scale_bound(_kept(_moved(d, tree, made), tree), tree), tree) for d in trace.divergences]
     return dataclasses.replace(trace, divergences=moved)
 
 
@@ -49,6 +49,87 @@ def _kept(divergence: Divergence, tree: ast.Module) -> Divergence:
             break  # a new value made from it (a mask's fill): the step belonged before
         line = node.lineno
     return divergence if line == divergence.line else dataclasses.replace(divergence, line=line)
+
+
+FACTOR = ("× too large", "× too small")  # relations: a factor names the difference
+
+
+def _scale_bound(divergence: Divergence, tree: ast.Module) -> Divergence:
+    """A value wrong by a factor where a scale is applied by name (`s = q @ k.T * inv`) whose
+    value the function binds on another line (`inv = d**-1.0`): the scale is wrong where it is
+    computed, so the mistake is that binding (the line it showed on is kept in the words)."""
+    if not any(words in divergence.relation for words in FACTOR):
+        return divergence
+    function = _enclosing(tree, divergence.line)
+    holding = [s for s in _statements(function) if s.lineno <= divergence.line <= (s.end_lineno or s.lineno)]
+    statement = min(holding, key=lambda s: (s.end_lineno or s.lineno) - s.lineno, default=None)  # the innermost
+    if function is None or statement is None:
+        return divergence
+    for name in _factors(statement):
+        bound = [s for s in _statements(function) if isinstance(s, ast.Assign) and [_target(t) for t in s.targets] == [name]]
+        if len(bound) == 1 and bound[0].lineno < statement.lineno and _scalar(bound[0].value):
+            words = f"{divergence.relation}: the factor `{name}` is computed on line {bound[0].lineno} (applied on line {divergence.line})"
+            return dataclasses.replace(divergence, line=bound[0].lineno, relation=words)
+    return divergence
+
+
+def _passed_in(divergence: Divergence, tree: ast.Module) -> Divergence:
+    """A helper that left its data unchanged (`_turn(k, position)` still unrotated) because an
+    argument the calling function only passes on (`position`, one of its parameters, never
+    rebound) came wrong from the line that called that function (`Step(p)(x, 0, cache)`): the
+    mistake is on that line."""
+    if not (divergence.relation.startswith(STILL) and divergence.called_from and "asks `" in divergence.relation):
+        return divergence
+    function = _enclosing(tree, divergence.line)
+    if function is None:
+        return divergence
+    params = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    rebound = {_target(t) for s in _statements(function) if isinstance(s, ast.Assign) for t in s.targets}
+    calls = [n for n in ast.walk(function) if isinstance(n, ast.Call) and n.lineno <= divergence.line <= (n.end_lineno or n.lineno)]
+    passed = {a.id for c in calls for a in c.args[1:] if isinstance(a, ast.Name)}
+    if not passed & params - rebound:
+        return divergence
+    words = f"{divergence.relation}, with what line {divergence.called_from} passes in (the value shows on line {divergence.line})"
+    return dataclasses.replace(divergence, line=divergence.called_from, relation=words)
+
+
+def _enclosing(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose body holds `line`."""
+    holding = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    return max(holding, key=lambda n: n.lineno, default=None)
+
+
+def _statements(function: ast.AST | None) -> list[ast.stmt]:
+    return [] if function is None else [n for n in ast.walk(function) if isinstance(n, ast.stmt) and n is not function]
+
+
+def _factors(statement: ast.stmt) -> list[str]:
+    """The names a statement's value is multiplied or divided by at its top (`x * inv`, `x /
+    scale`, `inv * x`), not inside a call or a root (`sqrt(hd * H)` is a width, not a factor)."""
+    value = getattr(statement, "value", None)
+    names: list[str] = []
+    chain = [value] if isinstance(value, ast.BinOp) else []
+    while chain:
+        node = chain.pop()
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div))):
+            continue
+        operands = (node.right,) if isinstance(node.op, ast.Div) else (node.left, node.right)
+        names += [o.id for o in operands if isinstance(o, ast.Name)]
+        chain += [o for o in (node.left, node.right) if isinstance(o, ast.BinOp)]
+    return names
+
+
+def _scalar(value: ast.expr) -> bool:
+    """An expression of numbers only: constants, names, arithmetic and calls like `math.sqrt(d)`
+    (no subscript or array made from the data)."""
+    return all(
+        isinstance(n, (ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.Call, ast.Attribute, ast.operator, ast.unaryop, ast.Load))
+        for n in ast.walk(value)
+    )
 
 
 def _after(tree: ast.Module, line: int) -> list[ast.stmt]:

@@ -227,6 +227,8 @@ TRACED = {
     "numpy_masked_bias__bias-subtracted__split-without-transpose__keys-from-wq.py",
     "numpy_method_loop__heads-concatenated-over-time.py",  # the right numbers in a wrong shape
     "numpy_kv_cache__softmax-wrong-axis.py",  # all-ones weights of a decoding step
+    "numpy_tiled_class__double-scaling.py",  # a scale factor wrong where it is computed
+    "numpy_mla_heads__mla-positions-ignored.py",  # a position passed in wrong by the caller
 }
 
 
